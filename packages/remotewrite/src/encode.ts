@@ -1,0 +1,194 @@
+import { WireType } from "@bufbuild/protobuf/wire";
+import { scratchF64, scratchU8 } from "./scratch.ts";
+import { snappyCompress } from "./snappy.ts";
+import type { Label, MetricMetadata, Sample, TimeSeries, WriteRequest } from "./types.ts";
+
+// Encoding computes every message length first and writes once into a buffer of the exact size.
+// BinaryWriter (fork/join over a number[]) measured ~3.5 µs per 4-label series here, 10x this path,
+// almost all of it pushing bytes one by one; the decoder, whose cost is elsewhere, uses BinaryReader.
+
+const TAG_WR_TIMESERIES = (1 << 3) | WireType.LengthDelimited;
+const TAG_WR_METADATA = (3 << 3) | WireType.LengthDelimited;
+const TAG_TS_LABEL = (1 << 3) | WireType.LengthDelimited;
+const TAG_TS_SAMPLE = (2 << 3) | WireType.LengthDelimited;
+const TAG_STRING_1 = (1 << 3) | WireType.LengthDelimited;
+const TAG_STRING_2 = (2 << 3) | WireType.LengthDelimited;
+const TAG_SAMPLE_VALUE = (1 << 3) | WireType.Bit64;
+const TAG_SAMPLE_TS = (2 << 3) | WireType.Varint;
+const TAG_MD_TYPE = (1 << 3) | WireType.Varint;
+const TAG_MD_HELP = (4 << 3) | WireType.LengthDelimited;
+const TAG_MD_UNIT = (5 << 3) | WireType.LengthDelimited;
+
+const utf8 = new TextEncoder();
+
+/** UTF-8 byte length; ASCII (nearly every label) without a library call. */
+function utf8Len(s: string): number {
+  const n = s.length;
+  for (let i = 0; i < n; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.byteLength(s, "utf8");
+  return n;
+}
+
+/** Bytes of a varint; negative int64 values always take 10. */
+function varintLen(v: number): number {
+  if (v < 0) return 10;
+  let n = 1;
+  while (v > 0x7f) {
+    v = Math.floor(v / 0x80);
+    n++;
+  }
+  return n;
+}
+
+/** Size of a length-delimited field (1-byte tag + length + body) whose body is `len` bytes. */
+function fieldLen(len: number): number {
+  return 1 + varintLen(len) + len;
+}
+
+function strField(s: string): number {
+  return s === "" ? 0 : fieldLen(utf8Len(s));
+}
+
+function isPositiveZero(v: number): boolean {
+  return v === 0 && 1 / v > 0;
+}
+
+function checkTimestamp(ms: number): void {
+  if (!Number.isSafeInteger(ms)) throw new RangeError(`timestamp ${ms} is not a safe integer (ms)`);
+}
+
+// proto3 canonical form omits default values, as Prometheus does; decoders accept both.
+const labelLen = (l: Label) => strField(l.name) + strField(l.value);
+const sampleLen = (s: Sample) =>
+  (isPositiveZero(s.value) ? 0 : 9) + (s.timestampMs === 0 ? 0 : 1 + varintLen(s.timestampMs));
+const metadataLen = (m: MetricMetadata) =>
+  (m.type === 0 ? 0 : 1 + varintLen(m.type)) +
+  strField(m.metricFamilyName) +
+  strField(m.help) +
+  strField(m.unit);
+
+function seriesLen(ts: TimeSeries): number {
+  let n = 0;
+  for (const l of ts.labels) n += fieldLen(labelLen(l));
+  for (const s of ts.samples) {
+    checkTimestamp(s.timestampMs);
+    n += fieldLen(sampleLen(s));
+  }
+  return n;
+}
+
+class Out {
+  readonly buf: Uint8Array;
+  pos = 0;
+  constructor(size: number) {
+    this.buf = new Uint8Array(size);
+  }
+
+  varint(v: number): void {
+    const b = this.buf;
+    if (v < 0) {
+      // Two's complement over 64 bits; only timestamps before 1970 get here.
+      let x = BigInt.asUintN(64, BigInt(v));
+      while (x > 0x7fn) {
+        b[this.pos++] = Number(x & 0x7fn) | 0x80;
+        x >>= 7n;
+      }
+      b[this.pos++] = Number(x);
+      return;
+    }
+    while (v > 0x7f) {
+      b[this.pos++] = (v % 0x80) | 0x80;
+      v = Math.floor(v / 0x80);
+    }
+    b[this.pos++] = v;
+  }
+
+  str(tag: number, s: string): void {
+    if (s === "") return;
+    const b = this.buf;
+    b[this.pos++] = tag;
+    const n = s.length;
+    let ascii = true;
+    for (let i = 0; i < n; i++) {
+      if (s.charCodeAt(i) > 0x7f) {
+        ascii = false;
+        break;
+      }
+    }
+    if (ascii) {
+      this.varint(n);
+      for (let i = 0; i < n; i++) b[this.pos++] = s.charCodeAt(i);
+      return;
+    }
+    this.varint(Buffer.byteLength(s, "utf8"));
+    this.pos += utf8.encodeInto(s, b.subarray(this.pos)).written;
+  }
+
+  double(v: number): void {
+    scratchF64[0] = v;
+    this.buf.set(scratchU8, this.pos);
+    this.pos += 8;
+  }
+}
+
+function writeSeries(o: Out, ts: TimeSeries, len: number): void {
+  o.buf[o.pos++] = TAG_WR_TIMESERIES;
+  o.varint(len);
+  for (const l of ts.labels) {
+    o.buf[o.pos++] = TAG_TS_LABEL;
+    o.varint(labelLen(l));
+    o.str(TAG_STRING_1, l.name);
+    o.str(TAG_STRING_2, l.value);
+  }
+  for (const s of ts.samples) {
+    o.buf[o.pos++] = TAG_TS_SAMPLE;
+    o.varint(sampleLen(s));
+    if (!isPositiveZero(s.value)) {
+      o.buf[o.pos++] = TAG_SAMPLE_VALUE;
+      o.double(s.value);
+    }
+    if (s.timestampMs !== 0) {
+      o.buf[o.pos++] = TAG_SAMPLE_TS;
+      o.varint(s.timestampMs);
+    }
+  }
+}
+
+function writeMetadata(o: Out, m: MetricMetadata, len: number): void {
+  o.buf[o.pos++] = TAG_WR_METADATA;
+  o.varint(len);
+  if (m.type !== 0) {
+    o.buf[o.pos++] = TAG_MD_TYPE;
+    o.varint(m.type);
+  }
+  o.str(TAG_STRING_2, m.metricFamilyName);
+  o.str(TAG_MD_HELP, m.help);
+  o.str(TAG_MD_UNIT, m.unit);
+}
+
+/**
+ * Encodes a WriteRequest as protobuf (not compressed). Labels and samples are written in the order
+ * given; remote write expects labels sorted by name and samples ascending by time, which callers own.
+ * Sample values are copied bit for bit. Throws RangeError for a timestamp that is not a safe integer
+ * or a negative metadata type. Returns a new array owned by the caller.
+ */
+export function encodeWriteRequest(req: WriteRequest): Uint8Array {
+  const sLens = req.timeseries.map(seriesLen);
+  const md = req.metadata ?? [];
+  for (const m of md) {
+    if (!Number.isInteger(m.type) || m.type < 0) throw new RangeError(`metadata type ${m.type} is invalid`);
+  }
+  const mLens = md.map(metadataLen);
+  let size = 0;
+  for (const n of sLens) size += fieldLen(n);
+  for (const n of mLens) size += fieldLen(n);
+  const o = new Out(size);
+  for (let i = 0; i < sLens.length; i++) writeSeries(o, req.timeseries[i], sLens[i]);
+  for (let i = 0; i < mLens.length; i++) writeMetadata(o, md[i], mLens[i]);
+  if (o.pos !== size) throw new Error(`remote write encoder: wrote ${o.pos} bytes, sized ${size}`);
+  return o.buf;
+}
+
+/** Encodes and snappy-compresses a WriteRequest: exactly the HTTP body of a remote-write POST. */
+export function encodeRemoteWriteBody(req: WriteRequest): Uint8Array {
+  return snappyCompress(encodeWriteRequest(req));
+}

@@ -1,0 +1,14 @@
+export { decodeRemoteWriteBody, decodeWriteRequest } from "./decode.ts";
+export { encodeRemoteWriteBody, encodeWriteRequest } from "./encode.ts";
+export { type DecodeLimitName, RemoteWriteDecodeError, RemoteWritePushError } from "./errors.ts";
+export { type DecodeLimits, defaultDecodeLimits, resolveDecodeLimits } from "./options.ts";
+export { type FetchLike, type PushOptions, type PushResult, pushRemoteWrite } from "./push.ts";
+export { readSnappyLength, snappyCompress, snappyDecompress } from "./snappy.ts";
+export {
+  type Label,
+  type MetricMetadata,
+  MetricType,
+  type Sample,
+  type TimeSeries,
+  type WriteRequest,
+} from "./types.ts";
