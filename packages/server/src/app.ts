@@ -1,0 +1,60 @@
+import type { ConnectRouter } from "@connectrpc/connect";
+import type { FastifyInstance } from "fastify";
+import pino, { type Logger } from "pino";
+import { collectDefaultMetrics, Registry } from "prom-client";
+import type { Config } from "./config.ts";
+import { type DbHandle, openDb } from "./db/database.ts";
+import { buildServer, redactPaths } from "./http/server.ts";
+import { registerAdminServices } from "./http/services/admin.ts";
+import { registerIamServices } from "./http/services/iam.ts";
+import { registerMonitoringService } from "./http/services/monitoring.ts";
+
+/** The whole service in one process: every role, wired together. */
+export interface App {
+  readonly config: Config;
+  readonly db: DbHandle;
+  readonly server: FastifyInstance;
+  readonly log: Logger;
+  close(): Promise<void>;
+}
+
+export interface AppOptions {
+  readonly now?: () => number;
+  readonly logger?: Logger;
+}
+
+export function createLogger(level: string): Logger {
+  return pino({ level, redact: { paths: redactPaths, censor: "[redacted]" } });
+}
+
+export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
+  const log = opts.logger ?? createLogger(config.logLevel);
+  const now = opts.now ?? Date.now;
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const routes = (router: ConnectRouter) => {
+    registerMonitoringService(router, { db: db.db, pageKey: config.secretKey });
+    registerIamServices(router, { db: db.db, now });
+    registerAdminServices(router, { db: db.db, now });
+  };
+  const server = await buildServer({
+    db: db.db,
+    log,
+    registry,
+    operatorToken: config.adminToken,
+    maxRequestBytes: config.maxRequestBytes,
+    now,
+    routes,
+  });
+  return {
+    config,
+    db,
+    server,
+    log,
+    async close() {
+      await server.close();
+      await db.close();
+    },
+  };
+}

@@ -1,0 +1,67 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+/** Everything configurable, with its default, read once at start-up from the environment. */
+export interface Config {
+  /** Listen address. Default 127.0.0.1. */
+  readonly host: string;
+  /** Listen port. Default 8080; 0 picks a free port (tests). */
+  readonly port: number;
+  /** Public origin clients use (no trailing slash). Default http://<host>:<port>. */
+  readonly baseUrl?: string;
+  /** Data directory: SQLite file, TSDB, secrets. Default ./.data */
+  readonly dataDir: string;
+  /** postgres://… selects PostgreSQL for the control plane; otherwise SQLite in dataDir. */
+  readonly databaseUrl?: string;
+  /** The provider's operator token for svc.admin.v1 (SVC_ADMIN_TOKEN). Generated into dataDir when unset. */
+  readonly adminToken: string;
+  /** Key that signs page tokens (SVC_SECRET_KEY, 32+ bytes hex/base64). Generated into dataDir when unset. */
+  readonly secretKey: Buffer;
+  /** pino level. */
+  readonly logLevel: string;
+  /** Largest request body accepted on RPC routes, bytes. */
+  readonly maxRequestBytes: number;
+  /** Create the demo project on an empty data directory. Default true. */
+  readonly demo: boolean;
+}
+
+function persistedSecret(dataDir: string, file: string, make: () => string): string {
+  const path = join(dataDir, file);
+  if (existsSync(path)) return readFileSync(path, "utf8").trim();
+  const v = make();
+  writeFileSync(path, `${v}\n`, { mode: 0o600 });
+  return v;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const dataDir = resolve(overrides.dataDir ?? env.SVC_DATA_DIR ?? ".data");
+  mkdirSync(dataDir, { recursive: true });
+  const port = overrides.port ?? Number(env.PORT ?? 8080);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`PORT: "${env.PORT}" is not a port number`);
+  const adminToken =
+    overrides.adminToken ??
+    env.SVC_ADMIN_TOKEN ??
+    persistedSecret(dataDir, "admin-token", () => `svcadmin_${randomBytes(24).toString("base64url")}`);
+  if (adminToken.length < 16) throw new Error("SVC_ADMIN_TOKEN: must be at least 16 characters");
+  const secretKey =
+    overrides.secretKey ??
+    Buffer.from(
+      env.SVC_SECRET_KEY ?? persistedSecret(dataDir, "secret-key", () => randomBytes(32).toString("hex")),
+      "hex",
+    );
+  if (secretKey.length < 32) throw new Error("SVC_SECRET_KEY: must be at least 32 bytes of hex");
+  return Object.freeze({
+    host: overrides.host ?? env.HOST ?? "127.0.0.1",
+    port,
+    baseUrl: overrides.baseUrl ?? env.SVC_BASE_URL,
+    dataDir,
+    databaseUrl: overrides.databaseUrl ?? env.SVC_DATABASE_URL,
+    adminToken,
+    secretKey,
+    logLevel: overrides.logLevel ?? env.SVC_LOG_LEVEL ?? "info",
+    maxRequestBytes: overrides.maxRequestBytes ?? 4 * 1024 * 1024,
+    demo: overrides.demo ?? env.SVC_DEMO !== "false",
+  });
+}

@@ -1,0 +1,67 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import SQLite from "better-sqlite3";
+import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
+import pg from "pg";
+import { migrations } from "./migrations/index.ts";
+import type { Database } from "./schema.ts";
+
+export type Db = Kysely<Database>;
+export type DbDialect = "sqlite" | "postgres";
+
+export interface DbHandle {
+  readonly db: Db;
+  readonly dialect: DbDialect;
+  close(): Promise<void>;
+}
+
+export interface OpenDbOptions {
+  /** postgres://… to use PostgreSQL; otherwise SQLite at sqlitePath. */
+  readonly databaseUrl?: string;
+  /** SQLite file path, or ":memory:". */
+  readonly sqlitePath?: string;
+  /** Default directory for svc.db when sqlitePath is not given. */
+  readonly dataDir?: string;
+}
+
+// PostgreSQL BIGINT arrives as a string by default; our BIGINT columns hold Unix milliseconds and byte
+// counts, all well inside 2^53.
+pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
+
+/** Opens the control-plane store and runs pending migrations. */
+export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
+  const url = opts.databaseUrl ?? "";
+  let db: Db;
+  let dialect: DbDialect;
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
+    dialect = "postgres";
+    db = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 10 }) }),
+    });
+  } else {
+    dialect = "sqlite";
+    let path = opts.sqlitePath;
+    if (!path) {
+      const dir = opts.dataDir ?? ".data";
+      mkdirSync(dir, { recursive: true });
+      path = join(dir, "svc.db");
+    }
+    const sqlite = new SQLite(path);
+    sqlite.pragma("journal_mode = WAL");
+    sqlite.pragma("synchronous = NORMAL");
+    sqlite.pragma("foreign_keys = ON");
+    sqlite.pragma("busy_timeout = 5000");
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  }
+  await migrate(db);
+  return { db, dialect, close: () => db.destroy() };
+}
+
+async function migrate(db: Db): Promise<void> {
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === "Error");
+  if (error || failed) {
+    throw new Error(`database migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * Control-plane tables. Times are Unix **milliseconds** (BIGINT in PostgreSQL, INTEGER in SQLite);
+ * lists are JSON text so both dialects store them alike.
+ */
+export interface Database {
+  projects: ProjectTable;
+  users: UserTable;
+  memberships: MembershipTable;
+  sessions: SessionTable;
+  vms: VmTable;
+  vm_state_events: VmStateEventTable;
+  maintenance_windows: MaintenanceWindowTable;
+  service_accounts: ServiceAccountTable;
+  api_keys: ApiKeyTable;
+  idempotency_records: IdempotencyTable;
+}
+
+export interface ProjectTable {
+  id: string;
+  display_name: string;
+  create_time: number;
+}
+
+export interface UserTable {
+  id: string;
+  email: string;
+  display_name: string;
+  password_hash: string;
+  create_time: number;
+}
+
+export interface MembershipTable {
+  project_id: string;
+  user_id: string;
+  role: "owner" | "editor" | "viewer";
+  create_time: number;
+}
+
+export interface SessionTable {
+  id: string;
+  user_id: string;
+  token_hash: string;
+  create_time: number;
+  expire_time: number;
+  revoke_time: number | null;
+}
+
+export interface VmTable {
+  project_id: string;
+  vm_id: string;
+  location: string;
+  display_name: string;
+  state: string;
+  distribution: string;
+  monitoring_level: string;
+  vcpus: number;
+  memory_bytes: number;
+  create_time: number;
+  delete_time: number | null;
+}
+
+export interface VmStateEventTable {
+  id: string;
+  project_id: string;
+  vm_id: string;
+  state: string;
+  stop_reason: string;
+  time: number;
+}
+
+export interface MaintenanceWindowTable {
+  id: string;
+  project_id: string;
+  vm_ids: string;
+  start_time: number;
+  end_time: number;
+  reason: string;
+}
+
+export interface ServiceAccountTable {
+  id: string;
+  project_id: string;
+  display_name: string;
+  template: string;
+  permissions: string;
+  state: "ACTIVE" | "DISABLED";
+  create_time: number;
+}
+
+export interface ApiKeyTable {
+  id: string;
+  project_id: string;
+  kind: "PERSONAL" | "SERVICE_ACCOUNT";
+  service_account_id: string | null;
+  owner_user_id: string | null;
+  creator_user_id: string;
+  display_name: string;
+  capabilities: string;
+  secret_hash: string;
+  secret_hint: string;
+  rotation_group: string;
+  create_time: number;
+  expire_time: number;
+  revoke_time: number | null;
+}
+
+export interface IdempotencyTable {
+  scope: string;
+  request_id: string;
+  body_hash: string;
+  result: string;
+  create_time: number;
+}

@@ -1,0 +1,94 @@
+import type { ConnectRouter } from "@connectrpc/connect";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from "fastify";
+import type { Logger } from "pino";
+import { Counter, Histogram, type Registry } from "prom-client";
+import type { Db } from "../db/database.ts";
+import type { TokenResolver } from "../iam/principal.ts";
+import { authInterceptor } from "./auth.ts";
+
+/** Keys redacted from every log line: credentials never reach the logs. */
+export const redactPaths = [
+  "req.headers.authorization",
+  "headers.authorization",
+  "authorization",
+  "*.authorization",
+  "*.token",
+  "*.secret",
+  "*.password",
+  "*.assertion",
+  "*.accessToken",
+  "*.sessionToken",
+];
+
+export interface ServerDeps {
+  readonly db: Db;
+  readonly log: Logger;
+  readonly registry: Registry;
+  readonly operatorToken: string;
+  readonly maxRequestBytes: number;
+  readonly now: () => number;
+  /** Connect services; each domain adds its own. */
+  readonly routes: (router: ConnectRouter) => void;
+  /** Extra HTTP surfaces (Prometheus API, ingest, export), each registered in its own scope. */
+  readonly plugins?: readonly FastifyPluginAsync[];
+  readonly ready?: () => boolean;
+  readonly ciTokenResolver?: TokenResolver;
+}
+
+export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.log as FastifyBaseLogger,
+    bodyLimit: deps.maxRequestBytes,
+    // Error messages from Fastify's own parsers go to the client; never include request data in them.
+    return503OnClosing: true,
+  });
+  const requests = new Counter({
+    name: "svc_http_requests_total",
+    help: "HTTP requests by route and status code.",
+    labelNames: ["route", "code"],
+    registers: [deps.registry],
+  });
+  const duration = new Histogram({
+    name: "svc_http_request_duration_seconds",
+    help: "HTTP request latency by route.",
+    labelNames: ["route"],
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
+    registers: [deps.registry],
+  });
+  app.addHook("onResponse", async (req, reply) => {
+    const route = req.routeOptions.url ?? "unmatched";
+    requests.inc({ route, code: String(reply.statusCode) });
+    duration.observe({ route }, reply.elapsedTime / 1000);
+  });
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_req, reply) => {
+    const ready = deps.ready?.() ?? true;
+    return reply.code(ready ? 200 : 503).send({ status: ready ? "ready" : "starting" });
+  });
+  app.get("/metrics", async (_req, reply) => {
+    return reply.type(deps.registry.contentType).send(await deps.registry.metrics());
+  });
+
+  await app.register(async (scope) => {
+    await scope.register(fastifyConnectPlugin, {
+      routes: deps.routes,
+      interceptors: [
+        authInterceptor({
+          db: deps.db,
+          operatorToken: deps.operatorToken,
+          now: deps.now,
+          log: deps.log,
+          ciTokenResolver: deps.ciTokenResolver,
+        }),
+      ],
+      requireConnectProtocolHeader: true,
+      readMaxBytes: deps.maxRequestBytes,
+      jsonOptions: { alwaysEmitImplicit: true, ignoreUnknownFields: false },
+      shutdownTimeoutMs: 10_000,
+    });
+  });
+  for (const plugin of deps.plugins ?? []) await app.register(plugin);
+  return app;
+}

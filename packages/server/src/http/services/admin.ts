@@ -1,0 +1,36 @@
+import type { ConnectRouter } from "@connectrpc/connect";
+import { ProjectService, UserService, VMService } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
+import type { Db } from "../../db/database.ts";
+import * as projects from "../../inventory/projects.ts";
+import * as vms from "../../inventory/vms.ts";
+
+/** svc.admin.v1: provider-side inventory. Thin: the operator check is in the auth interceptor. */
+export function registerAdminServices(router: ConnectRouter, deps: { db: Db; now: () => number }): void {
+  const { db, now } = deps;
+  router.service(ProjectService, {
+    createProject: (r) => projects.createProject(db, r, now()),
+    getProject: (r) => projects.getProject(db, r.name),
+    listProjects: async () => ({ projects: await projects.listProjects(db) }),
+    setMember: (r) => projects.setMember(db, r, now()),
+    removeMember: async (r) => {
+      await projects.removeMember(db, r);
+      return {};
+    },
+    listMembers: async (r) => ({ members: await projects.listMembers(db, r.project) }),
+  });
+  router.service(UserService, {
+    createUser: (r) => projects.createUser(db, r, now()),
+    listUsers: async () => ({ users: await projects.listUsers(db) }),
+  });
+  router.service(VMService, {
+    createVM: (r) => vms.createVm(db, r, now()),
+    getVM: (r) => vms.getVm(db, r.name),
+    updateVM: (r) => vms.updateVm(db, r),
+    deleteVM: (r) => vms.deleteVm(db, r.name, now()),
+    listVMs: async (r) => ({ vms: await vms.listVms(db, r.parent) }),
+    recordVMStateEvent: (r) => vms.recordStateEvent(db, r, now()),
+    listVMStateEvents: async (r) => ({ events: await vms.listStateEvents(db, r.vm) }),
+    createMaintenanceWindow: (r) => vms.createMaintenanceWindow(db, r),
+    listMaintenanceWindows: async (r) => ({ windows: await vms.listMaintenanceWindows(db, r.parent) }),
+  });
+}

@@ -1,0 +1,104 @@
+import type { ConnectRouter } from "@connectrpc/connect";
+import { KeyService } from "@svc/sdk/gen/svc/iam/v1/key_pb";
+import { ServiceAccountService } from "@svc/sdk/gen/svc/iam/v1/service_account_pb";
+import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
+import type { Db } from "../../db/database.ts";
+import { permissionDenied } from "../../errors.ts";
+import * as keys from "../../iam/keys.ts";
+import * as sa from "../../iam/service-accounts.ts";
+import * as sessions from "../../iam/sessions.ts";
+import { parseProjectName } from "../../inventory/names.ts";
+import { humanOf, principalOf } from "../context.ts";
+
+export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: () => number }): void {
+  const { db, now } = deps;
+  router.service(SessionService, {
+    login: async (r) => {
+      const s = await sessions.login(db, r.email, r.password, now());
+      return {
+        sessionToken: s.sessionToken,
+        expireTimeUnix: BigInt(Math.floor(s.expireTimeMs / 1000)),
+        user: `users/${s.userId}`,
+      };
+    },
+    logout: async (_r, ctx) => {
+      await sessions.logout(db, humanOf(ctx).sessionId, now());
+      return {};
+    },
+    whoAmI: async (_r, ctx) => {
+      const p = principalOf(ctx);
+      switch (p.kind) {
+        case "OPERATOR":
+          return { principal: "operator", kind: p.kind, grants: [] };
+        case "HUMAN_SESSION": {
+          const rows = await db
+            .selectFrom("memberships")
+            .select(["project_id", "role"])
+            .where("user_id", "=", p.userId)
+            .execute();
+          return {
+            principal: `users/${p.userId}`,
+            kind: p.kind,
+            grants: rows.map((r) => `projects/${r.project_id}:${r.role}`),
+          };
+        }
+        default: {
+          const effective = p.keyCapabilities.filter((c) => p.identityPermissions.includes(c));
+          return {
+            principal: p.identityId,
+            kind: p.kind,
+            grants: effective.map((c) => `projects/${p.projectId}:${c}`),
+          };
+        }
+      }
+    },
+  });
+  router.service(ServiceAccountService, {
+    createServiceAccount: async (r, ctx) => {
+      await requireOwner(db, humanOf(ctx).userId, r.parent);
+      return sa.createServiceAccount(db, r, now());
+    },
+    getServiceAccount: async (r, ctx) => {
+      await requireMember(db, humanOf(ctx).userId, sa.parseServiceAccountName(r.name).projectId);
+      return sa.getServiceAccount(db, r.name);
+    },
+    listServiceAccounts: async (r, ctx) => {
+      await requireMember(db, humanOf(ctx).userId, parseProject(r.parent));
+      return { serviceAccounts: await sa.listServiceAccounts(db, r.parent) };
+    },
+    disableServiceAccount: async (r, ctx) => {
+      await requireOwner(db, humanOf(ctx).userId, `projects/${sa.parseServiceAccountName(r.name).projectId}`);
+      return sa.setServiceAccountState(db, r.name, "DISABLED");
+    },
+    enableServiceAccount: async (r, ctx) => {
+      await requireOwner(db, humanOf(ctx).userId, `projects/${sa.parseServiceAccountName(r.name).projectId}`);
+      return sa.setServiceAccountState(db, r.name, "ACTIVE");
+    },
+  });
+  router.service(KeyService, {
+    createKey: (r, ctx) => keys.createKey(db, humanOf(ctx), r, now()),
+    listKeys: async (r, ctx) => ({ keys: await keys.listKeys(db, humanOf(ctx), r.parent, now()) }),
+    rotateKey: (r, ctx) => keys.rotateKey(db, humanOf(ctx), r, now()),
+    revokeKey: (r, ctx) => keys.revokeKey(db, humanOf(ctx), r.name, now()),
+  });
+}
+
+function parseProject(parent: string): string {
+  return parseProjectName(parent, "parent");
+}
+
+async function requireMember(db: Db, userId: string, projectId: string): Promise<string> {
+  const m = await db
+    .selectFrom("memberships")
+    .select("role")
+    .where("project_id", "=", projectId)
+    .where("user_id", "=", userId)
+    .executeTakeFirst();
+  if (!m) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
+  return m.role;
+}
+
+async function requireOwner(db: Db, userId: string, parent: string): Promise<void> {
+  const role = await requireMember(db, userId, parseProject(parent));
+  if (role !== "owner") throw permissionDenied("CAPABILITY", "only project owners manage service accounts");
+}

@@ -1,0 +1,64 @@
+import { createHash } from "node:crypto";
+import type { Db } from "../db/database.ts";
+import { invalidArgument } from "../errors.ts";
+
+/** Records are kept at least this long (DESIGN §5). */
+export const IDEMPOTENCY_RETENTION_MS = 48 * 3600 * 1000;
+
+const UUID_LIKE = /^[0-9A-Za-z][0-9A-Za-z._:-]{7,127}$/;
+
+export function validateRequestId(requestId: string): void {
+  if (!requestId) throw invalidArgument("requestId", "is required (a client-generated UUID)");
+  if (!UUID_LIKE.test(requestId)) {
+    throw invalidArgument("requestId", "must be 8..128 characters of letters, digits and ._:-");
+  }
+}
+
+/** Hash of the request body without its requestId, so only an exact retry matches. */
+export function bodyHash(body: unknown): string {
+  return createHash("sha256").update(stableJson(body)).digest("hex");
+}
+
+function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(",")}]`;
+  if (v && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableJson(o[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(v) ?? "null";
+}
+
+/**
+ * The recorded outcome for (scope, requestId): undefined when new; the stored result when the body is
+ * the same; REQUEST_ID_REUSED when the body differs.
+ */
+export async function findReplay<T>(
+  db: Db,
+  scope: string,
+  requestId: string,
+  hash: string,
+): Promise<T | undefined> {
+  const r = await db
+    .selectFrom("idempotency_records")
+    .select(["body_hash", "result"])
+    .where("scope", "=", scope)
+    .where("request_id", "=", requestId)
+    .executeTakeFirst();
+  if (!r) return undefined;
+  if (r.body_hash !== hash) {
+    throw invalidArgument("requestId", "was already used with a different request body", {
+      reason: "REQUEST_ID_REUSED",
+    });
+  }
+  return JSON.parse(r.result) as T;
+}
+
+export async function pruneIdempotency(db: Db, nowMs: number): Promise<void> {
+  await db
+    .deleteFrom("idempotency_records")
+    .where("create_time", "<", nowMs - IDEMPOTENCY_RETENTION_MS)
+    .execute();
+}

@@ -1,0 +1,331 @@
+import type { Db } from "../db/database.ts";
+import type { ApiKeyTable } from "../db/schema.ts";
+import { invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
+import { parseProjectName } from "../inventory/names.ts";
+import { type Capability, isCapability, type Role, rolePermissions } from "./capabilities.ts";
+import { bodyHash, findReplay, validateRequestId } from "./idempotency.ts";
+import { generateSecret, hashSecret, newId, secretHint } from "./secrets.ts";
+import { parseServiceAccountName } from "./service-accounts.ts";
+
+export const DEFAULT_EXPIRE_DAYS = 90;
+export const MAX_EXPIRE_DAYS = 365;
+export const MAX_OVERLAP_SECONDS = 86_400;
+const DAY_MS = 86_400_000;
+
+export interface KeyView {
+  name: string;
+  displayName: string;
+  kind: "PERSONAL" | "SERVICE_ACCOUNT";
+  capabilities: string[];
+  secretHint: string;
+  createTimeUnix: bigint;
+  expireTimeUnix: bigint;
+  state: "ACTIVE" | "REVOKED" | "EXPIRED";
+  revokeTimeUnix: bigint;
+  creator: string;
+}
+
+export interface CreatedKey {
+  key: KeyView;
+  /** Only on the first response. */
+  secret?: string;
+  replayed: boolean;
+}
+
+/** The human acting (keys are created only by humans, for themselves or their project's accounts). */
+export interface Actor {
+  readonly userId: string;
+}
+
+interface Parent {
+  projectId: string;
+  serviceAccountId: string | null;
+}
+
+function parseParent(parent: string): Parent {
+  if (parent.includes("/serviceAccounts/")) {
+    const { projectId, id } = parseServiceAccountName(parent, "parent");
+    return { projectId, serviceAccountId: id };
+  }
+  return { projectId: parseProjectName(parent, "parent"), serviceAccountId: null };
+}
+
+export function keyName(r: Pick<ApiKeyTable, "project_id" | "service_account_id" | "id">): string {
+  return r.service_account_id
+    ? `projects/${r.project_id}/serviceAccounts/${r.service_account_id}/keys/${r.id}`
+    : `projects/${r.project_id}/keys/${r.id}`;
+}
+
+function parseKeyName(name: string): { projectId: string; serviceAccountId: string | null; id: string } {
+  const m =
+    /^projects\/([a-z][a-z0-9-]{2,39})(?:\/serviceAccounts\/([a-z0-9]{1,40}))?\/keys\/([a-z0-9]{1,40})$/.exec(
+      name,
+    );
+  if (!m) throw invalidArgument("name", "must be a key name as returned by the API");
+  return { projectId: m[1], serviceAccountId: m[2] ?? null, id: m[3] };
+}
+
+export function keyView(r: ApiKeyTable, nowMs: number): KeyView {
+  const revoked = r.revoke_time !== null && r.revoke_time <= nowMs;
+  return {
+    name: keyName(r),
+    displayName: r.display_name,
+    kind: r.kind,
+    capabilities: JSON.parse(r.capabilities) as string[],
+    secretHint: r.secret_hint,
+    createTimeUnix: BigInt(Math.floor(r.create_time / 1000)),
+    expireTimeUnix: BigInt(Math.floor(r.expire_time / 1000)),
+    state: revoked ? "REVOKED" : r.expire_time <= nowMs ? "EXPIRED" : "ACTIVE",
+    revokeTimeUnix: BigInt(revoked && r.revoke_time !== null ? Math.floor(r.revoke_time / 1000) : 0),
+    creator: `users/${r.creator_user_id}`,
+  };
+}
+
+function expireDays(days: number, field = "expireDays"): number {
+  if (!Number.isInteger(days) || days < 0) throw invalidArgument(field, "must be a whole number of days");
+  if (days > MAX_EXPIRE_DAYS) {
+    throw invalidArgument(field, `must be at most ${MAX_EXPIRE_DAYS} days (one year)`, {
+      reason: "EXPIRY_TOO_LONG",
+      metadata: { maxDays: String(MAX_EXPIRE_DAYS) },
+    });
+  }
+  return days === 0 ? DEFAULT_EXPIRE_DAYS : days;
+}
+
+/** The actor must be an owner of the project (personal keys: any member, for themselves). */
+async function checkActorCanManage(db: Db, actor: Actor, parent: Parent): Promise<readonly Capability[]> {
+  const m = await db
+    .selectFrom("memberships")
+    .select("role")
+    .where("project_id", "=", parent.projectId)
+    .where("user_id", "=", actor.userId)
+    .executeTakeFirst();
+  if (!m) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
+  if (parent.serviceAccountId === null) return rolePermissions[m.role as Role];
+  if (m.role !== "owner") {
+    throw permissionDenied("CAPABILITY", "only project owners manage service-account keys");
+  }
+  const sa = await db
+    .selectFrom("service_accounts")
+    .select(["permissions"])
+    .where("project_id", "=", parent.projectId)
+    .where("id", "=", parent.serviceAccountId)
+    .executeTakeFirst();
+  if (!sa) throw notFound(`projects/${parent.projectId}/serviceAccounts/${parent.serviceAccountId}`);
+  return JSON.parse(sa.permissions) as Capability[];
+}
+
+function validateCapabilities(caps: readonly string[], allowed: readonly Capability[]): Capability[] {
+  if (caps.length === 0) throw invalidArgument("capabilities", "at least one capability is required");
+  const out: Capability[] = [];
+  for (const c of caps) {
+    if (!isCapability(c)) throw invalidArgument("capabilities", `"${c}" is not a capability`);
+    if (!allowed.includes(c)) {
+      throw invalidArgument(
+        "capabilities",
+        `${c} exceeds the identity's permissions (${allowed.join(", ")})`,
+      );
+    }
+    if (!out.includes(c)) out.push(c);
+  }
+  return out.sort();
+}
+
+export interface CreateKeyInput {
+  parent: string;
+  displayName: string;
+  capabilities: readonly string[];
+  expireDays: number;
+  requestId: string;
+}
+
+export async function createKey(
+  db: Db,
+  actor: Actor,
+  input: CreateKeyInput,
+  nowMs: number,
+): Promise<CreatedKey> {
+  validateRequestId(input.requestId);
+  const parent = parseParent(input.parent);
+  const displayName = input.displayName.trim();
+  if (!displayName || displayName.length > 100)
+    throw invalidArgument("displayName", "must be 1..100 characters");
+  const days = expireDays(input.expireDays);
+  const scope = `CreateKey:${actor.userId}`;
+  const hash = bodyHash({ ...input, requestId: undefined });
+  const replay = await findReplay<{ keyId: string }>(db, scope, input.requestId, hash);
+  if (replay) return replayed(db, replay.keyId, nowMs);
+  const allowed = await checkActorCanManage(db, actor, parent);
+  const caps = validateCapabilities(input.capabilities, allowed);
+  return issue(db, actor, scope, input.requestId, hash, nowMs, {
+    projectId: parent.projectId,
+    serviceAccountId: parent.serviceAccountId,
+    displayName,
+    caps,
+    days,
+    rotationGroup: newId(),
+  });
+}
+
+async function replayed(db: Db, keyId: string, nowMs: number): Promise<CreatedKey> {
+  const r = await db.selectFrom("api_keys").selectAll().where("id", "=", keyId).executeTakeFirstOrThrow();
+  return { key: keyView(r, nowMs), replayed: true };
+}
+
+interface IssueSpec {
+  projectId: string;
+  serviceAccountId: string | null;
+  displayName: string;
+  caps: Capability[];
+  days: number;
+  rotationGroup: string;
+  /** Rotation: keys of the group other than the new one stop at this time. */
+  retireOthersAtMs?: number;
+}
+
+async function issue(
+  db: Db,
+  actor: Actor,
+  scope: string,
+  requestId: string,
+  hash: string,
+  nowMs: number,
+  spec: IssueSpec,
+): Promise<CreatedKey> {
+  const secret = generateSecret(spec.serviceAccountId ? "serviceAccount" : "personal");
+  const row: ApiKeyTable = {
+    id: newId(),
+    project_id: spec.projectId,
+    kind: spec.serviceAccountId ? "SERVICE_ACCOUNT" : "PERSONAL",
+    service_account_id: spec.serviceAccountId,
+    owner_user_id: spec.serviceAccountId ? null : actor.userId,
+    creator_user_id: actor.userId,
+    display_name: spec.displayName,
+    capabilities: JSON.stringify(spec.caps),
+    secret_hash: hashSecret(secret),
+    secret_hint: secretHint(secret),
+    rotation_group: spec.rotationGroup,
+    create_time: nowMs,
+    expire_time: nowMs + spec.days * DAY_MS,
+    revoke_time: null,
+  };
+  try {
+    await db.transaction().execute(async (tx) => {
+      // The idempotency record goes first: a concurrent duplicate fails on its primary key and
+      // issues nothing.
+      await tx
+        .insertInto("idempotency_records")
+        .values({
+          scope,
+          request_id: requestId,
+          body_hash: hash,
+          result: JSON.stringify({ keyId: row.id }),
+          create_time: nowMs,
+        })
+        .execute();
+      await tx.insertInto("api_keys").values(row).execute();
+      if (spec.retireOthersAtMs !== undefined) {
+        const at = spec.retireOthersAtMs;
+        await tx
+          .updateTable("api_keys")
+          .set({ revoke_time: at })
+          .where("rotation_group", "=", spec.rotationGroup)
+          .where("id", "!=", row.id)
+          .where((eb) => eb.or([eb("revoke_time", "is", null), eb("revoke_time", ">", at)]))
+          .execute();
+      }
+    });
+  } catch (err) {
+    const replay = await findReplay<{ keyId: string }>(db, scope, requestId, hash);
+    if (replay) return replayed(db, replay.keyId, nowMs);
+    throw err;
+  }
+  return { key: keyView(row, nowMs), secret, replayed: false };
+}
+
+async function loadKey(db: Db, actor: Actor, name: string): Promise<ApiKeyTable> {
+  const ref = parseKeyName(name);
+  const r = await db
+    .selectFrom("api_keys")
+    .selectAll()
+    .where("project_id", "=", ref.projectId)
+    .where("id", "=", ref.id)
+    .executeTakeFirst();
+  if (!r || r.service_account_id !== ref.serviceAccountId) throw notFound(name);
+  await checkActorCanManage(db, actor, { projectId: r.project_id, serviceAccountId: r.service_account_id });
+  if (r.kind === "PERSONAL" && r.owner_user_id !== actor.userId) {
+    // Another member's personal key is theirs to manage; say not found rather than confirm it exists.
+    throw notFound(name);
+  }
+  return r;
+}
+
+export async function listKeys(db: Db, actor: Actor, parent: string, nowMs: number): Promise<KeyView[]> {
+  const p = parseParent(parent);
+  await checkActorCanManage(db, actor, p);
+  let q = db.selectFrom("api_keys").selectAll().where("project_id", "=", p.projectId);
+  q = p.serviceAccountId
+    ? q.where("service_account_id", "=", p.serviceAccountId)
+    : q.where("kind", "=", "PERSONAL").where("owner_user_id", "=", actor.userId);
+  const rows = await q.orderBy("create_time").orderBy("id").execute();
+  return rows.map((r) => keyView(r, nowMs));
+}
+
+export interface RotateKeyInput {
+  name: string;
+  overlapSeconds: number;
+  expireDays: number;
+  requestId: string;
+}
+
+/** New key with the same parent and capabilities; older keys of its lineage stop after the overlap. */
+export async function rotateKey(
+  db: Db,
+  actor: Actor,
+  input: RotateKeyInput,
+  nowMs: number,
+): Promise<CreatedKey> {
+  validateRequestId(input.requestId);
+  if (!Number.isInteger(input.overlapSeconds) || input.overlapSeconds < 0) {
+    throw invalidArgument("overlapSeconds", "must be a whole number of seconds, 0 or more");
+  }
+  if (input.overlapSeconds > MAX_OVERLAP_SECONDS) {
+    throw invalidArgument("overlapSeconds", `must be at most ${MAX_OVERLAP_SECONDS} (24 hours)`);
+  }
+  const days = expireDays(input.expireDays);
+  const scope = `RotateKey:${actor.userId}`;
+  const hash = bodyHash({ ...input, requestId: undefined });
+  const replay = await findReplay<{ keyId: string }>(db, scope, input.requestId, hash);
+  if (replay) return replayed(db, replay.keyId, nowMs);
+  const old = await loadKey(db, actor, input.name);
+  if (old.revoke_time !== null && old.revoke_time <= nowMs) {
+    throw new SvcError("failed_precondition", "name: the key is revoked", {
+      reason: "INVALID_FIELD",
+      metadata: { field: "name" },
+    });
+  }
+  const allowed = await checkActorCanManage(db, actor, {
+    projectId: old.project_id,
+    serviceAccountId: old.service_account_id,
+  });
+  const caps = validateCapabilities(JSON.parse(old.capabilities) as string[], allowed);
+  return issue(db, actor, scope, input.requestId, hash, nowMs, {
+    projectId: old.project_id,
+    serviceAccountId: old.service_account_id,
+    displayName: old.display_name,
+    caps,
+    days,
+    rotationGroup: old.rotation_group,
+    retireOthersAtMs: nowMs + input.overlapSeconds * 1000,
+  });
+}
+
+/** Immediate: the next request with the key is refused. */
+export async function revokeKey(db: Db, actor: Actor, name: string, nowMs: number): Promise<KeyView> {
+  const r = await loadKey(db, actor, name);
+  if (r.revoke_time === null || r.revoke_time > nowMs) {
+    await db.updateTable("api_keys").set({ revoke_time: nowMs }).where("id", "=", r.id).execute();
+    r.revoke_time = nowMs;
+  }
+  return keyView(r, nowMs);
+}

@@ -1,0 +1,179 @@
+import { timingSafeEqual } from "node:crypto";
+import type { Db } from "../db/database.ts";
+import { permissionDenied, unauthenticated } from "../errors.ts";
+import { type Capability, type Role, rolePermissions } from "./capabilities.ts";
+import { hashSecret, parseSecret } from "./secrets.ts";
+
+/** Who is calling. Built fresh on every request from the database's current state. */
+export type Principal =
+  | { readonly kind: "OPERATOR" }
+  | { readonly kind: "HUMAN_SESSION"; readonly userId: string; readonly sessionId: string }
+  | KeyPrincipal
+  | CiTokenPrincipal;
+
+export interface KeyPrincipal {
+  readonly kind: "PERSONAL_KEY" | "SERVICE_ACCOUNT_KEY";
+  readonly keyId: string;
+  readonly projectId: string;
+  /** users/<id> for personal keys, the service account id otherwise. */
+  readonly identityId: string;
+  readonly keyCapabilities: readonly Capability[];
+  /** The identity's current permissions in projectId (empty when the grant is gone). */
+  readonly identityPermissions: readonly Capability[];
+  /** Set when the identity is disabled or its grant was removed. */
+  readonly identityProblem?: "IDENTITY_DISABLED" | "GRANT_REMOVED";
+}
+
+/** A 15-minute token from ExchangeCIToken, acting as the trust's service account. */
+export interface CiTokenPrincipal {
+  readonly kind: "CI_TOKEN";
+  readonly tokenId: string;
+  readonly projectId: string;
+  readonly identityId: string;
+  readonly keyCapabilities: readonly Capability[];
+  readonly identityPermissions: readonly Capability[];
+  readonly identityProblem?: "IDENTITY_DISABLED" | "GRANT_REMOVED";
+}
+
+/** Resolves a bearer token for kinds other than keys and sessions (the CI exchange registers one). */
+export type TokenResolver = (db: Db, token: string, nowMs: number) => Promise<Principal | undefined>;
+
+export interface AuthenticateOptions {
+  readonly operatorToken?: string;
+  readonly ciTokenResolver?: TokenResolver;
+}
+
+/** Reads `Authorization: Bearer <token>`; never echoes the token in an error. */
+export function bearerToken(header: string | null | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Bearer ([\x21-\x7e]+)$/i.exec(header.trim());
+  return m?.[1];
+}
+
+export async function authenticate(
+  db: Db,
+  token: string | undefined,
+  nowMs: number,
+  opts: AuthenticateOptions = {},
+): Promise<Principal> {
+  if (!token) throw unauthenticated("missing Authorization: Bearer credential");
+  if (opts.operatorToken && safeEqual(token, opts.operatorToken)) return { kind: "OPERATOR" };
+  const kind = parseSecret(token);
+  if (kind === undefined) throw unauthenticated("the bearer credential is not a valid svc credential");
+  if (kind === "session") return sessionPrincipal(db, token, nowMs);
+  if (kind === "ciToken") {
+    const p = await opts.ciTokenResolver?.(db, token, nowMs);
+    if (!p) throw unauthenticated("the CI token is unknown, expired or revoked", "CREDENTIAL_EXPIRED");
+    return p;
+  }
+  return keyPrincipal(db, token, nowMs);
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+async function sessionPrincipal(db: Db, token: string, nowMs: number): Promise<Principal> {
+  const s = await db
+    .selectFrom("sessions")
+    .select(["id", "user_id", "expire_time", "revoke_time"])
+    .where("token_hash", "=", hashSecret(token))
+    .executeTakeFirst();
+  if (!s || s.revoke_time !== null) throw unauthenticated("the session is unknown or ended");
+  if (s.expire_time <= nowMs) throw unauthenticated("the session expired", "CREDENTIAL_EXPIRED");
+  return { kind: "HUMAN_SESSION", userId: s.user_id, sessionId: s.id };
+}
+
+async function keyPrincipal(db: Db, token: string, nowMs: number): Promise<KeyPrincipal> {
+  const k = await db
+    .selectFrom("api_keys")
+    .selectAll()
+    .where("secret_hash", "=", hashSecret(token))
+    .executeTakeFirst();
+  if (!k) throw unauthenticated("the key is unknown");
+  if (k.revoke_time !== null && k.revoke_time <= nowMs) {
+    throw unauthenticated("the key was revoked", "CREDENTIAL_REVOKED");
+  }
+  if (k.expire_time <= nowMs) throw unauthenticated("the key expired", "CREDENTIAL_EXPIRED");
+  const keyCapabilities = JSON.parse(k.capabilities) as Capability[];
+  if (k.kind === "SERVICE_ACCOUNT") {
+    const sa = await db
+      .selectFrom("service_accounts")
+      .select(["state", "permissions"])
+      .where("id", "=", k.service_account_id ?? "")
+      .executeTakeFirst();
+    const disabled = sa?.state !== "ACTIVE";
+    return {
+      kind: "SERVICE_ACCOUNT_KEY",
+      keyId: k.id,
+      projectId: k.project_id,
+      identityId: k.service_account_id ?? "",
+      keyCapabilities,
+      identityPermissions: disabled ? [] : (JSON.parse(sa.permissions) as Capability[]),
+      identityProblem: disabled ? "IDENTITY_DISABLED" : undefined,
+    };
+  }
+  const m = await db
+    .selectFrom("memberships")
+    .select("role")
+    .where("project_id", "=", k.project_id)
+    .where("user_id", "=", k.owner_user_id ?? "")
+    .executeTakeFirst();
+  return {
+    kind: "PERSONAL_KEY",
+    keyId: k.id,
+    projectId: k.project_id,
+    identityId: k.owner_user_id ?? "",
+    keyCapabilities,
+    identityPermissions: m ? rolePermissions[m.role as Role] : [],
+    identityProblem: m ? undefined : "GRANT_REMOVED",
+  };
+}
+
+/**
+ * Checks that the principal may use `capability` in `projectId`: the project boundary first, then the
+ * credential's capabilities, then the identity's current state and grants (effective = both).
+ */
+export async function authorizeProject(
+  db: Db,
+  p: Principal,
+  projectId: string,
+  capability: Capability,
+): Promise<void> {
+  switch (p.kind) {
+    case "OPERATOR":
+      throw permissionDenied("PROJECT_BOUNDARY", "the operator token has no access to project data");
+    case "HUMAN_SESSION": {
+      const m = await db
+        .selectFrom("memberships")
+        .select("role")
+        .where("project_id", "=", projectId)
+        .where("user_id", "=", p.userId)
+        .executeTakeFirst();
+      if (!m) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
+      if (!rolePermissions[m.role as Role].includes(capability)) {
+        throw permissionDenied("CAPABILITY", `your role ${m.role} does not grant ${capability}`);
+      }
+      return;
+    }
+    case "PERSONAL_KEY":
+    case "SERVICE_ACCOUNT_KEY":
+    case "CI_TOKEN": {
+      if (p.projectId !== projectId) {
+        throw permissionDenied("PROJECT_BOUNDARY", "the credential is bound to another project");
+      }
+      if (!p.keyCapabilities.includes(capability)) {
+        throw permissionDenied("CAPABILITY", `the credential does not carry ${capability}`);
+      }
+      if (p.identityProblem === "IDENTITY_DISABLED") {
+        throw permissionDenied("IDENTITY_DISABLED", "the credential's identity is disabled");
+      }
+      if (p.identityProblem === "GRANT_REMOVED" || !p.identityPermissions.includes(capability)) {
+        throw permissionDenied("GRANT_REMOVED", `the credential's identity no longer holds ${capability}`);
+      }
+      return;
+    }
+  }
+}

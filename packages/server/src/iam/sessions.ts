@@ -1,0 +1,45 @@
+import type { Db } from "../db/database.ts";
+import { invalidArgument, unauthenticated } from "../errors.ts";
+import { hashPassword, verifyPassword } from "./passwords.ts";
+import { generateSecret, hashSecret, newId } from "./secrets.ts";
+
+export const SESSION_TTL_MS = 12 * 3600 * 1000;
+
+// Compared against when the email is unknown, so a wrong email costs the same time as a wrong password.
+let dummyHash: Promise<string> | undefined;
+
+export async function login(
+  db: Db,
+  email: string,
+  password: string,
+  nowMs: number,
+): Promise<{ sessionToken: string; expireTimeMs: number; userId: string }> {
+  if (!email) throw invalidArgument("email", "is required");
+  if (!password) throw invalidArgument("password", "is required");
+  const u = await db
+    .selectFrom("users")
+    .select(["id", "password_hash"])
+    .where("email", "=", email.trim().toLowerCase())
+    .executeTakeFirst();
+  dummyHash ??= hashPassword("not-a-real-password-for-timing");
+  const ok = await verifyPassword(password, u?.password_hash ?? (await dummyHash));
+  if (!u || !ok) throw unauthenticated("email or password is wrong");
+  const token = generateSecret("session");
+  const expireTimeMs = nowMs + SESSION_TTL_MS;
+  await db
+    .insertInto("sessions")
+    .values({
+      id: newId(),
+      user_id: u.id,
+      token_hash: hashSecret(token),
+      create_time: nowMs,
+      expire_time: expireTimeMs,
+      revoke_time: null,
+    })
+    .execute();
+  return { sessionToken: token, expireTimeMs, userId: u.id };
+}
+
+export async function logout(db: Db, sessionId: string, nowMs: number): Promise<void> {
+  await db.updateTable("sessions").set({ revoke_time: nowMs }).where("id", "=", sessionId).execute();
+}
