@@ -1,0 +1,109 @@
+import type { DescService } from "@bufbuild/protobuf";
+import {
+  type Client,
+  Code,
+  ConnectError,
+  createClient,
+  type Interceptor,
+  type Transport,
+} from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { ProjectService, UserService, VMService } from "./gen/svc/admin/v1/admin_pb.ts";
+import { KeyService } from "./gen/svc/iam/v1/key_pb.ts";
+import { ServiceAccountService } from "./gen/svc/iam/v1/service_account_pb.ts";
+import { SessionService } from "./gen/svc/iam/v1/session_pb.ts";
+import { MonitoringService } from "./gen/svc/monitoring/v1/monitoring_pb.ts";
+
+export interface SvcClientOptions {
+  /** API origin, e.g. https://svc.example.com (no trailing slash). */
+  readonly baseUrl: string;
+  /** Bearer credential: an API key, a CI token, a console session token or the operator token. */
+  readonly token?: string;
+  /** JSON (default, as the spec shows) or binary protobuf. */
+  readonly useBinaryFormat?: boolean;
+  /** Retries of a 429 (`resource_exhausted`), honouring Retry-After. Default 3. */
+  readonly maxRetries?: number;
+  /** Upper bound of one wait, seconds. Default 30. */
+  readonly maxRetryAfterSeconds?: number;
+  /** For tests and custom agents. */
+  readonly fetch?: typeof globalThis.fetch;
+  /** Sleep function (tests pass a fake). */
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+/** Methods that change nothing, so a retry is always safe. */
+const readOnly = /^(Query|List|Get|Preview|WhoAmI)/;
+
+function isRetrySafe(methodName: string, message: unknown): boolean {
+  if (readOnly.test(methodName)) return true;
+  // A mutating call is retried only when it carries its requestId: the server then answers a
+  // duplicate with the original outcome instead of acting twice.
+  const requestId = (message as { requestId?: unknown } | undefined)?.requestId;
+  return typeof requestId === "string" && requestId !== "";
+}
+
+function retryAfterMs(err: ConnectError, attempt: number, capSeconds: number): number {
+  const header = err.metadata.get("retry-after");
+  const seconds = header !== null && /^\d+$/.test(header) ? Number(header) : 2 ** attempt;
+  return Math.min(seconds, capSeconds) * 1000;
+}
+
+function retryInterceptor(opts: SvcClientOptions): Interceptor {
+  const max = opts.maxRetries ?? 3;
+  const cap = opts.maxRetryAfterSeconds ?? 30;
+  const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  return (next) => async (req) => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await next(req);
+      } catch (e) {
+        const err = ConnectError.from(e);
+        if (err.code !== Code.ResourceExhausted || attempt >= max || req.stream) throw err;
+        if (!isRetrySafe(req.method.name, req.message)) throw err;
+        await sleep(retryAfterMs(err, attempt, cap));
+      }
+    }
+  };
+}
+
+/** A Connect transport with the bearer header, Connect-Protocol-Version and the 429 retry policy. */
+export function createSvcTransport(opts: SvcClientOptions): Transport {
+  const auth: Interceptor = (next) => (req) => {
+    if (opts.token) req.header.set("Authorization", `Bearer ${opts.token}`);
+    return next(req);
+  };
+  return createConnectTransport({
+    baseUrl: opts.baseUrl.replace(/\/+$/, ""),
+    useBinaryFormat: opts.useBinaryFormat ?? false,
+    interceptors: [retryInterceptor(opts), auth],
+    fetch: opts.fetch,
+  });
+}
+
+export interface SvcClients {
+  monitoring: Client<typeof MonitoringService>;
+  keys: Client<typeof KeyService>;
+  serviceAccounts: Client<typeof ServiceAccountService>;
+  sessions: Client<typeof SessionService>;
+  admin: {
+    projects: Client<typeof ProjectService>;
+    users: Client<typeof UserService>;
+    vms: Client<typeof VMService>;
+  };
+  /** A typed client for any other svc service (e.g. one added after this SDK release). */
+  client<S extends DescService>(service: S): Client<S>;
+}
+
+/** Typed clients for every svc service, sharing one transport. */
+export function createSvcClients(opts: SvcClientOptions): SvcClients {
+  const transport = createSvcTransport(opts);
+  const c = <S extends DescService>(s: S) => createClient(s, transport);
+  return {
+    monitoring: c(MonitoringService),
+    keys: c(KeyService),
+    serviceAccounts: c(ServiceAccountService),
+    sessions: c(SessionService),
+    admin: { projects: c(ProjectService), users: c(UserService), vms: c(VMService) },
+    client: c,
+  };
+}

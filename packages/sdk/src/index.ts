@@ -1,0 +1,1 @@
+export { createSvcClients, createSvcTransport, type SvcClientOptions, type SvcClients } from "./client.ts";

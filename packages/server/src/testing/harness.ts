@@ -1,0 +1,102 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createSvcClients, type SvcClients } from "@svc/sdk";
+import pino from "pino";
+import { type App, createApp } from "../app.ts";
+import { type Config, loadConfig } from "../config.ts";
+import type { TestDialect } from "./dialects.ts";
+
+export const ADMIN_TOKEN = "test-operator-token-0123456789";
+
+/** A settable clock: tests move time instead of sleeping. */
+export class TestClock {
+  ms: number;
+  constructor(start = Date.UTC(2026, 10, 1)) {
+    this.ms = start;
+  }
+  now = (): number => this.ms;
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
+
+export interface TestApp {
+  readonly app: App;
+  readonly baseUrl: string;
+  readonly clock: TestClock;
+  readonly admin: SvcClients["admin"];
+  clients(token?: string, opts?: { useBinaryFormat?: boolean }): SvcClients;
+  /** A project with one owner (logged in) and the given VMs. */
+  seedProject(projectId: string, vmIds?: string[]): Promise<SeededProject>;
+  close(): Promise<void>;
+}
+
+export interface SeededProject {
+  readonly projectName: string;
+  readonly owner: { user: string; email: string; password: string; session: string };
+  readonly vms: string[];
+}
+
+/** Starts the whole server in-process on 127.0.0.1:<free port> with a fresh data dir and database. */
+export async function startTestApp(dialect: TestDialect, overrides: Partial<Config> = {}): Promise<TestApp> {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
+  const database = await dialect.create();
+  const clock = new TestClock();
+  const config = loadConfig(
+    {},
+    {
+      dataDir,
+      port: 0,
+      adminToken: ADMIN_TOKEN,
+      databaseUrl: database.databaseUrl,
+      demo: false,
+      ...overrides,
+    },
+  );
+  const app = await createApp(config, {
+    now: clock.now,
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
+  });
+  const address = await app.server.listen({ host: "127.0.0.1", port: 0 });
+  const baseUrl = address.replace("localhost", "127.0.0.1");
+  const clients = (token?: string, opts: { useBinaryFormat?: boolean } = {}) =>
+    createSvcClients({ baseUrl, token, maxRetries: 0, ...opts });
+  const admin = clients(ADMIN_TOKEN).admin;
+  let userSeq = 0;
+  return {
+    app,
+    baseUrl,
+    clock,
+    admin,
+    clients,
+    async seedProject(projectId, vmIds = ["vm-1", "vm-2"]) {
+      const projectName = `projects/${projectId}`;
+      await admin.projects.createProject({ projectId, displayName: projectId });
+      const email = `owner${++userSeq}-${projectId}@example.com`;
+      const password = `pw-${randomUUID()}`;
+      const user = await admin.users.createUser({ email, password, displayName: "Owner" });
+      await admin.projects.setMember({ project: projectName, user: user.name, role: "owner" });
+      const { sessionToken } = await clients().sessions.login({ email, password });
+      const vms: string[] = [];
+      for (const vmId of vmIds) {
+        const vm = await admin.vms.createVM({
+          parent: projectName,
+          vmId,
+          location: "dc-1",
+          distribution: "debian-12",
+          vcpus: 2,
+          memoryBytes: 4n << 30n,
+        });
+        vms.push(vm.name);
+      }
+      return { projectName, owner: { user: user.name, email, password, session: sessionToken }, vms };
+    },
+    async close() {
+      await app.close();
+      await database.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
