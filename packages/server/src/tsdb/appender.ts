@@ -1,0 +1,131 @@
+/**
+ * The batch writer handed out by Tsdb.appender(): validates and buffers samples, then commit()
+ * logs them to the WAL (group commit) and applies them to the head once durable.
+ */
+import type { Appender, AppendRefusal, AppendResult, Labels } from "../storage/interface.ts";
+import { numberBits } from "./chunk.ts";
+import { InvalidLabelsError, TsdbClosedError } from "./errors.ts";
+import type { Head } from "./head.ts";
+import { canonicalLabels } from "./labels.ts";
+import type { TsdbOptions } from "./options.ts";
+import { grow } from "./series.ts";
+
+/** What the appender needs from the store. */
+export interface AppenderHost {
+  readonly head: Head;
+  readonly opts: TsdbOptions;
+  readonly closed: boolean;
+  /** Logs the batch and applies it to the head once durable; resolves with the apply counts. */
+  commitBatch(batch: Batch): Promise<{ accepted: number; refused: Partial<Record<AppendRefusal, number>> }>;
+}
+
+/** Buffered samples of one appender; values as raw bits. */
+export class Batch {
+  n = 0;
+  refs = new Uint32Array(64);
+  ts = new Float64Array(64);
+  his = new Uint32Array(64);
+  los = new Uint32Array(64);
+  /** Distinct refs, each holding one `pending` count on the head. */
+  readonly touched = new Set<number>();
+
+  push(ref: number, t: number, hi: number, lo: number): void {
+    if (this.n === this.refs.length) {
+      const cap = this.n * 2;
+      this.refs = grow(this.refs, cap);
+      this.ts = grow(this.ts, cap);
+      this.his = grow(this.his, cap);
+      this.los = grow(this.los, cap);
+    }
+    this.refs[this.n] = ref;
+    this.ts[this.n] = t;
+    this.his[this.n] = hi;
+    this.los[this.n] = lo;
+    this.n++;
+  }
+}
+
+const bits = new Uint32Array(2);
+
+export class TsdbAppender implements Appender {
+  readonly #host: AppenderHost;
+  #batch = new Batch();
+  #refused: Partial<Record<AppendRefusal, number>> = {};
+  #done = false;
+
+  constructor(host: AppenderHost) {
+    this.#host = host;
+  }
+
+  /**
+   * Validates and buffers one sample (timestamp in ms). Returns false when refused now (invalid
+   * labels, out of bounds, or older than the series' out-of-order window); a sample can still be
+   * refused at commit if another commit changed its series meanwhile (counted in the result).
+   */
+  append(labels: Labels, timestampMs: number, value: number): boolean {
+    if (this.#done) throw new TsdbClosedError("appender already committed or rolled back");
+    if (this.#host.closed) throw new TsdbClosedError();
+    let canon: Labels;
+    try {
+      canon = canonicalLabels(labels);
+    } catch (e) {
+      if (e instanceof InvalidLabelsError) return this.#refuse("invalid_labels");
+      throw e;
+    }
+    const { head, opts } = this.#host;
+    const now = opts.now();
+    if (
+      !Number.isSafeInteger(timestampMs) ||
+      timestampMs < now - opts.retentionMs ||
+      timestampMs > now + opts.maxFutureMs
+    ) {
+      return this.#refuse("out_of_bounds");
+    }
+    const ref = head.getOrCreate(canon);
+    if (!this.#batch.touched.has(ref)) {
+      this.#batch.touched.add(ref);
+      head.pending[ref]++;
+    }
+    const maxT = head.maxTime(ref);
+    const late = timestampMs < maxT || timestampMs < head.minValidT;
+    if (late && (opts.outOfOrderWindowMs === 0 || timestampMs < head.oooBound(ref))) {
+      return this.#refuse("out_of_order");
+    }
+    numberBits(value, bits);
+    this.#batch.push(ref, timestampMs, bits[1], bits[0]);
+    return true;
+  }
+
+  #refuse(reason: AppendRefusal): false {
+    this.#refused[reason] = (this.#refused[reason] ?? 0) + 1;
+    return false;
+  }
+
+  /** Resolves once the batch is durable in the WAL and applied; counts accepted and refused samples. */
+  async commit(): Promise<AppendResult> {
+    if (this.#done) throw new TsdbClosedError("appender already committed or rolled back");
+    this.#done = true;
+    const batch = this.#batch;
+    try {
+      const r = batch.n === 0 ? { accepted: 0, refused: {} } : await this.#host.commitBatch(batch);
+      const refused = { ...this.#refused };
+      for (const [k, v] of Object.entries(r.refused) as [AppendRefusal, number][])
+        refused[k] = (refused[k] ?? 0) + v;
+      return { accepted: r.accepted, refused };
+    } finally {
+      this.#release(batch);
+    }
+  }
+
+  rollback(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#release(this.#batch);
+  }
+
+  #release(batch: Batch): void {
+    const pending = this.#host.head.pending;
+    for (const ref of batch.touched) pending[ref]--;
+    batch.touched.clear();
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * Memory for head chunks without an object per chunk or series:
+ * - SlotPool: fixed-size byte slots for open (still growing) chunks, in pages; a freed slot is reused.
+ * - ClosedChunks: immutable cut chunks packed into large byte pages, with their metadata in typed
+ *   arrays indexed by chunk id and a per-series singly linked list (newest first) through `prev`.
+ *   Freed chunks leave holes until `compact()` copies the live ones into fresh pages.
+ */
+import { grow } from "./series.ts";
+
+/** Bytes per open-chunk slot; a chunk is cut before a worst-case sample would overflow it. */
+export const SLOT_BYTES = 256;
+const SLOTS_PER_PAGE = 1024;
+const PAGE_BYTES = 1 << 20;
+
+export class SlotPool {
+  readonly #pages: Uint8Array[] = [];
+  #free: number[] = [];
+  #next = 0;
+
+  /** A zeroed slot id. */
+  alloc(): number {
+    const id = this.#free.length > 0 ? this.#free.pop()! : this.#next++;
+    const page = id >>> 10;
+    if (page >= this.#pages.length) this.#pages.push(new Uint8Array(SLOTS_PER_PAGE * SLOT_BYTES));
+    const off = (id & (SLOTS_PER_PAGE - 1)) * SLOT_BYTES;
+    this.#pages[page].fill(0, off, off + SLOT_BYTES);
+    return id;
+  }
+
+  free(id: number): void {
+    this.#free.push(id);
+  }
+
+  page(id: number): Uint8Array {
+    return this.#pages[id >>> 10];
+  }
+
+  offset(id: number): number {
+    return (id & (SLOTS_PER_PAGE - 1)) * SLOT_BYTES;
+  }
+
+  bytes(): number {
+    return this.#pages.length * SLOTS_PER_PAGE * SLOT_BYTES;
+  }
+}
+
+export class ClosedChunks {
+  #pages: Uint8Array[] = [];
+  #pageUsed = 0;
+  minT = new Float64Array(1024);
+  maxT = new Float64Array(1024);
+  page = new Uint32Array(1024);
+  off = new Uint32Array(1024);
+  len = new Uint16Array(1024);
+  count = new Uint16Array(1024);
+  prev = new Int32Array(1024);
+  #freeIds: number[] = [];
+  #nextId = 0;
+  liveBytes = 0;
+  live = 0;
+
+  /** Stores a copy of src[start, start+len) as a new chunk; returns its id. */
+  add(
+    src: Uint8Array,
+    start: number,
+    len: number,
+    count: number,
+    minT: number,
+    maxT: number,
+    prev: number,
+  ): number {
+    if (this.#pages.length === 0 || this.#pageUsed + len > PAGE_BYTES) {
+      this.#pages.push(new Uint8Array(PAGE_BYTES));
+      this.#pageUsed = 0;
+    }
+    const id = this.#freeIds.length > 0 ? this.#freeIds.pop()! : this.#nextId++;
+    if (id >= this.minT.length) this.#growMeta(id + 1);
+    const p = this.#pages.length - 1;
+    this.#pages[p].set(src.subarray(start, start + len), this.#pageUsed);
+    this.page[id] = p;
+    this.off[id] = this.#pageUsed;
+    this.#pageUsed += len;
+    this.len[id] = len;
+    this.count[id] = count;
+    this.minT[id] = minT;
+    this.maxT[id] = maxT;
+    this.prev[id] = prev;
+    this.liveBytes += len;
+    this.live++;
+    return id;
+  }
+
+  free(id: number): void {
+    this.liveBytes -= this.len[id];
+    this.live--;
+    this.len[id] = 0;
+    this.#freeIds.push(id);
+  }
+
+  bytesOf(id: number): Uint8Array {
+    return this.#pages[this.page[id]];
+  }
+
+  /** Allocated page bytes (live + holes). */
+  allocatedBytes(): number {
+    return this.#pages.length * PAGE_BYTES + this.minT.length * 33;
+  }
+
+  /** Copies live chunks into fresh pages when holes exceed half the space. */
+  compact(): void {
+    const allocated = this.#pages.length * PAGE_BYTES;
+    if (allocated === 0 || this.liveBytes * 2 > allocated) return;
+    const old = this.#pages;
+    this.#pages = [];
+    this.#pageUsed = 0;
+    const freed = new Set(this.#freeIds);
+    for (let id = 0; id < this.#nextId; id++) {
+      if (freed.has(id)) continue;
+      const len = this.len[id];
+      if (this.#pages.length === 0 || this.#pageUsed + len > PAGE_BYTES) {
+        this.#pages.push(new Uint8Array(PAGE_BYTES));
+        this.#pageUsed = 0;
+      }
+      const src = old[this.page[id]];
+      this.#pages[this.#pages.length - 1].set(src.subarray(this.off[id], this.off[id] + len), this.#pageUsed);
+      this.page[id] = this.#pages.length - 1;
+      this.off[id] = this.#pageUsed;
+      this.#pageUsed += len;
+    }
+  }
+
+  #growMeta(n: number): void {
+    let cap = this.minT.length;
+    while (cap < n) cap *= 2;
+    this.minT = grow(this.minT, cap);
+    this.maxT = grow(this.maxT, cap);
+    this.page = grow(this.page, cap);
+    this.off = grow(this.off, cap);
+    this.len = grow(this.len, cap);
+    this.count = grow(this.count, cap);
+    this.prev = grow(this.prev, cap);
+  }
+}

@@ -1,0 +1,231 @@
+import assert from "node:assert/strict";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, it } from "node:test";
+import { isStaleMarker, type Labels, type SeriesData, staleNaN } from "../storage/interface.ts";
+import { openTsdb, type Tsdb } from "./index.ts";
+import { L, manualClock, T0, tempDir } from "./testutil.ts";
+
+const HOUR = 3_600_000;
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+async function open(overrides: Parameters<typeof openTsdb>[1] = {}, dir?: string) {
+  let d = dir;
+  if (!d) {
+    const t = tempDir();
+    cleanups.unshift(t.cleanup);
+    d = t.dir;
+  }
+  const clock = manualClock(T0);
+  const db = await openTsdb(d, { now: clock.now, autoCompact: false, ...overrides });
+  cleanups.push(() => db.close());
+  return { db, dir: d, clock };
+}
+
+async function write(db: Tsdb, samples: [Labels, number, number][]) {
+  const app = db.appender();
+  for (const [l, t, v] of samples) app.append(l, t, v);
+  return app.commit();
+}
+
+function all(db: Tsdb, name = "m", mint = -Infinity, maxt = Infinity): SeriesData[] {
+  return db.querier().select([{ type: "=", name: "__name__", value: name }], mint, maxt);
+}
+
+function points(s: SeriesData): [number, number][] {
+  return Array.from(s.timestamps, (t, i) => [t, s.values[i]]);
+}
+
+const a = L({ __name__: "m", vm: "a" });
+const b = L({ __name__: "m", vm: "b" });
+
+describe("tsdb appender and querier", () => {
+  it("returns committed samples sorted by labels, within inclusive bounds", async () => {
+    const { db } = await open();
+    const r = await write(db, [
+      [b, T0 - 2000, 1],
+      [a, T0 - 2000, 10],
+      [a, T0 - 1000, 11],
+      [a, T0, 12],
+    ]);
+    assert.deepEqual(r, { accepted: 4, refused: {} });
+    const got = all(db, "m", T0 - 1000, T0);
+    assert.deepEqual(
+      got.map((s) => s.labels),
+      [a],
+    );
+    assert.deepEqual(points(got[0]), [
+      [T0 - 1000, 11],
+      [T0, 12],
+    ]);
+    assert.equal(all(db).length, 2);
+  });
+
+  it("refuses invalid labels, out-of-bounds and too-old samples, keeping the valid ones", async () => {
+    const { db } = await open();
+    await write(db, [[a, T0, 1]]);
+    const app = db.appender();
+    assert.equal(app.append(L({ vm: "x" }), T0, 1), false, "no __name__");
+    assert.equal(
+      app.append(
+        [
+          { name: "__name__", value: "m" },
+          { name: "1bad", value: "x" },
+        ],
+        T0,
+        1,
+      ),
+      false,
+    );
+    assert.equal(app.append(L({ __name__: "bad-name" }), T0, 1), false);
+    assert.equal(app.append(a, T0 - 8 * 24 * HOUR, 1), false, "older than retention");
+    assert.equal(app.append(a, T0 + HOUR, 1), false, "too far ahead");
+    assert.equal(app.append(a, T0 - HOUR - 1, 1), false, "older than the OOO window");
+    assert.equal(app.append(b, T0, 2), true);
+    const r = await app.commit();
+    assert.deepEqual(r, { accepted: 1, refused: { invalid_labels: 3, out_of_bounds: 2, out_of_order: 1 } });
+  });
+
+  it("accepts out-of-order samples within the window with their original timestamps", async () => {
+    const { db } = await open();
+    await write(db, [
+      [a, T0, 3],
+      [a, T0 - 30 * 60_000, 1],
+      [a, T0 - 15 * 60_000, 2],
+      [a, T0 - HOUR, 0],
+    ]);
+    assert.deepEqual(points(all(db)[0]), [
+      [T0 - HOUR, 0],
+      [T0 - 30 * 60_000, 1],
+      [T0 - 15 * 60_000, 2],
+      [T0, 3],
+    ]);
+  });
+
+  it("treats an identical duplicate as a no-op and a different value as a refusal", async () => {
+    const { db } = await open();
+    await write(db, [
+      [a, T0 - 1000, 1],
+      [a, T0, 2],
+    ]);
+    const r = await write(db, [
+      [a, T0, 2],
+      [a, T0, 3],
+      [a, T0 - 1000, 1],
+      [a, T0 - 1000, 5],
+    ]);
+    assert.deepEqual(r, { accepted: 2, refused: { duplicate_sample_for_timestamp: 2 } });
+    assert.deepEqual(points(all(db)[0]), [
+      [T0 - 1000, 1],
+      [T0, 2],
+    ]);
+  });
+
+  it("keeps the staleness marker bit-exact", async () => {
+    const { db } = await open();
+    await write(db, [
+      [a, T0 - 1000, Number.NaN],
+      [a, T0, staleNaN()],
+    ]);
+    const s = all(db)[0];
+    assert.ok(!isStaleMarker(s.values, 0));
+    assert.ok(isStaleMarker(s.values, 1));
+  });
+
+  it("shares one fsync among commits of the same tick", async () => {
+    const { db } = await open();
+    const before = db.stats().walFlushes;
+    await Promise.all(Array.from({ length: 20 }, (_, i) => write(db, [[a, T0 - 20_000 + i * 1000, i]])));
+    assert.ok(db.stats().walFlushes - before < 20);
+    assert.equal(all(db)[0].timestamps.length, 20);
+  });
+
+  it("labelNames and labelValues", async () => {
+    const { db } = await open();
+    await write(db, [
+      [a, T0, 1],
+      [L({ __name__: "n", vm: "c", dev: "sda" }), T0, 1],
+    ]);
+    const q = db.querier();
+    assert.deepEqual(q.labelNames([], T0, T0), ["__name__", "dev", "vm"]);
+    assert.deepEqual(q.labelValues("vm", [], T0, T0), ["a", "c"]);
+    assert.deepEqual(q.labelValues("vm", [{ type: "=", name: "__name__", value: "m" }], T0, T0), ["a"]);
+    assert.deepEqual(q.labelValues("vm", [], T0 + 1, T0 + 2), []);
+  });
+});
+
+describe("tsdb persistence", () => {
+  it("replays the WAL after a clean close", async () => {
+    const { db, dir } = await open();
+    const samples: [Labels, number, number][] = [];
+    for (let i = 0; i < 500; i++) samples.push([i % 2 ? a : b, T0 - HOUR + i * 1000, i * 1.5]);
+    await write(db, samples);
+    await write(db, [[a, T0 - HOUR - 1, staleNaN()]]); // out of order, within the window
+    const before = all(db);
+    await db.close();
+    const { db: db2 } = await open({}, dir);
+    const after = all(db2);
+    assert.deepEqual(after, before);
+    assert.ok(isStaleMarker(after[0].values, 0));
+  });
+
+  it("cuts blocks, reopens them and answers the same query", async () => {
+    const { db, dir, clock } = await open();
+    const samples: [Labels, number, number][] = [];
+    const start = T0 - 4 * HOUR;
+    for (let t = start; t <= T0; t += 30_000) samples.push([a, t, t / 1000], [b, t, -t / 1000]);
+    await write(db, samples);
+    await write(db, [[a, T0 - HOUR + 15_000, 7]]); // out of order
+    const before = all(db);
+    await db.compact();
+    assert.ok(db.stats().blocks >= 1, "a block was cut");
+    assert.ok(db.stats().headSamples < samples.length);
+    assert.deepEqual(all(db), before);
+    const window = all(db, "m", T0 - 3 * HOUR, T0 - 2 * HOUR);
+    assert.equal(window[0].timestamps.length, 121);
+    await db.close();
+    const { db: db2 } = await open({ now: clock.now }, dir);
+    assert.deepEqual(all(db2), before);
+    assert.deepEqual(all(db2, "m", T0 - 3 * HOUR, T0 - 2 * HOUR), window);
+  });
+
+  it("keeps late samples that arrive after their range was cut into a block", async () => {
+    const { db, dir } = await open();
+    const samples: [Labels, number, number][] = [];
+    for (let t = T0 - 4 * HOUR; t <= T0; t += 60_000) samples.push([a, t, 1]);
+    await write(db, samples);
+    await db.compact();
+    // b has no samples yet: a late sample within the window of the head's newest time is kept.
+    const late = T0 - 50 * 60_000;
+    const r = await write(db, [[b, late, 42]]);
+    assert.deepEqual(r, { accepted: 1, refused: {} });
+    await db.close();
+    const { db: db2 } = await open({}, dir);
+    assert.deepEqual(points(all(db2)[1]), [[late, 42]]);
+  });
+
+  it("retention drops whole blocks older than now − retention", async () => {
+    const { db, dir, clock } = await open({ retentionMs: 24 * HOUR });
+    for (let day = 0; day < 3; day++) {
+      clock.set(T0 + day * 24 * HOUR);
+      const samples: [Labels, number, number][] = [];
+      for (let t = clock.now() - 12 * HOUR; t <= clock.now(); t += 60_000) samples.push([a, t, day]);
+      await write(db, samples);
+      await db.compact();
+    }
+    const blocksBefore = readdirSync(join(dir, "blocks")).length;
+    assert.ok(blocksBefore >= 3);
+    // limit = T0 + 43 h, inside the block [42 h, 44 h): that block stays whole.
+    clock.set(T0 + 3 * 24 * HOUR - 5 * HOUR);
+    const dropped = db.applyRetention();
+    assert.ok(dropped > 0);
+    const remaining = readdirSync(join(dir, "blocks"));
+    assert.equal(remaining.length, blocksBefore - dropped);
+    const s = all(db)[0];
+    assert.equal(s.timestamps[0], T0 + 42 * HOUR, "whole blocks are dropped, not samples");
+    assert.ok(existsSync(join(dir, "blocks", remaining[0], "meta.json")));
+  });
+});

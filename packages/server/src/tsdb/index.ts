@@ -1,0 +1,28 @@
+/**
+ * The embedded time-series store (modelled on Prometheus' TSDB): series index with postings and
+ * RE2 label matchers, Gorilla XOR chunks, WAL with group commit and checkpoints, immutable blocks,
+ * retention, and an out-of-order window. Other folders import only from here.
+ */
+import { type Tsdb, TsdbImpl } from "./db.ts";
+import { resolveTsdbOptions, type TsdbOptions } from "./options.ts";
+
+export type { Tsdb, TsdbStats } from "./db.ts";
+export {
+  CorruptionError,
+  InvalidLabelsError,
+  InvalidMatcherError,
+  SampleOutOfBoundsError,
+  SampleTooOldError,
+  TsdbClosedError,
+} from "./errors.ts";
+export { defaultTsdbOptions, InvalidTsdbOptionsError, type TsdbOptions } from "./options.ts";
+
+/**
+ * Opens (creating if needed) the store in `dir`: loads blocks, replays checkpoint + WAL (a torn last
+ * record is truncated), and starts a new WAL segment. Options are merged onto defaultTsdbOptions,
+ * validated and frozen.
+ */
+export async function openTsdb(dir: string, overrides?: Partial<TsdbOptions>): Promise<Tsdb> {
+  const opts = resolveTsdbOptions(overrides);
+  return new TsdbImpl(dir, opts);
+}

@@ -1,0 +1,85 @@
+/**
+ * Options of the embedded TSDB, with defaults in one place (Prometheus' tsdb.DefaultOptions()).
+ * `openTsdb(dir, overrides)` merges overrides onto the defaults, validates once and freezes.
+ */
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 60 * MINUTE_MS;
+const DAY_MS = 24 * HOUR_MS;
+
+export interface TsdbOptions {
+  /** Blocks whose max time is older than now − retention are deleted whole. Milliseconds. */
+  readonly retentionMs: number;
+  /** Samples down to (series max time − window) are accepted out of order. 0 disables. Milliseconds. */
+  readonly outOfOrderWindowMs: number;
+  /** Width of one on-disk block; blocks are aligned to multiples of it. Milliseconds. */
+  readonly blockRangeMs: number;
+  /** A head chunk is cut after this many samples. Count. */
+  readonly chunkTargetSamples: number;
+  /** A WAL segment file is rotated once it reaches this size. Bytes. */
+  readonly walSegmentBytes: number;
+  /** Write a checkpoint (and truncate the WAL) once this many sealed segments follow the last one. Count. */
+  readonly checkpointEverySegments: number;
+  /** Commits that arrive within this window share one write + fdatasync; 0 = same event-loop turn. Milliseconds. */
+  readonly groupCommitWindowMs: number;
+  /** Samples further than this ahead of `now()` are refused as out_of_bounds. Milliseconds. */
+  readonly maxFutureMs: number;
+  /** Run compaction and retention automatically after commits and on a timer. */
+  readonly autoCompact: boolean;
+  /** Period of the retention/compaction timer when autoCompact is on. Milliseconds. */
+  readonly maintenanceIntervalMs: number;
+  /** Clock, ms since the Unix epoch; injected by tests so they need not sleep. */
+  readonly now: () => number;
+}
+
+export const defaultTsdbOptions: TsdbOptions = Object.freeze({
+  retentionMs: 7 * DAY_MS, // 7 days
+  outOfOrderWindowMs: HOUR_MS, // 1 hour
+  blockRangeMs: 2 * HOUR_MS, // 2 hours
+  chunkTargetSamples: 120, // samples
+  walSegmentBytes: 128 * 1024 * 1024, // 128 MiB
+  checkpointEverySegments: 3, // segments
+  groupCommitWindowMs: 0, // ms; 0 = next event-loop turn
+  maxFutureMs: 10 * MINUTE_MS, // 10 minutes
+  autoCompact: true,
+  maintenanceIntervalMs: MINUTE_MS, // 1 minute
+  now: () => Date.now(),
+});
+
+/** Thrown by openTsdb when an option is out of range. */
+export class InvalidTsdbOptionsError extends Error {
+  constructor(
+    readonly option: string,
+    detail: string,
+  ) {
+    super(`invalid tsdb option ${option}: ${detail}`);
+    this.name = "InvalidTsdbOptionsError";
+  }
+}
+
+function intIn(o: TsdbOptions, key: keyof TsdbOptions, min: number, max: number): void {
+  const v = o[key];
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min || v > max) {
+    throw new InvalidTsdbOptionsError(key, `must be an integer in [${min}, ${max}], got ${String(v)}`);
+  }
+}
+
+/** Merges overrides onto the defaults, validates and freezes the result. */
+export function resolveTsdbOptions(overrides: Partial<TsdbOptions> = {}): TsdbOptions {
+  const defined = Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined));
+  const o = { ...defaultTsdbOptions, ...defined } as TsdbOptions;
+  intIn(o, "blockRangeMs", MINUTE_MS, 31 * DAY_MS);
+  intIn(o, "retentionMs", o.blockRangeMs, 100 * 365 * DAY_MS);
+  intIn(o, "outOfOrderWindowMs", 0, o.blockRangeMs);
+  // The chunk count lives in a Uint16 and a head chunk slot holds at most a few hundred worst-case samples.
+  intIn(o, "chunkTargetSamples", 2, 1000);
+  intIn(o, "walSegmentBytes", 64 * 1024, 1024 * 1024 * 1024);
+  intIn(o, "checkpointEverySegments", 1, 1000);
+  intIn(o, "groupCommitWindowMs", 0, 1000);
+  intIn(o, "maxFutureMs", 0, DAY_MS);
+  intIn(o, "maintenanceIntervalMs", 1000, DAY_MS);
+  if (typeof o.now !== "function") throw new InvalidTsdbOptionsError("now", "must be a function");
+  if (typeof o.autoCompact !== "boolean")
+    throw new InvalidTsdbOptionsError("autoCompact", "must be a boolean");
+  return Object.freeze(o);
+}

@@ -1,0 +1,85 @@
+/**
+ * Reads across blocks and the head: matcher evaluation per source through its postings, samples
+ * merged per label set (duplicates by timestamp dropped, the earliest-persisted source wins),
+ * results sorted by labels.
+ */
+import type { LabelMatcher, Labels, Querier, SelectHints, SeriesData } from "../storage/interface.ts";
+import type { Block } from "./block.ts";
+import { type Head, mergeSamples, type SampleArrays } from "./head.ts";
+import { compareLabels, labelsKey } from "./labels.ts";
+import { compileMatchers, postingsForMatchers } from "./matchers.ts";
+
+export class TsdbQuerier implements Querier {
+  readonly #head: Head;
+  readonly #blocks: readonly Block[];
+
+  /** `blocks` ordered by min time; the querier sees the sources as they are at each call. */
+  constructor(head: Head, blocks: readonly Block[]) {
+    this.#head = head;
+    this.#blocks = blocks;
+  }
+
+  /**
+   * Series matching all matchers with at least one sample in [mintMs, maxtMs] (inclusive), their
+   * samples in that range, sorted by labels. The returned arrays belong to the caller.
+   */
+  select(
+    matchers: readonly LabelMatcher[],
+    mintMs: number,
+    maxtMs: number,
+    hints?: SelectHints,
+  ): SeriesData[] {
+    const cms = compileMatchers(matchers);
+    const found = new Map<string, { labels: Labels; parts: SampleArrays[] }>();
+    const add = (labels: Labels, s: SampleArrays): void => {
+      if (s.t.length === 0) return;
+      const key = labelsKey(labels);
+      const e = found.get(key);
+      if (e) e.parts.push(s);
+      else found.set(key, { labels, parts: [s] });
+    };
+    for (const b of this.#blocks) {
+      if (b.meta.maxTime < mintMs || b.meta.minTime > maxtMs) continue;
+      const ids = postingsForMatchers(b, cms);
+      for (let i = 0; i < ids.length; i++) add(b.labels(ids[i]), b.samples(ids[i], mintMs, maxtMs));
+    }
+    const head = this.#head;
+    const refs = postingsForMatchers(head.reg, cms);
+    for (let i = 0; i < refs.length; i++)
+      add(head.reg.labels(refs[i]), head.samples(refs[i], mintMs, maxtMs));
+    const out: SeriesData[] = [];
+    const empty = new Float64Array(0);
+    for (const { labels, parts } of found.values()) {
+      if (hints?.labelsOnly) {
+        out.push({ labels, timestamps: empty, values: empty });
+        continue;
+      }
+      const m = mergeSamples(parts);
+      out.push({ labels, timestamps: m.t, values: m.v });
+    }
+    return out.sort((a, b) => compareLabels(a.labels, b.labels));
+  }
+
+  /** Label names of matching series with samples in [mintMs, maxtMs], sorted. */
+  labelNames(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): string[] {
+    const names = new Set<string>();
+    for (const s of this.select(allIfEmpty(matchers), mintMs, maxtMs, { labelsOnly: true })) {
+      for (const l of s.labels) names.add(l.name);
+    }
+    return [...names].sort();
+  }
+
+  /** Values of label `name` on matching series with samples in [mintMs, maxtMs], sorted, unique. */
+  labelValues(name: string, matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): string[] {
+    const ms = matchers.length > 0 ? matchers : [{ type: "!=", name, value: "" } as const];
+    const values = new Set<string>();
+    for (const s of this.select(ms, mintMs, maxtMs, { labelsOnly: true })) {
+      for (const l of s.labels) if (l.name === name) values.add(l.value);
+    }
+    return [...values].sort();
+  }
+}
+
+function allIfEmpty(ms: readonly LabelMatcher[]): readonly LabelMatcher[] {
+  return ms.length > 0 ? ms : [{ type: "!=", name: "__name__", value: "" }];
+}

@@ -1,0 +1,287 @@
+/**
+ * Write-ahead log (layout in FORMAT.md): numbered segment files of framed records
+ * `[u32 length][u32 crc32][payload]`. Commits are grouped: every commit queued while a write is
+ * pending or within the same event-loop turn (or group-commit window) shares one write + fdatasync,
+ * and each commit's apply callback runs, in log order, only after its bytes are durable.
+ */
+import {
+  closeSync,
+  fdatasync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  truncateSync,
+  write,
+} from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { crc32 } from "node:zlib";
+import type { Labels } from "../storage/interface.ts";
+import { ByteReader, ByteWriter, fsyncDir } from "./block.ts";
+import { TsdbClosedError } from "./errors.ts";
+
+const writeAsync = promisify(write);
+const fdatasyncAsync = promisify(fdatasync);
+
+export const REC_SERIES = 1;
+export const REC_SAMPLES = 2;
+
+/** Appends one framed record built by `body` to w. */
+export function frameRecord(w: ByteWriter, body: (p: ByteWriter) => void): void {
+  const p = new ByteWriter();
+  body(p);
+  const payload = p.finish();
+  w.u32(payload.length);
+  w.u32(crc32(payload));
+  w.bytes32Raw(payload);
+}
+
+export function encodeSeriesRecord(p: ByteWriter, series: readonly { ref: number; labels: Labels }[]): void {
+  p.u8(REC_SERIES);
+  p.u32(series.length);
+  for (const s of series) {
+    p.u32(s.ref);
+    p.u16(s.labels.length);
+    for (const l of s.labels) {
+      p.bytes32(Buffer.from(l.name, "utf8"));
+      p.bytes32(Buffer.from(l.value, "utf8"));
+    }
+  }
+}
+
+/** Samples as parallel arrays; values as raw bits (hi, lo) so NaN payloads survive. */
+export function encodeSamplesRecord(
+  p: ByteWriter,
+  n: number,
+  refs: ArrayLike<number>,
+  ts: ArrayLike<number>,
+  his: ArrayLike<number>,
+  los: ArrayLike<number>,
+): void {
+  p.u8(REC_SAMPLES);
+  p.u32(n);
+  for (let i = 0; i < n; i++) {
+    p.u32(refs[i]);
+    p.f64(ts[i]);
+    p.u32(los[i]);
+    p.u32(his[i]);
+  }
+}
+
+export interface RecordVisitor {
+  series(ref: number, labels: Labels): void;
+  sample(ref: number, t: number, hi: number, lo: number): void;
+}
+
+/** Decodes framed records; returns the byte length of the valid prefix (a torn tail stops it). */
+export function readRecords(buf: Buffer, v: RecordVisitor): number {
+  let pos = 0;
+  while (pos + 8 <= buf.length) {
+    const len = buf.readUInt32LE(pos);
+    const crc = buf.readUInt32LE(pos + 4);
+    if (len === 0 || pos + 8 + len > buf.length) break;
+    const payload = buf.subarray(pos + 8, pos + 8 + len);
+    if (crc32(payload) !== crc) break;
+    const r = new ByteReader(payload);
+    const type = r.u8();
+    if (type === REC_SERIES) {
+      const n = r.u32();
+      for (let i = 0; i < n; i++) {
+        const ref = r.u32();
+        const nl = r.u16();
+        const labels = [];
+        for (let k = 0; k < nl; k++) {
+          const name = r.bytes32().toString("utf8");
+          labels.push({ name, value: r.bytes32().toString("utf8") });
+        }
+        v.series(ref, labels);
+      }
+    } else if (type === REC_SAMPLES) {
+      const n = r.u32();
+      for (let i = 0; i < n; i++) {
+        const ref = r.u32();
+        const t = r.f64();
+        const lo = r.u32();
+        v.sample(ref, t, r.u32(), lo);
+      }
+    } else break;
+    pos += 8 + len;
+  }
+  return pos;
+}
+
+export const segmentName = (n: number): string => String(n).padStart(8, "0");
+
+export interface WalLayout {
+  /** Numbers of the segment files, ascending. */
+  segments: number[];
+  /** The newest complete checkpoint, if any: it covers every segment ≤ its number. */
+  checkpoint: number | undefined;
+}
+
+/** Lists segments and checkpoints, deleting unfinished checkpoints and superseded files. */
+export function scanWal(dir: string): WalLayout {
+  mkdirSync(dir, { recursive: true });
+  const segments: number[] = [];
+  const checkpoints: number[] = [];
+  for (const e of readdirSync(dir)) {
+    if (/^\d{8}$/.test(e)) segments.push(Number(e));
+    else if (/^checkpoint\.\d{8}$/.test(e)) checkpoints.push(Number(e.slice(11)));
+    else if (e.startsWith("checkpoint.")) rmSync(join(dir, e), { recursive: true, force: true });
+  }
+  segments.sort((a, b) => a - b);
+  checkpoints.sort((a, b) => a - b);
+  const checkpoint = checkpoints.at(-1);
+  for (const c of checkpoints.slice(0, -1))
+    rmSync(join(dir, `checkpoint.${segmentName(c)}`), { recursive: true });
+  return { segments: segments.filter((s) => checkpoint === undefined || s > checkpoint), checkpoint };
+}
+
+/**
+ * Reads one WAL file; a torn or corrupt tail is truncated away (the unacknowledged end of a crashed
+ * write). Returns false when the file had to be cut.
+ */
+export function replayFile(path: string, v: RecordVisitor): boolean {
+  const buf = readFileSync(path);
+  const ok = readRecords(buf, v);
+  if (ok < buf.length) {
+    truncateSync(path, ok);
+    return false;
+  }
+  return true;
+}
+
+interface Pending {
+  buf: Buffer;
+  apply: () => unknown;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
+export class Wal {
+  readonly dir: string;
+  #seg: number;
+  #fd: number;
+  #segBytes = 0;
+  #queue: Pending[] = [];
+  #inflight: Promise<void> | null = null;
+  #scheduled = false;
+  #failed: Error | null = null;
+  readonly #maxSegBytes: number;
+  readonly #windowMs: number;
+  /** Write + fsync rounds, and commits carried by them (group commit figures). */
+  flushes = 0;
+  commits = 0;
+
+  /** Opens a new segment numbered `seg` for writing. */
+  constructor(dir: string, seg: number, maxSegBytes: number, windowMs: number) {
+    this.dir = dir;
+    this.#seg = seg;
+    this.#maxSegBytes = maxSegBytes;
+    this.#windowMs = windowMs;
+    this.#fd = openSync(join(dir, segmentName(seg)), "a");
+    fsyncDir(dir);
+  }
+
+  get segment(): number {
+    return this.#seg;
+  }
+
+  /**
+   * Queues encoded records; after they are written and fdatasync'ed, runs `apply` (in log order) and
+   * resolves with its result. Rejects if the write fails; the WAL then refuses further writes.
+   */
+  log<T>(buf: Buffer, apply: () => T): Promise<T> {
+    if (this.#failed) return Promise.reject(new TsdbClosedError(`WAL failed: ${this.#failed.message}`));
+    if (this.#fd < 0) return Promise.reject(new TsdbClosedError());
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ buf, apply, resolve: resolve as (v: unknown) => void, reject });
+      this.#schedule();
+    });
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#inflight) return;
+    this.#scheduled = true;
+    const run = (): void => {
+      this.#scheduled = false;
+      this.#inflight = this.#flush().finally(() => {
+        this.#inflight = null;
+        if (this.#queue.length > 0) this.#schedule();
+      });
+    };
+    if (this.#windowMs > 0) setTimeout(run, this.#windowMs);
+    else setImmediate(run);
+  }
+
+  async #flush(): Promise<void> {
+    const batch = this.#queue;
+    this.#queue = [];
+    if (batch.length === 0) return;
+    try {
+      if (this.#failed) throw this.#failed;
+      if (this.#segBytes >= this.#maxSegBytes) this.rotate();
+      const data = batch.length === 1 ? batch[0].buf : Buffer.concat(batch.map((p) => p.buf));
+      let off = 0;
+      while (off < data.length) {
+        off += (await writeAsync(this.#fd, data, off, data.length - off, null)).bytesWritten;
+      }
+      await fdatasyncAsync(this.#fd);
+      this.#segBytes += data.length;
+      this.flushes++;
+      this.commits += batch.length;
+    } catch (e) {
+      this.#failed ??= e as Error;
+      for (const p of batch) p.reject(new TsdbClosedError(`WAL write failed: ${(e as Error).message}`));
+      return;
+    }
+    for (const p of batch) {
+      try {
+        p.resolve(p.apply());
+      } catch (e) {
+        p.reject(e);
+      }
+    }
+  }
+
+  /** Resolves when no write is in flight (queued, unwritten commits may remain). */
+  async idle(): Promise<void> {
+    while (this.#inflight) await this.#inflight;
+  }
+
+  /**
+   * Starts a new segment; returns the number of the one just sealed. Only call when idle(): no
+   * write may be in flight on the old descriptor.
+   */
+  rotate(): number {
+    const sealed = this.#seg;
+    closeSync(this.#fd);
+    this.#seg++;
+    this.#fd = openSync(join(this.dir, segmentName(this.#seg)), "a");
+    this.#segBytes = 0;
+    fsyncDir(this.dir);
+    return sealed;
+  }
+
+  /** Deletes segments ≤ upTo and checkpoints older than `keepCheckpoint`. */
+  truncate(upTo: number, keepCheckpoint: number): void {
+    for (const e of readdirSync(this.dir)) {
+      if (/^\d{8}$/.test(e) && Number(e) <= upTo) rmSync(join(this.dir, e), { force: true });
+      else if (/^checkpoint\.\d{8}$/.test(e) && Number(e.slice(11)) < keepCheckpoint) {
+        rmSync(join(this.dir, e), { recursive: true, force: true });
+      }
+    }
+  }
+
+  /** Waits for in-flight and queued commits, then closes the segment. */
+  async close(): Promise<void> {
+    while (this.#inflight || this.#queue.length > 0 || this.#scheduled) {
+      if (this.#inflight) await this.#inflight;
+      else await new Promise((r) => setImmediate(r));
+    }
+    if (this.#fd >= 0) closeSync(this.#fd);
+    this.#fd = -1;
+  }
+}
