@@ -1,4 +1,4 @@
-import type { ConnectRouter } from "@connectrpc/connect";
+import { type ConnectRouter, createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from "fastify";
 import type { Logger } from "pino";
@@ -6,6 +6,7 @@ import { Counter, Histogram, type Registry } from "prom-client";
 import type { Db } from "../db/database.ts";
 import type { TokenResolver } from "../iam/principal.ts";
 import { authInterceptor } from "./auth.ts";
+import { remoteAddressKey } from "./context.ts";
 
 /** Keys redacted from every log line: credentials never reach the logs. */
 export const redactPaths = [
@@ -72,8 +73,23 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   await app.register(async (scope) => {
+    // Refuse oversized bodies up front as invalid_argument (HTTP 400): Connect's own read limit answers
+    // resource_exhausted (429), which svc keeps for rate limiting only.
+    scope.addHook("onRequest", async (req, reply) => {
+      const length = Number(req.headers["content-length"] ?? 0);
+      if (length > deps.maxRequestBytes) {
+        return reply
+          .code(400)
+          .type("application/json")
+          .send({
+            code: "invalid_argument",
+            message: `request body of ${length} bytes exceeds the limit of ${deps.maxRequestBytes} bytes [REQUEST_TOO_LARGE]`,
+          });
+      }
+    });
     await scope.register(fastifyConnectPlugin, {
       routes: deps.routes,
+      contextValues: (req) => createContextValues().set(remoteAddressKey, req.ip),
       interceptors: [
         authInterceptor({
           db: deps.db,

@@ -146,13 +146,11 @@ for (const { dialect, skip } of await testDialects()) {
       const { created } = await scraperKey();
       await rejects(list(created.secret!, other.projectName), Code.PermissionDenied, "PROJECT_BOUNDARY");
       await rejects(
-        t
-          .clients(created.secret!)
-          .monitoring.queryVMMonitoring({
-            name: other.vms[0],
-            metricIds: ["cpu_utilization_pct"],
-            stepSeconds: 60,
-          }),
+        t.clients(created.secret!).monitoring.queryVMMonitoring({
+          name: other.vms[0],
+          metricIds: ["cpu_utilization_pct"],
+          stepSeconds: 60,
+        }),
         Code.PermissionDenied,
         "PROJECT_BOUNDARY",
       );

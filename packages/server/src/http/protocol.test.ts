@@ -1,0 +1,111 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { testDialects } from "../testing/dialects.ts";
+import { startTestApp, type TestApp } from "../testing/harness.ts";
+
+const [sqlite] = await testDialects();
+
+describe("Connect protocol edge", () => {
+  let t: TestApp;
+  let key: string;
+  let projectName: string;
+  before(async () => {
+    t = await startTestApp(sqlite.dialect);
+    const p = await t.seedProject("proto");
+    projectName = p.projectName;
+    const owner = t.clients(p.owner.session);
+    const sa = await owner.serviceAccounts.createServiceAccount({
+      parent: p.projectName,
+      displayName: "s",
+      template: "Metrics scraper",
+    });
+    key = (
+      await owner.keys.createKey({
+        parent: sa.name,
+        displayName: "k",
+        capabilities: ["monitoring.read"],
+        requestId: randomUUID(),
+      })
+    ).secret!;
+  });
+  after(() => t?.close());
+
+  const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+    fetch(`${t.baseUrl}${path}`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        "Connect-Protocol-Version": "1",
+        Authorization: `Bearer ${key}`,
+        ...headers,
+      },
+      body,
+    });
+  const LIST = "/svc.monitoring.v1.MonitoringService/ListVMMonitoring";
+
+  it("serves a call written exactly as the spec writes it", async () => {
+    const res = await post(LIST, JSON.stringify({ projectName, pageSize: 50, inventoryOnly: true }));
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { vms: { name: string; displayName: string; state: string }[] };
+    assert.equal(body.vms.length, 2);
+    assert.deepEqual(Object.keys(body.vms[0]).slice(0, 3), ["name", "displayName", "state"]);
+    assert.equal(body.vms[0].state, "RUNNING");
+    assert.equal("nextPageToken" in body, false);
+  });
+
+  it("refuses a request without Connect-Protocol-Version: 1", async () => {
+    const res = await fetch(`${t.baseUrl}${LIST}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${key}` },
+      body: JSON.stringify({ projectName, inventoryOnly: true }),
+    });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { message: string }).message, /Connect-Protocol-Version/);
+  });
+
+  it("refuses unknown request fields, naming the field", async () => {
+    const res = await post(LIST, JSON.stringify({ projectName, inventoryOnly: true, pageSise: 5 }));
+    assert.equal(res.status, 400);
+    const body = (await res.json()) as { code: string; message: string };
+    assert.equal(body.code, "invalid_argument");
+    assert.match(body.message, /pageSise/);
+  });
+
+  it("says which field is wrong", async () => {
+    const res = await post(LIST, JSON.stringify({ projectName: "demo", inventoryOnly: true }));
+    const body = (await res.json()) as { code: string; message: string };
+    assert.equal(body.code, "invalid_argument");
+    assert.match(body.message, /^projectName: /);
+  });
+
+  it("refuses an oversized body without crashing", async () => {
+    const res = await post(LIST, JSON.stringify({ projectName, pageToken: "x".repeat(5 * 1024 * 1024) }));
+    assert.ok(
+      res.status === 413 || res.status === 400 || res.status === 429 || res.status >= 400,
+      `status ${res.status}`,
+    );
+    const again = await post(LIST, JSON.stringify({ projectName, inventoryOnly: true }));
+    assert.equal(again.status, 200);
+  });
+
+  it("answers 401 with a Connect error body for a bad credential, without echoing it", async () => {
+    const secret = "svcs_NOTAREALKEYNOTAREALKEYNOTAREALKE123456";
+    const res = await post(LIST, JSON.stringify({ projectName, inventoryOnly: true }), {
+      Authorization: `Bearer ${secret}`,
+    });
+    assert.equal(res.status, 401);
+    assert.ok(!(await res.text()).includes(secret));
+  });
+
+  it("serves /healthz, /readyz and /metrics", async () => {
+    assert.equal((await fetch(`${t.baseUrl}/healthz`)).status, 200);
+    assert.equal((await fetch(`${t.baseUrl}/readyz`)).status, 200);
+    const m = await (await fetch(`${t.baseUrl}/metrics`)).text();
+    assert.match(
+      m,
+      /svc_http_requests_total\{route="\/svc\.monitoring\.v1\.MonitoringService\/ListVMMonitoring",code="200"\}/,
+    );
+    assert.match(m, /process_cpu_seconds_total/);
+  });
+});

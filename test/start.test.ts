@@ -1,0 +1,124 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { promisify } from "node:util";
+
+const root = join(import.meta.dirname, "..");
+
+/** Starts `npm start`'s entry point on a free port and waits for the lines it prints. */
+function start(dataDir: string): Promise<{ child: ChildProcess; out: () => string; baseUrl: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "packages/server/src/main.ts"], {
+    cwd: root,
+    env: { ...process.env, PORT: "0", SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout?.on("data", (d) => {
+    out += d;
+  });
+  child.stderr?.on("data", (d) => {
+    out += d;
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = /svc listening on (\S+)/.exec(out);
+      if (m && /demo project: /.test(out)) {
+        clearInterval(timer);
+        resolve({ child, out: () => out, baseUrl: m[1] });
+      }
+    }, 50);
+    child.on("exit", (code) => {
+      clearInterval(timer);
+      reject(new Error(`server exited with ${code}: ${out}`));
+    });
+  });
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.on("exit", r));
+  child.kill("SIGTERM");
+  await exited;
+}
+
+describe("npm start", () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-start-"));
+  after(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it("creates the demo once, serves the spec's curl call and buf curl, and reuses the data", async () => {
+    const first = await start(dataDir);
+    let creds: {
+      baseUrl: string;
+      projectName: string;
+      readKey: string;
+      writeKey: string;
+      adminToken: string;
+    };
+    try {
+      const path = join(dataDir, "demo-credentials.json");
+      assert.equal(statSync(path).mode & 0o777, 0o600);
+      creds = JSON.parse(readFileSync(path, "utf8"));
+      assert.equal(creds.baseUrl, first.baseUrl);
+      assert.equal(creds.projectName, "projects/demo");
+      assert.ok(first.out().includes(creds.readKey), "the read key is printed once");
+      assert.ok(first.out().includes(creds.writeKey));
+      const res = await fetch(`${creds.baseUrl}/svc.monitoring.v1.MonitoringService/ListVMMonitoring`, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          "Connect-Protocol-Version": "1",
+          Authorization: `Bearer ${creds.readKey}`,
+        },
+        body: JSON.stringify({ projectName: "projects/demo", pageSize: 50, inventoryOnly: true }),
+      });
+      assert.equal(res.status, 200);
+      const body = (await res.json()) as { vms: { name: string }[] };
+      assert.ok(body.vms.length >= 3);
+
+      // buf curl: an independent Connect client reading our .proto files.
+      const { stdout } = await promisify(execFile)(
+        join(root, "node_modules/.bin/buf"),
+        [
+          "curl",
+          "--schema",
+          join(root, "proto"),
+          "--protocol",
+          "connect",
+          "-H",
+          `Authorization: Bearer ${creds.readKey}`,
+          "-d",
+          JSON.stringify({ projectName: "projects/demo", pageSize: 50, inventoryOnly: true }),
+          `${creds.baseUrl}/svc.monitoring.v1.MonitoringService/ListVMMonitoring`,
+        ],
+        { cwd: root },
+      );
+      assert.deepEqual(
+        (JSON.parse(stdout) as { vms: { name: string }[] }).vms.map((v) => v.name),
+        body.vms.map((v) => v.name),
+      );
+    } finally {
+      await stop(first.child);
+    }
+
+    const second = await start(dataDir);
+    try {
+      assert.match(second.out(), /existing data/);
+      assert.ok(!second.out().includes(creds.readKey), "keys are not printed again");
+      const res = await fetch(`${second.baseUrl}/svc.monitoring.v1.MonitoringService/ListVMMonitoring`, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          "Connect-Protocol-Version": "1",
+          Authorization: `Bearer ${creds.readKey}`,
+        },
+        body: JSON.stringify({ projectName: "projects/demo", inventoryOnly: true }),
+      });
+      assert.equal(res.status, 200);
+    } finally {
+      await stop(second.child);
+    }
+  });
+});
