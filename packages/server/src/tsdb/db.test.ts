@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, readdirSync } from "node:fs";
+import { appendFileSync, existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { isStaleMarker, type Labels, type SeriesData, staleNaN } from "../storage/interface.ts";
@@ -170,6 +170,28 @@ describe("tsdb persistence", () => {
     const after = all(db2);
     assert.deepEqual(after, before);
     assert.ok(isStaleMarker(after[0].values, 0));
+  });
+
+  it("truncates a torn last WAL record on open and keeps what came before", async () => {
+    const { db, dir } = await open();
+    await write(db, [[a, T0 - 1000, 1]]);
+    await write(db, [[a, T0, 2]]);
+    await db.close();
+    const wal = join(dir, "wal");
+    const last = readdirSync(wal)
+      .filter((f) => /^\d{8}$/.test(f))
+      .sort()
+      .at(-1)!;
+    const size = statSync(join(wal, last)).size;
+    appendFileSync(join(wal, last), Buffer.from([40, 0, 0, 0, 1, 2, 3, 4, 2, 9])); // header + partial body
+    const { db: db2 } = await open({}, dir);
+    assert.deepEqual(points(all(db2)[0]), [
+      [T0 - 1000, 1],
+      [T0, 2],
+    ]);
+    assert.equal(statSync(join(wal, last)).size, size);
+    const r = await write(db2, [[a, T0 + 1000, 3]]);
+    assert.equal(r.accepted, 1);
   });
 
   it("cuts blocks, reopens them and answers the same query", async () => {
