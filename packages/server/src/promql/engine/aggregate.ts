@@ -1,0 +1,247 @@
+/** Aggregation operators (sum, avg, ..., topk, quantile, count_values) with by / without. */
+import type { Labels } from "../../storage/interface.ts";
+import type { Aggregate } from "../ast.ts";
+import { QueryEvalError } from "../errors.ts";
+import { formatFloatF, isWellFormed } from "../lex.ts";
+import type { Evaluator } from "./evaluator.ts";
+import { kahanInc, MeanAccumulator, quantileOf } from "./kahan.ts";
+import { keepOnly, keyOn, keyWithout, labelsKey, setLabel, without } from "./labels.ts";
+import { newStepSeries, type StepSeries, type Value } from "./types.ts";
+
+interface Group {
+  labels: Labels;
+  members: StepSeries[];
+}
+
+export function evalAggregate(ev: Evaluator, e: Aggregate, ts: Float64Array): Value {
+  const n = ts.length;
+  let param: Float64Array | null = null;
+  let label = "";
+  if (e.param) {
+    const pv = ev.eval(e.param, ts);
+    if (pv.type === "scalar") param = pv.values;
+    else if (pv.type === "string") label = pv.value;
+    else throw new QueryEvalError("aggregation parameter must be a scalar or string");
+  }
+  const input = ev.evalVector(e.expr, ts);
+  const groups = groupSeries(input, e);
+  const out: StepSeries[] = [];
+  switch (e.op) {
+    case "topk":
+    case "bottomk":
+      return { type: "vector", series: topk(ev, groups, param!, e.op === "topk", n) };
+    case "count_values":
+      return { type: "vector", series: countValues(ev, groups, label, e, n) };
+    case "quantile":
+      for (let i = 0; i < n; i++) {
+        const q = param![i];
+        if (Number.isNaN(q) || q < 0 || q > 1) {
+          ev.ctx.annotations.warn(`quantile value should be between 0 and 1, got ${goFloat(q)}`);
+        }
+      }
+      break;
+  }
+  const tmp = new Float64Array(2);
+  const mean = new MeanAccumulator();
+  const vals: number[] = [];
+  for (const g of groups) {
+    ev.tick();
+    const o = newStepSeries(
+      g.labels,
+      n,
+      g.members.some((m) => m.dropName),
+    );
+    let any = false;
+    for (let i = 0; i < n; i++) {
+      let cnt = 0;
+      let acc = 0;
+      let c = 0;
+      let m = 0;
+      mean.reset();
+      vals.length = 0;
+      for (const s of g.members) {
+        if (!s.present[i]) continue;
+        const f = s.values[i];
+        cnt++;
+        switch (e.op) {
+          case "sum":
+            kahanInc(f, acc, c, tmp);
+            acc = tmp[0];
+            c = tmp[1];
+            break;
+          case "avg":
+            mean.add(f);
+            break;
+          case "min":
+            if (cnt === 1 || acc > f || Number.isNaN(acc)) acc = f;
+            break;
+          case "max":
+            if (cnt === 1 || acc < f || Number.isNaN(acc)) acc = f;
+            break;
+          case "stddev":
+          case "stdvar":
+            if (cnt === 1) {
+              m = f;
+              acc = Number.isFinite(f) ? 0 : Number.NaN;
+            } else {
+              const delta = f - m;
+              m += delta / cnt;
+              acc += delta * (f - m);
+            }
+            break;
+          case "quantile":
+            vals.push(f);
+            break;
+        }
+      }
+      if (cnt === 0) continue;
+      let v: number;
+      switch (e.op) {
+        case "sum":
+          v = acc + c;
+          break;
+        case "avg":
+          v = mean.value();
+          break;
+        case "count":
+          v = cnt;
+          break;
+        case "group":
+          v = 1;
+          break;
+        case "stdvar":
+          v = acc / cnt;
+          break;
+        case "stddev":
+          v = Math.sqrt(acc / cnt);
+          break;
+        case "quantile":
+          v = quantileOf(param![i], vals);
+          break;
+        default:
+          v = acc;
+      }
+      o.values[i] = v;
+      o.present[i] = 1;
+      any = true;
+    }
+    if (any) out.push(o);
+  }
+  ev.addSamples(out.length * n);
+  return { type: "vector", series: out };
+}
+
+function groupSeries(input: StepSeries[], e: Aggregate): Group[] {
+  const groups = new Map<string, Group>();
+  const out: Group[] = [];
+  const sorted = [...e.grouping].sort();
+  const byNames = new Set(e.grouping);
+  const withoutNames = new Set([...e.grouping, "__name__"]);
+  for (const s of input) {
+    const k = e.without ? keyWithout(s.labels, withoutNames) : keyOn(s.labels, sorted);
+    let g = groups.get(k);
+    if (!g) {
+      const labels = e.without ? without(s.labels, withoutNames) : keepOnly(s.labels, byNames);
+      g = { labels, members: [] };
+      groups.set(k, g);
+      out.push(g);
+    }
+    g.members.push(s);
+  }
+  return out;
+}
+
+function kOf(v: number, ev: Evaluator): number {
+  if (Number.isNaN(v) || Math.abs(v) >= 2 ** 63)
+    throw new QueryEvalError(`Scalar value ${goFloat(v)} overflows int64`);
+  void ev;
+  return Math.trunc(v);
+}
+
+function topk(ev: Evaluator, groups: Group[], param: Float64Array, top: boolean, n: number): StepSeries[] {
+  const out: StepSeries[] = [];
+  const outFor = new Map<StepSeries, StepSeries>();
+  const picked: StepSeries[] = [];
+  // NaN sorts last for both directions, as Prometheus' heaps do.
+  const order = (a: StepSeries, b: StepSeries, i: number) => {
+    const x = a.values[i];
+    const y = b.values[i];
+    if (Number.isNaN(x)) return Number.isNaN(y) ? 0 : 1;
+    if (Number.isNaN(y)) return -1;
+    return top ? y - x : x - y;
+  };
+  for (let i = 0; i < n; i++) {
+    const k = kOf(param[i], ev);
+    if (k < 1) continue;
+    for (const g of groups) {
+      ev.tick();
+      picked.length = 0;
+      for (const s of g.members) if (s.present[i]) picked.push(s);
+      picked.sort((a, b) => order(a, b, i));
+      const lim = Math.min(k, picked.length);
+      for (let j = 0; j < lim; j++) {
+        const s = picked[j];
+        let o = outFor.get(s);
+        if (!o) {
+          o = newStepSeries(s.labels, n, s.dropName);
+          outFor.set(s, o);
+          out.push(o);
+        }
+        o.values[i] = s.values[i];
+        o.present[i] = 1;
+      }
+    }
+  }
+  if (n === 1) {
+    // Instant queries keep the ranked order within each group.
+    const rank = new Map<StepSeries, number>();
+    for (const g of groups) {
+      const ps = g.members.filter((s) => s.present[0]).sort((a, b) => order(a, b, 0));
+      ps.forEach((s) => {
+        rank.set(s, rank.size);
+      });
+    }
+    const inv = new Map<StepSeries, StepSeries>();
+    for (const [src, o] of outFor) inv.set(o, src);
+    out.sort((a, b) => rank.get(inv.get(a)!)! - rank.get(inv.get(b)!)!);
+  }
+  return out;
+}
+
+function countValues(ev: Evaluator, groups: Group[], label: string, e: Aggregate, n: number): StepSeries[] {
+  if (label === "" || !isWellFormed(label))
+    throw new QueryEvalError(`invalid label name ${JSON.stringify(label)}`);
+  const out: StepSeries[] = [];
+  const byKey = new Map<string, StepSeries>();
+  for (const g of groups) {
+    for (let i = 0; i < n; i++) {
+      ev.tick();
+      for (const s of g.members) {
+        if (!s.present[i]) continue;
+        const labels = setLabel(g.labels, label, formatFloatF(s.values[i]));
+        const k = labelsKey(labels);
+        let o = byKey.get(k);
+        if (!o) {
+          o = newStepSeries(labels, n);
+          byKey.set(k, o);
+          out.push(o);
+        }
+        if (!o.present[i]) {
+          o.present[i] = 1;
+          o.values[i] = 0;
+        }
+        o.values[i]++;
+      }
+    }
+  }
+  void e;
+  return out;
+}
+
+/** Go's %g-ish float text for messages. */
+export function goFloat(v: number): string {
+  if (Number.isNaN(v)) return "NaN";
+  if (v === Number.POSITIVE_INFINITY) return "+Inf";
+  if (v === Number.NEGATIVE_INFINITY) return "-Inf";
+  return String(v);
+}

@@ -1,0 +1,48 @@
+/**
+ * The PromQL package surface. Other folders import only from here.
+ *
+ * - `parse(expr)` -> typed, frozen AST (throws PromQLParseError with a position).
+ * - `print(ast)` -> PromQL text that parses back to an equal tree.
+ * - `injectTenant(ast, projectId)` -> new tree with `project_id="<id>"` ANDed onto every selector.
+ * - `createEngine(opts)` -> Engine with `instantQuery` / `rangeQuery` over a storage Queryable.
+ */
+export type {
+  Aggregate,
+  AggregateOp,
+  AtModifier,
+  Binary,
+  BinaryOp,
+  Call,
+  Cardinality,
+  Expr,
+  ExprKind,
+  MatrixSelector,
+  NumberLiteral,
+  Paren,
+  StringLiteral,
+  Subquery,
+  Unary,
+  ValueType,
+  VectorMatching,
+  VectorSelector,
+} from "./ast.ts";
+export { typeOf } from "./ast.ts";
+export type { Engine, InstantSample, QueryResult, QueryValue, RangeSeries } from "./engine/engine.ts";
+export { createEngine } from "./engine/engine.ts";
+export {
+  PointBudgetError,
+  PromQLParseError,
+  QueryEvalError,
+  QueryTimeoutError,
+  TooManySamplesError,
+  UnsupportedNodeError,
+} from "./errors.ts";
+export {
+  defaultEngineOptions,
+  type EngineOptions,
+  type QueryOptions,
+  resolveEngineOptions,
+} from "./options.ts";
+export { parse } from "./parser.ts";
+export { print } from "./printer.ts";
+export { injectTenant, TENANT_LABEL } from "./tenant.ts";

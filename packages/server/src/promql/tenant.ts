@@ -1,0 +1,65 @@
+/**
+ * Tenant scoping: ANDs `project_id="<id>"` onto every vector and matrix selector (inside
+ * subqueries, function arguments and aggregations too). The user's matchers are kept, so a
+ * user matcher on `project_id` can only narrow the result, never widen it. Unknown node kinds
+ * throw UnsupportedNodeError (fail closed).
+ */
+import {
+  Aggregate,
+  Binary,
+  Call,
+  type Expr,
+  MatrixSelector,
+  Paren,
+  Subquery,
+  Unary,
+  VectorSelector,
+} from "./ast.ts";
+import { UnsupportedNodeError } from "./errors.ts";
+
+export const TENANT_LABEL = "project_id";
+
+/** Returns a new tree scoped to `projectId`; `expr` is left untouched. */
+export function injectTenant(expr: Expr, projectId: string): Expr {
+  if (projectId === "") throw new Error("injectTenant: empty project id");
+  return rewrite(expr, projectId);
+}
+
+function scope(vs: VectorSelector, projectId: string): VectorSelector {
+  return VectorSelector.withMatchers(vs, [
+    ...vs.matchers,
+    { type: "=", name: TENANT_LABEL, value: projectId },
+  ]);
+}
+
+function rewrite(e: Expr, p: string): Expr {
+  switch (e.kind) {
+    case "NumberLiteral":
+    case "StringLiteral":
+      return e;
+    case "VectorSelector":
+      return scope(e, p);
+    case "MatrixSelector":
+      return MatrixSelector.create({ ...e, vector: scope(e.vector, p) });
+    case "Subquery":
+      return Subquery.create({ ...e, expr: rewrite(e.expr, p) });
+    case "Paren":
+      return Paren.create({ expr: rewrite(e.expr, p) });
+    case "Unary":
+      return Unary.create({ ...e, expr: rewrite(e.expr, p) });
+    case "Call":
+      return Call.create({ ...e, args: Object.freeze(e.args.map((a) => rewrite(a, p))) });
+    case "Aggregate":
+      return Aggregate.create({
+        ...e,
+        expr: rewrite(e.expr, p),
+        param: e.param ? rewrite(e.param, p) : null,
+      });
+    case "Binary":
+      return Binary.create({ ...e, lhs: rewrite(e.lhs, p), rhs: rewrite(e.rhs, p) });
+    default: {
+      const unknown: never = e;
+      throw new UnsupportedNodeError(String((unknown as { kind?: unknown })?.kind ?? typeof unknown));
+    }
+  }
+}
