@@ -76,7 +76,7 @@ const DOC_TYPE: Record<ValueType, string> = {
 
 /** Parses and type-checks a PromQL expression. Throws PromQLParseError (with position) on any problem. */
 export function parse(input: string): Expr {
-  const tree = lezer.parse(input);
+  const tree = lezer.parse(normalizeNumbers(input));
   let err: { from: number; to: number } | null = null;
   tree.iterate({
     enter(n) {
@@ -101,6 +101,49 @@ export function parse(input: string): Expr {
   const expr = c.expr(exprs[0]);
   c.check(expr);
   return expr;
+}
+
+/**
+ * lezer-promql does not accept a trailing dot in numbers ("1."), Prometheus does. Replacing the
+ * dot with a space keeps every position and the value. Strings and comments are left alone.
+ */
+function normalizeNumbers(input: string): string {
+  let out = "";
+  let i = 0;
+  while (i < input.length) {
+    const c = input[i];
+    if (c === '"' || c === "'" || c === "`") {
+      let j = i + 1;
+      while (j < input.length && input[j] !== c) j += input[j] === "\\" && c !== "`" ? 2 : 1;
+      out += input.slice(i, j + 1);
+      i = j + 1;
+      continue;
+    }
+    if (c === "#") {
+      const j = input.indexOf("\n", i);
+      const end = j < 0 ? input.length : j;
+      out += input.slice(i, end);
+      i = end;
+      continue;
+    }
+    if (/[A-Za-z_:]/.test(c)) {
+      const m = /^[A-Za-z0-9_:]+/.exec(input.slice(i))!;
+      out += m[0];
+      i += m[0].length;
+      continue;
+    }
+    if (/\d/.test(c)) {
+      const m = /^\d+\.(?![\dA-Za-z_])/.exec(input.slice(i));
+      if (m) {
+        out += `${m[0].slice(0, -1)} `;
+        i += m[0].length;
+        continue;
+      }
+    }
+    out += c;
+    i++;
+  }
+  return out;
 }
 
 /** Children of a node, comments left out. */
@@ -221,6 +264,10 @@ class Converter {
   }
 
   withOffset(n: SyntaxNode, e: Expr, offsetMs: number): Expr {
+    // lezer may attach a postfix modifier to a unary or binary expression; Prometheus binds it
+    // to the selector it follows.
+    if (e.kind === "Unary") return Unary.create({ ...e, expr: this.withOffset(n, e.expr, offsetMs) });
+    if (e.kind === "Binary") return Binary.create({ ...e, rhs: this.withOffset(n, e.rhs, offsetMs) });
     const bad =
       "offset modifier must be preceded by an instant vector selector or range vector selector or a subquery";
     switch (e.kind) {
@@ -239,6 +286,8 @@ class Converter {
   }
 
   withAt(n: SyntaxNode, e: Expr, at: AtModifier): Expr {
+    if (e.kind === "Unary") return Unary.create({ ...e, expr: this.withAt(n, e.expr, at) });
+    if (e.kind === "Binary") return Binary.create({ ...e, rhs: this.withAt(n, e.rhs, at) });
     const bad =
       "@ modifier must be preceded by an instant vector selector or range vector selector or a subquery";
     switch (e.kind) {

@@ -252,7 +252,6 @@ function absent(ev: Evaluator, e: Call, ts: Float64Array): StepSeries[] {
 function absentLabels(e: Expr): Labels {
   let vs = e;
   if (vs.kind === "MatrixSelector") vs = vs.vector;
-  if (vs.kind === "Subquery") vs = unwrap(vs.expr);
   if (vs.kind !== "VectorSelector") return [];
   let ls: Labels = [];
   const seen = new Map<string, number>();

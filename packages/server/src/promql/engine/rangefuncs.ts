@@ -125,6 +125,26 @@ function windowFn(
       return (_t, v, _a, b) => v[b - 1];
     case "first_over_time":
       return (_t, v, a) => v[a];
+    case "ts_of_first_over_time":
+      return (t, _v, a) => t[a] / 1000;
+    case "ts_of_last_over_time":
+      return (t, _v, _a, b) => t[b - 1] / 1000;
+    case "ts_of_min_over_time":
+    case "ts_of_max_over_time": {
+      const isMax = func === "ts_of_max_over_time";
+      return (t, v, a, b) => {
+        let m = v[a];
+        let at = t[a];
+        for (let j = a + 1; j < b; j++) {
+          const x = v[j];
+          if ((isMax ? x >= m : x <= m) || Number.isNaN(m)) {
+            m = x;
+            at = t[j];
+          }
+        }
+        return at / 1000;
+      };
+    }
     case "min_over_time":
     case "max_over_time": {
       const isMax = func === "max_over_time";

@@ -2,7 +2,15 @@
  * A small in-memory Queryable for tests and the corpus runner: series are appended whole (or
  * sample by sample) and selected with the same matcher semantics as the real store.
  */
-import type { LabelMatcher, Labels, Querier, Queryable, SeriesData } from "../../storage/interface.ts";
+import {
+  isStaleNaNValue,
+  type LabelMatcher,
+  type Labels,
+  type Querier,
+  type Queryable,
+  type SeriesData,
+  writeStaleMarker,
+} from "../../storage/interface.ts";
 import { labelsKey } from "../engine/labels.ts";
 import { compileAnchored, fullMatch } from "../regex.ts";
 
@@ -10,6 +18,8 @@ interface MemSeries {
   labels: Labels;
   ts: number[];
   vs: number[];
+  // Plain JS arrays may canonicalise NaN payloads, so staleness markers are kept as a flag.
+  stale: boolean[];
 }
 
 /** Matcher semantics shared with the TSDB: absent labels read as "". */
@@ -30,12 +40,21 @@ export class MemStorage implements Queryable {
   readonly #series = new Map<string, MemSeries>();
   #sorted: MemSeries[] | null = null;
 
-  /** Appends one sample; timestamps per series must be appended in ascending order. */
+  /** Appends a staleness marker. */
+  appendStale(labels: Labels, tMs: number): void {
+    this.#put(labels, tMs, Number.NaN, true);
+  }
+
+  /** Appends one sample (a value carrying the staleness-marker bits counts as a marker). */
   append(labels: Labels, tMs: number, value: number): void {
+    this.#put(labels, tMs, value, isStaleNaNValue(value));
+  }
+
+  #put(labels: Labels, tMs: number, value: number, stale: boolean): void {
     const k = labelsKey(labels);
     let s = this.#series.get(k);
     if (!s) {
-      s = { labels, ts: [], vs: [] };
+      s = { labels, ts: [], vs: [], stale: [] };
       this.#series.set(k, s);
       this.#sorted = null;
     }
@@ -46,14 +65,17 @@ export class MemStorage implements Queryable {
       while (i > 0 && s.ts[i - 1] > tMs) i--;
       if (i > 0 && s.ts[i - 1] === tMs) {
         s.vs[i - 1] = value;
+        s.stale[i - 1] = stale;
         return;
       }
       s.ts.splice(i, 0, tMs);
       s.vs.splice(i, 0, value);
+      s.stale.splice(i, 0, stale);
       return;
     }
     s.ts.push(tMs);
     s.vs.push(value);
+    s.stale.push(stale);
   }
 
   clear(): void {
@@ -83,7 +105,10 @@ export class MemStorage implements Queryable {
           if (b === a) continue;
           // Copy through Float64Array so staleness-marker NaN bits survive.
           const values = new Float64Array(b - a);
-          for (let i = a; i < b; i++) values[i - a] = s.vs[i];
+          for (let i = a; i < b; i++) {
+            if (s.stale[i]) writeStaleMarker(values, i - a);
+            else values[i - a] = s.vs[i];
+          }
           out.push({ labels: s.labels, timestamps: Float64Array.from(s.ts.slice(a, b)), values });
         }
         return out;
