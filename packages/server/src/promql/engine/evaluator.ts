@@ -36,8 +36,9 @@ export class Evaluator {
 
   /** Cooperative cancellation point; cheap, call it inside loops. */
   tick(): void {
+    if (this.ctx.signal?.aborted) throw new QueryTimeoutError("query aborted");
     if (++this.#ticks % CHECK_EVERY !== 0) return;
-    if (this.ctx.signal?.aborted || performance.now() > this.ctx.deadline) throw new QueryTimeoutError();
+    if (performance.now() > this.ctx.deadline) throw new QueryTimeoutError();
   }
 
   /** Accounts for samples held in memory; throws past the limit. */
