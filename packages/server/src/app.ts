@@ -6,8 +6,10 @@ import type { Config } from "./config.ts";
 import { type DbHandle, openDb } from "./db/database.ts";
 import { buildServer, redactPaths } from "./http/server.ts";
 import { registerAdminServices } from "./http/services/admin.ts";
+import { registerAutomationService } from "./http/services/automation.ts";
 import { registerIamServices } from "./http/services/iam.ts";
 import { registerMonitoringService } from "./http/services/monitoring.ts";
+import { CiAutomation } from "./iam/ci/service.ts";
 
 /** The whole service in one process: every role, wired together. */
 export interface App {
@@ -33,10 +35,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  const ci = new CiAutomation({ db: db.db, now, options: config.ci });
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, { db: db.db, pageKey: config.secretKey });
     registerIamServices(router, { db: db.db, now });
     registerAdminServices(router, { db: db.db, now });
+    registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
   };
   const server = await buildServer({
     db: db.db,
@@ -46,6 +50,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     maxRequestBytes: config.maxRequestBytes,
     now,
     routes,
+    ciTokenResolver: ci.resolver,
   });
   return {
     config,

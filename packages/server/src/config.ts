@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import type { CiOptions } from "./iam/ci/options.ts";
 
 /** Everything configurable, with its default, read once at start-up from the environment. */
 export interface Config {
@@ -24,6 +25,9 @@ export interface Config {
   readonly maxRequestBytes: number;
   /** Create the demo project on an empty data directory. Default true. */
   readonly demo: boolean;
+  /** CI trust options (iam/ci/options.ts): SVC_CI_ISSUER (default issuer), SVC_CI_ALLOWED_ISSUERS
+   * (comma-separated), SVC_CI_JWKS_COOLDOWN_SECONDS. Unset fields take the component's defaults. */
+  readonly ci: Partial<CiOptions>;
 }
 
 function persistedSecret(dataDir: string, file: string, make: () => string): string {
@@ -63,5 +67,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     logLevel: overrides.logLevel ?? env.SVC_LOG_LEVEL ?? "info",
     maxRequestBytes: overrides.maxRequestBytes ?? 4 * 1024 * 1024,
     demo: overrides.demo ?? env.SVC_DEMO !== "false",
+    ci: overrides.ci ?? ciFromEnv(env),
   });
+}
+
+function ciFromEnv(env: NodeJS.ProcessEnv): Partial<CiOptions> {
+  const ci: { -readonly [K in keyof CiOptions]?: CiOptions[K] } = {};
+  if (env.SVC_CI_ISSUER) ci.defaultIssuer = env.SVC_CI_ISSUER;
+  if (env.SVC_CI_ALLOWED_ISSUERS) {
+    ci.allowedIssuers = env.SVC_CI_ALLOWED_ISSUERS.split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+  }
+  if (env.SVC_CI_JWKS_COOLDOWN_SECONDS) {
+    const s = Number(env.SVC_CI_JWKS_COOLDOWN_SECONDS);
+    if (!Number.isFinite(s) || s < 0) throw new Error("SVC_CI_JWKS_COOLDOWN_SECONDS: must be seconds >= 0");
+    ci.jwksCooldownMs = s * 1000;
+  }
+  return ci;
 }

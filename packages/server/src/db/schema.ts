@@ -13,6 +13,9 @@ export interface Database {
   service_accounts: ServiceAccountTable;
   api_keys: ApiKeyTable;
   idempotency_records: IdempotencyTable;
+  ci_trusts: CiTrustTable;
+  ci_tokens: CiTokenTable;
+  ci_assertion_jtis: CiAssertionJtiTable;
 }
 
 export interface ProjectTable {
@@ -110,4 +113,52 @@ export interface IdempotencyTable {
   body_hash: string;
   result: string;
   create_time: number;
+}
+
+/** A CI trust connection and its current verification window (iam/ci/trusts.ts). */
+export interface CiTrustTable {
+  id: string;
+  project_id: string;
+  service_account_id: string;
+  state: "VERIFICATION_PENDING" | "IDENTITY_OBSERVED" | "APPROVED" | "DISABLED" | "DELETED";
+  issuer: string;
+  audience: string;
+  intended_repository: string;
+  intended_workflow: string;
+  intended_branch: string | null;
+  intended_environment: string | null;
+  intended_event: string;
+  setup_id: string | null;
+  pairing_hash: string | null;
+  setup_expire_time: number | null;
+  observed: string | null;
+  observe_time: number | null;
+  permissions: string;
+  /** Bumped on every change that must invalidate outstanding tokens. */
+  permissions_version: number;
+  approver_user_id: string | null;
+  approve_time: number | null;
+  creator_user_id: string;
+  create_time: number;
+  update_time: number;
+}
+
+/** An exchanged 15-minute token; only the hash of the secret is stored. */
+export interface CiTokenTable {
+  id: string;
+  trust_id: string;
+  project_id: string;
+  service_account_id: string;
+  token_hash: string;
+  capabilities: string;
+  permissions_version: number;
+  create_time: number;
+  expire_time: number;
+}
+
+/** Used assertion ids, kept past the assertion's expiry so a replay is refused. */
+export interface CiAssertionJtiTable {
+  issuer: string;
+  jti: string;
+  expire_time: number;
 }

@@ -8,6 +8,9 @@ export const principalKey = createContextKey<Principal | undefined>(undefined, {
   description: "svc principal",
 });
 
+/** The caller's socket address (Fastify's req.ip), for per-source rate limits of public methods. */
+export const remoteAddressKey = createContextKey<string>("unknown", { description: "svc remote address" });
+
 export function principalOf(ctx: HandlerContext): Principal {
   const p = ctx.values.get(principalKey);
   if (!p) throw new SvcError("unauthenticated", "missing credential", { reason: "UNAUTHENTICATED" });

@@ -30,5 +30,13 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   VERSION_CONFLICT: { code: "aborted", metadata: ["currentVersion"] },
   RATE_LIMITED: { code: "resource_exhausted", metadata: ["retryAfterSeconds"] },
   QUERY_TIMEOUT: { code: "deadline_exceeded", metadata: ["timeoutSeconds"] },
+  CI_CLAIM_MISMATCH: { code: "permission_denied", metadata: ["claim", "expected"] },
+  CI_EVENT_REJECTED: { code: "permission_denied", metadata: ["claim", "expected"] },
+  CI_ASSERTION_INVALID: { code: "unauthenticated", metadata: ["problem"] },
+  CI_ASSERTION_REPLAYED: { code: "unauthenticated", metadata: ["claim"] },
+  CI_PAIRING_INVALID: { code: "permission_denied", metadata: [] },
+  CI_SETUP_EXPIRED: { code: "failed_precondition", metadata: ["expireTimeUnix"] },
+  CI_TRUST_DISABLED: { code: "permission_denied", metadata: [] },
+  CI_TRUST_STATE: { code: "failed_precondition", metadata: ["state"] },
   INTERNAL: { code: "internal", metadata: [] },
 };

@@ -38,6 +38,16 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.iam.v1.KeyService/RotateKey": "human",
   "svc.iam.v1.KeyService/RevokeKey": "human",
 
+  "svc.iam.v1.AutomationService/StartCITrustSetup": "human",
+  "svc.iam.v1.AutomationService/VerifyCITrustSetup": "public",
+  "svc.iam.v1.AutomationService/ApproveCITrust": "human",
+  "svc.iam.v1.AutomationService/GetCITrust": "human",
+  "svc.iam.v1.AutomationService/ListCITrusts": "human",
+  "svc.iam.v1.AutomationService/UpdateCITrustPermissions": "human",
+  "svc.iam.v1.AutomationService/DisableCITrust": "human",
+  "svc.iam.v1.AutomationService/DeleteCITrust": "human",
+  "svc.iam.v1.AutomationService/ExchangeCIToken": "public",
+
   "svc.admin.v1.ProjectService/CreateProject": "operator",
   "svc.admin.v1.ProjectService/GetProject": "operator",
   "svc.admin.v1.ProjectService/ListProjects": "operator",

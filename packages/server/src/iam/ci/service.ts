@@ -1,0 +1,93 @@
+import type { Db } from "../../db/database.ts";
+import type { TokenResolver } from "../principal.ts";
+import { ciTokenResolver, type ExchangedToken, exchange } from "./exchange.ts";
+import { JwksCache } from "./jwks.ts";
+import { type CiOptions, resolveCiOptions } from "./options.ts";
+import { TokenBuckets } from "./ratelimit.ts";
+import * as trusts from "./trusts.ts";
+
+export interface CiAutomationDeps {
+  readonly db: Db;
+  readonly now: () => number;
+  readonly options?: Partial<CiOptions>;
+  /** For tests; defaults to global fetch. */
+  readonly fetch?: typeof globalThis.fetch;
+}
+
+/**
+ * The CI trust component: management, verification and exchange over one JWKS cache and one set of
+ * rate limits. The unauthenticated operations (verify, exchange) are limited per trust or setup and
+ * per source address.
+ */
+export class CiAutomation {
+  readonly options: CiOptions;
+  readonly resolver: TokenResolver = ciTokenResolver;
+  private readonly ctx: trusts.CiContext;
+  private readonly perTarget: TokenBuckets;
+  private readonly perSource: TokenBuckets;
+
+  constructor(deps: CiAutomationDeps) {
+    this.options = resolveCiOptions(deps.options);
+    const o = this.options;
+    const jwks = new JwksCache({
+      cooldownMs: o.jwksCooldownMs,
+      maxAgeMs: o.jwksMaxAgeMs,
+      fetchTimeoutMs: o.fetchTimeoutMs,
+      now: deps.now,
+      fetch: deps.fetch,
+    });
+    this.ctx = { db: deps.db, now: deps.now, options: o, jwks };
+    this.perTarget = new TokenBuckets(o.perTrustBurst, o.perTrustPerMinute, deps.now);
+    this.perSource = new TokenBuckets(o.perSourceBurst, o.perSourcePerMinute, deps.now);
+  }
+
+  startSetup(userId: string, input: trusts.StartSetupInput): Promise<trusts.StartedSetup> {
+    return trusts.startSetup(this.ctx, userId, input);
+  }
+
+  /** @param source the caller's address, for the per-source limit */
+  verifySetup(
+    input: { setupId: string; pairingCode: string; assertion: string },
+    source: string,
+  ): Promise<{ trust: trusts.CiTrustView }> {
+    this.perSource.take(source, "CI requests from this address");
+    this.perTarget.take(`setup:${input.setupId}`, "verification attempts for this setup");
+    return trusts.verifySetup(this.ctx, input);
+  }
+
+  exchange(input: { trustName: string; assertion: string }, source: string): Promise<ExchangedToken> {
+    this.perSource.take(source, "CI requests from this address");
+    this.perTarget.take(`trust:${input.trustName}`, "exchanges for this trust");
+    return exchange(this.ctx, input);
+  }
+
+  approve(
+    userId: string,
+    input: { name: string; permissions: readonly string[] },
+  ): Promise<trusts.CiTrustView> {
+    return trusts.approveTrust(this.ctx, userId, input);
+  }
+
+  updatePermissions(
+    userId: string,
+    input: { name: string; permissions: readonly string[] },
+  ): Promise<trusts.CiTrustView> {
+    return trusts.updatePermissions(this.ctx, userId, input);
+  }
+
+  disable(userId: string, name: string): Promise<trusts.CiTrustView> {
+    return trusts.disableTrust(this.ctx, userId, name);
+  }
+
+  delete(userId: string, name: string): Promise<void> {
+    return trusts.deleteTrust(this.ctx, userId, name);
+  }
+
+  get(userId: string, name: string): Promise<trusts.CiTrustView> {
+    return trusts.getTrust(this.ctx, userId, name);
+  }
+
+  list(userId: string, parent: string): Promise<trusts.CiTrustView[]> {
+    return trusts.listTrusts(this.ctx, userId, parent);
+  }
+}
