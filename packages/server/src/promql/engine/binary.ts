@@ -176,10 +176,12 @@ function vectorVector(
   const one = swapped ? lhs : rhs;
   const manySigs = many.map((s) => sig(s.labels));
   const oneIdx = bySignature(one, sig);
+  // Resolve each series' match candidates once, not per step.
+  const candsOf = manySigs.map((k) => oneIdx.groups.get(k));
   const include = new Set(m.include);
   const onSet = new Set(m.labels);
   const outByKey = new Map<string, StepSeries>();
-  const pairLabels = new Map<number, { labels: Labels; key: string }>();
+  const pairOut = new Map<number, StepSeries>();
   const out: StepSeries[] = [];
   // For one-to-one matching, a "many" side signature may match only once per step.
   const manySeen = m.card === "one-to-one" ? new Map<string, number>() : null;
@@ -190,7 +192,7 @@ function vectorVector(
     for (let a = 0; a < many.length; a++) {
       const ms = many[a];
       if (!ms.present[i]) continue;
-      const cands = oneIdx.groups.get(manySigs[a]);
+      const cands = candsOf[a];
       if (!cands) continue;
       let b = -1;
       for (const c of cands) {
@@ -223,19 +225,21 @@ function vectorVector(
         } else if (v === 1) v = lv;
         else continue;
       }
+      // Output series per (many, one) pair, resolved once; pairs may share an output.
       const pk = a * one.length + b;
-      let pl = pairLabels.get(pk);
-      if (!pl) {
-        const labels = resultLabels(ms.labels, os.labels, m, onSet, include);
-        pl = { labels, key: labelsKey(labels) };
-        pairLabels.set(pk, pl);
-      }
-      let o = outByKey.get(pl.key);
+      let o = pairOut.get(pk);
       if (!o) {
-        o = newStepSeries(pl.labels, n, cmp && !e.returnBool ? ms.dropName : true);
-        outByKey.set(pl.key, o);
-        out.push(o);
-      } else if (o.present[i]) {
+        const labels = resultLabels(ms.labels, os.labels, m, onSet, include);
+        const key = labelsKey(labels);
+        o = outByKey.get(key);
+        if (!o) {
+          o = newStepSeries(labels, n, cmp && !e.returnBool ? ms.dropName : true);
+          outByKey.set(key, o);
+          out.push(o);
+        }
+        pairOut.set(pk, o);
+      }
+      if (o.present[i]) {
         throw new QueryEvalError("multiple matches for labels: grouping labels must ensure unique matches");
       }
       o.values[i] = v;
