@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import pino, { type Logger } from "pino";
@@ -10,11 +11,17 @@ import { registerAutomationService } from "./http/services/automation.ts";
 import { registerIamServices } from "./http/services/iam.ts";
 import { registerMonitoringService } from "./http/services/monitoring.ts";
 import { CiAutomation } from "./iam/ci/service.ts";
+import { ingestRoutes } from "./ingest/http.ts";
+import { createIngester } from "./ingest/ingest.ts";
+import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts";
+import { openTsdb, type Tsdb } from "./tsdb/index.ts";
 
 /** The whole service in one process: every role, wired together. */
 export interface App {
   readonly config: Config;
   readonly db: DbHandle;
+  readonly tsdb: Tsdb;
+  readonly metrics: MetricsBackend;
   readonly server: FastifyInstance;
   readonly log: Logger;
   close(): Promise<void>;
@@ -33,6 +40,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const log = opts.logger ?? createLogger(config.logLevel);
   const now = opts.now ?? Date.now;
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const tsdb = await openTsdb(join(config.dataDir, "tsdb"), {
+    retentionMs: config.retentionMs,
+    outOfOrderWindowMs: config.outOfOrderWindowMs,
+    now,
+  });
+  const metrics = createMetricsBackend({ storage: tsdb });
+  const ingester = createIngester({ db: db.db, storage: tsdb });
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const ci = new CiAutomation({ db: db.db, now, options: config.ci });
@@ -51,14 +65,26 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     now,
     routes,
     ciTokenResolver: ci.resolver,
+    plugins: [
+      ingestRoutes({
+        db: db.db,
+        ingester,
+        collectorToken: config.collectorToken,
+        now,
+        maxBodyBytes: 16 * 1024 * 1024,
+      }),
+    ],
   });
   return {
     config,
     db,
+    tsdb,
+    metrics,
     server,
     log,
     async close() {
       await server.close();
+      await tsdb.close();
       await db.close();
     },
   };

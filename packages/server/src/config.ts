@@ -25,6 +25,14 @@ export interface Config {
   readonly maxRequestBytes: number;
   /** Create the demo project on an empty data directory. Default true. */
   readonly demo: boolean;
+  /** The hypervisor collector's remote-write token (SVC_COLLECTOR_TOKEN). Generated into dataDir when unset. */
+  readonly collectorToken: string;
+  /** Metrics retention, ms (SVC_RETENTION_HOURS). Default 7 days. */
+  readonly retentionMs: number;
+  /** Out-of-order window for late samples, ms (SVC_OOO_WINDOW_MINUTES). Default 1 hour. */
+  readonly outOfOrderWindowMs: number;
+  /** Run the hypervisor simulator for the inventory's VMs (SVC_SIMULATOR). Default: on with the demo. */
+  readonly simulator: boolean;
   /** CI trust options (iam/ci/options.ts): SVC_CI_ISSUER (default issuer), SVC_CI_ALLOWED_ISSUERS
    * (comma-separated), SVC_CI_JWKS_COOLDOWN_SECONDS. Unset fields take the component's defaults. */
   readonly ci: Partial<CiOptions>;
@@ -67,8 +75,27 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     logLevel: overrides.logLevel ?? env.SVC_LOG_LEVEL ?? "info",
     maxRequestBytes: overrides.maxRequestBytes ?? 4 * 1024 * 1024,
     demo: overrides.demo ?? env.SVC_DEMO !== "false",
+    collectorToken:
+      overrides.collectorToken ??
+      env.SVC_COLLECTOR_TOKEN ??
+      persistedSecret(dataDir, "collector-token", () => `svcc_${randomBytes(24).toString("base64url")}`),
+    retentionMs:
+      overrides.retentionMs ?? positive(env.SVC_RETENTION_HOURS, "SVC_RETENTION_HOURS", 7 * 24) * 3_600_000,
+    outOfOrderWindowMs:
+      overrides.outOfOrderWindowMs ??
+      positive(env.SVC_OOO_WINDOW_MINUTES, "SVC_OOO_WINDOW_MINUTES", 60) * 60_000,
+    simulator:
+      overrides.simulator ??
+      (env.SVC_SIMULATOR ? env.SVC_SIMULATOR !== "false" : (overrides.demo ?? env.SVC_DEMO !== "false")),
     ci: overrides.ci ?? ciFromEnv(env),
   });
+}
+
+function positive(raw: string | undefined, name: string, fallback: number): number {
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name}: "${raw}" is not a positive number`);
+  return n;
 }
 
 function ciFromEnv(env: NodeJS.ProcessEnv): Partial<CiOptions> {

@@ -13,6 +13,7 @@ export interface Database {
   service_accounts: ServiceAccountTable;
   api_keys: ApiKeyTable;
   idempotency_records: IdempotencyTable;
+  agent_tokens: AgentTokenTable;
   ci_trusts: CiTrustTable;
   ci_tokens: CiTokenTable;
   ci_assertion_jtis: CiAssertionJtiTable;
@@ -161,4 +162,13 @@ export interface CiAssertionJtiTable {
   issuer: string;
   jti: string;
   expire_time: number;
+}
+
+export interface AgentTokenTable {
+  id: string;
+  project_id: string;
+  vm_id: string;
+  token_hash: string;
+  create_time: number;
+  revoke_time: number | null;
 }

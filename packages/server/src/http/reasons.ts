@@ -8,6 +8,7 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   INVALID_FIELD: { code: "invalid_argument", metadata: ["field"] },
   REQUEST_ID_REUSED: { code: "invalid_argument", metadata: ["field"] },
   EXPIRY_TOO_LONG: { code: "invalid_argument", metadata: ["field", "maxDays"] },
+  REQUEST_TOO_LARGE: { code: "invalid_argument", metadata: [] },
   INVALID_PAGE_TOKEN: { code: "invalid_argument", metadata: ["field"] },
   POINT_BUDGET_EXCEEDED: {
     code: "invalid_argument",

@@ -61,6 +61,7 @@ export async function authenticate(
   const kind = parseSecret(token);
   if (kind === undefined) throw unauthenticated("the bearer credential is not a valid svc credential");
   if (kind === "session") return sessionPrincipal(db, token, nowMs);
+  if (kind === "agent") throw unauthenticated("a guest-agent token only writes its VM's metrics");
   if (kind === "ciToken") {
     const p = await opts.ciTokenResolver?.(db, token, nowMs);
     if (!p) throw unauthenticated("the CI token is unknown, expired or revoked", "CREDENTIAL_EXPIRED");

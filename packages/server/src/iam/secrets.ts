@@ -7,13 +7,14 @@ import { crc32 } from "node:zlib";
  * database read. Only the SHA-256 of a secret is stored (the secret has ~190 bits of entropy, so a
  * fast hash is enough).
  */
-export type SecretKind = "personal" | "serviceAccount" | "ciToken" | "session";
+export type SecretKind = "personal" | "serviceAccount" | "ciToken" | "session" | "agent";
 
 export const secretPrefixes: Readonly<Record<SecretKind, string>> = {
   personal: "svcp_",
   serviceAccount: "svcs_",
   ciToken: "svct_",
   session: "svch_",
+  agent: "svca_",
 };
 
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

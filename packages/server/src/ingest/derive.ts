@@ -1,0 +1,103 @@
+/**
+ * Series computed at ingest (DESIGN §6): CPU utilization per sampling interval with the vCPU count of
+ * that interval, guest memory used = total − free, and the newest source observation time. Pure state
+ * machine, no I/O: the ingest path feeds it one VM's samples of a batch and appends what it returns.
+ */
+
+/** A sample, with staleness carried as a flag (NaN payloads do not survive arithmetic). */
+export interface Point {
+  readonly t: number;
+  readonly v: number;
+  readonly stale: boolean;
+}
+
+export interface VmBatch {
+  /** svc_vm_cpu_seconds_total samples, any order. */
+  readonly cpuSeconds: Point[];
+  /** svc_vm_vcpus samples of the same batch. */
+  readonly vcpus: Point[];
+  readonly memTotal: Point[];
+  readonly memFree: Point[];
+  /** Newest timestamp of any sample of this VM and source in the batch (ms), or -Infinity. */
+  readonly newestT: number;
+}
+
+export interface VmDeriveState {
+  lastCpu?: { t: number; v: number };
+  lastVcpus?: number;
+  lastObservationT?: number;
+}
+
+export interface Derived {
+  readonly cpuUtilizationPct: Point[];
+  readonly memoryUsedBytes: Point[];
+  readonly lastObservation: Point[];
+}
+
+/**
+ * Intervals longer than this produce no utilization point: an average over a telemetry gap would
+ * draw a line through time nobody observed. Milliseconds (five minutes, the query lookback).
+ */
+export const MAX_DERIVE_INTERVAL_MS = 5 * 60_000;
+
+export function emptyBatch(): VmBatch {
+  return { cpuSeconds: [], vcpus: [], memTotal: [], memFree: [], newestT: Number.NEGATIVE_INFINITY };
+}
+
+/**
+ * Derives one VM's series from a batch and advances `state`. `inventoryVcpus` is the fallback when no
+ * vCPU sample has been seen. Samples older than the state's last CPU sample (late deliveries behind
+ * newer data) are stored raw by the caller but derive nothing: their interval is unknown.
+ */
+export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: number): Derived {
+  const byTime = (a: Point, b: Point) => a.t - b.t;
+  const vcpus = [...batch.vcpus].filter((p) => !p.stale && p.v > 0).sort(byTime);
+  const vcpusAt = (t: number): number => {
+    let n = state.lastVcpus ?? inventoryVcpus;
+    for (const p of vcpus) {
+      if (p.t > t) break;
+      n = p.v;
+    }
+    return n;
+  };
+
+  const cpuUtilizationPct: Point[] = [];
+  for (const p of [...batch.cpuSeconds].sort(byTime)) {
+    if (p.stale) {
+      cpuUtilizationPct.push({ t: p.t, v: Number.NaN, stale: true });
+      state.lastCpu = undefined;
+      continue;
+    }
+    const last = state.lastCpu;
+    if (last && p.t <= last.t) continue;
+    if (last && p.t - last.t <= MAX_DERIVE_INTERVAL_MS) {
+      // A counter reset (restart) counts the new value as the delta, as Prometheus' rate() does.
+      const delta = p.v >= last.v ? p.v - last.v : p.v;
+      const n = vcpusAt(p.t);
+      cpuUtilizationPct.push({ t: p.t, v: (delta / (((p.t - last.t) / 1000) * n)) * 100, stale: false });
+    }
+    state.lastCpu = { t: p.t, v: p.v };
+  }
+  const newestVcpus = vcpus[vcpus.length - 1];
+  if (newestVcpus) state.lastVcpus = newestVcpus.v;
+
+  const memoryUsedBytes: Point[] = [];
+  const free = new Map(batch.memFree.map((p) => [p.t, p]));
+  for (const total of batch.memTotal) {
+    const f = free.get(total.t);
+    if (!f) continue;
+    memoryUsedBytes.push(
+      total.stale || f.stale
+        ? { t: total.t, v: Number.NaN, stale: true }
+        : { t: total.t, v: total.v - f.v, stale: false },
+    );
+  }
+  memoryUsedBytes.sort(byTime);
+
+  const lastObservation: Point[] = [];
+  if (batch.newestT > (state.lastObservationT ?? Number.NEGATIVE_INFINITY)) {
+    lastObservation.push({ t: batch.newestT, v: batch.newestT / 1000, stale: false });
+    state.lastObservationT = batch.newestT;
+  }
+  return { cpuUtilizationPct, memoryUsedBytes, lastObservation };
+}

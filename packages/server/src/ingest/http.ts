@@ -1,0 +1,75 @@
+import { type DecodeLimits, decodeRemoteWriteBody, RemoteWriteDecodeError } from "@svc/remotewrite";
+import type { FastifyPluginAsync } from "fastify";
+import type { Db } from "../db/database.ts";
+import { SvcError } from "../errors.ts";
+import { bearerToken } from "../iam/principal.ts";
+import { authenticateIngest } from "./credentials.ts";
+import { describeRefusals, type Ingester } from "./ingest.ts";
+
+export interface IngestHttpDeps {
+  readonly db: Db;
+  readonly ingester: Ingester;
+  readonly collectorToken: string;
+  readonly now: () => number;
+  /** Largest compressed body accepted, bytes. */
+  readonly maxBodyBytes: number;
+  readonly decodeLimits?: Partial<DecodeLimits>;
+}
+
+/**
+ * Prometheus remote-write 1.0 receiver. Answers as Prometheus does, in plain text: 204 when every
+ * sample was kept, 400 (do not retry) naming each refusal with its counts while the valid rest of the
+ * batch is kept, 401 for a bad credential, 413 for an oversized body.
+ */
+export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
+  return async (scope) => {
+    scope.addContentTypeParser(
+      ["application/x-protobuf", "application/octet-stream"],
+      { parseAs: "buffer", bodyLimit: deps.maxBodyBytes },
+      (_req, body, done) => done(null, body),
+    );
+    scope.post("/v1/ingest/prometheus/api/v1/write", async (req, reply) => {
+      let principal: Awaited<ReturnType<typeof authenticateIngest>>;
+      try {
+        principal = await authenticateIngest(
+          deps.db,
+          bearerToken(req.headers.authorization),
+          deps.collectorToken,
+          deps.now(),
+        );
+      } catch (err) {
+        if (err instanceof SvcError) return reply.code(401).type("text/plain").send(`${err.message}\n`);
+        throw err;
+      }
+      if (!Buffer.isBuffer(req.body)) {
+        return reply
+          .code(415)
+          .type("text/plain")
+          .send("send Content-Type: application/x-protobuf with a snappy-compressed WriteRequest\n");
+      }
+      const encoding = req.headers["content-encoding"];
+      if (encoding !== undefined && encoding !== "snappy") {
+        return reply
+          .code(415)
+          .type("text/plain")
+          .send(`Content-Encoding ${String(encoding).slice(0, 40)} is not supported; use snappy\n`);
+      }
+      let writeRequest: ReturnType<typeof decodeRemoteWriteBody>;
+      try {
+        writeRequest = decodeRemoteWriteBody(req.body, deps.decodeLimits);
+      } catch (err) {
+        if (err instanceof RemoteWriteDecodeError)
+          return reply.code(400).type("text/plain").send(`${err.message}\n`);
+        throw err;
+      }
+      const result = await deps.ingester.ingest(principal, writeRequest);
+      if (Object.keys(result.refused).length > 0) {
+        return reply
+          .code(400)
+          .type("text/plain")
+          .send(`${describeRefusals(result)}\n`);
+      }
+      return reply.code(204).send();
+    });
+  };
+}
