@@ -14,6 +14,7 @@ import { CiAutomation } from "./iam/ci/service.ts";
 import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
 import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts";
+import { createProjectLimiter, type ProjectLimiter } from "./metrics/concurrency.ts";
 import { openTsdb, type Tsdb } from "./tsdb/index.ts";
 
 /** The whole service in one process: every role, wired together. */
@@ -22,6 +23,8 @@ export interface App {
   readonly db: DbHandle;
   readonly tsdb: Tsdb;
   readonly metrics: MetricsBackend;
+  /** Per-project query concurrency shared by the RPCs and the Prometheus API. */
+  readonly limiter: ProjectLimiter;
   readonly server: FastifyInstance;
   readonly log: Logger;
   close(): Promise<void>;
@@ -47,6 +50,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   });
   const metrics = createMetricsBackend({ storage: tsdb });
   const ingester = createIngester({ db: db.db, storage: tsdb });
+  const limiter = createProjectLimiter();
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const ci = new CiAutomation({ db: db.db, now, options: config.ci });
@@ -80,6 +84,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     db,
     tsdb,
     metrics,
+    limiter,
     server,
     log,
     async close() {

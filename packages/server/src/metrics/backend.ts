@@ -1,4 +1,14 @@
 import {
+  createEngine,
+  type Engine,
+  injectTenant,
+  parse,
+  type QueryOptions,
+  type QueryResult,
+  type QueryValue,
+  TENANT_LABEL,
+} from "../promql/index.ts";
+import {
   isStaleMarker,
   type LabelMatcher,
   type Labels,
@@ -6,8 +16,7 @@ import {
   type SeriesData,
 } from "../storage/interface.ts";
 
-/** The tenant label: on every stored series, injected into every read, removed from every result. */
-export const TENANT_LABEL = "project_id";
+export { TENANT_LABEL };
 
 /**
  * Every reader of metrics (the RPCs, the Prometheus API, export, the evaluator) goes through this
@@ -17,6 +26,21 @@ export const TENANT_LABEL = "project_id";
  * caller.
  */
 export interface MetricsBackend {
+  /**
+   * Evaluates PromQL at `timeMs` over the project's series only: the expression is parsed, the tenant
+   * matcher is ANDed onto every selector, and the tenant label is removed from the result. Throws the
+   * promql errors (parse, timeout, point budget, evaluation).
+   */
+  instantQuery(projectId: string, expr: string, timeMs: number, opts?: QueryOptions): Promise<QueryResult>;
+  /** As instantQuery, at start, start+step, … ≤ end (ms, inclusive); the result is a matrix. */
+  rangeQuery(
+    projectId: string,
+    expr: string,
+    startMs: number,
+    endMs: number,
+    stepMs: number,
+    opts?: QueryOptions,
+  ): Promise<QueryResult>;
   /** Raw samples of the project's series matching all matchers in [startMs, endMs]. */
   select(
     projectId: string,
@@ -78,10 +102,37 @@ function labelsKey(labels: Labels): string {
   return labels.map((l) => `${l.name}\u0000${l.value}`).join("\u0001");
 }
 
-/** MetricsBackend over the embedded store (or any Queryable). */
-export function createMetricsBackend(deps: { storage: Queryable }): MetricsBackend {
+function stripValue(v: QueryValue): QueryValue {
+  switch (v.resultType) {
+    case "vector":
+      return { resultType: "vector", result: v.result.map((s) => ({ ...s, metric: stripTenant(s.metric) })) };
+    case "matrix":
+      return { resultType: "matrix", result: v.result.map((s) => ({ ...s, metric: stripTenant(s.metric) })) };
+    default:
+      return v;
+  }
+}
+
+/** MetricsBackend over the embedded store (or any Queryable) and the embedded PromQL engine. */
+export function createMetricsBackend(deps: { storage: Queryable; engine?: Engine }): MetricsBackend {
+  const engine = deps.engine ?? createEngine();
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
   return {
+    async instantQuery(projectId, expr, timeMs, opts) {
+      const r = engine.instantQuery(deps.storage, injectTenant(parse(expr), projectId), timeMs, opts);
+      return { value: stripValue(r.value), annotations: r.annotations };
+    },
+    async rangeQuery(projectId, expr, startMs, endMs, stepMs, opts) {
+      const r = engine.rangeQuery(
+        deps.storage,
+        injectTenant(parse(expr), projectId),
+        startMs,
+        endMs,
+        stepMs,
+        opts,
+      );
+      return { value: stripValue(r.value), annotations: r.annotations };
+    },
     async select(projectId, matchers, startMs, endMs) {
       const q = deps.storage.querier();
       return q
