@@ -1,0 +1,32 @@
+import { Command, CommanderError } from "commander";
+import { registerAuthCommands } from "./commands/auth.ts";
+import { UsageError } from "./common.ts";
+
+/**
+ * `svc`: one file per command group under commands/, each adding itself to the program. Groups to
+ * come (monitoring, alerts, keys, service-accounts) follow the same shape.
+ */
+export function buildProgram(): Command {
+  const program = new Command("svc")
+    .description("svc command-line tool: monitoring and automation for your VMs")
+    .version("1.1.2")
+    .option("--base-url <url>", "svc API origin (default: $SVC_BASE_URL)")
+    .enablePositionalOptions()
+    .showHelpAfterError()
+    .exitOverride();
+  registerAuthCommands(program);
+  return program;
+}
+
+async function main(): Promise<void> {
+  try {
+    await buildProgram().parseAsync(process.argv);
+  } catch (err) {
+    if (err instanceof CommanderError) process.exit(err.exitCode);
+    // Errors from svc never contain a token or assertion; print the message only.
+    process.stderr.write(`svc: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = err instanceof UsageError ? 2 : 1;
+  }
+}
+
+await main();
