@@ -11,5 +11,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn("create_time", "bigint", (c) => c.notNull())
     .addColumn("revoke_time", "bigint")
     .execute();
-  await db.schema.createIndex("agent_tokens_vm").on("agent_tokens").columns(["project_id", "vm_id"]).execute();
+  await db.schema
+    .createIndex("agent_tokens_vm")
+    .on("agent_tokens")
+    .columns(["project_id", "vm_id"])
+    .execute();
 }
