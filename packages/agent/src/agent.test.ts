@@ -1,0 +1,250 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { decodeRemoteWriteBody, type WriteRequest } from "@svc/remotewrite";
+import { createAgent } from "./agent.ts";
+import { createLogger } from "./log.ts";
+import { resolveAgentOptions } from "./options.ts";
+
+const BIN = fileURLToPath(new URL("../bin/svc-agent.js", import.meta.url));
+const TOKEN = "tok-secret-0123456789abcdef";
+const VM = "projects/p-42/vms/web-1";
+
+interface Received {
+  headers: IncomingHttpHeaders;
+  req: WriteRequest;
+}
+
+/** A loopback remote-write receiver that answers `status()` and keeps what it decoded. */
+class Receiver {
+  readonly got: Received[] = [];
+  status = () => 204;
+  #server: Server | undefined;
+  port = 0;
+
+  async start(): Promise<void> {
+    this.#server = createServer((r, res) => {
+      const chunks: Buffer[] = [];
+      r.on("data", (c: Buffer) => chunks.push(c));
+      r.on("end", () => {
+        const st = this.status();
+        if (st < 300)
+          this.got.push({ headers: r.headers, req: decodeRemoteWriteBody(Buffer.concat(chunks)) });
+        res.writeHead(st).end(st < 300 ? "" : "refused by test");
+      });
+    });
+    await new Promise<void>((ok, fail) => {
+      this.#server!.once("error", fail);
+      this.#server!.listen(this.port, "127.0.0.1", ok);
+    });
+    this.port = (this.#server.address() as AddressInfo).port;
+  }
+
+  async stop(): Promise<void> {
+    const s = this.#server;
+    this.#server = undefined;
+    if (!s) return;
+    s.closeAllConnections();
+    await new Promise<void>((ok) => s.close(() => ok()));
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  constructor() {
+    receivers.push(this);
+  }
+
+  /** Sample timestamps of one metric, in the order they arrived. */
+  timestamps(metric: string): number[] {
+    const out: number[] = [];
+    for (const g of this.got) {
+      for (const ts of g.req.timeseries) {
+        if (ts.labels.some((l) => l.name === "__name__" && l.value === metric)) {
+          for (const s of ts.samples) out.push(s.timestampMs);
+        }
+      }
+    }
+    return out;
+  }
+}
+
+async function until(cond: () => boolean, what: string, limitMs = 20_000): Promise<void> {
+  const end = Date.now() + limitMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const procCpu = () => {
+  const f = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+  return (f[0] + f[1] + f[2] + f[5] + f[6] + f[7]) / 100;
+};
+const procVcpus = () => readFileSync("/proc/stat", "utf8").match(/^cpu\d+ /gm)!.length;
+const memTotal = () => Number(/MemTotal:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))![1]) * 1024;
+
+const dirs: string[] = [];
+const children: ChildProcess[] = [];
+const receivers: Receiver[] = [];
+after(async () => {
+  for (const r of receivers) await r.stop();
+  for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), "svc-agent-"));
+  dirs.push(d);
+  return d;
+};
+
+describe("svc-agent (real process, real /proc, loopback receiver)", () => {
+  it("pushes real readings with labels and token, buffers an outage and delivers the backlog in order", async () => {
+    const rx = new Receiver();
+    await rx.start();
+    const cpuBefore = procCpu();
+    const child = spawn(
+      process.execPath,
+      [
+        BIN,
+        "--server",
+        rx.url,
+        "--vm",
+        VM,
+        "--interval",
+        "150ms",
+        "--spool-dir",
+        tempDir(),
+        "--log-level",
+        "debug",
+      ],
+      { env: { ...process.env, SVC_AGENT_TOKEN: TOKEN }, stdio: ["ignore", "ignore", "pipe"] },
+    );
+    children.push(child);
+    let stderr = "";
+    child.stderr!.on("data", (c: Buffer) => {
+      stderr += c.toString();
+    });
+    const collected = () =>
+      stderr
+        .split("\n")
+        .filter((l) => l.includes('"collected"'))
+        .map((l) => JSON.parse(l).timestampMs as number);
+
+    await until(() => rx.got.length >= 2, "first pushes");
+    const cpuAfter = procCpu();
+    const first = rx.got[0];
+    assert.equal(first.headers.authorization, `Bearer ${TOKEN}`);
+    assert.equal(first.headers["content-encoding"], "snappy");
+    const byName = new Map(
+      first.req.timeseries.map((ts) => [ts.labels.find((l) => l.name === "__name__")!.value, ts]),
+    );
+    for (const ts of first.req.timeseries) {
+      const names = ts.labels.map((l) => l.name);
+      assert.deepEqual(names, [...names].sort(), "labels sorted");
+      assert.equal(ts.labels.find((l) => l.name === "vm")?.value, VM);
+      assert.equal(ts.labels.find((l) => l.name === "source")?.value, "guest_agent");
+      assert.equal(ts.samples.length, 1);
+    }
+    assert.equal(byName.get("svc_vm_memory_total_bytes")?.samples[0].value, memTotal());
+    assert.equal(byName.get("svc_vm_guest_vcpus")?.samples[0].value, procVcpus());
+    const cpu = byName.get("svc_vm_guest_cpu_seconds_total")!.samples[0].value;
+    assert.ok(cpu >= cpuBefore && cpu <= cpuAfter, `${cpuBefore} <= ${cpu} <= ${cpuAfter}`);
+    assert.ok(byName.has("svc_vm_filesystem_size_bytes"), "the root filesystem is reported");
+
+    // Outage: the receiver goes away for at least three collections.
+    await rx.stop();
+    const downAt = collected().length;
+    await until(() => collected().length >= downAt + 4, "collections during the outage");
+    const outage = collected().slice(downAt, downAt + 4);
+    const sentBefore = rx.got.length;
+    await rx.start();
+    await until(
+      () => outage.every((t) => rx.timestamps("svc_vm_memory_total_bytes").includes(t)),
+      "backlog delivery",
+    );
+    const arrived = rx.timestamps("svc_vm_memory_total_bytes");
+    for (let i = 1; i < arrived.length; i++) assert.ok(arrived[i] > arrived[i - 1], `in order at ${i}`);
+    const late = rx.got
+      .slice(sentBefore)
+      .flatMap((g) => g.req.timeseries)
+      .filter((ts) => ts.labels.some((l) => l.value === "svc_vm_memory_total_bytes"))
+      .map((ts) => ts.samples[0].timestampMs);
+    assert.ok(
+      outage.every((t) => late.includes(t)),
+      "outage samples arrived after the restart with their original timestamps",
+    );
+
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+    assert.equal(child.exitCode, 0);
+    assert.ok(!stderr.includes(TOKEN), "the token never appears in the log");
+    assert.match(stderr, /push failed; spooling/);
+    await rx.stop();
+  });
+
+  it("refuses a token on the command line", async () => {
+    const child = spawn(
+      process.execPath,
+      [BIN, "--server", "http://127.0.0.1:9", "--vm", VM, "--token", TOKEN],
+      {
+        stdio: ["ignore", "ignore", "pipe"],
+      },
+    );
+    children.push(child);
+    let stderr = "";
+    child.stderr!.on("data", (c: Buffer) => {
+      stderr += c.toString();
+    });
+    await new Promise((r) => child.once("exit", r));
+    assert.equal(child.exitCode, 2);
+    assert.match(stderr, /not accepted on the command line/);
+    assert.ok(!stderr.includes(TOKEN));
+  });
+});
+
+describe("createAgent()", () => {
+  it("drops a batch the server refuses with 400, counts it, and keeps retrying 503 and 429", async () => {
+    const rx = new Receiver();
+    await rx.start();
+    const lines: string[] = [];
+    const agent = createAgent(
+      resolveAgentOptions({
+        server: rx.url,
+        vm: VM,
+        token: () => TOKEN,
+        spoolDir: tempDir(),
+        retryMinMs: 10,
+        retryMaxMs: 20,
+        logger: createLogger("debug", (l) => lines.push(l)),
+      }),
+    );
+    try {
+      rx.status = () => 400;
+      const refused = agent.collectNow();
+      await agent.flush();
+      assert.equal(agent.stats().rejectedBatches, 1);
+      assert.equal(agent.stats().spoolPending, 0);
+
+      const answers = [503, 429, 204];
+      rx.status = () => answers.shift() ?? 204;
+      const kept = agent.collectNow();
+      await until(() => rx.got.length === 1, "delivery after 503 and 429");
+      assert.equal(agent.stats().retries, 2);
+      assert.deepEqual(rx.timestamps("svc_vm_memory_total_bytes"), [kept]);
+      assert.ok(!rx.timestamps("svc_vm_memory_total_bytes").includes(refused));
+      assert.ok(lines.some((l) => l.includes("server refused batch; dropped") && l.includes('"status":400')));
+      assert.ok(!lines.join("").includes(TOKEN));
+    } finally {
+      await agent.stop();
+      await rx.stop();
+    }
+  });
+});

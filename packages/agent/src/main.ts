@@ -1,0 +1,43 @@
+import { createAgent } from "./agent.ts";
+import { configFromArgs, USAGE } from "./config.ts";
+import { AgentConfigError, writeUrl } from "./options.ts";
+
+const argv = process.argv.slice(2);
+if (argv.includes("--help") || argv.includes("-h")) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+let opts: ReturnType<typeof configFromArgs>;
+try {
+  opts = configFromArgs(argv, process.env);
+} catch (err) {
+  if (!(err instanceof AgentConfigError)) throw err;
+  process.stderr.write(`svc-agent: ${err.message}\n\n${USAGE}`);
+  process.exit(2);
+}
+const agent = createAgent(opts);
+opts.logger.info("svc-agent started", {
+  url: writeUrl(opts),
+  vm: opts.vm,
+  intervalMs: opts.intervalMs,
+  spoolDir: opts.spoolDir,
+});
+agent.start();
+
+let stopping = false;
+const shutdown = (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  agent.stop().then(
+    () => {
+      opts.logger.info("svc-agent stopped", { signal, ...agent.stats() });
+      process.exit(0);
+    },
+    (err: unknown) => {
+      opts.logger.error("stop failed", { reason: (err as Error).message });
+      process.exit(1);
+    },
+  );
+};
+process.on("SIGTERM", () => shutdown("SIGTERM"));
+process.on("SIGINT", () => shutdown("SIGINT"));
