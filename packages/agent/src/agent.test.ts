@@ -150,7 +150,10 @@ describe("svc-agent (real process, real /proc, loopback receiver)", () => {
       const names = ts.labels.map((l) => l.name);
       assert.deepEqual(names, [...names].sort(), "labels sorted");
       assert.equal(ts.labels.find((l) => l.name === "vm")?.value, VM);
-      assert.equal(ts.labels.find((l) => l.name === "source")?.value, "guest_agent");
+      assert.ok(
+        !names.includes("source") && !names.includes("project_id"),
+        "server-owned labels are not sent",
+      );
       assert.equal(ts.samples.length, 1);
     }
     assert.equal(byName.get("svc_vm_memory_total_bytes")?.samples[0].value, memTotal());

@@ -20,12 +20,12 @@ export interface Collection {
   readonly errors: string[];
 }
 
-/** Label set shared by every agent series: the VM's full name and `source="guest_agent"`. */
+/**
+ * Label set shared by every agent series: the VM's full name. The server adds `source="guest_agent"`,
+ * `project_id`, `vm_id` and `location` from the token's VM, and refuses them from clients.
+ */
 export function baseLabels(vm: string): Label[] {
-  return [
-    { name: "source", value: "guest_agent" },
-    { name: "vm", value: vm },
-  ];
+  return [{ name: "vm", value: vm }];
 }
 
 /**
