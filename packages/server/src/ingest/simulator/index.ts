@@ -1,0 +1,8 @@
+export {
+  defaultSimulatorOptions,
+  type ScenarioEvent,
+  SimulatorError,
+  type SimulatorOptions,
+  type SimVm,
+} from "./options.ts";
+export { createSimulator, type Simulator } from "./simulator.ts";
