@@ -1,18 +1,48 @@
 /**
- * Ingest benchmark (not a test): the same remote-write workload into svc's tsdb, Prometheus and
- * VictoriaMetrics on this machine, printed as a table with ratios against svc.
- * Env: BENCH_SERIES (10000), BENCH_HOURS (2), BENCH_CONCURRENCY (4), BENCH_PEERS (comma list or "none").
- * Peers come from Debian: `flock /tmp/apt.lock apt-get install -y prometheus victoria-metrics`.
+ * Ingest benchmark (not a test): the same remote-write workload sent to svc's HTTP ingest endpoint,
+ * to Prometheus 2.42 and to VictoriaMetrics, each a child process measured through /proc, printed as
+ * one table with svc's ratio to both peers.
+ *
+ *   npm run bench:ingest              10,000 active series × 4 h (≈ 4.8 M samples; the head spans more
+ *                                     than 1.5 block ranges, so svc and Prometheus cut a block), 4 senders
+ *   npm run bench:ingest -- --quick   4,000 series × 2 h, about a minute in all
+ *
+ * Env: BENCH_SERIES, BENCH_HOURS, BENCH_CONCURRENCY, BENCH_TARGETS (comma list), BENCH_CHURN (share
+ * of VMs replaced every 15 min, default 0.02), BENCH_SVC_NODE_ARGS (extra node flags for the svc process,
+ * e.g. --cpu-prof). Peers come from Debian:
+ * `flock /tmp/apt.lock apt-get install -y prometheus victoria-metrics`.
  */
 import { execFileSync } from "node:child_process";
-import { peers, runPeer } from "./peers.ts";
-import { runSvc, type TargetResult } from "./svc.ts";
-import { buildWorkload } from "./workload.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pushRemoteWrite } from "@svc/remotewrite";
+import { cpuSeconds, duBytes, freePort, rssBytes } from "./proc.ts";
+import { probeAnswers, startTarget, stopTarget, type TargetSpec, targets } from "./targets.ts";
+import { buildWorkload, type Workload } from "./workload.ts";
 
-const series = Number(process.env.BENCH_SERIES ?? 10_000);
-const hours = Number(process.env.BENCH_HOURS ?? 2);
-const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 4);
-const wanted = (process.env.BENCH_PEERS ?? peers.map((p) => p.name).join(",")).split(",");
+const quick = process.argv.includes("--quick");
+const num = (name: string, dflt: number): number => {
+  const v = process.env[name];
+  return v === undefined || v === "" ? dflt : Number(v);
+};
+const concurrency = num("BENCH_CONCURRENCY", 4);
+const wanted = (process.env.BENCH_TARGETS ?? targets.map((t) => t.name).join(",")).split(",");
+
+interface Result {
+  name: string;
+  samplesPerSec: number;
+  cpuPerMillion: number;
+  diskPerSample: number;
+  rssPerSeries: number;
+  /** Restart after a clean stop: until the ready endpoint answers, and until a query returns data. */
+  replayReadyMs: number;
+  replayQueryMs: number | undefined;
+  /** Restart of the same server before the ingest (no data), for reference: start-up without replay. */
+  emptyReadyMs: number;
+  failedRequests: number;
+  firstError: string;
+}
 
 function installed(bin: string): boolean {
   try {
@@ -23,44 +53,135 @@ function installed(bin: string): boolean {
   }
 }
 
-const w = buildWorkload(series, hours, Date.now());
-console.log(
-  `workload: ${w.series.toLocaleString()} series × ${hours} h at 30 s = ${w.samples.toLocaleString()} samples ` +
-    `in ${w.bodies.length} remote-write requests, ${concurrency} in flight`,
+async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
+  const dir = mkdtempSync(join(tmpdir(), `svc-bench-${spec.name}-`));
+  let running: Awaited<ReturnType<typeof startTarget>>["running"] | undefined;
+  try {
+    // Start, stop, start again: the second start is the "restart without data" reference (runtime,
+    // migrations and caches warm), so the restart after the ingest differs from it by the replay.
+    const first = await startTarget(spec, dir, await freePort());
+    await stopTarget(first.running);
+    const empty = await startTarget(spec, dir, await freePort());
+    running = empty.running;
+    await spec.prepare?.(running.base, w);
+    const pid = running.proc.pid!;
+    const rss0 = rssBytes(pid);
+    const cpu0 = cpuSeconds(pid);
+    const t0 = performance.now();
+    let failed = 0;
+    let firstError = "";
+    const url = running.base + spec.write;
+    await Promise.all(
+      w.lanes.map(async (bodies) => {
+        for (const body of bodies) {
+          const r = await pushRemoteWrite(url, spec.token, body, { timeoutMs: 120_000 });
+          if (r.status >= 300) {
+            failed++;
+            firstError ||= `${r.status} ${r.body.slice(0, 300)}`;
+          }
+        }
+      }),
+    );
+    if (spec.flush) await fetch(running.base + spec.flush);
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = cpuSeconds(pid) - cpu0;
+    const rss = rssBytes(pid) - rss0;
+    const disk = duBytes(spec.dataDir(dir));
+    await stopTarget(running);
+    running = undefined;
+    const t1 = performance.now();
+    const again = await startTarget(spec, dir, await freePort());
+    running = again.running;
+    const replayQueryMs = await probeAnswers(spec, running, t1);
+    return {
+      name: spec.name,
+      samplesPerSec: w.samples / seconds,
+      cpuPerMillion: cpu / (w.samples / 1e6),
+      diskPerSample: disk / w.samples,
+      rssPerSeries: rss / w.activeSeries,
+      replayReadyMs: again.readyMs,
+      replayQueryMs,
+      emptyReadyMs: empty.readyMs,
+      failedRequests: failed,
+      firstError,
+    };
+  } finally {
+    if (running) await stopTarget(running);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const w = buildWorkload(
+  {
+    series: num("BENCH_SERIES", quick ? 4_000 : 10_000),
+    hours: num("BENCH_HOURS", quick ? 2 : 4),
+    seriesPerRequest: 1000,
+    churnShare: num("BENCH_CHURN", 0.02),
+    churnEveryMs: 15 * 60_000,
+    projects: 5,
+    endMs: Date.now(),
+  },
+  concurrency,
 );
-const results: TargetResult[] = [await runSvc(w, concurrency)];
-for (const p of peers) {
-  if (!wanted.includes(p.name)) continue;
-  if (!installed(p.name)) {
-    console.log(`skipping ${p.name}: not installed`);
+console.log(
+  `workload: ${w.activeSeries.toLocaleString()} active series (${w.vms.length} VMs over the run, ` +
+    `${w.totalSeries.toLocaleString()} series), ${w.opts.hours} h at 30 s with ms jitter = ` +
+    `${w.samples.toLocaleString()} samples in ${w.requests} requests, ${concurrency} senders`,
+);
+const results: Result[] = [];
+for (const spec of targets) {
+  if (!wanted.includes(spec.name)) continue;
+  if (spec.bin && !installed(spec.bin)) {
+    console.log(`skipping ${spec.name}: not installed`);
     continue;
   }
-  results.push(await runPeer(p, w, concurrency));
+  process.stdout.write(`${spec.name}: ingest, restart … `);
+  const r = await measure(spec, w);
+  console.log(`${(r.samplesPerSec / 1000).toFixed(0)}k samples/s`);
+  results.push(r);
 }
-const svc = results[0];
-const rows = results.map((r) => [
-  r.name,
-  r.samplesPerSec.toFixed(0),
-  r.rssMiB.toFixed(1),
-  (r.diskBytes / 2 ** 20).toFixed(1),
-  (r.diskBytes / w.samples).toFixed(2),
-  r === svc ? "1.00" : (svc.samplesPerSec / r.samplesPerSec).toFixed(2),
-  r === svc ? "1.00" : (svc.rssMiB / r.rssMiB).toFixed(2),
-  r === svc ? "1.00" : (svc.diskBytes / r.diskBytes).toFixed(2),
-]);
-const head = [
-  "target",
-  "samples/s",
-  "RSS Δ MiB",
-  "disk MiB",
-  "disk B/sample",
-  "svc÷ rate",
-  "svc÷ RSS",
-  "svc÷ disk",
+
+const svc = results.find((r) => r.name === "svc");
+const peersOf = results.filter((r) => r !== svc);
+type Row = [string, (r: Result) => number | undefined, number];
+const rowsSpec: Row[] = [
+  ["samples/s (higher is better)", (r) => r.samplesPerSec, 0],
+  ["CPU s per 1M samples", (r) => r.cpuPerMillion, 2],
+  ["disk bytes per sample", (r) => r.diskPerSample, 2],
+  ["RSS bytes per active series", (r) => r.rssPerSeries, 0],
+  ["restart after ingest: ready (ms)", (r) => r.replayReadyMs, 0],
+  ["restart after ingest: query data (ms)", (r) => r.replayQueryMs, 0],
+  ["restart without data: ready (ms)", (r) => r.emptyReadyMs, 0],
+  ["WAL replay ≈ difference (ms)", (r) => r.replayReadyMs - r.emptyReadyMs, 0],
 ];
-const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-const line = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i])).join("  ");
+const head = ["figure", ...results.map((r) => r.name), ...peersOf.map((p) => `svc÷${p.name}`)];
+const table = rowsSpec.map(([label, get, digits]) => {
+  const cells = results.map((r) => {
+    const v = get(r);
+    return v === undefined ? "n/a" : v.toLocaleString("en-US", { maximumFractionDigits: digits });
+  });
+  const ratios = peersOf.map((p) => {
+    const a = svc ? get(svc) : undefined;
+    const b = get(p);
+    return a === undefined || b === undefined || b === 0 ? "n/a" : (a / b).toFixed(2);
+  });
+  return [label, ...cells, ...ratios];
+});
+const widths = head.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)));
+const line = (cells: string[]) =>
+  cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
 console.log(line(head));
-for (const r of rows) console.log(line(r));
-for (const r of results) for (const n of r.notes) console.log(`note: ${n}`);
-console.log("note: disk = data directory right after ingest (WAL-dominated for all three at 2 h)");
+for (const r of table) console.log(line(r));
+for (const r of results) {
+  if (r.failedRequests > 0)
+    console.log(`note: ${r.name}: ${r.failedRequests} requests failed, first: ${r.firstError}`);
+}
+console.log(
+  "note: CPU = utime+stime of the server process (/proc/<pid>/stat) over the ingest; RSS = growth over the ingest ÷ active series; " +
+    "disk = store directory after the ingest (svc: <data>/tsdb, not its SQLite inventory); restart = clean stop (SIGTERM), then spawn → ready " +
+    "(svc opens the store, replaying the WAL, before it listens; it has no HTTP query API, so no query figure).",
+);
+console.log(
+  "note: svc also stores what it derives per VM (CPU utilization, memory used, last observation) and adds VM labels; " +
+    "figures are per sample/series sent.",
+);

@@ -1,43 +1,102 @@
 /**
- * The ingest workload shared by every target: VMs × metrics series at a 30 s interval over a few
- * hours, sent time step by time step as remote-write bodies of at most `seriesPerRequest` series.
+ * The ingest workload every target receives: node_exporter-like hypervisor series of VMs (the svc_vm_*
+ * catalog names and labels, so svc's ingest accepts them as is), one sample per series every 30 s,
+ * each VM on its own scrape offset with millisecond jitter, and churn: every `churnEveryMs` a share
+ * of the VMs stops reporting (each of its series gets a staleness marker) and new VMs take their place.
+ * Bodies are encoded up front so the sender's own CPU does not vary between targets.
  */
-import type { WriteRequest } from "@svc/remotewrite";
+import type { TimeSeries } from "@svc/remotewrite";
 import { encodeRemoteWriteBody } from "@svc/remotewrite";
 
-export interface Workload {
+/** Prometheus' staleness marker (NaN with payload 2), as remote write carries it. */
+const STALE_NAN = new Float64Array(new Uint32Array([2, 0x7ff00000]).buffer)[0];
+
+export interface WorkloadOptions {
+  /** Active series at any time (rounded up to whole VMs). */
   readonly series: number;
+  readonly hours: number;
+  /** Series per remote-write request (upper bound; whole VMs per request). */
+  readonly seriesPerRequest: number;
+  /** Share of VMs replaced at each churn step, 0..1. */
+  readonly churnShare: number;
+  readonly churnEveryMs: number;
+  /** Projects the VMs are spread over. */
+  readonly projects: number;
+  /** The last sample's time, ms. */
+  readonly endMs: number;
+}
+
+export interface BenchVm {
+  readonly projectId: string;
+  readonly location: string;
+  readonly vmId: string;
+  readonly name: string;
+}
+
+export interface Workload {
+  readonly opts: WorkloadOptions;
+  /** Every VM that reports at some point (the inventory svc needs). */
+  readonly vms: readonly BenchVm[];
+  readonly seriesPerVm: number;
+  /** Series active at the end (what RSS is divided by). */
+  readonly activeSeries: number;
+  /** Distinct series over the run, churned ones included. */
+  readonly totalSeries: number;
+  /** Samples sent, staleness markers included. */
   readonly samples: number;
-  /** bodies[step * groups + g]: group g's series at one time step. */
-  readonly bodies: Uint8Array[];
-  /** Series groups per step; a sender keeps one group on one connection so per-series order holds. */
-  readonly groups: number;
+  /** Bodies per sender, in send order. A VM always lands in the same lane, so series order holds. */
+  readonly lanes: Uint8Array[][];
+  readonly requests: number;
   readonly startMs: number;
   readonly endMs: number;
 }
 
-const METRICS = [
-  "svc_vm_cpu_seconds_total",
-  "svc_vm_cpu_utilization_pct",
-  "svc_vm_vcpus",
-  "svc_vm_memory_used_bytes",
-  "svc_vm_memory_total_bytes",
-  "svc_vm_disk_read_bytes_total",
-  "svc_vm_disk_written_bytes_total",
-  "svc_vm_disk_reads_completed_total",
-  "svc_vm_disk_writes_completed_total",
-  "svc_vm_network_receive_bytes_total",
-  "svc_vm_network_transmit_bytes_total",
-  "svc_vm_network_receive_packets_total",
-  "svc_vm_network_transmit_packets_total",
-  "svc_vm_filesystem_used_bytes",
-  "svc_vm_filesystem_size_bytes",
-  "svc_vm_last_observation_timestamp_seconds",
-  "svc_vm_info",
-  "svc_vm_load1",
-  "svc_vm_processes",
-  "svc_vm_uptime_seconds",
+interface MetricSpec {
+  readonly name: string;
+  readonly kind: "counter" | "gauge";
+  readonly label?: readonly [string, readonly string[]];
+}
+
+/** Hypervisor-side series of one VM (node_exporter shapes: counters per device/interface). */
+const METRICS: readonly MetricSpec[] = [
+  { name: "svc_vm_cpu_seconds_total", kind: "counter" },
+  { name: "svc_vm_vcpus", kind: "gauge" },
+  { name: "svc_vm_memory_total_bytes", kind: "gauge" },
+  { name: "svc_vm_memory_free_bytes", kind: "gauge" },
+  { name: "svc_vm_memory_cached_bytes", kind: "gauge" },
+  ...[
+    "svc_vm_disk_read_bytes_total",
+    "svc_vm_disk_written_bytes_total",
+    "svc_vm_disk_reads_completed_total",
+    "svc_vm_disk_writes_completed_total",
+  ].map((name) => ({ name, kind: "counter" as const, label: ["device", ["vda", "vdb"]] as const })),
+  ...[
+    "svc_vm_network_receive_bytes_total",
+    "svc_vm_network_transmit_bytes_total",
+    "svc_vm_network_receive_packets_total",
+    "svc_vm_network_transmit_packets_total",
+  ].map((name) => ({ name, kind: "counter" as const, label: ["interface", ["eth0", "eth1"]] as const })),
 ];
+
+interface SeriesShape {
+  readonly name: string;
+  readonly extra?: { name: string; value: string };
+  readonly kind: "counter" | "gauge" | "vcpus" | "memtotal" | "cpu";
+}
+
+const SHAPES: readonly SeriesShape[] = METRICS.flatMap((m): SeriesShape[] => {
+  const kind =
+    m.name === "svc_vm_vcpus"
+      ? "vcpus"
+      : m.name === "svc_vm_memory_total_bytes"
+        ? "memtotal"
+        : m.name === "svc_vm_cpu_seconds_total"
+          ? "cpu"
+          : m.kind;
+  if (!m.label) return [{ name: m.name, kind }];
+  const [label, values] = m.label;
+  return values.map((value) => ({ name: m.name, kind, extra: { name: label, value } }));
+});
 
 /** Deterministic pseudo-random numbers (mulberry32). */
 function rng(seed: number): () => number {
@@ -51,58 +110,115 @@ function rng(seed: number): () => number {
   };
 }
 
-export function buildWorkload(
-  nSeries: number,
-  hours: number,
-  endMs: number,
-  seriesPerRequest = 1000,
-): Workload {
-  const stepMs = 30_000;
-  const steps = Math.round((hours * 3_600_000) / stepMs);
-  const startMs = Math.floor(endMs / stepMs) * stepMs - (steps - 1) * stepMs;
-  const labels = Array.from({ length: nSeries }, (_, i) => {
-    const vm = Math.floor(i / METRICS.length);
-    return [
-      { name: "__name__", value: METRICS[i % METRICS.length] },
-      { name: "location", value: `dc-${vm % 3}` },
-      { name: "project_id", value: `p${vm % 50}` },
-      { name: "vm", value: `projects/p${vm % 50}/locations/dc-${vm % 3}/vms/vm-${vm}` },
-      { name: "vm_id", value: `vm-${vm}` },
-    ];
-  });
-  const rand = rng(42);
-  const state = new Float64Array(nSeries).map(() => Math.floor(rand() * 1e6));
-  const bodies: Uint8Array[] = [];
-  for (let s = 0; s < steps; s++) {
-    const t = startMs + s * stepMs;
-    for (let from = 0; from < nSeries; from += seriesPerRequest) {
-      const timeseries = [];
-      for (let i = from; i < Math.min(nSeries, from + seriesPerRequest); i++) {
-        const counter = METRICS[i % METRICS.length].endsWith("_total");
-        // Counters grow by a random amount; gauges wander with two decimals.
-        state[i] = counter
-          ? state[i] + Math.floor(rand() * 5000)
-          : Math.round(state[i] * (0.99 + rand() * 0.02));
-        const value = counter ? state[i] : state[i] / 100;
-        timeseries.push({ labels: labels[i], samples: [{ value, timestampMs: t }] });
-      }
-      const req: WriteRequest = { timeseries };
-      bodies.push(encodeRemoteWriteBody(req));
-    }
-  }
-  return {
-    groups: Math.ceil(nSeries / seriesPerRequest),
-    series: nSeries,
-    samples: nSeries * steps,
-    bodies,
-    startMs,
-    endMs: startMs + (steps - 1) * stepMs,
-  };
+interface VmState {
+  readonly vm: BenchVm;
+  readonly offsetMs: number;
+  readonly values: Float64Array;
+  readonly vcpus: number;
+  readonly memTotal: number;
+  /** Sends staleness markers at the next step, then stops. */
+  retiring: boolean;
 }
 
-/** Indexes of the bodies sender `worker` of `workers` sends, in time order. */
-export function bodiesFor(w: Workload, worker: number, workers: number): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < w.bodies.length; i++) if ((i % w.groups) % workers === worker) out.push(i);
-  return out;
+export function buildWorkload(opts: WorkloadOptions, lanes: number): Workload {
+  const stepMs = 30_000;
+  const steps = Math.max(2, Math.round((opts.hours * 3_600_000) / stepMs));
+  const startMs = Math.floor(opts.endMs / stepMs) * stepMs - (steps - 1) * stepMs;
+  const perVm = SHAPES.length;
+  const nVms = Math.ceil(opts.series / perVm);
+  const rand = rng(42);
+  const vms: BenchVm[] = [];
+  const newVm = (): VmState => {
+    const i = vms.length;
+    const projectId = `bench-${i % opts.projects}`;
+    const vm: BenchVm = {
+      projectId,
+      location: "dc-1",
+      vmId: `vm-${i}`,
+      name: `projects/${projectId}/locations/dc-1/vms/vm-${i}`,
+    };
+    vms.push(vm);
+    const values = new Float64Array(perVm);
+    for (let k = 0; k < perVm; k++) values[k] = Math.floor(rand() * 1e6);
+    const memTotal = (2 + Math.floor(rand() * 15)) * 2 ** 30;
+    return {
+      vm,
+      offsetMs: Math.floor(rand() * stepMs),
+      values,
+      vcpus: 1 + Math.floor(rand() * 8),
+      memTotal,
+      retiring: false,
+    };
+  };
+  let active: VmState[] = Array.from({ length: nVms }, newVm);
+  const churnSteps = Math.max(1, Math.round(opts.churnEveryMs / stepMs));
+  const vmsPerRequest = Math.max(1, Math.floor(opts.seriesPerRequest / perVm));
+  const bodies: Uint8Array[][] = Array.from({ length: lanes }, () => []);
+  let samples = 0;
+  for (let s = 0; s < steps; s++) {
+    const base = startMs + s * stepMs;
+    if (s > 0 && s % churnSteps === 0 && opts.churnShare > 0) {
+      const k = Math.round(active.length * opts.churnShare);
+      for (let i = 0; i < k; i++) active[Math.floor(rand() * active.length)].retiring = true;
+    }
+    // A step's samples fall in [base − 30 s, base): the scrape offset spreads VMs over the interval.
+    const stepSeries: TimeSeries[][] = [];
+    let batch: TimeSeries[] = [];
+    let inBatch = 0;
+    const next: VmState[] = [];
+    for (const st of active) {
+      const jitter = Math.floor(rand() * 40) - 20;
+      const t = Math.min(base - stepMs + st.offsetMs + jitter, opts.endMs);
+      for (let k = 0; k < perVm; k++) {
+        const shape = SHAPES[k];
+        let value: number;
+        if (st.retiring) value = STALE_NAN;
+        else if (shape.kind === "vcpus") value = st.vcpus;
+        else if (shape.kind === "memtotal") value = st.memTotal;
+        else if (shape.kind === "cpu") {
+          st.values[k] += Math.round(rand() * st.vcpus * 3000) / 100; // seconds with 2 decimals
+          value = Math.round(st.values[k] * 100) / 100;
+        } else if (shape.kind === "counter") {
+          st.values[k] += Math.floor(rand() * 5000);
+          value = st.values[k];
+        } else {
+          // Gauges wander; memory gauges are whole bytes.
+          st.values[k] = Math.round(st.values[k] * (0.99 + rand() * 0.02));
+          value = st.values[k] * 4096;
+        }
+        const labels = [
+          { name: "__name__", value: shape.name },
+          ...(shape.extra ? [shape.extra] : []),
+          { name: "vm", value: st.vm.name },
+        ];
+        batch.push({ labels, samples: [{ value, timestampMs: t }] });
+        samples++;
+      }
+      if (st.retiring) next.push(newVm());
+      else next.push(st);
+      if (++inBatch === vmsPerRequest) {
+        stepSeries.push(batch);
+        batch = [];
+        inBatch = 0;
+      }
+    }
+    if (batch.length > 0) stepSeries.push(batch);
+    active = next;
+    // Requests of a step are dealt to `lanes` senders; a VM stays in its request slot, so in its lane.
+    stepSeries.forEach((ts, i) => {
+      bodies[i % lanes].push(encodeRemoteWriteBody({ timeseries: ts, metadata: [] }));
+    });
+  }
+  return {
+    opts,
+    vms,
+    seriesPerVm: perVm,
+    activeSeries: nVms * perVm,
+    totalSeries: vms.length * perVm,
+    samples,
+    lanes: bodies,
+    requests: bodies.reduce((n, l) => n + l.length, 0),
+    startMs: startMs - stepMs,
+    endMs: opts.endMs,
+  };
 }
