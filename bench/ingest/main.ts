@@ -9,7 +9,7 @@
  *
  * Env: BENCH_SERIES, BENCH_HOURS, BENCH_CONCURRENCY, BENCH_TARGETS (comma list), BENCH_CHURN (share
  * of VMs replaced every 15 min, default 0.02), BENCH_SVC_NODE_ARGS (extra node flags for the svc process,
- * e.g. --cpu-prof). Peers come from Debian:
+ * e.g. --cpu-prof), BENCH_KEEP_DIRS=1 (keep the data directories). Peers come from Debian:
  * `flock /tmp/apt.lock apt-get install -y prometheus victoria-metrics`.
  */
 import { execFileSync } from "node:child_process";
@@ -107,7 +107,8 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
     };
   } finally {
     if (running) await stopTarget(running);
-    rmSync(dir, { recursive: true, force: true });
+    if (process.env.BENCH_KEEP_DIRS) console.log(`kept ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -20,8 +20,8 @@ import { compareLabels } from "./labels.ts";
 import type { TsdbOptions } from "./options.ts";
 import { TsdbQuerier } from "./querier.ts";
 import {
-  encodeSamplesRecord,
   encodeSeriesRecord,
+  frameCompactSamples,
   frameRecord,
   type RecordVisitor,
   replayFile,
@@ -174,7 +174,6 @@ export class TsdbImpl implements Tsdb {
 
   commitBatch(batch: Batch): Promise<{ accepted: number; refused: Partial<Record<AppendRefusal, number>> }> {
     const head = this.head;
-    const w = new ByteWriter();
     const newSeries: { ref: number; labels: Labels }[] = [];
     for (const ref of batch.touched) {
       if (head.walLogged[ref] === 0) {
@@ -182,9 +181,13 @@ export class TsdbImpl implements Tsdb {
         newSeries.push({ ref, labels: head.reg.labels(ref) });
       }
     }
-    if (newSeries.length > 0) frameRecord(w, (p) => encodeSeriesRecord(p, newSeries));
-    frameRecord(w, (p) => encodeSamplesRecord(p, batch.n, batch.refs, batch.ts, batch.his, batch.los));
-    return this.#wal.log(w.finish(), () => {
+    let rec = frameCompactSamples(batch.n, batch.refs, batch.ts, batch.his, batch.los);
+    if (newSeries.length > 0) {
+      const w = new ByteWriter();
+      frameRecord(w, (p) => encodeSeriesRecord(p, newSeries));
+      rec = Buffer.concat([w.finish(), rec]);
+    }
+    return this.#wal.log(rec, () => {
       const refused: Partial<Record<AppendRefusal, number>> = {};
       let accepted = 0;
       for (let i = 0; i < batch.n; i++) {
@@ -282,7 +285,7 @@ export class TsdbImpl implements Tsdb {
         his[k] = u[2 * k + 1];
       }
       const rs = new Uint32Array(s.t.length).fill(ref);
-      frameRecord(w, (p) => encodeSamplesRecord(p, s.t.length, rs, s.t, his, los));
+      w.bytes32Raw(frameCompactSamples(s.t.length, rs, s.t, his, los));
     }
     writeDurable(join(tmp, segmentName(0)), w.finish());
     renameSync(tmp, join(this.#walDir, name));

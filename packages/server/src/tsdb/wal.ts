@@ -21,6 +21,13 @@ import { crc32 } from "node:zlib";
 import type { Labels } from "../storage/interface.ts";
 import { ByteReader, ByteWriter, fsyncDir } from "./block.ts";
 import { TsdbClosedError } from "./errors.ts";
+import {
+  CompactRecordError,
+  compactSamplesMaxBytes,
+  decodeCompactSamples,
+  encodeCompactSamples,
+  REC_SAMPLES_COMPACT,
+} from "./walsamples.ts";
 
 const writeAsync = promisify(write);
 const fdatasyncAsync = promisify(fdatasync);
@@ -51,7 +58,26 @@ export function encodeSeriesRecord(p: ByteWriter, series: readonly { ref: number
   }
 }
 
-/** Samples as parallel arrays; values as raw bits (hi, lo) so NaN payloads survive. */
+/**
+ * One framed compact sample record (type 3) for samples given as parallel arrays, values as raw bits
+ * (hi, lo) so NaN payloads survive. The returned buffer is the caller's.
+ */
+export function frameCompactSamples(
+  n: number,
+  refs: ArrayLike<number>,
+  ts: ArrayLike<number>,
+  his: ArrayLike<number>,
+  los: ArrayLike<number>,
+): Buffer {
+  const buf = Buffer.allocUnsafe(8 + compactSamplesMaxBytes(n));
+  const end = encodeCompactSamples(buf, 8, n, refs, ts, his, los);
+  const payload = buf.subarray(8, end);
+  buf.writeUInt32LE(payload.length, 0);
+  buf.writeUInt32LE(crc32(payload), 4);
+  return buf.subarray(0, end);
+}
+
+/** Type-2 sample record (20 bytes per sample); still read, written only by tests of old logs. */
 export function encodeSamplesRecord(
   p: ByteWriter,
   n: number,
@@ -105,6 +131,13 @@ export function readRecords(buf: Buffer, v: RecordVisitor): number {
         const t = r.f64();
         const lo = r.u32();
         v.sample(ref, t, r.u32(), lo);
+      }
+    } else if (type === REC_SAMPLES_COMPACT) {
+      try {
+        decodeCompactSamples(payload, 1, (ref, t, hi, lo) => v.sample(ref, t, hi, lo));
+      } catch (e) {
+        if (e instanceof CompactRecordError) break; // malformed despite its CRC: treat as corrupt
+        throw e;
       }
     } else break;
     pos += 8 + len;
