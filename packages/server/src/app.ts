@@ -15,6 +15,9 @@ import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
 import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts";
 import { createProjectLimiter, type ProjectLimiter } from "./metrics/concurrency.ts";
+import { latestVmMetrics } from "./metrics/latest.ts";
+import { resolveMetricsOptions } from "./metrics/options.ts";
+import { promApiRoutes } from "./promapi/plugin.ts";
 import { openTsdb, type Tsdb } from "./tsdb/index.ts";
 
 /** The whole service in one process: every role, wired together. */
@@ -51,11 +54,24 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const metrics = createMetricsBackend({ storage: tsdb });
   const ingester = createIngester({ db: db.db, storage: tsdb });
   const limiter = createProjectLimiter();
+  const vmMetrics = {
+    metrics,
+    limiter,
+    now,
+    options: resolveMetricsOptions({ retentionMs: config.retentionMs }),
+  };
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const ci = new CiAutomation({ db: db.db, now, options: config.ci });
   const routes = (router: ConnectRouter) => {
-    registerMonitoringService(router, { db: db.db, pageKey: config.secretKey });
+    registerMonitoringService(router, {
+      db: db.db,
+      pageKey: config.secretKey,
+      latest: latestVmMetrics(vmMetrics),
+      vmQuery: { ...vmMetrics, db: db.db },
+      serverOrigin: config.baseUrl ?? `http://${config.host}:${config.port}`,
+      now,
+    });
     registerIamServices(router, { db: db.db, now });
     registerAdminServices(router, { db: db.db, now });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
@@ -76,6 +92,16 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         collectorToken: config.collectorToken,
         now,
         maxBodyBytes: 16 * 1024 * 1024,
+      }),
+      promApiRoutes({
+        db: db.db,
+        metrics,
+        limiter,
+        now,
+        log,
+        operatorToken: config.adminToken,
+        ciTokenResolver: ci.resolver,
+        options: { retentionMs: config.retentionMs },
       }),
     ],
   });

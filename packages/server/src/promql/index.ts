@@ -45,4 +45,5 @@ export {
 } from "./options.ts";
 export { parse } from "./parser.ts";
 export { print } from "./printer.ts";
+export { type FunctionSignature, functionSignature } from "./signatures.ts";
 export { injectTenant, TENANT_LABEL } from "./tenant.ts";

@@ -1,0 +1,250 @@
+/**
+ * The endpoints' logic, independent of Fastify: each takes the project and its merged parameters and
+ * returns the JSON body of a success, or throws (domain errors are mapped by the caller through
+ * errors.ts). Every storage read goes through MetricsBackend (tenant pass, tenant label stripped) and
+ * through the per-project limiter shared with the Connect RPCs.
+ */
+import type { MetricsBackend } from "../metrics/backend.ts";
+import { seriesCatalog } from "../metrics/catalog.ts";
+import type { ProjectLimiter } from "../metrics/concurrency.ts";
+import { parse, print, type QueryResult, typeOf } from "../promql/index.ts";
+import type { Labels } from "../storage/interface.ts";
+import { ApiError, badParam } from "./errors.ts";
+import { BoundedWriter, jsonString, labelsJson, successBody, writeQueryData } from "./format.ts";
+import type { PromApiOptions } from "./options.ts";
+import { type Params, parseDurationParam, parseLimit, parseMatchers, parseTime } from "./params.ts";
+import { translateAst } from "./parsequery.ts";
+
+export interface HandlerDeps {
+  readonly metrics: MetricsBackend;
+  readonly limiter: ProjectLimiter;
+  readonly now: () => number;
+  readonly options: PromApiOptions;
+}
+
+/** What one request is about; `expr` is filled in once read, for parse-error positions. */
+export interface RequestContext {
+  readonly projectId: string;
+  readonly params: Params;
+  /** The decoded `<name>` of `label/<name>/values`. */
+  readonly labelName?: string;
+  expr: string;
+}
+
+export type Handler = (deps: HandlerDeps, ctx: RequestContext) => Promise<string>;
+
+const TRUNCATED = "results truncated due to limit";
+// Far enough in the future for any accepted sample (the TSDB refuses samples more than a day ahead).
+const FAR_FUTURE_MS = 8_000_000_000_000_000;
+
+function expression(deps: HandlerDeps, ctx: RequestContext): string {
+  const expr = ctx.params.get("query") ?? "";
+  ctx.expr = expr;
+  const bytes = Buffer.byteLength(expr);
+  const max = deps.options.maxExpressionBytes;
+  if (bytes > max) {
+    throw badParam(
+      "query",
+      `expression of ${bytes.toLocaleString("en-US")} bytes exceeds the limit of ${max.toLocaleString("en-US")} bytes [EXPRESSION_TOO_LONG]`,
+    );
+  }
+  return expr;
+}
+
+function timeoutMs(deps: HandlerDeps, ctx: RequestContext): number {
+  const asked = parseDurationParam(ctx.params, "timeout");
+  const max = deps.options.timeoutMs;
+  return asked !== undefined && asked > 0 ? Math.min(asked, max) : max;
+}
+
+function lookbackMs(ctx: RequestContext): number | undefined {
+  const v = parseDurationParam(ctx.params, "lookback_delta");
+  if (v !== undefined && v < 0) throw badParam("lookback_delta", "must not be negative");
+  return v === 0 ? undefined : v;
+}
+
+/** The oldest instant with data: now − retention. */
+function minTime(deps: HandlerDeps): number {
+  return deps.now() - deps.options.retentionMs;
+}
+
+/** `start`/`end` of the metadata endpoints, clamped to retention; defaults to the whole of it. */
+function seriesRange(deps: HandlerDeps, ctx: RequestContext): { start: number; end: number } {
+  const floor = minTime(deps);
+  const asked = parseTime(ctx.params, "start", floor);
+  const end = parseTime(ctx.params, "end", FAR_FUTURE_MS);
+  if (end < asked) throw badParam("end", "end timestamp must not be before start time");
+  return { start: Math.max(asked, floor), end };
+}
+
+function queryBody(deps: HandlerDeps, r: QueryResult): string {
+  const w = new BoundedWriter(deps.options.maxResponseBytes);
+  w.write('{"status":"success","data":');
+  writeQueryData(w, r.value);
+  const { warnings, infos } = r.annotations;
+  if (warnings.length > 0) w.write(`,"warnings":[${warnings.map(jsonString).join(",")}]`);
+  if (infos.length > 0) w.write(`,"infos":[${infos.map(jsonString).join(",")}]`);
+  w.write("}");
+  return w.finish();
+}
+
+/** A list body with Prometheus' truncation warning when `limit` cut it. */
+function listBody<T>(deps: HandlerDeps, items: T[], limit: number, each: (x: T) => string): string {
+  const cut = limit > 0 && items.length > limit;
+  const list = cut ? items.slice(0, limit) : items;
+  const w = new BoundedWriter(deps.options.maxResponseBytes);
+  w.write('{"status":"success","data":[');
+  list.forEach((x, i) => {
+    w.write(i > 0 ? `,${each(x)}` : each(x));
+  });
+  w.write(cut ? `],"warnings":[${jsonString(TRUNCATED)}]}` : "]}");
+  return w.finish();
+}
+
+export const query: Handler = async (deps, ctx) => {
+  const expr = expression(deps, ctx);
+  const time = parseTime(ctx.params, "time", deps.now());
+  const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx) };
+  const r = await deps.limiter.run(ctx.projectId, () =>
+    deps.metrics.instantQuery(ctx.projectId, expr, time, opts),
+  );
+  return queryBody(deps, r);
+};
+
+export const queryRange: Handler = async (deps, ctx) => {
+  const expr = expression(deps, ctx);
+  const p = ctx.params;
+  if (p.get("start") === undefined) throw badParam("start", 'cannot parse "" to a valid timestamp');
+  if (p.get("end") === undefined) throw badParam("end", 'cannot parse "" to a valid timestamp');
+  let start = parseTime(p, "start", 0);
+  const end = parseTime(p, "end", 0);
+  if (end < start) throw badParam("end", "end timestamp must not be before start time");
+  const step = parseDurationParam(p, "step");
+  if (step === undefined) throw badParam("step", 'cannot parse "" to a valid duration');
+  if (step <= 0)
+    throw badParam(
+      "step",
+      "zero or negative query resolution step widths are not accepted. Try a positive integer",
+    );
+  const max = deps.options.maxPointsPerSeries;
+  const points = Math.floor((end - start) / step) + 1;
+  if (points > max) {
+    const suggested = Math.ceil((end - start) / (max - 1) / 1000);
+    throw new ApiError(
+      "bad_data",
+      `exceeded maximum resolution of ${max.toLocaleString("en-US")} points per timeseries (requested ${points.toLocaleString("en-US")}). Try decreasing the query resolution (?step=XX), e.g. step=${suggested}s [POINT_BUDGET_EXCEEDED]`,
+    );
+  }
+  const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx) };
+  // Parse and type errors come first, even for a range wholly outside retention (Prometheus: 400).
+  const type = typeOf(parse(expr));
+  if (type !== "vector" && type !== "scalar") {
+    const name = type === "matrix" ? "range vector" : type;
+    throw badParam(
+      "query",
+      `invalid expression type "${name}" for range query, must be Scalar or instant Vector`,
+    );
+  }
+  // Clamped to retention on the same step grid, so the points a dashboard gets stay where it asked.
+  const floor = minTime(deps);
+  if (start < floor) start += Math.ceil((floor - start) / step) * step;
+  if (start > end) return successBody('{"resultType":"matrix","result":[]}');
+  const r = await deps.limiter.run(ctx.projectId, () =>
+    deps.metrics.rangeQuery(ctx.projectId, expr, start, end, step, opts),
+  );
+  return queryBody(deps, r);
+};
+
+export const series: Handler = async (deps, ctx) => {
+  const sets = parseMatchers(ctx.params, deps.options.maxExpressionBytes);
+  if (sets.length === 0) throw new ApiError("bad_data", "no match[] parameter provided");
+  const { start, end } = seriesRange(deps, ctx);
+  const limit = parseLimit(ctx.params);
+  const found = await deps.limiter.run(ctx.projectId, () =>
+    deps.metrics.series(ctx.projectId, sets, start, end),
+  );
+  return listBody<Labels>(deps, found, limit, labelsJson);
+};
+
+export const labelNames: Handler = async (deps, ctx) => {
+  const sets = parseMatchers(ctx.params, deps.options.maxExpressionBytes);
+  const { start, end } = seriesRange(deps, ctx);
+  const limit = parseLimit(ctx.params);
+  const names = await deps.limiter.run(ctx.projectId, () =>
+    deps.metrics.labelNames(ctx.projectId, sets, start, end),
+  );
+  return listBody(deps, names, limit, jsonString);
+};
+
+/** `label/<name>/values`. */
+export const labelValues: Handler = async (deps, ctx) => {
+  const name = ctx.labelName ?? "";
+  if (name === "") throw new ApiError("bad_data", `invalid label name: ${jsonString(name)}`);
+  const sets = parseMatchers(ctx.params, deps.options.maxExpressionBytes);
+  const { start, end } = seriesRange(deps, ctx);
+  const limit = parseLimit(ctx.params);
+  const values = await deps.limiter.run(ctx.projectId, () =>
+    deps.metrics.labelValues(ctx.projectId, name, sets, start, end),
+  );
+  return listBody(deps, values, limit, jsonString);
+};
+
+/** Only catalog metrics this project actually has series of, within retention. */
+export const metadata: Handler = async (deps, ctx) => {
+  const limit = parseLimit(ctx.params);
+  parseLimit(ctx.params, "limit_per_metric");
+  const only = ctx.params.get("metric");
+  const names = await deps.limiter.run(ctx.projectId, () =>
+    deps.metrics.labelValues(ctx.projectId, "__name__", [], minTime(deps), FAR_FUTURE_MS),
+  );
+  const entries: string[] = [];
+  for (const n of names) {
+    if (limit > 0 && entries.length >= limit) break;
+    if (only !== undefined && n !== only) continue;
+    const spec = Object.hasOwn(seriesCatalog, n) ? seriesCatalog[n] : undefined;
+    if (!spec) continue;
+    entries.push(
+      `${jsonString(n)}:[{"type":${jsonString(spec.type)},"help":${jsonString(spec.help)},"unit":${jsonString(spec.unit)}}]`,
+    );
+  }
+  return successBody(`{${entries.join(",")}}`);
+};
+
+/** svc stores no exemplars: the query is still validated, the answer is always empty. */
+export const queryExemplars: Handler = async (deps, ctx) => {
+  const expr = expression(deps, ctx);
+  parse(expr);
+  const start = parseTime(ctx.params, "start", 0);
+  const end = parseTime(ctx.params, "end", FAR_FUTURE_MS);
+  if (end < start) throw badParam("end", "end timestamp must not be before start time");
+  return successBody("[]");
+};
+
+export const formatQuery: Handler = async (deps, ctx) => {
+  const expr = expression(deps, ctx);
+  return successBody(jsonString(print(parse(expr))));
+};
+
+export const parseQuery: Handler = async (deps, ctx) => {
+  const expr = expression(deps, ctx);
+  return successBody(
+    JSON.stringify(translateAst(parse(expr))).replace(/[<>&\u2028\u2029]/g, (c) =>
+      jsonString(c).slice(1, -1),
+    ),
+  );
+};
+
+export const buildInfo: Handler = async (deps) =>
+  successBody(
+    JSON.stringify({
+      version: deps.options.version,
+      revision: "svc",
+      branch: "svc",
+      buildUser: "svc",
+      buildDate: "",
+      goVersion: "none",
+    }),
+  );
+
+export const rules: Handler = async () => successBody('{"groups":[]}');
+export const alerts: Handler = async () => successBody('{"alerts":[]}');

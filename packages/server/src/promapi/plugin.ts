@@ -1,0 +1,106 @@
+/**
+ * The Prometheus-compatible query API (DESIGN §7) as one Fastify scope: its own bearer-auth
+ * `onRequest` hook (monitoring.read on the project in the path, checked before any body is read),
+ * its own form-body parser, and a catch-all that answers 404 in Prometheus' envelope for everything
+ * it does not serve (write, remote read, admin, status/config, flags, targets, rule management…).
+ */
+import formbody from "@fastify/formbody";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { Logger } from "pino";
+import type { Db } from "../db/database.ts";
+import { authenticate, authorizeProject, bearerToken, type TokenResolver } from "../iam/principal.ts";
+import type { MetricsBackend } from "../metrics/backend.ts";
+import type { ProjectLimiter } from "../metrics/concurrency.ts";
+import { ApiError, toApiError } from "./errors.ts";
+import { errorBody } from "./format.ts";
+import * as h from "./handlers.ts";
+import { type PromApiOptions, resolvePromApiOptions } from "./options.ts";
+import { Params } from "./params.ts";
+
+export interface PromApiDeps {
+  readonly db: Db;
+  readonly metrics: MetricsBackend;
+  readonly limiter: ProjectLimiter;
+  readonly now: () => number;
+  readonly log: Logger;
+  readonly operatorToken: string;
+  readonly ciTokenResolver?: TokenResolver;
+  readonly options?: Partial<PromApiOptions>;
+}
+
+/** Base of the API; a dashboard's "query base URL" is `{base_url}/v1/monitoring/projects/<id>/prometheus`. */
+export const PROM_PREFIX = "/v1/monitoring/projects/:projectId/prometheus";
+
+type Req = FastifyRequest<{ Params: { projectId: string; name?: string } }>;
+
+function send(reply: FastifyReply, status: number, body: string): FastifyReply {
+  return reply.code(status).type("application/json").send(body);
+}
+
+function sendError(reply: FastifyReply, e: ApiError): FastifyReply {
+  if (e.retryAfterSeconds !== undefined) reply.header("retry-after", String(e.retryAfterSeconds));
+  return send(reply, e.status, errorBody(e.errorType, e.message));
+}
+
+export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
+  const options = resolvePromApiOptions(deps.options);
+  const hd: h.HandlerDeps = { metrics: deps.metrics, limiter: deps.limiter, now: deps.now, options };
+  const logUnknown = (err: unknown) => deps.log.error({ err }, "prometheus api: unexpected error");
+
+  return async (scope) => {
+    await scope.register(formbody);
+
+    scope.addHook("onRequest", async (req: Req, reply) => {
+      try {
+        const principal = await authenticate(deps.db, bearerToken(req.headers.authorization), deps.now(), {
+          operatorToken: deps.operatorToken,
+          ciTokenResolver: deps.ciTokenResolver,
+        });
+        await authorizeProject(deps.db, principal, req.params.projectId ?? "", "monitoring.read");
+      } catch (err) {
+        return sendError(reply, toApiError(err, "", "", logUnknown));
+      }
+    });
+
+    const run = (handler: h.Handler) => async (req: Req, reply: FastifyReply) => {
+      const form = (req.headers["content-type"] ?? "").startsWith("application/x-www-form-urlencoded");
+      const ctx: h.RequestContext = {
+        projectId: req.params.projectId,
+        params: new Params(form ? req.body : undefined, req.query),
+        labelName: req.params.name,
+        expr: "",
+      };
+      try {
+        return send(reply, 200, await handler(hd, ctx));
+      } catch (err) {
+        return sendError(reply, toApiError(err, ctx.expr, "query", logUnknown));
+      }
+    };
+
+    const api = `${PROM_PREFIX}/api/v1`;
+    const both = (path: string, handler: h.Handler) => {
+      scope.get(`${api}/${path}`, run(handler));
+      scope.post(`${api}/${path}`, run(handler));
+    };
+    both("query", h.query);
+    both("query_range", h.queryRange);
+    both("series", h.series);
+    both("labels", h.labelNames);
+    both("query_exemplars", h.queryExemplars);
+    both("format_query", h.formatQuery);
+    both("parse_query", h.parseQuery);
+    scope.get(`${api}/label/:name/values`, run(h.labelValues));
+    scope.get(`${api}/metadata`, run(h.metadata));
+    scope.get(`${api}/status/buildinfo`, run(h.buildInfo));
+    scope.get(`${api}/rules`, run(h.rules));
+    scope.get(`${api}/alerts`, run(h.alerts));
+
+    const notServed = async (_req: Req, reply: FastifyReply) =>
+      sendError(
+        reply,
+        new ApiError("not_found", "not found: svc serves a read-only subset of the Prometheus API"),
+      );
+    scope.all(PROM_PREFIX, notServed);
+    scope.all(`${PROM_PREFIX}/*`, notServed);
+  };
+}
