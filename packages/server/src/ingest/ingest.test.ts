@@ -55,7 +55,7 @@ describe("remote-write ingest", () => {
         [t0 + 30 * S, 2],
         [t0 + 60 * S, 2],
       ]),
-      series("svc_vm_memory_total_bytes", { vm }, [[t0, 4000]]),
+      series("svc_vm_memory_total_bytes", { vm, vm_id: "vm-a", location: "dc-1" }, [[t0, 4000]]),
       series("svc_vm_memory_free_bytes", { vm }, [[t0, 1000]]),
       series("svc_vm_disk_read_bytes_total", { vm, device: "vda" }, [[t0, 5]]),
     ]);
@@ -86,6 +86,7 @@ describe("remote-write ingest", () => {
         [t0 + 30 * S, 1],
       ]),
       series("svc_vm_vcpus", { vm, colour: "blue" }, [[t0, 1]]),
+      series("svc_vm_vcpus", { vm, vm_id: "vm-a" }, [[t0, 1]]),
       series("node_cpu_seconds_total", { vm }, [[t0, 1]]),
       series("svc_vm_cpu_utilization_pct", { vm }, [[t0, 1]]),
       series("svc_vm_vcpus", { vm }, [[t0 - 8 * 24 * 3600 * S, 4]]),
@@ -93,7 +94,7 @@ describe("remote-write ingest", () => {
     assert.equal(res.status, 400);
     assert.match(res.body, /accepted 1 samples/);
     assert.match(res.body, /unknown_vm: 1 series, 2 samples/);
-    assert.match(res.body, /bad_labels: 1 series, 1 samples/);
+    assert.match(res.body, /bad_labels: 2 series, 2 samples/);
     assert.match(res.body, /unknown_metric: 1 series, 1 samples/);
     assert.match(res.body, /derived_series: 1 series, 1 samples/);
     assert.match(res.body, /out_of_bounds: 1 samples/);

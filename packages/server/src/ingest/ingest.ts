@@ -220,6 +220,12 @@ function buildLabels(
     if (seen.has(l.name)) return `label ${l.name} appears twice`;
     seen.add(l.name);
     if (l.name === "__name__" || l.name === "vm") continue;
+    // Collectors may repeat the VM's own labels; they must agree with the inventory.
+    if (l.name === "vm_id" || l.name === "location") {
+      const want = l.name === "vm_id" ? vm.vmId : vm.location;
+      if (l.value !== want) return `label ${l.name}="${l.value.slice(0, 60)}" contradicts the VM (${want})`;
+      continue;
+    }
     if (!LABEL_NAME.test(l.name)) return `label name "${l.name.slice(0, 60)}" is invalid`;
     if (!allowed.includes(l.name)) {
       return `label ${l.name} is not carried by this metric (allowed: ${allowed.join(", ") || "none"})`;
