@@ -31,6 +31,8 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   VERSION_CONFLICT: { code: "aborted", metadata: ["currentVersion"] },
   RATE_LIMITED: { code: "resource_exhausted", metadata: ["retryAfterSeconds"] },
   QUERY_TIMEOUT: { code: "deadline_exceeded", metadata: ["timeoutSeconds"] },
+  EXPANDED_UNAVAILABLE: { code: "failed_precondition", metadata: ["why"] },
+  EXPANDED_MONITORING_REQUIRED: { code: "failed_precondition", metadata: [] },
   CI_CLAIM_MISMATCH: { code: "permission_denied", metadata: ["claim", "expected"] },
   CI_EVENT_REJECTED: { code: "permission_denied", metadata: ["claim", "expected"] },
   CI_ASSERTION_INVALID: { code: "unauthenticated", metadata: ["problem"] },

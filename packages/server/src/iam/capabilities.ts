@@ -22,6 +22,7 @@ export type MethodAccess = "public" | "authenticated" | "human" | "operator" | C
 export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.MonitoringService/QueryVMMonitoring": "monitoring.read",
   "svc.monitoring.v1.MonitoringService/ListVMMonitoring": "monitoring.read",
+  "svc.monitoring.v1.MonitoringService/EnableExpandedMonitoring": "human",
 
   "svc.iam.v1.SessionService/Login": "public",
   "svc.iam.v1.SessionService/Logout": "human",

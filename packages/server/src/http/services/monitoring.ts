@@ -1,16 +1,39 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { MonitoringService } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import type { Db } from "../../db/database.ts";
-import { SvcError } from "../../errors.ts";
-import { authorizeProject } from "../../iam/principal.ts";
+import { permissionDenied, SvcError } from "../../errors.ts";
+import { authorizeProject, type Principal } from "../../iam/principal.ts";
 import { parseProjectName, parseVmName } from "../../inventory/names.ts";
+import { enableExpandedMonitoring } from "../../metrics/expanded.ts";
 import { type LatestVmMetrics, listVmMonitoring } from "../../metrics/list.ts";
-import { principalOf } from "../context.ts";
+import { queryVmMonitoring, type VmQueryDeps } from "../../metrics/query.ts";
+import { humanOf, principalOf } from "../context.ts";
 
 export interface MonitoringDeps {
   db: Db;
   pageKey: Buffer;
   latest?: LatestVmMetrics;
+  /** Metrics reads of QueryVMMonitoring; absent = the RPC answers unimplemented. */
+  vmQuery?: VmQueryDeps;
+  /** Origin the guest agent pushes to (install command of EnableExpandedMonitoring). */
+  serverOrigin?: string;
+  now?: () => number;
+}
+
+/** authorizeProject, with a boundary refusal that names the VM and why (another project). */
+async function authorizeVm(db: Db, p: Principal, name: string): Promise<void> {
+  const { projectId } = parseVmName(name);
+  try {
+    await authorizeProject(db, p, projectId, "monitoring.read");
+  } catch (err) {
+    if (err instanceof SvcError && err.reason === "PROJECT_BOUNDARY") {
+      throw permissionDenied(
+        "PROJECT_BOUNDARY",
+        `name: ${name} belongs to project ${projectId}, which this credential cannot read (${err.message})`,
+      );
+    }
+    throw err;
+  }
 }
 
 export function registerMonitoringService(router: ConnectRouter, deps: MonitoringDeps): void {
@@ -21,9 +44,18 @@ export function registerMonitoringService(router: ConnectRouter, deps: Monitorin
       return listVmMonitoring(db, deps.pageKey, r, deps.latest);
     },
     queryVMMonitoring: async (r, ctx) => {
-      await authorizeProject(db, principalOf(ctx), parseVmName(r.name).projectId, "monitoring.read");
-      // TODO(#5): served once the metrics store and query engine are wired in.
-      throw new SvcError("unimplemented", "QueryVMMonitoring is not available yet");
+      await authorizeVm(db, principalOf(ctx), r.name);
+      if (!deps.vmQuery) throw new SvcError("unimplemented", "QueryVMMonitoring is not configured");
+      return queryVmMonitoring(deps.vmQuery, r);
+    },
+    enableExpandedMonitoring: async (r, ctx) => {
+      humanOf(ctx);
+      const { projectId } = parseVmName(r.name);
+      // Changing a VM's monitoring is an edit of the project, not a read.
+      await authorizeProject(db, principalOf(ctx), projectId, "monitoring.write");
+      const now = deps.now ?? Date.now;
+      const e = await enableExpandedMonitoring(db, r.name, deps.serverOrigin ?? "", now());
+      return e;
     },
   });
 }

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/monitoring/v1/monitoring.proto.
  */
 export const file_svc_monitoring_v1_monitoring: GenFile = /*@__PURE__*/
-  fileDesc("CiJzdmMvbW9uaXRvcmluZy92MS9tb25pdG9yaW5nLnByb3RvEhFzdmMubW9uaXRvcmluZy52MSKCAQoYUXVlcnlWTU1vbml0b3JpbmdSZXF1ZXN0EgwKBG5hbWUYASABKAkSEgoKbWV0cmljX2lkcxgCIAMoCRIXCg9zdGFydF90aW1lX3VuaXgYAyABKAMSFQoNZW5kX3RpbWVfdW5peBgEIAEoAxIUCgxzdGVwX3NlY29uZHMYBSABKAUiuQEKGVF1ZXJ5Vk1Nb25pdG9yaW5nUmVzcG9uc2USFwoPc3RhcnRfdGltZV91bml4GAEgASgDEhUKDWVuZF90aW1lX3VuaXgYAiABKAMSFAoMc3RlcF9zZWNvbmRzGAMgASgFEisKB3F1YWxpdHkYBCABKAsyGi5zdmMubW9uaXRvcmluZy52MS5RdWFsaXR5EikKBnNlcmllcxgFIAMoCzIZLnN2Yy5tb25pdG9yaW5nLnYxLlNlcmllcyLJAQoGU2VyaWVzEhEKCW1ldHJpY19pZBgBIAEoCRIMCgR1bml0GAIgASgJEjUKBmxhYmVscxgDIAMoCzIlLnN2Yy5tb25pdG9yaW5nLnYxLlNlcmllcy5MYWJlbHNFbnRyeRIoCgZwb2ludHMYBCADKAsyGC5zdmMubW9uaXRvcmluZy52MS5Qb2ludBIOCgZzb3VyY2UYBSABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIpCgVQb2ludBIRCgl0aW1lX3VuaXgYASABKAMSDQoFdmFsdWUYAiABKAEipgEKB1F1YWxpdHkSGgoSbGFzdF9vYnNlcnZlZF91bml4GAEgASgDEg0KBXN0YWxlGAIgASgIEjAKBnNlcmllcxgDIAMoCzIgLnN2Yy5tb25pdG9yaW5nLnYxLlNlcmllc1F1YWxpdHkSLQoGZXJyb3JzGAQgAygLMh0uc3ZjLm1vbml0b3JpbmcudjEuUXVlcnlFcnJvchIPCgdwYXJ0aWFsGAUgASgIIqECCg1TZXJpZXNRdWFsaXR5EhEKCW1ldHJpY19pZBgBIAEoCRI8CgZsYWJlbHMYAiADKAsyLC5zdmMubW9uaXRvcmluZy52MS5TZXJpZXNRdWFsaXR5LkxhYmVsc0VudHJ5Eg4KBnNvdXJjZRgDIAEoCRIXCg9leHBlY3RlZF9wb2ludHMYBCABKAUSFgoOcHJlc2VudF9wb2ludHMYBSABKAUSGgoSbGFzdF9vYnNlcnZlZF91bml4GAYgASgDEg0KBXN0YWxlGAcgASgIEiQKBGdhcHMYCCADKAsyFi5zdmMubW9uaXRvcmluZy52MS5HYXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1CgNHYXASFwoPc3RhcnRfdGltZV91bml4GAEgASgDEhUKDWVuZF90aW1lX3VuaXgYAiABKAMiPgoKUXVlcnlFcnJvchIRCgltZXRyaWNfaWQYASABKAkSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJIm4KF0xpc3RWTU1vbml0b3JpbmdSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIWCg5pbnZlbnRvcnlfb25seRgEIAEoCCJ6ChhMaXN0Vk1Nb25pdG9yaW5nUmVzcG9uc2USLAoDdm1zGAEgAygLMh8uc3ZjLm1vbml0b3JpbmcudjEuVk1Nb25pdG9yaW5nEhwKD25leHRfcGFnZV90b2tlbhgCIAEoCUgAiAEBQhIKEF9uZXh0X3BhZ2VfdG9rZW4iywIKDFZNTW9uaXRvcmluZxIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVzdGF0ZRgDIAEoCRIQCghsb2NhdGlvbhgEIAEoCRIYChBtb25pdG9yaW5nX2xldmVsGAUgASgJEiAKE2NwdV91dGlsaXphdGlvbl9wY3QYBiABKAFIAIgBARIeChFtZW1vcnlfdXNlZF9ieXRlcxgHIAEoAUgBiAEBEh8KEm1lbW9yeV90b3RhbF9ieXRlcxgIIAEoAUgCiAEBEjQKB3F1YWxpdHkYCSABKAsyIy5zdmMubW9uaXRvcmluZy52MS5WTVF1YWxpdHlTdW1tYXJ5QhYKFF9jcHVfdXRpbGl6YXRpb25fcGN0QhQKEl9tZW1vcnlfdXNlZF9ieXRlc0IVChNfbWVtb3J5X3RvdGFsX2J5dGVzIkwKEFZNUXVhbGl0eVN1bW1hcnkSGgoSbGFzdF9vYnNlcnZlZF91bml4GAEgASgDEg0KBXN0YWxlGAIgASgIEg0KBWVycm9yGAMgASgIMvABChFNb25pdG9yaW5nU2VydmljZRJuChFRdWVyeVZNTW9uaXRvcmluZxIrLnN2Yy5tb25pdG9yaW5nLnYxLlF1ZXJ5Vk1Nb25pdG9yaW5nUmVxdWVzdBosLnN2Yy5tb25pdG9yaW5nLnYxLlF1ZXJ5Vk1Nb25pdG9yaW5nUmVzcG9uc2USawoQTGlzdFZNTW9uaXRvcmluZxIqLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3RWTU1vbml0b3JpbmdSZXF1ZXN0Gisuc3ZjLm1vbml0b3JpbmcudjEuTGlzdFZNTW9uaXRvcmluZ1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("CiJzdmMvbW9uaXRvcmluZy92MS9tb25pdG9yaW5nLnByb3RvEhFzdmMubW9uaXRvcmluZy52MSKCAQoYUXVlcnlWTU1vbml0b3JpbmdSZXF1ZXN0EgwKBG5hbWUYASABKAkSEgoKbWV0cmljX2lkcxgCIAMoCRIXCg9zdGFydF90aW1lX3VuaXgYAyABKAMSFQoNZW5kX3RpbWVfdW5peBgEIAEoAxIUCgxzdGVwX3NlY29uZHMYBSABKAUiuQEKGVF1ZXJ5Vk1Nb25pdG9yaW5nUmVzcG9uc2USFwoPc3RhcnRfdGltZV91bml4GAEgASgDEhUKDWVuZF90aW1lX3VuaXgYAiABKAMSFAoMc3RlcF9zZWNvbmRzGAMgASgFEisKB3F1YWxpdHkYBCABKAsyGi5zdmMubW9uaXRvcmluZy52MS5RdWFsaXR5EikKBnNlcmllcxgFIAMoCzIZLnN2Yy5tb25pdG9yaW5nLnYxLlNlcmllcyLJAQoGU2VyaWVzEhEKCW1ldHJpY19pZBgBIAEoCRIMCgR1bml0GAIgASgJEjUKBmxhYmVscxgDIAMoCzIlLnN2Yy5tb25pdG9yaW5nLnYxLlNlcmllcy5MYWJlbHNFbnRyeRIoCgZwb2ludHMYBCADKAsyGC5zdmMubW9uaXRvcmluZy52MS5Qb2ludBIOCgZzb3VyY2UYBSABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIpCgVQb2ludBIRCgl0aW1lX3VuaXgYASABKAMSDQoFdmFsdWUYAiABKAEipgEKB1F1YWxpdHkSGgoSbGFzdF9vYnNlcnZlZF91bml4GAEgASgDEg0KBXN0YWxlGAIgASgIEjAKBnNlcmllcxgDIAMoCzIgLnN2Yy5tb25pdG9yaW5nLnYxLlNlcmllc1F1YWxpdHkSLQoGZXJyb3JzGAQgAygLMh0uc3ZjLm1vbml0b3JpbmcudjEuUXVlcnlFcnJvchIPCgdwYXJ0aWFsGAUgASgIIqECCg1TZXJpZXNRdWFsaXR5EhEKCW1ldHJpY19pZBgBIAEoCRI8CgZsYWJlbHMYAiADKAsyLC5zdmMubW9uaXRvcmluZy52MS5TZXJpZXNRdWFsaXR5LkxhYmVsc0VudHJ5Eg4KBnNvdXJjZRgDIAEoCRIXCg9leHBlY3RlZF9wb2ludHMYBCABKAUSFgoOcHJlc2VudF9wb2ludHMYBSABKAUSGgoSbGFzdF9vYnNlcnZlZF91bml4GAYgASgDEg0KBXN0YWxlGAcgASgIEiQKBGdhcHMYCCADKAsyFi5zdmMubW9uaXRvcmluZy52MS5HYXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1CgNHYXASFwoPc3RhcnRfdGltZV91bml4GAEgASgDEhUKDWVuZF90aW1lX3VuaXgYAiABKAMiTgoKUXVlcnlFcnJvchIRCgltZXRyaWNfaWQYASABKAkSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEg4KBnJlYXNvbhgEIAEoCSJuChdMaXN0Vk1Nb25pdG9yaW5nUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSFgoOaW52ZW50b3J5X29ubHkYBCABKAgiegoYTGlzdFZNTW9uaXRvcmluZ1Jlc3BvbnNlEiwKA3ZtcxgBIAMoCzIfLnN2Yy5tb25pdG9yaW5nLnYxLlZNTW9uaXRvcmluZxIcCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAlIAIgBAUISChBfbmV4dF9wYWdlX3Rva2VuIssCCgxWTU1vbml0b3JpbmcSDAoEbmFtZRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSDQoFc3RhdGUYAyABKAkSEAoIbG9jYXRpb24YBCABKAkSGAoQbW9uaXRvcmluZ19sZXZlbBgFIAEoCRIgChNjcHVfdXRpbGl6YXRpb25fcGN0GAYgASgBSACIAQESHgoRbWVtb3J5X3VzZWRfYnl0ZXMYByABKAFIAYgBARIfChJtZW1vcnlfdG90YWxfYnl0ZXMYCCABKAFIAogBARI0CgdxdWFsaXR5GAkgASgLMiMuc3ZjLm1vbml0b3JpbmcudjEuVk1RdWFsaXR5U3VtbWFyeUIWChRfY3B1X3V0aWxpemF0aW9uX3BjdEIUChJfbWVtb3J5X3VzZWRfYnl0ZXNCFQoTX21lbW9yeV90b3RhbF9ieXRlcyJMChBWTVF1YWxpdHlTdW1tYXJ5EhoKEmxhc3Rfb2JzZXJ2ZWRfdW5peBgBIAEoAxINCgVzdGFsZRgCIAEoCBINCgVlcnJvchgDIAEoCCIvCh9FbmFibGVFeHBhbmRlZE1vbml0b3JpbmdSZXF1ZXN0EgwKBG5hbWUYASABKAkifQogRW5hYmxlRXhwYW5kZWRNb25pdG9yaW5nUmVzcG9uc2USKwoCdm0YASABKAsyHy5zdmMubW9uaXRvcmluZy52MS5WTU1vbml0b3JpbmcSFwoPaW5zdGFsbF9jb21tYW5kGAIgASgJEhMKC2FnZW50X3Rva2VuGAMgASgJMvYCChFNb25pdG9yaW5nU2VydmljZRJuChFRdWVyeVZNTW9uaXRvcmluZxIrLnN2Yy5tb25pdG9yaW5nLnYxLlF1ZXJ5Vk1Nb25pdG9yaW5nUmVxdWVzdBosLnN2Yy5tb25pdG9yaW5nLnYxLlF1ZXJ5Vk1Nb25pdG9yaW5nUmVzcG9uc2USawoQTGlzdFZNTW9uaXRvcmluZxIqLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3RWTU1vbml0b3JpbmdSZXF1ZXN0Gisuc3ZjLm1vbml0b3JpbmcudjEuTGlzdFZNTW9uaXRvcmluZ1Jlc3BvbnNlEoMBChhFbmFibGVFeHBhbmRlZE1vbml0b3JpbmcSMi5zdmMubW9uaXRvcmluZy52MS5FbmFibGVFeHBhbmRlZE1vbml0b3JpbmdSZXF1ZXN0GjMuc3ZjLm1vbml0b3JpbmcudjEuRW5hYmxlRXhwYW5kZWRNb25pdG9yaW5nUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message svc.monitoring.v1.QueryVMMonitoringRequest
@@ -294,6 +294,13 @@ export type QueryError = Message<"svc.monitoring.v1.QueryError"> & {
    * @generated from field: string message = 3;
    */
   message: string;
+
+  /**
+   * Machine-readable reason (docs/errors.md), e.g. QUERY_TIMEOUT, EXPANDED_MONITORING_REQUIRED.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
 };
 
 /**
@@ -456,6 +463,56 @@ export const VMQualitySummarySchema: GenMessage<VMQualitySummary> = /*@__PURE__*
   messageDesc(file_svc_monitoring_v1_monitoring, 11);
 
 /**
+ * @generated from message svc.monitoring.v1.EnableExpandedMonitoringRequest
+ */
+export type EnableExpandedMonitoringRequest = Message<"svc.monitoring.v1.EnableExpandedMonitoringRequest"> & {
+  /**
+   * Full VM resource name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message svc.monitoring.v1.EnableExpandedMonitoringRequest.
+ * Use `create(EnableExpandedMonitoringRequestSchema)` to create a new message.
+ */
+export const EnableExpandedMonitoringRequestSchema: GenMessage<EnableExpandedMonitoringRequest> = /*@__PURE__*/
+  messageDesc(file_svc_monitoring_v1_monitoring, 12);
+
+/**
+ * @generated from message svc.monitoring.v1.EnableExpandedMonitoringResponse
+ */
+export type EnableExpandedMonitoringResponse = Message<"svc.monitoring.v1.EnableExpandedMonitoringResponse"> & {
+  /**
+   * @generated from field: svc.monitoring.v1.VMMonitoring vm = 1;
+   */
+  vm?: VMMonitoring | undefined;
+
+  /**
+   * Shell command to run inside the guest (as root). Contains no secret: the token is passed separately.
+   *
+   * @generated from field: string install_command = 2;
+   */
+  installCommand: string;
+
+  /**
+   * The guest agent's per-VM token. Returned once; a later call issues a new one and revokes this one.
+   *
+   * @generated from field: string agent_token = 3;
+   */
+  agentToken: string;
+};
+
+/**
+ * Describes the message svc.monitoring.v1.EnableExpandedMonitoringResponse.
+ * Use `create(EnableExpandedMonitoringResponseSchema)` to create a new message.
+ */
+export const EnableExpandedMonitoringResponseSchema: GenMessage<EnableExpandedMonitoringResponse> = /*@__PURE__*/
+  messageDesc(file_svc_monitoring_v1_monitoring, 13);
+
+/**
  * Per-VM metrics of a project. Every method needs capability monitoring.read.
  *
  * @generated from service svc.monitoring.v1.MonitoringService
@@ -480,6 +537,19 @@ export const MonitoringService: GenService<{
     methodKind: "unary";
     input: typeof ListVMMonitoringRequestSchema;
     output: typeof ListVMMonitoringResponseSchema;
+  },
+  /**
+   * Opts one VM into expanded guest monitoring (DC-1, supported distributions only): sets its
+   * monitoring level to EXPANDED and returns the guest agent's install command and token, once.
+   * Nothing is installed or restarted by svc; the customer runs the command in the guest.
+   * Human-only (console session).
+   *
+   * @generated from rpc svc.monitoring.v1.MonitoringService.EnableExpandedMonitoring
+   */
+  enableExpandedMonitoring: {
+    methodKind: "unary";
+    input: typeof EnableExpandedMonitoringRequestSchema;
+    output: typeof EnableExpandedMonitoringResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_svc_monitoring_v1_monitoring, 0);

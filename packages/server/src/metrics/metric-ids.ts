@@ -1,0 +1,141 @@
+import type { Source } from "./catalog.ts";
+
+/**
+ * The metricIds of QueryVMMonitoring (DESIGN §6) as one table: the stored series each reads and the
+ * PromQL that computes it. Every reader (the RPC, the agreement test, docs) takes the expression from
+ * here, so the Prometheus API given the same text returns the same values.
+ *
+ * Windows: gauges are averaged over each step window (`avg_over_time(x[step])`), so a 7-day chart at
+ * 1800 s reflects every sample and a missing sample is an absent point, never a value carried forward
+ * by the 5-minute lookback. Counters become rates over `max(step, 2 × sampling interval)`; `rate()`
+ * handles counter resets.
+ */
+export interface MetricDef {
+  readonly id: string;
+  /** Unit shown to clients: %, bytes, bytes/s, ops/s, packets/s, s, count. */
+  readonly unit: string;
+  /** Who writes the underlying series when the result carries no `source` label. */
+  readonly source: Source;
+  /** Served only for VMs whose monitoring level is EXPANDED (guest agent). */
+  readonly expanded: boolean;
+  /** Stored series it reads (for quality: newest observation per series). */
+  readonly series: readonly string[];
+  /** PromQL over `sel` (a `{vm="…"}` matcher list) with windows for a step of `stepS` seconds. */
+  promql(sel: string, stepS: number, samplingS: number): string;
+}
+
+const gaugeWindow = (stepS: number) => `${stepS}s`;
+const rateWindow = (stepS: number, samplingS: number) => `${Math.max(stepS, 2 * samplingS)}s`;
+
+function gauge(id: string, series: string, unit: string, source: Source, expanded = false): MetricDef {
+  return {
+    id,
+    unit,
+    source,
+    expanded,
+    series: [series],
+    promql: (sel, stepS) => `avg_over_time(${series}${sel}[${gaugeWindow(stepS)}])`,
+  };
+}
+
+function rate(id: string, series: string, unit: string): MetricDef {
+  return {
+    id,
+    unit,
+    source: "hypervisor",
+    expanded: false,
+    series: [series],
+    promql: (sel, stepS, samplingS) => `rate(${series}${sel}[${rateWindow(stepS, samplingS)}])`,
+  };
+}
+
+function ratio(
+  id: string,
+  num: string,
+  den: string,
+  on: readonly string[],
+  source: Source,
+  expanded: boolean,
+): MetricDef {
+  return {
+    id,
+    unit: "%",
+    source,
+    expanded,
+    series: [num, den],
+    promql: (sel, stepS) => {
+      const w = gaugeWindow(stepS);
+      return `100 * avg_over_time(${num}${sel}[${w}]) / on(${on.join(", ")}) avg_over_time(${den}${sel}[${w}])`;
+    },
+  };
+}
+
+const defs: readonly MetricDef[] = [
+  gauge("cpu_utilization_pct", "svc_vm_cpu_utilization_pct", "%", "hypervisor"),
+  {
+    id: "vcpus",
+    unit: "count",
+    source: "hypervisor",
+    expanded: false,
+    series: ["svc_vm_vcpus"],
+    // The vCPU count at the end of each step window: an average would invent fractional vCPUs.
+    promql: (sel, stepS) => `last_over_time(svc_vm_vcpus${sel}[${gaugeWindow(stepS)}])`,
+  },
+  gauge("memory_used_bytes", "svc_vm_memory_used_bytes", "bytes", "hypervisor"),
+  gauge("memory_total_bytes", "svc_vm_memory_total_bytes", "bytes", "hypervisor"),
+  ratio(
+    "memory_used_pct",
+    "svc_vm_memory_used_bytes",
+    "svc_vm_memory_total_bytes",
+    ["vm", "source"],
+    "hypervisor",
+    false,
+  ),
+  gauge("memory_cached_bytes", "svc_vm_memory_cached_bytes", "bytes", "hypervisor"),
+  gauge("memory_available_bytes", "svc_vm_memory_available_bytes", "bytes", "guest_agent", true),
+  gauge("memory_buffers_bytes", "svc_vm_memory_buffers_bytes", "bytes", "guest_agent", true),
+  rate("disk_read_bytes_per_sec", "svc_vm_disk_read_bytes_total", "bytes/s"),
+  rate("disk_write_bytes_per_sec", "svc_vm_disk_written_bytes_total", "bytes/s"),
+  rate("disk_read_ops_per_sec", "svc_vm_disk_reads_completed_total", "ops/s"),
+  rate("disk_write_ops_per_sec", "svc_vm_disk_writes_completed_total", "ops/s"),
+  rate("network_receive_bytes_per_sec", "svc_vm_network_receive_bytes_total", "bytes/s"),
+  rate("network_transmit_bytes_per_sec", "svc_vm_network_transmit_bytes_total", "bytes/s"),
+  rate("network_receive_packets_per_sec", "svc_vm_network_receive_packets_total", "packets/s"),
+  rate("network_transmit_packets_per_sec", "svc_vm_network_transmit_packets_total", "packets/s"),
+  ratio(
+    "filesystem_used_pct",
+    "svc_vm_filesystem_used_bytes",
+    "svc_vm_filesystem_size_bytes",
+    ["vm", "source", "mountpoint", "fstype", "device"],
+    "guest_agent",
+    true,
+  ),
+  gauge("filesystem_used_bytes", "svc_vm_filesystem_used_bytes", "bytes", "guest_agent", true),
+  gauge("filesystem_size_bytes", "svc_vm_filesystem_size_bytes", "bytes", "guest_agent", true),
+  {
+    id: "telemetry_last_observed",
+    unit: "s",
+    source: "hypervisor",
+    expanded: false,
+    series: ["svc_vm_last_observation_timestamp_seconds"],
+    promql: (sel, stepS) =>
+      `max_over_time(svc_vm_last_observation_timestamp_seconds${sel}[${gaugeWindow(stepS)}])`,
+  },
+];
+
+/** metricId → definition. */
+export const metricIds: ReadonlyMap<string, MetricDef> = new Map(defs.map((d) => [d.id, d]));
+
+/** `{vm="<name>"}` with the value escaped as a PromQL string. */
+export function vmSelector(vmName: string): string {
+  return `{vm=${JSON.stringify(vmName)}}`;
+}
+
+/** Labels of a result series that identify the VM or its source; the rest (device, mountpoint…) stay. */
+export const VM_IDENTITY_LABELS: ReadonlySet<string> = new Set([
+  "__name__",
+  "vm",
+  "vm_id",
+  "location",
+  "source",
+]);
