@@ -5,6 +5,7 @@ import pino, { type Logger } from "pino";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { Config } from "./config.ts";
 import { type DbHandle, openDb } from "./db/database.ts";
+import { scrapeRoutes } from "./http/scrape.ts";
 import { buildServer, redactPaths } from "./http/server.ts";
 import { registerAdminServices } from "./http/services/admin.ts";
 import { registerAutomationService } from "./http/services/automation.ts";
@@ -92,6 +93,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         collectorToken: config.collectorToken,
         now,
         maxBodyBytes: 16 * 1024 * 1024,
+      }),
+      scrapeRoutes({
+        ...vmMetrics,
+        db: db.db,
+        log,
+        operatorToken: config.adminToken,
+        ciTokenResolver: ci.resolver,
+        baseUrl: config.baseUrl,
       }),
       promApiRoutes({
         db: db.db,

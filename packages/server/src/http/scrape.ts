@@ -1,0 +1,84 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { Logger } from "pino";
+import { SvcError } from "../errors.ts";
+import { authenticate, authorizeProject, bearerToken, type TokenResolver } from "../iam/principal.ts";
+import {
+  EXPOSITION_CONTENT_TYPE,
+  type ExportDeps,
+  parseShard,
+  renderExportShard,
+  scrapeTargets,
+} from "../metrics/export.ts";
+
+export interface ScrapeHttpDeps extends ExportDeps {
+  readonly log: Logger;
+  readonly operatorToken: string;
+  readonly ciTokenResolver?: TokenResolver;
+  /** Public origin (scheme://host[:port]) written into discovery; default: the request's own. */
+  readonly baseUrl?: string;
+}
+
+type Req = FastifyRequest<{ Params: { projectId: string }; Querystring: Record<string, unknown> }>;
+
+const statusOf: Record<string, number> = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  resource_exhausted: 429,
+};
+
+/**
+ * Scrape discovery and export shards (DESIGN §8) in their own Fastify scope: bearer credential with
+ * monitoring.read on the project in the path, checked before anything is read. Errors are JSON
+ * `{code, message}` with the HTTP status of the Connect code, and 429 carries Retry-After.
+ */
+export function scrapeRoutes(deps: ScrapeHttpDeps): FastifyPluginAsync {
+  const fail = (reply: FastifyReply, err: unknown) => {
+    if (!(err instanceof SvcError)) {
+      deps.log.error({ err }, "scrape endpoint: unexpected error");
+      return reply.code(500).send({ code: "internal", message: "internal error" });
+    }
+    if (err.retryAfterSeconds !== undefined) reply.header("retry-after", String(err.retryAfterSeconds));
+    return reply
+      .code(statusOf[err.code] ?? 500)
+      .send({ code: err.code, message: err.reason ? `${err.message} [${err.reason}]` : err.message });
+  };
+  return async (scope) => {
+    scope.addHook("onRequest", async (req: Req, reply) => {
+      try {
+        const principal = await authenticate(deps.db, bearerToken(req.headers.authorization), deps.now(), {
+          operatorToken: deps.operatorToken,
+          ciTokenResolver: deps.ciTokenResolver,
+        });
+        await authorizeProject(deps.db, principal, req.params.projectId ?? "", "monitoring.read");
+      } catch (err) {
+        return fail(reply, err);
+      }
+    });
+    scope.get("/v1/monitoring/projects/:projectId/scrape-targets", async (req: Req, reply) => {
+      const origin = deps.baseUrl
+        ? new URL(deps.baseUrl)
+        : new URL(`${req.protocol}://${req.headers.host ?? "127.0.0.1"}`);
+      return reply
+        .type("application/json")
+        .send(
+          scrapeTargets(
+            req.params.projectId,
+            deps.options.exportShards,
+            origin.host,
+            origin.protocol.replace(":", ""),
+          ),
+        );
+    });
+    scope.get("/v1/monitoring/projects/:projectId/export", async (req: Req, reply) => {
+      try {
+        const shard = parseShard(req.query.shard, deps.options.exportShards);
+        const body = await renderExportShard(deps, req.params.projectId, shard);
+        return reply.type(EXPOSITION_CONTENT_TYPE).send(body);
+      } catch (err) {
+        return fail(reply, err);
+      }
+    });
+  };
+}
