@@ -42,6 +42,8 @@ export function evalRangeFunction(
       const a = lo[i];
       const b = hi[i];
       if (b <= a) continue;
+      // Per step, not only per series: one long series (e.g. a subquery) must still meet its deadline.
+      ev.tick();
       sawSamples = true;
       const v = fn(s.timestamps, s.values, a, b, i);
       if (v === undefined) continue;
