@@ -19,6 +19,8 @@ export interface AppenderHost {
   commitBatch(batch: Batch): Promise<{ accepted: number; refused: Partial<Record<AppendRefusal, number>> }>;
 }
 
+let batchIds = 0;
+
 /** Buffered samples of one appender; values as raw bits. */
 export class Batch {
   n = 0;
@@ -27,7 +29,9 @@ export class Batch {
   his = new Uint32Array(64);
   los = new Uint32Array(64);
   /** Distinct refs, each holding one `pending` count on the head. */
-  readonly touched = new Set<number>();
+  readonly touched: number[] = [];
+  /** Marks refs already in `touched` (head.touchMark[ref] === this id); ids are never reused. */
+  readonly id = ++batchIds;
 
   push(ref: number, t: number, hi: number, lo: number): void {
     if (this.n === this.refs.length) {
@@ -65,25 +69,25 @@ export class TsdbAppender implements Appender {
   append(labels: Labels, timestampMs: number, value: number): boolean {
     if (this.#done) throw new TsdbClosedError("appender already committed or rolled back");
     if (this.#host.closed) throw new TsdbClosedError();
-    let canon: Labels;
-    try {
-      canon = canonicalLabels(labels);
-    } catch (e) {
-      if (e instanceof InvalidLabelsError) return this.#refuse("invalid_labels");
-      throw e;
-    }
     const { head, opts } = this.#host;
-    const now = opts.now();
-    if (
-      !Number.isSafeInteger(timestampMs) ||
-      timestampMs < now - opts.retentionMs ||
-      timestampMs > now + opts.maxFutureMs
-    ) {
-      return this.#refuse("out_of_bounds");
-    }
-    const ref = head.getOrCreate(canon);
-    if (!this.#batch.touched.has(ref)) {
-      this.#batch.touched.add(ref);
+    // An existing series is found from the labels as given: only a canonical label set can equal a
+    // stored one, so validation and interning run just for label sets not seen before.
+    let ref = head.reg.find(labels);
+    if (ref < 0) {
+      let canon: Labels;
+      try {
+        canon = canonicalLabels(labels);
+      } catch (e) {
+        if (e instanceof InvalidLabelsError) return this.#refuse("invalid_labels");
+        throw e;
+      }
+      if (!this.#inBounds(timestampMs)) return this.#refuse("out_of_bounds");
+      ref = head.getOrCreate(canon);
+    } else if (!this.#inBounds(timestampMs)) return this.#refuse("out_of_bounds");
+    const batch = this.#batch;
+    if (head.touchMark[ref] !== batch.id) {
+      head.touchMark[ref] = batch.id;
+      batch.touched.push(ref);
       head.pending[ref]++;
     }
     const maxT = head.maxTime(ref);
@@ -92,8 +96,18 @@ export class TsdbAppender implements Appender {
       return this.#refuse("out_of_order");
     }
     numberBits(value, bits);
-    this.#batch.push(ref, timestampMs, bits[1], bits[0]);
+    batch.push(ref, timestampMs, bits[1], bits[0]);
     return true;
+  }
+
+  #inBounds(timestampMs: number): boolean {
+    const opts = this.#host.opts;
+    const now = opts.now();
+    return (
+      Number.isSafeInteger(timestampMs) &&
+      timestampMs >= now - opts.retentionMs &&
+      timestampMs <= now + opts.maxFutureMs
+    );
   }
 
   #refuse(reason: AppendRefusal): false {
@@ -126,6 +140,6 @@ export class TsdbAppender implements Appender {
   #release(batch: Batch): void {
     const pending = this.#host.head.pending;
     for (const ref of batch.touched) pending[ref]--;
-    batch.touched.clear();
+    batch.touched.length = 0;
   }
 }

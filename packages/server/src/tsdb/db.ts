@@ -20,9 +20,8 @@ import { compareLabels } from "./labels.ts";
 import type { TsdbOptions } from "./options.ts";
 import { TsdbQuerier } from "./querier.ts";
 import {
-  encodeSeriesRecord,
   frameCompactSamples,
-  frameRecord,
+  frameSeriesRecord,
   type RecordVisitor,
   replayFile,
   scanWal,
@@ -184,7 +183,7 @@ export class TsdbImpl implements Tsdb {
     let rec = frameCompactSamples(batch.n, batch.refs, batch.ts, batch.his, batch.los);
     if (newSeries.length > 0) {
       const w = new ByteWriter();
-      frameRecord(w, (p) => encodeSeriesRecord(p, newSeries));
+      frameSeriesRecord(w, newSeries);
       rec = Buffer.concat([w.finish(), rec]);
     }
     return this.#wal.log(rec, () => {
@@ -271,7 +270,7 @@ export class TsdbImpl implements Tsdb {
     const refs = Array.from(head.reg.allPostings());
     for (let i = 0; i < refs.length; i += 1000) {
       const part = refs.slice(i, i + 1000).map((ref) => ({ ref, labels: head.reg.labels(ref) }));
-      frameRecord(w, (p) => encodeSeriesRecord(p, part));
+      frameSeriesRecord(w, part);
     }
     for (const ref of refs) {
       head.walLogged[ref] = 1;

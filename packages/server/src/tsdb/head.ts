@@ -50,6 +50,8 @@ export class Head {
   pending = new Uint16Array(0);
   /** Whether the series' labels are already in the WAL (or its checkpoint). */
   walLogged = new Uint8Array(0);
+  /** Id of the last appender batch that counted the series in `pending` (appender.ts). */
+  touchMark = new Float64Array(0);
 
   readonly #slots = new SlotPool();
   readonly #chunks = new ClosedChunks();
@@ -287,7 +289,7 @@ export class Head {
 
   /** Approximate bytes of the head's own arrays and chunk memory. */
   memoryBytes(): number {
-    const perSeries = this.reg.cap * (8 + 4 + 4 + 4 + 2 + 2 + 8 + 8 + 1 + 1 + 4 + 2 + 1);
+    const perSeries = this.reg.cap * (8 + 4 + 4 + 4 + 2 + 2 + 8 + 8 + 1 + 1 + 4 + 2 + 1 + 8);
     return (
       perSeries +
       this.reg.arrayBytes() +
@@ -321,6 +323,7 @@ export class Head {
     this.#lastClosed = grow(this.#lastClosed, cap, -1);
     this.pending = grow(this.pending, cap);
     this.walLogged = grow(this.walLogged, cap);
+    this.touchMark = grow(this.touchMark, cap);
   }
 }
 

@@ -18,6 +18,7 @@ import {
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { crc32 } from "node:zlib";
+import snappy from "snappyjs";
 import type { Labels } from "../storage/interface.ts";
 import { ByteReader, ByteWriter, fsyncDir } from "./block.ts";
 import { TsdbClosedError } from "./errors.ts";
@@ -34,6 +35,10 @@ const fdatasyncAsync = promisify(fdatasync);
 
 export const REC_SERIES = 1;
 export const REC_SAMPLES = 2;
+/** A series record (type 1 body) snappy-compressed: label sets repeat names and values a lot. */
+export const REC_SERIES_SNAPPY = 4;
+/** Below this many payload bytes a series record is written plain (compression would not pay). */
+const SNAPPY_MIN_BYTES = 256;
 
 /** Appends one framed record built by `body` to w. */
 export function frameRecord(w: ByteWriter, body: (p: ByteWriter) => void): void {
@@ -56,6 +61,25 @@ export function encodeSeriesRecord(p: ByteWriter, series: readonly { ref: number
       p.bytes32(Buffer.from(l.value, "utf8"));
     }
   }
+}
+
+/** Frames a series record, snappy-compressed (type 4) when that is smaller. */
+export function frameSeriesRecord(w: ByteWriter, series: readonly { ref: number; labels: Labels }[]): void {
+  const p = new ByteWriter();
+  encodeSeriesRecord(p, series);
+  let payload: Uint8Array = p.finish();
+  if (payload.length >= SNAPPY_MIN_BYTES) {
+    const z = snappy.compress(payload.subarray(1));
+    if (z.length + 1 < payload.length) {
+      const c = Buffer.allocUnsafe(z.length + 1);
+      c[0] = REC_SERIES_SNAPPY;
+      c.set(z, 1);
+      payload = c;
+    }
+  }
+  w.u32(payload.length);
+  w.u32(crc32(payload));
+  w.bytes32Raw(payload);
 }
 
 /**
@@ -110,8 +134,16 @@ export function readRecords(buf: Buffer, v: RecordVisitor): number {
     if (len === 0 || pos + 8 + len > buf.length) break;
     const payload = buf.subarray(pos + 8, pos + 8 + len);
     if (crc32(payload) !== crc) break;
-    const r = new ByteReader(payload);
-    const type = r.u8();
+    let r = new ByteReader(payload);
+    let type = r.u8();
+    if (type === REC_SERIES_SNAPPY) {
+      try {
+        r = new ByteReader(Buffer.from(snappy.uncompress(payload.subarray(1))));
+      } catch {
+        break; // malformed despite its CRC: treat as corrupt
+      }
+      type = REC_SERIES;
+    }
     if (type === REC_SERIES) {
       const n = r.u32();
       for (let i = 0; i < n; i++) {

@@ -10,6 +10,8 @@ import {
   encodeSeriesRecord,
   frameCompactSamples,
   frameRecord,
+  frameSeriesRecord,
+  REC_SERIES_SNAPPY,
   readRecords,
 } from "./wal.ts";
 
@@ -92,6 +94,30 @@ describe("compact WAL sample records", () => {
     );
     assert.equal(got.length, n);
     assert.ok(bytes / n < 7, `${bytes / n} bytes per sample`);
+  });
+
+  it("compresses series records with snappy and reads them back", () => {
+    const series = Array.from({ length: 50 }, (_, i) => ({
+      ref: 1000 + i,
+      labels: [
+        { name: "__name__", value: "svc_vm_network_receive_bytes_total" },
+        { name: "interface", value: `eth${i % 2}` },
+        { name: "vm", value: `projects/p/locations/dc-1/vms/vm-${i}` },
+      ],
+    }));
+    const w = new ByteWriter();
+    frameSeriesRecord(w, series);
+    const buf = w.finish();
+    assert.equal(buf[8], REC_SERIES_SNAPPY);
+    const plain = new ByteWriter();
+    frameRecord(plain, (p) => encodeSeriesRecord(p, series));
+    assert.ok(buf.length < plain.finish().length / 2, "compression pays on repetitive labels");
+    const got: { ref: number; labels: unknown }[] = [];
+    assert.equal(
+      readRecords(buf, { series: (ref, labels) => got.push({ ref, labels }), sample() {} }),
+      buf.length,
+    );
+    assert.deepEqual(got, series);
   });
 
   it("replays a WAL written in the old 20-byte sample format", async () => {
