@@ -15,6 +15,7 @@ export interface DemoCredentials {
   readKey: string;
   writeKey: string;
   adminToken: string;
+  collectorToken: string;
   consoleEmail: string;
   consolePassword: string;
   [extra: string]: string;
@@ -90,6 +91,7 @@ export async function ensureDemo(
   dataDir: string,
   baseUrl: string,
   adminToken: string,
+  collectorToken: string,
   nowMs: number,
 ): Promise<{ created: boolean; credentials?: DemoCredentials }> {
   const path = credentialsPath(dataDir);
@@ -97,8 +99,9 @@ export async function ensureDemo(
   if (anyProject) {
     if (!existsSync(path)) return { created: false };
     const credentials = JSON.parse(readFileSync(path, "utf8")) as DemoCredentials;
-    if (credentials.baseUrl !== baseUrl) {
+    if (credentials.baseUrl !== baseUrl || credentials.collectorToken !== collectorToken) {
       credentials.baseUrl = baseUrl;
+      credentials.collectorToken = collectorToken;
       writeFileSync(path, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
     }
     return { created: false, credentials };
@@ -155,6 +158,7 @@ export async function ensureDemo(
     readKey: read.secret ?? "",
     writeKey: write.secret ?? "",
     adminToken,
+    collectorToken,
     consoleEmail,
     consolePassword,
   };

@@ -1,6 +1,7 @@
 import { createApp } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { credentialsPath, ensureDemo } from "./demo.ts";
+import { startDemoCollector } from "./ingest/demo-collector.ts";
 
 /** `npm start`: every role in one process on HOST:PORT, with the demo project on an empty data directory. */
 async function main(): Promise<void> {
@@ -13,7 +14,14 @@ async function main(): Promise<void> {
   const out = (line: string) => process.stdout.write(`${line}\n`);
   out(`svc listening on ${baseUrl}`);
   if (config.demo) {
-    const demo = await ensureDemo(app.db.db, config.dataDir, baseUrl, config.adminToken, Date.now());
+    const demo = await ensureDemo(
+      app.db.db,
+      config.dataDir,
+      baseUrl,
+      config.adminToken,
+      config.collectorToken,
+      Date.now(),
+    );
     if (demo.created && demo.credentials) {
       const c = demo.credentials;
       // Shown once, as the key API itself does; scripts read the 0600 file instead.
@@ -28,6 +36,16 @@ async function main(): Promise<void> {
       );
     }
   }
+  const collector = config.simulator
+    ? await startDemoCollector({
+        db: app.db.db,
+        baseUrl: `http://127.0.0.1:${url.port}`,
+        collectorToken: config.collectorToken,
+        dataDir: config.dataDir,
+        log: app.log,
+        onProgress: out,
+      })
+    : undefined;
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;
@@ -35,6 +53,7 @@ async function main(): Promise<void> {
     app.log.info({ signal }, "shutting down");
     const force = setTimeout(() => process.exit(1), 15_000);
     force.unref();
+    collector?.stop();
     await app.close();
     process.exit(0);
   };
