@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { pushRemoteWrite, snappyCompress, type TimeSeries } from "@svc/remotewrite";
 import { parseVmName } from "../inventory/names.ts";
-import { isStaleMarker, type LabelMatcher, labelValue, staleNaN } from "../storage/interface.ts";
+import { type LabelMatcher, labelValue, staleNaN } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { issueAgentToken } from "./credentials.ts";
