@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
+import { testDialects } from "../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { pushAll, rwSeries } from "./fixtures.ts";
+
+const [sqlite] = await testDialects();
+const S = 1000;
+
+async function refusal(p: Promise<unknown>): Promise<{ code: string; reason?: string }> {
+  try {
+    await p;
+  } catch (e) {
+    const err = ConnectError.from(e);
+    return { code: Code[err.code], reason: err.findDetails(ErrorInfoSchema)[0]?.reason };
+  }
+  assert.fail("expected a refusal");
+}
+
+describe("expanded guest monitoring opt-in", () => {
+  let t: TestApp;
+  let p: SeededProject;
+  let nowMs: number;
+  before(async () => {
+    t = await startTestApp(sqlite.dialect);
+    p = await t.seedProject("opt", ["vm-a"]);
+    nowMs = t.clock.now();
+  });
+  after(() => t?.close());
+
+  const agentTokens = () =>
+    t.app.db.db.selectFrom("agent_tokens").select("id").where("project_id", "=", "opt").execute();
+  const query = (token: string) =>
+    t.clients(token).monitoring.queryVMMonitoring({
+      name: p.vms[0],
+      metricIds: ["filesystem_used_pct", "memory_available_bytes"],
+      startTimeUnix: BigInt(nowMs / S - 600),
+      endTimeUnix: BigInt(nowMs / S),
+      stepSeconds: 30,
+    });
+
+  it("reading a BASELINE VM's monitoring installs nothing and says why expanded metrics are absent", async () => {
+    const r = await query(p.owner.session);
+    assert.deepEqual(
+      r.quality?.errors.map((e) => [e.metricId, e.reason]),
+      [
+        ["filesystem_used_pct", "EXPANDED_MONITORING_REQUIRED"],
+        ["memory_available_bytes", "EXPANDED_MONITORING_REQUIRED"],
+      ],
+    );
+    assert.match(r.quality?.errors[0].message ?? "", /BASELINE/);
+    assert.equal((await agentTokens()).length, 0);
+    const vm = await t.admin.vms.getVM({ name: p.vms[0] });
+    assert.equal(vm.monitoringLevel, "BASELINE");
+    assert.equal(vm.state, "RUNNING");
+  });
+
+  it("is refused to keys, outside DC-1 and for unsupported distributions", async () => {
+    const key = await t.clients(p.owner.session).keys.createKey({
+      parent: p.projectName,
+      displayName: "auto",
+      capabilities: ["monitoring.read", "monitoring.write"],
+      requestId: randomUUID(),
+    });
+    assert.ok(key.secret);
+    assert.deepEqual(
+      await refusal(t.clients(key.secret).monitoring.enableExpandedMonitoring({ name: p.vms[0] })),
+      { code: "PermissionDenied", reason: "HUMAN_ONLY" },
+    );
+    for (const [vmId, location, distribution] of [
+      ["far", "dc-2", "debian-12"],
+      ["win", "dc-1", "windows-2022"],
+    ]) {
+      const vm = await t.admin.vms.createVM({
+        parent: p.projectName,
+        vmId,
+        location,
+        distribution,
+        vcpus: 1,
+        memoryBytes: 1n << 30n,
+      });
+      assert.deepEqual(
+        await refusal(t.clients(p.owner.session).monitoring.enableExpandedMonitoring({ name: vm.name })),
+        { code: "FailedPrecondition", reason: "EXPANDED_UNAVAILABLE" },
+      );
+    }
+  });
+
+  it("returns the install command and token once; the agent's filesystem metrics are then served", async () => {
+    const res = await t.clients(p.owner.session).monitoring.enableExpandedMonitoring({ name: p.vms[0] });
+    assert.equal(res.vm?.monitoringLevel, "EXPANDED");
+    assert.match(res.agentToken, /^svca_/);
+    assert.equal(res.installCommand.includes(res.agentToken), false, "the command holds no secret");
+    assert.match(res.installCommand, /svc-agent --server \S+ --vm projects\/opt\/locations\/dc-1\/vms\/vm-a/);
+    const samples = (v: number) =>
+      Array.from({ length: 10 }, (_, i) => [nowMs - (9 - i) * 30 * S, v] as [number, number]);
+    const fs = { vm: p.vms[0], mountpoint: "/", fstype: "ext4", device: "/dev/vda1" };
+    await pushAll(t.baseUrl, res.agentToken, [
+      rwSeries("svc_vm_filesystem_used_bytes", fs, samples(250)),
+      rwSeries("svc_vm_filesystem_size_bytes", fs, samples(1000)),
+      rwSeries("svc_vm_memory_available_bytes", { vm: p.vms[0] }, samples(2048)),
+    ]);
+    const r = await query(p.owner.session);
+    assert.deepEqual(r.quality?.errors, []);
+    const pct = r.series.find((s) => s.metricId === "filesystem_used_pct");
+    assert.equal(pct?.source, "GUEST_AGENT");
+    assert.deepEqual(pct?.labels, { device: "/dev/vda1", fstype: "ext4", mountpoint: "/" });
+    assert.ok(pct && pct.points.length > 0 && pct.points.every((pt) => pt.value === 25));
+    // A second call issues a new token; the first stops working.
+    const again = await t.clients(p.owner.session).monitoring.enableExpandedMonitoring({ name: p.vms[0] });
+    assert.notEqual(again.agentToken, res.agentToken);
+    await assert.rejects(pushAll(t.baseUrl, res.agentToken, []), /401/);
+  });
+});
