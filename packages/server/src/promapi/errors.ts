@@ -68,6 +68,15 @@ export function parseErrorMessage(expr: string, err: PromQLParseError): string {
 }
 
 /**
+ * Removes `project_id="…"` from label sets quoted in engine messages (e.g. "found duplicate series
+ * for the match group {…}"): the tenant label never reaches a response, not even the caller's own.
+ */
+export function scrubTenant(message: string): string {
+  if (!message.includes("project_id")) return message;
+  return message.replace(/project_id="(?:[^"\\]|\\.)*"(, )?/g, "").replace(/, \}/g, "}");
+}
+
+/**
  * Maps anything thrown below the API to an ApiError. `param` names the request parameter an
  * expression came from, for parse errors. `log` receives unknown errors (never sent to the client).
  */
@@ -80,7 +89,7 @@ export function toApiError(err: unknown, expr: string, param: string, log: (e: u
     return new ApiError("bad_data", `${err.message} [POINT_BUDGET_EXCEEDED]`);
   if (err instanceof QueryTimeoutError) return new ApiError("timeout", `${err.message} [QUERY_TIMEOUT]`);
   if (err instanceof QueryEvalError || err instanceof TooManySamplesError)
-    return new ApiError("execution", err.message);
+    return new ApiError("execution", scrubTenant(err.message));
   if (err instanceof SvcError) {
     switch (err.code) {
       case "unauthenticated":
