@@ -23,7 +23,9 @@ describe("Grafana Prometheus data source replay", () => {
     "x-grafana-org-id": "1",
     accept: "application/json, text/plain, */*",
   });
-  async function post(path: string, body: string) {
+  // biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
+  type Answer = { status: number; json: any };
+  async function post(path: string, body: string): Promise<Answer> {
     const r = await fetch(`${base}/${path}`, {
       method: "POST",
       headers: { ...grafanaHeaders(), "content-type": "application/x-www-form-urlencoded" },
@@ -31,7 +33,7 @@ describe("Grafana Prometheus data source replay", () => {
     });
     return { status: r.status, json: await r.json() };
   }
-  async function get(pathAndQuery: string) {
+  async function get(pathAndQuery: string): Promise<Answer> {
     const r = await fetch(`${base}/${pathAndQuery}`, { headers: grafanaHeaders() });
     return { status: r.status, json: await r.json() };
   }
