@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSvcClients, type SvcClients } from "@svc/sdk";
-import pino from "pino";
+import pino, { type Logger } from "pino";
 import { type App, createApp } from "../app.ts";
 import { type Config, loadConfig } from "../config.ts";
 import type { TestDialect } from "./dialects.ts";
@@ -40,7 +40,11 @@ export interface SeededProject {
 }
 
 /** Starts the whole server in-process on 127.0.0.1:<free port> with a fresh data dir and database. */
-export async function startTestApp(dialect: TestDialect, overrides: Partial<Config> = {}): Promise<TestApp> {
+export async function startTestApp(
+  dialect: TestDialect,
+  overrides: Partial<Config> = {},
+  opts: { logger?: Logger } = {},
+): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
   const database = await dialect.create();
   const clock = new TestClock();
@@ -57,7 +61,7 @@ export async function startTestApp(dialect: TestDialect, overrides: Partial<Conf
   );
   const app = await createApp(config, {
     now: clock.now,
-    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
+    logger: opts.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
   });
   const address = await app.server.listen({ host: "127.0.0.1", port: 0 });
   const baseUrl = address.replace("localhost", "127.0.0.1");
