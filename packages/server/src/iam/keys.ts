@@ -4,6 +4,7 @@ import { invalidArgument, notFound, permissionDenied, SvcError } from "../errors
 import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, isCapability, type Role, rolePermissions } from "./capabilities.ts";
 import { bodyHash, findReplay, validateRequestId } from "./idempotency.ts";
+import { requireMember, requireOwner } from "./membership.ts";
 import { generateSecret, hashSecret, newId, secretHint } from "./secrets.ts";
 import { parseServiceAccountName } from "./service-accounts.ts";
 
@@ -94,17 +95,10 @@ function expireDays(days: number, field = "expireDays"): number {
 
 /** The actor must be an owner of the project (personal keys: any member, for themselves). */
 async function checkActorCanManage(db: Db, actor: Actor, parent: Parent): Promise<readonly Capability[]> {
-  const m = await db
-    .selectFrom("memberships")
-    .select("role")
-    .where("project_id", "=", parent.projectId)
-    .where("user_id", "=", actor.userId)
-    .executeTakeFirst();
-  if (!m) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
-  if (parent.serviceAccountId === null) return rolePermissions[m.role as Role];
-  if (m.role !== "owner") {
-    throw permissionDenied("CAPABILITY", "only project owners manage service-account keys");
+  if (parent.serviceAccountId === null) {
+    return rolePermissions[await requireMember(db, parent.projectId, actor.userId)];
   }
+  await requireOwner(db, parent.projectId, actor.userId, "manage service-account keys");
   const sa = await db
     .selectFrom("service_accounts")
     .select(["permissions"])

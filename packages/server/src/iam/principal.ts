@@ -1,7 +1,8 @@
 import { timingSafeEqual } from "node:crypto";
 import type { Db } from "../db/database.ts";
 import { permissionDenied, unauthenticated } from "../errors.ts";
-import { type Capability, type Role, rolePermissions } from "./capabilities.ts";
+import { type Capability, rolePermissions } from "./capabilities.ts";
+import { requireMember, roleOf } from "./membership.ts";
 import { hashSecret, parseSecret } from "./secrets.ts";
 
 /** Who is calling. Built fresh on every request from the database's current state. */
@@ -116,20 +117,15 @@ async function keyPrincipal(db: Db, token: string, nowMs: number): Promise<KeyPr
       identityProblem: disabled ? "IDENTITY_DISABLED" : undefined,
     };
   }
-  const m = await db
-    .selectFrom("memberships")
-    .select("role")
-    .where("project_id", "=", k.project_id)
-    .where("user_id", "=", k.owner_user_id ?? "")
-    .executeTakeFirst();
+  const role = await roleOf(db, k.project_id, k.owner_user_id ?? "");
   return {
     kind: "PERSONAL_KEY",
     keyId: k.id,
     projectId: k.project_id,
     identityId: k.owner_user_id ?? "",
     keyCapabilities,
-    identityPermissions: m ? rolePermissions[m.role as Role] : [],
-    identityProblem: m ? undefined : "GRANT_REMOVED",
+    identityPermissions: role ? rolePermissions[role] : [],
+    identityProblem: role ? undefined : "GRANT_REMOVED",
   };
 }
 
@@ -147,15 +143,9 @@ export async function authorizeProject(
     case "OPERATOR":
       throw permissionDenied("PROJECT_BOUNDARY", "the operator token has no access to project data");
     case "HUMAN_SESSION": {
-      const m = await db
-        .selectFrom("memberships")
-        .select("role")
-        .where("project_id", "=", projectId)
-        .where("user_id", "=", p.userId)
-        .executeTakeFirst();
-      if (!m) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
-      if (!rolePermissions[m.role as Role].includes(capability)) {
-        throw permissionDenied("CAPABILITY", `your role ${m.role} does not grant ${capability}`);
+      const role = await requireMember(db, projectId, p.userId);
+      if (!rolePermissions[role].includes(capability)) {
+        throw permissionDenied("CAPABILITY", `your role ${role} does not grant ${capability}`);
       }
       return;
     }

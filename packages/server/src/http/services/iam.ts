@@ -3,8 +3,8 @@ import { KeyService } from "@svc/sdk/gen/svc/iam/v1/key_pb";
 import { ServiceAccountService } from "@svc/sdk/gen/svc/iam/v1/service_account_pb";
 import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
 import type { Db } from "../../db/database.ts";
-import { permissionDenied } from "../../errors.ts";
 import * as keys from "../../iam/keys.ts";
+import { requireMember, requireOwner } from "../../iam/membership.ts";
 import * as sa from "../../iam/service-accounts.ts";
 import * as sessions from "../../iam/sessions.ts";
 import { parseProjectName } from "../../inventory/names.ts";
@@ -55,23 +55,33 @@ export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: 
   });
   router.service(ServiceAccountService, {
     createServiceAccount: async (r, ctx) => {
-      await requireOwner(db, humanOf(ctx).userId, r.parent);
+      await requireOwner(db, parseProject(r.parent), humanOf(ctx).userId, "manage service accounts");
       return sa.createServiceAccount(db, r, now());
     },
     getServiceAccount: async (r, ctx) => {
-      await requireMember(db, humanOf(ctx).userId, sa.parseServiceAccountName(r.name).projectId);
+      await requireMember(db, sa.parseServiceAccountName(r.name).projectId, humanOf(ctx).userId);
       return sa.getServiceAccount(db, r.name);
     },
     listServiceAccounts: async (r, ctx) => {
-      await requireMember(db, humanOf(ctx).userId, parseProject(r.parent));
+      await requireMember(db, parseProject(r.parent), humanOf(ctx).userId);
       return { serviceAccounts: await sa.listServiceAccounts(db, r.parent) };
     },
     disableServiceAccount: async (r, ctx) => {
-      await requireOwner(db, humanOf(ctx).userId, `projects/${sa.parseServiceAccountName(r.name).projectId}`);
+      await requireOwner(
+        db,
+        sa.parseServiceAccountName(r.name).projectId,
+        humanOf(ctx).userId,
+        "manage service accounts",
+      );
       return sa.setServiceAccountState(db, r.name, "DISABLED");
     },
     enableServiceAccount: async (r, ctx) => {
-      await requireOwner(db, humanOf(ctx).userId, `projects/${sa.parseServiceAccountName(r.name).projectId}`);
+      await requireOwner(
+        db,
+        sa.parseServiceAccountName(r.name).projectId,
+        humanOf(ctx).userId,
+        "manage service accounts",
+      );
       return sa.setServiceAccountState(db, r.name, "ACTIVE");
     },
   });
@@ -85,20 +95,4 @@ export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: 
 
 function parseProject(parent: string): string {
   return parseProjectName(parent, "parent");
-}
-
-async function requireMember(db: Db, userId: string, projectId: string): Promise<string> {
-  const m = await db
-    .selectFrom("memberships")
-    .select("role")
-    .where("project_id", "=", projectId)
-    .where("user_id", "=", userId)
-    .executeTakeFirst();
-  if (!m) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
-  return m.role;
-}
-
-async function requireOwner(db: Db, userId: string, parent: string): Promise<void> {
-  const role = await requireMember(db, userId, parseProject(parent));
-  if (role !== "owner") throw permissionDenied("CAPABILITY", "only project owners manage service accounts");
 }

@@ -4,6 +4,7 @@ import type { CiTrustTable } from "../../db/schema.ts";
 import { invalidArgument, notFound, permissionDenied } from "../../errors.ts";
 import { parseProjectName } from "../../inventory/names.ts";
 import { type Capability, isCapability } from "../capabilities.ts";
+import { requireMember, requireOwner } from "../membership.ts";
 import { newId } from "../secrets.ts";
 import { parseServiceAccountName, serviceAccountName } from "../service-accounts.ts";
 import { verifyAssertion } from "./assertion.ts";
@@ -130,21 +131,8 @@ export function intendedOf(r: CiTrustTable): IntendedIdentity {
 
 const hashCode = (code: string) => createHash("sha256").update(code).digest();
 
-async function membership(db: Db, userId: string, projectId: string): Promise<string> {
-  const m = await db
-    .selectFrom("memberships")
-    .select("role")
-    .where("project_id", "=", projectId)
-    .where("user_id", "=", userId)
-    .executeTakeFirst();
-  if (!m) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
-  return m.role;
-}
-
-async function requireOwner(db: Db, userId: string, projectId: string): Promise<void> {
-  if ((await membership(db, userId, projectId)) !== "owner") {
-    throw permissionDenied("CAPABILITY", "only project owners manage CI trust connections");
-  }
+function requireTrustOwner(db: Db, userId: string, projectId: string): Promise<void> {
+  return requireOwner(db, projectId, userId, "manage CI trust connections");
 }
 
 /** A live (not deleted) trust, or not_found. */
@@ -191,7 +179,7 @@ export async function startSetup(
   const { db, options } = ctx;
   const now = ctx.now();
   const sa = parseServiceAccountName(input.serviceAccount, "serviceAccount");
-  await requireOwner(db, userId, sa.projectId);
+  await requireTrustOwner(db, userId, sa.projectId);
   if (!input.intended) throw invalidArgument("intended", "is required");
   const intended = validateIntended(input.intended);
   const issuer = input.issuer || options.defaultIssuer;
@@ -342,7 +330,7 @@ export async function approveTrust(
   input: { name: string; permissions: readonly string[] },
 ): Promise<CiTrustView> {
   const r = await loadTrust(ctx.db, input.name);
-  await requireOwner(ctx.db, userId, r.project_id);
+  await requireTrustOwner(ctx.db, userId, r.project_id);
   const state = stateOf(r, ctx.now());
   if (state !== "IDENTITY_OBSERVED") {
     throw new CiTrustStateError(state, `only an observed identity can be approved; the trust is ${state}`);
@@ -363,7 +351,7 @@ export async function updatePermissions(
   input: { name: string; permissions: readonly string[] },
 ): Promise<CiTrustView> {
   const r = await loadTrust(ctx.db, input.name);
-  await requireOwner(ctx.db, userId, r.project_id);
+  await requireTrustOwner(ctx.db, userId, r.project_id);
   if (r.state !== "APPROVED" && r.state !== "DISABLED") {
     const state = stateOf(r, ctx.now());
     throw new CiTrustStateError(state, `the trust is ${state}; approve it instead`);
@@ -375,7 +363,7 @@ export async function updatePermissions(
 /** Emergency revocation: exchanges and outstanding tokens stop at once. */
 export async function disableTrust(ctx: CiContext, userId: string, name: string): Promise<CiTrustView> {
   const r = await loadTrust(ctx.db, name);
-  await requireOwner(ctx.db, userId, r.project_id);
+  await requireTrustOwner(ctx.db, userId, r.project_id);
   return viewUpdate(ctx, r, r.state, {
     state: "DISABLED",
     pairing_hash: null,
@@ -386,7 +374,7 @@ export async function disableTrust(ctx: CiContext, userId: string, name: string)
 
 export async function deleteTrust(ctx: CiContext, userId: string, name: string): Promise<void> {
   const r = await loadTrust(ctx.db, name);
-  await requireOwner(ctx.db, userId, r.project_id);
+  await requireTrustOwner(ctx.db, userId, r.project_id);
   await update(ctx, r, r.state, {
     state: "DELETED",
     pairing_hash: null,
@@ -398,13 +386,13 @@ export async function deleteTrust(ctx: CiContext, userId: string, name: string):
 
 export async function getTrust(ctx: CiContext, userId: string, name: string): Promise<CiTrustView> {
   const r = await loadTrust(ctx.db, name);
-  await membership(ctx.db, userId, r.project_id);
+  await requireMember(ctx.db, r.project_id, userId);
   return toView(r, ctx.now());
 }
 
 export async function listTrusts(ctx: CiContext, userId: string, parent: string): Promise<CiTrustView[]> {
   const projectId = parseProjectName(parent, "parent");
-  await membership(ctx.db, userId, projectId);
+  await requireMember(ctx.db, projectId, userId);
   const rows = await ctx.db
     .selectFrom("ci_trusts")
     .selectAll()
