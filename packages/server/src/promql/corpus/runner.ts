@@ -1,13 +1,13 @@
 /** Runs promqltest scripts against the engine and counts passed / failed / skipped evals. */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Labels } from "../../storage/interface.ts";
+import type { Labels, Queryable } from "../../storage/interface.ts";
 import { type Expr, typeOf, type VectorSelector } from "../ast.ts";
 import { createEngine, type Engine, type QueryResult } from "../engine/engine.ts";
 import { labelsKey } from "../engine/labels.ts";
 import { parse } from "../parser.ts";
 import { MemStorage, matches } from "../testing/memstorage.ts";
-import { type EvalCmd, parseScript, type SeqValue } from "./script.ts";
+import { type EvalCmd, type LoadCmd, parseScript, type SeqValue } from "./script.ts";
 
 export interface FileReport {
   readonly file: string;
@@ -21,6 +21,46 @@ export interface FileReport {
 const SKIP_EXPR =
   /\b(histogram_(count|sum|avg|fraction|stddev|stdvar)|limitk|limit_ratio|info)\s*\(|\bfill(_left|_right)?\b|\[[^\]]*[+*/()][^\]]*\]/;
 
+/** Where a script's `load` samples go: the in-memory store here, the real TSDB in metrics tests. */
+export interface CorpusSink {
+  append(labels: Labels, t: number, v: number): void;
+  appendStale(labels: Labels, t: number): void;
+}
+
+/**
+ * Feeds one `load` command to `sink`. Native-histogram series are not stored; their label sets are
+ * pushed onto `hist` so evals that would select them are skipped.
+ */
+export function loadInto(cmd: LoadCmd, sink: CorpusSink, hist: Labels[]): void {
+  for (const s of cmd.series) {
+    if (s.histogram) {
+      hist.push(s.labels);
+      continue;
+    }
+    const name = s.labels.find((l) => l.name === "__name__")?.value ?? "";
+    if (cmd.nhcb && name.endsWith("_bucket")) {
+      // load_with_nhcb also stores a native histogram named without `_bucket`.
+      hist.push(
+        s.labels
+          .filter((l) => l.name !== "le")
+          .map((l) => (l.name === "__name__" ? { name: l.name, value: name.slice(0, -7) } : l)),
+      );
+    }
+    s.values.forEach((v, k) => {
+      if (v === null) return;
+      if (v === "stale") sink.appendStale(s.labels, k * cmd.intervalMs);
+      else sink.append(s.labels, k * cmd.intervalMs, v);
+    });
+  }
+}
+
+/** The verdict on one eval over `store`: "skipped", null when it passes, else why not. */
+export function evalCommand(engine: Engine, store: Queryable, cmd: EvalCmd, hist: Labels[]): string | null {
+  const skip =
+    SKIP_EXPR.test(cmd.expr) || cmd.results.some((r) => r.histogram) || touchesHistograms(cmd.expr, hist);
+  return skip ? "skipped" : runEval(engine, store, cmd);
+}
+
 export function runFile(path: string, engine: Engine = createEngine({ timeoutMs: 0 })): FileReport {
   const report: FileReport = { file: path, passed: 0, failed: 0, skipped: 0, failures: [] };
   const store = new MemStorage();
@@ -32,36 +72,12 @@ export function runFile(path: string, engine: Engine = createEngine({ timeoutMs:
       continue;
     }
     if (cmd.kind === "load") {
-      for (const s of cmd.series) {
-        if (s.histogram) {
-          hist.push(s.labels);
-          continue;
-        }
-        const name = s.labels.find((l) => l.name === "__name__")?.value ?? "";
-        if (cmd.nhcb && name.endsWith("_bucket")) {
-          // load_with_nhcb also stores a native histogram named without `_bucket`.
-          hist.push(
-            s.labels
-              .filter((l) => l.name !== "le")
-              .map((l) => (l.name === "__name__" ? { name: l.name, value: name.slice(0, -7) } : l)),
-          );
-        }
-        s.values.forEach((v, k) => {
-          if (v === null) return;
-          if (v === "stale") store.appendStale(s.labels, k * cmd.intervalMs);
-          else store.append(s.labels, k * cmd.intervalMs, v);
-        });
-      }
+      loadInto(cmd, store, hist);
       continue;
     }
-    const skip =
-      SKIP_EXPR.test(cmd.expr) || cmd.results.some((r) => r.histogram) || touchesHistograms(cmd.expr, hist);
-    if (skip) {
-      report.skipped++;
-      continue;
-    }
-    const reason = runEval(engine, store, cmd);
-    if (reason === null) report.passed++;
+    const reason = evalCommand(engine, store, cmd, hist);
+    if (reason === "skipped") report.skipped++;
+    else if (reason === null) report.passed++;
     else {
       report.failed++;
       report.failures.push({ line: cmd.line, expr: cmd.expr, reason });
@@ -105,7 +121,7 @@ function touchesHistograms(expr: string, hist: Labels[]): boolean {
 }
 
 /** Null when the eval passes, else why not. */
-function runEval(engine: Engine, store: MemStorage, cmd: EvalCmd): string | null {
+function runEval(engine: Engine, store: Queryable, cmd: EvalCmd): string | null {
   const failExp = cmd.expects.find((e) => e.kind === "fail");
   let res: QueryResult;
   try {
@@ -144,7 +160,7 @@ function runEval(engine: Engine, store: MemStorage, cmd: EvalCmd): string | null
  * As Prometheus' test runner does, re-runs an instant eval as a one-step range query and checks
  * that both paths agree (same series, same values).
  */
-function rangeConsistency(engine: Engine, store: MemStorage, cmd: EvalCmd, inst: QueryResult): string | null {
+function rangeConsistency(engine: Engine, store: Queryable, cmd: EvalCmd, inst: QueryResult): string | null {
   const expr = parse(cmd.expr);
   const t = typeOf(expr);
   if (t !== "vector" && t !== "scalar") return null;
