@@ -352,7 +352,9 @@ async function newestObservations(
       if (last !== undefined) perSeries.set(`${def.id}\u0000${key}`, last);
     }
   }
-  if (vmLast === undefined && byStored.size > 0) vmLast = Math.max(...byStored.values());
+  // The derived observation series has one sample per ingest batch, so inside a range that ends in
+  // the past the read series themselves can be newer: take the newest of both.
+  for (const t of byStored.values()) vmLast = Math.max(vmLast ?? 0, t);
   return { perSeries, vm: vmLast === undefined ? undefined : Math.floor(vmLast) };
 }
 
