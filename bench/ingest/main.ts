@@ -71,17 +71,19 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
     let failed = 0;
     let firstError = "";
     const url = running.base + spec.write;
-    await Promise.all(
-      w.lanes.map(async (bodies) => {
-        for (const body of bodies) {
-          const r = await pushRemoteWrite(url, spec.token, body, { timeoutMs: 120_000 });
-          if (r.status >= 300) {
-            failed++;
-            firstError ||= `${r.status} ${r.body.slice(0, 300)}`;
+    for (const step of w.steps) {
+      await Promise.all(
+        Array.from({ length: concurrency }, async (_, k) => {
+          for (let i = k; i < step.length; i += concurrency) {
+            const r = await pushRemoteWrite(url, spec.token, step[i], { timeoutMs: 120_000 });
+            if (r.status >= 300) {
+              failed++;
+              firstError ||= `${r.status} ${r.body.slice(0, 300)}`;
+            }
           }
-        }
-      }),
-    );
+        }),
+      );
+    }
     if (spec.flush) await fetch(running.base + spec.flush);
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuSeconds(pid) - cpu0;
@@ -112,18 +114,15 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
   }
 }
 
-const w = buildWorkload(
-  {
-    series: num("BENCH_SERIES", quick ? 4_000 : 10_000),
-    hours: num("BENCH_HOURS", quick ? 2 : 4),
-    seriesPerRequest: 1000,
-    churnShare: num("BENCH_CHURN", 0.02),
-    churnEveryMs: 15 * 60_000,
-    projects: 5,
-    endMs: Date.now(),
-  },
-  concurrency,
-);
+const w = buildWorkload({
+  series: num("BENCH_SERIES", quick ? 4_000 : 10_000),
+  hours: num("BENCH_HOURS", quick ? 2 : 4),
+  seriesPerRequest: 1000,
+  churnShare: num("BENCH_CHURN", 0.02),
+  churnEveryMs: 15 * 60_000,
+  projects: 5,
+  endMs: Date.now(),
+});
 console.log(
   `workload: ${w.activeSeries.toLocaleString()} active series (${w.vms.length} VMs over the run, ` +
     `${w.totalSeries.toLocaleString()} series), ${w.opts.hours} h at 30 s with ms jitter = ` +

@@ -44,8 +44,13 @@ export interface Workload {
   readonly totalSeries: number;
   /** Samples sent, staleness markers included. */
   readonly samples: number;
-  /** Bodies per sender, in send order. A VM always lands in the same lane, so series order holds. */
-  readonly lanes: Uint8Array[][];
+  /**
+   * Request bodies per 30 s step. Within a step, request i goes to sender i % senders; a VM keeps its
+   * request slot, so one sender carries each series in order. Senders finish a step before the next
+   * (a live collector is never an hour behind itself; Prometheus refuses samples older than its head
+   * max time − 1 h as out of bounds).
+   */
+  readonly steps: Uint8Array[][];
   readonly requests: number;
   readonly startMs: number;
   readonly endMs: number;
@@ -120,7 +125,7 @@ interface VmState {
   retiring: boolean;
 }
 
-export function buildWorkload(opts: WorkloadOptions, lanes: number): Workload {
+export function buildWorkload(opts: WorkloadOptions): Workload {
   const stepMs = 30_000;
   const steps = Math.max(2, Math.round((opts.hours * 3_600_000) / stepMs));
   const startMs = Math.floor(opts.endMs / stepMs) * stepMs - (steps - 1) * stepMs;
@@ -153,7 +158,7 @@ export function buildWorkload(opts: WorkloadOptions, lanes: number): Workload {
   let active: VmState[] = Array.from({ length: nVms }, newVm);
   const churnSteps = Math.max(1, Math.round(opts.churnEveryMs / stepMs));
   const vmsPerRequest = Math.max(1, Math.floor(opts.seriesPerRequest / perVm));
-  const bodies: Uint8Array[][] = Array.from({ length: lanes }, () => []);
+  const bodies: Uint8Array[][] = [];
   let samples = 0;
   for (let s = 0; s < steps; s++) {
     const base = startMs + s * stepMs;
@@ -204,10 +209,7 @@ export function buildWorkload(opts: WorkloadOptions, lanes: number): Workload {
     }
     if (batch.length > 0) stepSeries.push(batch);
     active = next;
-    // Requests of a step are dealt to `lanes` senders; a VM stays in its request slot, so in its lane.
-    stepSeries.forEach((ts, i) => {
-      bodies[i % lanes].push(encodeRemoteWriteBody({ timeseries: ts, metadata: [] }));
-    });
+    bodies.push(stepSeries.map((ts) => encodeRemoteWriteBody({ timeseries: ts, metadata: [] })));
   }
   return {
     opts,
@@ -216,7 +218,7 @@ export function buildWorkload(opts: WorkloadOptions, lanes: number): Workload {
     activeSeries: nVms * perVm,
     totalSeries: vms.length * perVm,
     samples,
-    lanes: bodies,
+    steps: bodies,
     requests: bodies.reduce((n, l) => n + l.length, 0),
     startMs: startMs - stepMs,
     endMs: opts.endMs,

@@ -54,16 +54,26 @@ export interface BlockChunk {
 
 export interface BlockSeries {
   readonly labels: Labels;
-  readonly chunks: readonly BlockChunk[];
+  /**
+   * The series' chunks, time ordered. Called once, while the block is written, so a writer holds
+   * one series' chunks at a time; an empty result leaves the series out.
+   */
+  readonly chunks: () => readonly BlockChunk[];
 }
 
-/** Writes a block from series sorted by labels; returns its meta. Synchronous (see db.ts). */
+/** Bytes of chunk data gathered before one write to the chunks file. */
+const CHUNK_WRITE_BUFFER = 1 << 20;
+
+/**
+ * Writes a block from series sorted by labels, streaming their chunks; returns its meta, or
+ * undefined when no series had a chunk (nothing is left on disk then). Synchronous (see db.ts).
+ */
 export function writeBlock(
   dir: string,
   series: readonly BlockSeries[],
   coversBefore: number,
   walSegment: number,
-): BlockMeta {
+): BlockMeta | undefined {
   const name = `${Date.now().toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`;
   const tmp = join(dir, `${name}.tmp`);
   mkdirSync(tmp, { recursive: true });
@@ -75,40 +85,65 @@ export function writeBlock(
     }
   }
   const chunksFd = openSync(join(tmp, "chunks"), "w");
+  const pending = Buffer.allocUnsafe(CHUNK_WRITE_BUFFER);
+  let pendingLen = 0;
+  const flushChunks = (): void => {
+    let off = 0;
+    while (off < pendingLen) off += writeSync(chunksFd, pending, off, pendingLen - off);
+    pendingLen = 0;
+  };
   const ix = new ByteWriter();
-  ix.str8(INDEX_MAGIC);
-  ix.u32(syms.size);
-  for (let i = 0; i < syms.size; i++) ix.bytes32(Buffer.from(syms.str(i), "utf8"));
-  ix.u32(series.length);
   let offset = writeSync(chunksFd, Buffer.from(CHUNKS_MAGIC, "latin1"));
   let minTime = Number.POSITIVE_INFINITY;
   let maxTime = Number.NEGATIVE_INFINITY;
   let numSamples = 0;
   let numChunks = 0;
-  for (const s of series) {
-    ix.u16(s.labels.length);
-    for (const l of s.labels) {
-      ix.u32(syms.get(l.name));
-      ix.u32(syms.get(l.value));
+  let numSeries = 0;
+  try {
+    for (const s of series) {
+      const chunks = s.chunks();
+      if (chunks.length === 0) continue;
+      numSeries++;
+      ix.u16(s.labels.length);
+      for (const l of s.labels) {
+        ix.u32(syms.get(l.name));
+        ix.u32(syms.get(l.value));
+      }
+      ix.u32(chunks.length);
+      for (const c of chunks) {
+        if (pendingLen + c.bytes.length > pending.length) flushChunks();
+        if (c.bytes.length > pending.length) writeSync(chunksFd, c.bytes);
+        else {
+          pending.set(c.bytes, pendingLen);
+          pendingLen += c.bytes.length;
+        }
+        ix.f64(c.minT);
+        ix.f64(c.maxT);
+        ix.f64(offset);
+        ix.u32(c.bytes.length);
+        ix.u16(c.count);
+        offset += c.bytes.length;
+        minTime = Math.min(minTime, c.minT);
+        maxTime = Math.max(maxTime, c.maxT);
+        numSamples += c.count;
+        numChunks++;
+      }
     }
-    ix.u32(s.chunks.length);
-    for (const c of s.chunks) {
-      writeSync(chunksFd, c.bytes);
-      ix.f64(c.minT);
-      ix.f64(c.maxT);
-      ix.f64(offset);
-      ix.u32(c.bytes.length);
-      ix.u16(c.count);
-      offset += c.bytes.length;
-      minTime = Math.min(minTime, c.minT);
-      maxTime = Math.max(maxTime, c.maxT);
-      numSamples += c.count;
-      numChunks++;
-    }
+    flushChunks();
+    fsyncSync(chunksFd);
+  } finally {
+    closeSync(chunksFd);
   }
-  fsyncSync(chunksFd);
-  closeSync(chunksFd);
-  const body = ix.finish();
+  if (numSeries === 0) {
+    rmSync(tmp, { recursive: true, force: true });
+    return undefined;
+  }
+  const head = new ByteWriter();
+  head.str8(INDEX_MAGIC);
+  head.u32(syms.size);
+  for (let i = 0; i < syms.size; i++) head.bytes32(Buffer.from(syms.str(i), "utf8"));
+  head.u32(numSeries);
+  const body = Buffer.concat([head.finish(), ix.finish()]);
   const index = Buffer.alloc(body.length + 4);
   body.copy(index);
   index.writeUInt32LE(crc32(body), body.length);
@@ -120,7 +155,7 @@ export function writeBlock(
     maxTime,
     coversBefore,
     walSegment,
-    numSeries: series.length,
+    numSeries,
     numSamples,
     numChunks,
   };

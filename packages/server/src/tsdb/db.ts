@@ -239,20 +239,24 @@ export class TsdbImpl implements Tsdb {
     this.applyRetention();
   }
 
-  /** Writes every head sample below `before` into one block, then drops them from the head. */
+  /**
+   * Writes every head sample below `before` into one block, then drops them from the head. Series
+   * are sorted by labels first and their chunks encoded one series at a time while the block is
+   * written, so the cut holds one series' samples, not the whole block's.
+   */
   #cutBlock(before: number, walSegment: number): void {
     const head = this.head;
-    const refs = Array.from(head.reg.allPostings());
-    const series: BlockSeries[] = [];
-    for (const ref of refs) {
-      const s = head.samples(ref, Number.NEGATIVE_INFINITY, before - 1);
-      if (s.t.length === 0) continue;
-      const chunks = encodeChunks(s.t, s.v, s.t.length, this.opts.chunkTargetSamples);
-      series.push({ labels: head.reg.labels(ref), chunks });
-    }
+    const refs = Array.from(head.reg.allPostings()).filter((ref) => head.hasDataBefore(ref, before));
+    const series: BlockSeries[] = refs.map((ref) => ({
+      labels: head.reg.labels(ref),
+      chunks: () => {
+        const s = head.samples(ref, Number.NEGATIVE_INFINITY, before - 1);
+        return encodeChunks(s.t, s.v, s.t.length, this.opts.chunkTargetSamples);
+      },
+    }));
     series.sort((a, b) => compareLabels(a.labels, b.labels));
-    if (series.length > 0) {
-      const meta = writeBlock(this.#blocksDir, series, before, walSegment);
+    const meta = writeBlock(this.#blocksDir, series, before, walSegment);
+    if (meta) {
       this.#blocks.push(new Block(join(this.#blocksDir, meta.name)));
       this.#sortBlocks();
     }
