@@ -1,5 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { registerAuthCommands } from "./commands/auth.ts";
+import { registerKeyCommands } from "./commands/keys.ts";
+import { registerMonitoringCommands } from "./commands/monitoring.ts";
 import { UsageError } from "./common.ts";
 
 /**
@@ -15,6 +17,8 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   registerAuthCommands(program);
+  registerMonitoringCommands(program);
+  registerKeyCommands(program);
   return program;
 }
 
