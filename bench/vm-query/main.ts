@@ -1,0 +1,192 @@
+/**
+ * VM query benchmark (not a test): QueryVMMonitoring, ListVMMonitoring and an export shard against
+ * the whole server in-process over loopback HTTP (auth, Connect, limiter, TSDB, PromQL included).
+ *
+ *   npm run bench:vm-query              1,000 VMs × 7 days of 30 s samples (6 stored series per VM)
+ *   npm run bench:vm-query -- --quick   100 VMs × 1 day
+ *
+ * Data: written straight into the TSDB appender (not through HTTP ingest, which would take minutes
+ * for ~121 M samples), with the derived series (utilization, memory used) computed by the same
+ * formula as ingest. Every VM also carries 34 per-device series over the last 5 minutes so that one
+ * export shard (of 4) holds 250 VMs × 40 = 10,000 series. Requests run one at a time.
+ * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER.
+ */
+import { randomUUID } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
+import { testDialects } from "../../packages/server/src/testing/dialects.ts";
+import { startTestApp } from "../../packages/server/src/testing/harness.ts";
+
+const quick = process.argv.includes("--quick");
+const num = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt);
+const VMS = num("BENCH_VMS", quick ? 100 : 1000);
+const DAYS = num("BENCH_DAYS", quick ? 1 : 7);
+const ITER = num("BENCH_ITER", quick ? 100 : 400);
+const STEP_MS = 30_000;
+const S = 1000;
+
+const [sqlite] = await testDialects();
+const t = await startTestApp(sqlite.dialect);
+const out = (s: string) => process.stdout.write(`${s}\n`);
+try {
+  const nowMs = t.clock.now();
+  const vmIds = Array.from({ length: VMS }, (_, i) => `vm-${String(i).padStart(4, "0")}`);
+  let p0 = performance.now();
+  const p = await t.seedProject("bench", vmIds);
+  out(`seeded ${VMS} VMs in ${((performance.now() - p0) / 1000).toFixed(1)} s`);
+
+  // 7 days of 6 series per VM, time-major so every series is appended in order.
+  p0 = performance.now();
+  const base = (vm: string, vmId: string) => ({
+    project_id: "bench",
+    vm,
+    vm_id: vmId,
+    location: "dc-1",
+    source: "hypervisor",
+  });
+  const labels = p.vms.map((vm, i) => {
+    const b = base(vm, vmIds[i]);
+    return {
+      util: labelsFromRecord({ ...b, __name__: "svc_vm_cpu_utilization_pct" }),
+      used: labelsFromRecord({ ...b, __name__: "svc_vm_memory_used_bytes" }),
+      total: labelsFromRecord({ ...b, __name__: "svc_vm_memory_total_bytes" }),
+      vcpus: labelsFromRecord({ ...b, __name__: "svc_vm_vcpus" }),
+      disk: labelsFromRecord({ ...b, __name__: "svc_vm_disk_read_bytes_total", device: "vda" }),
+      net: labelsFromRecord({ ...b, __name__: "svc_vm_network_receive_bytes_total", interface: "eth0" }),
+      last: labelsFromRecord({ ...b, __name__: "svc_vm_last_observation_timestamp_seconds" }),
+    };
+  });
+  const steps = Math.floor((DAYS * 86_400_000) / STEP_MS) - 2;
+  const start = nowMs - steps * STEP_MS;
+  let samples = 0;
+  for (let k = 0; k <= steps; k++) {
+    const ts = start + k * STEP_MS;
+    const app = t.app.tsdb.appender();
+    for (let i = 0; i < VMS; i++) {
+      const l = labels[i];
+      const u = 20 + 15 * Math.sin((k + i) / 120) + (i % 7);
+      app.append(l.util, ts, u);
+      app.append(l.used, ts, 2e9 + 1e6 * ((k + i) % 500));
+      app.append(l.total, ts, 4 * 2 ** 30);
+      app.append(l.vcpus, ts, 2);
+      app.append(l.disk, ts, k * 4096 * (1 + (i % 3)));
+      app.append(l.net, ts, k * 1500 * (1 + (i % 5)));
+      samples += 6;
+      if (k % 10 === 0 || k === steps) {
+        app.append(l.last, ts, ts / 1000);
+        samples++;
+      }
+    }
+    await app.commit();
+    if (k % 2880 === 0) out(`  day ${k / 2880} written (${samples} samples)`);
+  }
+  // Per-device series over the last 5 minutes: 34 more per VM.
+  const disks = ["read_bytes", "written_bytes", "reads_completed", "writes_completed"];
+  for (let k = 0; k < 10; k++) {
+    const ts = nowMs - (9 - k) * STEP_MS;
+    const app = t.app.tsdb.appender();
+    for (let i = 0; i < VMS; i++) {
+      const b = base(p.vms[i], vmIds[i]);
+      for (let d = 0; d < 8; d++)
+        for (const m of disks)
+          app.append(
+            labelsFromRecord({ ...b, __name__: `svc_vm_disk_${m}_total`, device: `vd${"bcdefghi"[d]}` }),
+            ts,
+            k * 10 + d,
+          );
+      for (const m of ["transmit_bytes", "transmit_packets"])
+        app.append(
+          labelsFromRecord({ ...b, __name__: `svc_vm_network_${m}_total`, interface: "eth0" }),
+          ts,
+          k * 100,
+        );
+      samples += 34;
+    }
+    await app.commit();
+  }
+  const loadS = (performance.now() - p0) / 1000;
+  out(`loaded ${samples.toLocaleString("en")} samples via the TSDB appender in ${loadS.toFixed(1)} s`);
+
+  const key = await t.clients(p.owner.session).keys.createKey({
+    parent: p.projectName,
+    displayName: "bench",
+    capabilities: ["monitoring.read"],
+    requestId: randomUUID(),
+  });
+  const c = t.clients(key.secret).monitoring;
+  const nowS = nowMs / S;
+  const rows: string[][] = [];
+  const measure = async (name: string, n: number, fn: (i: number) => Promise<unknown>) => {
+    for (let i = 0; i < Math.min(10, n); i++) await fn(i); // warm-up
+    const lat: number[] = [];
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) {
+      const a = performance.now();
+      await fn(i);
+      lat.push(performance.now() - a);
+    }
+    const total = (performance.now() - t0) / 1000;
+    lat.sort((x, y) => x - y);
+    const q = (f: number) => lat[Math.min(lat.length - 1, Math.floor(f * lat.length))].toFixed(2);
+    rows.push([name, String(n), q(0.5), q(0.99), (n / total).toFixed(0)]);
+  };
+  const six = [
+    "cpu_utilization_pct",
+    "memory_used_bytes",
+    "memory_used_pct",
+    "vcpus",
+    "disk_read_bytes_per_sec",
+    "network_receive_bytes_per_sec",
+  ];
+  const query = (i: number, metricIds: string[], rangeS: number, step: number) =>
+    c.queryVMMonitoring({
+      name: p.vms[(i * 7919) % VMS],
+      metricIds,
+      startTimeUnix: BigInt(nowS - rangeS),
+      endTimeUnix: BigInt(nowS),
+      stepSeconds: step,
+    });
+  await measure(`QueryVMMonitoring ${DAYS} d @1800 s, 6 metrics`, ITER, async (i) => {
+    const r = await query(i, six, DAYS * 86_400, 1800);
+    if (r.series.length < 6 || r.quality?.partial)
+      throw new Error(
+        `unexpected response: ${r.series.map((s) => s.metricId)} ${JSON.stringify(r.quality?.errors)}`,
+      );
+  });
+  await measure("QueryVMMonitoring 1 h @30 s, 6 metrics", ITER, (i) => query(i, six, 3600, 30));
+  await measure("QueryVMMonitoring 1 h @30 s, cpu only", ITER, (i) =>
+    query(i, ["cpu_utilization_pct"], 3600, 30),
+  );
+  const pages: string[] = [""];
+  for (;;) {
+    const r = await c.listVMMonitoring({ projectName: p.projectName, pageSize: 50, pageToken: pages.at(-1) });
+    if (!r.nextPageToken) break;
+    pages.push(r.nextPageToken);
+  }
+  await measure("ListVMMonitoring page of 50 (metrics)", ITER, (i) =>
+    c.listVMMonitoring({ projectName: p.projectName, pageSize: 50, pageToken: pages[i % pages.length] }),
+  );
+  let exported = 0;
+  await measure(
+    `export shard (~${Math.round((VMS / 4) * 40).toLocaleString("en")} series)`,
+    Math.max(20, ITER / 10),
+    async (i) => {
+      const res = await fetch(`${t.baseUrl}/v1/monitoring/projects/bench/export?shard=${i % 4}`, {
+        headers: { Authorization: `Bearer ${key.secret}` },
+      });
+      const body = await res.text();
+      if (res.status !== 200) throw new Error(body);
+      exported = Math.max(exported, body.split("\n").filter((l) => l && !l.startsWith("#")).length);
+    },
+  );
+  out(
+    `\n${VMS} VMs, ${DAYS} d of data; largest shard exported ${exported.toLocaleString("en")} series lines`,
+  );
+  out("| request | n | p50 ms | p99 ms | req/s |");
+  out("| --- | --- | --- | --- | --- |");
+  for (const r of rows) out(`| ${r.join(" | ")} |`);
+  const p99 = Number(rows[0][3]);
+  out(`\ngoal QueryVMMonitoring ${DAYS} d p99 ≤ 10 ms: ${p99 <= 10 ? "met" : "NOT met"} (${p99} ms)`);
+} finally {
+  await t.close();
+}
