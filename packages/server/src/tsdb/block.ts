@@ -294,6 +294,17 @@ export class Block implements PostingsIndex {
     return n === total ? { t, v } : { t: t.slice(0, n), v: v.slice(0, n) };
   }
 
+  /** Whether series id has a sample in [mint, maxt] (ms, inclusive); decodes only straddling chunks. */
+  hasSamplesIn(id: number, mint: number, maxt: number): boolean {
+    let straddles = false;
+    for (let c = this.#chunkStart[id]; c < this.#chunkStart[id + 1]; c++) {
+      if (this.#cMaxT[c] < mint || this.#cMinT[c] > maxt) continue;
+      if (this.#cMinT[c] >= mint && this.#cMaxT[c] <= maxt) return true;
+      straddles = true;
+    }
+    return straddles && this.samples(id, mint, maxt).t.length > 0;
+  }
+
   labelValues(name: string): Iterable<string> {
     return this.#postings.get(name)?.keys() ?? [];
   }

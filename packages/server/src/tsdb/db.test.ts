@@ -194,6 +194,39 @@ describe("tsdb persistence", () => {
     assert.equal(r.accepted, 1);
   });
 
+  it("answers labels-only selects from chunk bounds exactly as a full select would", async () => {
+    const { db } = await open();
+    const samples: [Labels, number, number][] = [];
+    const start = T0 - 4 * HOUR;
+    // A sparse series: one sample every 10 min, so ranges fall into gaps inside a chunk.
+    for (let t = start; t <= T0; t += 600_000) samples.push([a, t, 1]);
+    for (let t = start; t <= T0; t += 30_000) samples.push([b, t, 2]);
+    await write(db, samples);
+    await write(db, [[a, T0 - HOUR + 15_000, 7]]); // out of order, inside a gap of a
+    await db.compact();
+    assert.ok(db.stats().blocks >= 1);
+    const q = db.querier();
+    const m = [{ type: "=", name: "__name__", value: "m" } as const];
+    const ranges: [number, number][] = [
+      [start, T0],
+      [start + 1, start + 599_999], // a gap of a, in a block
+      [T0 - 20 * 60_000 + 1, T0 - 10 * 60_000 - 1], // a gap of a, in the head
+      [T0 - HOUR + 15_000, T0 - HOUR + 15_000], // only the out-of-order sample of a
+      [T0 + 1, T0 + HOUR],
+      [start - HOUR, start],
+    ];
+    for (const [mint, maxt] of ranges) {
+      const full = q.select(m, mint, maxt).map((s) => s.labels);
+      const only = q.select(m, mint, maxt, { labelsOnly: true });
+      assert.deepEqual(
+        only.map((s) => s.labels),
+        full,
+        `range [${mint - T0}, ${maxt - T0}]`,
+      );
+      assert.ok(only.every((s) => s.timestamps.length === 0));
+    }
+  });
+
   it("cuts blocks, reopens them and answers the same query", async () => {
     const { db, dir, clock } = await open();
     const samples: [Labels, number, number][] = [];

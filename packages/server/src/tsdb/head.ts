@@ -232,6 +232,31 @@ export class Head {
     return mergeSamples([a, { t: bt, v: bv }]);
   }
 
+  /**
+   * Whether ref has a sample with mint ≤ t ≤ maxt (ms, inclusive). Decided from chunk bounds when a
+   * chunk lies wholly inside or no chunk overlaps; only a chunk straddling an edge is decoded.
+   */
+  hasSamplesIn(ref: number, mint: number, maxt: number): boolean {
+    if (this.ooo.countIn(ref, mint, maxt) > 0) return true;
+    const lo = Math.max(mint, this.minValidT);
+    if (lo > maxt) return false;
+    let straddles = false;
+    const check = (cMin: number, cMax: number): boolean => {
+      if (cMax < lo || cMin > maxt) return false;
+      if (cMin >= lo && cMax <= maxt) return true;
+      straddles = true;
+      return false;
+    };
+    if (this.#slot[ref] >= 0 && this.#ocCount[ref] > 0 && check(this.#ocMinT[ref], this.#maxT[ref]))
+      return true;
+    const ch = this.#chunks;
+    for (let id = this.#lastClosed[ref]; id >= 0; id = ch.prev[id]) {
+      if (ch.maxT[id] < lo) break; // newest first
+      if (check(ch.minT[id], ch.maxT[id])) return true;
+    }
+    return straddles && this.#inOrder(ref, mint, maxt).t.length > 0;
+  }
+
   /** Refs that may hold data older than `before` (ms). */
   hasDataBefore(ref: number, before: number): boolean {
     if (this.#ocCount[ref] > 0 && this.#ocMinT[ref] < before) return true;

@@ -30,6 +30,7 @@ export class TsdbQuerier implements Querier {
     hints?: SelectHints,
   ): SeriesData[] {
     const cms = compileMatchers(matchers);
+    if (hints?.labelsOnly) return this.#labelsOnly(cms, mintMs, maxtMs);
     const found = new Map<string, { labels: Labels; parts: SampleArrays[] }>();
     const add = (labels: Labels, s: SampleArrays): void => {
       if (s.t.length === 0) return;
@@ -48,15 +49,33 @@ export class TsdbQuerier implements Querier {
     for (let i = 0; i < refs.length; i++)
       add(head.reg.labels(refs[i]), head.samples(refs[i], mintMs, maxtMs));
     const out: SeriesData[] = [];
-    const empty = new Float64Array(0);
     for (const { labels, parts } of found.values()) {
-      if (hints?.labelsOnly) {
-        out.push({ labels, timestamps: empty, values: empty });
-        continue;
-      }
       const m = mergeSamples(parts);
       out.push({ labels, timestamps: m.t, values: m.v });
     }
+    return out.sort((a, b) => compareLabels(a.labels, b.labels));
+  }
+
+  /** Matching series with a sample in range, labels only: postings and chunk bounds, no decoding. */
+  #labelsOnly(cms: ReturnType<typeof compileMatchers>, mintMs: number, maxtMs: number): SeriesData[] {
+    const found = new Map<string, Labels>();
+    const add = (labels: Labels): void => {
+      const key = labelsKey(labels);
+      if (!found.has(key)) found.set(key, labels);
+    };
+    for (const b of this.#blocks) {
+      if (b.meta.maxTime < mintMs || b.meta.minTime > maxtMs) continue;
+      const ids = postingsForMatchers(b, cms);
+      for (let i = 0; i < ids.length; i++) if (b.hasSamplesIn(ids[i], mintMs, maxtMs)) add(b.labels(ids[i]));
+    }
+    const head = this.#head;
+    const refs = postingsForMatchers(head.reg, cms);
+    for (let i = 0; i < refs.length; i++) {
+      if (head.hasSamplesIn(refs[i], mintMs, maxtMs)) add(head.reg.labels(refs[i]));
+    }
+    const empty = new Float64Array(0);
+    const out: SeriesData[] = [];
+    for (const labels of found.values()) out.push({ labels, timestamps: empty, values: empty });
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
   }
 
