@@ -34,13 +34,11 @@ describe("svc keys and svc monitoring (CLI against an in-process server)", async
     p = await t.seedProject("cli", ["web-1", "web-2"]);
     env = { SVC_BASE_URL: t.baseUrl, SVC_TOKEN: p.owner.session };
     saName = (
-      await t
-        .clients(p.owner.session)
-        .serviceAccounts.createServiceAccount({
-          parent: p.projectName,
-          displayName: "s",
-          template: "Metrics scraper",
-        })
+      await t.clients(p.owner.session).serviceAccounts.createServiceAccount({
+        parent: p.projectName,
+        displayName: "s",
+        template: "Metrics scraper",
+      })
     ).name;
   });
   after(() => t?.close());

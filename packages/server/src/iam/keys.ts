@@ -1,8 +1,8 @@
 import type { Db } from "../db/database.ts";
 import type { ApiKeyTable } from "../db/schema.ts";
-import { invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
+import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { parseProjectName } from "../inventory/names.ts";
-import { type Capability, isCapability, type Role, rolePermissions } from "./capabilities.ts";
+import { type Capability, isCapability, rolePermissions } from "./capabilities.ts";
 import { bodyHash, findReplay, validateRequestId } from "./idempotency.ts";
 import { requireMember, requireOwner } from "./membership.ts";
 import { generateSecret, hashSecret, newId, secretHint } from "./secrets.ts";

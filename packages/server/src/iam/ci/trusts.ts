@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Db } from "../../db/database.ts";
 import type { CiTrustTable } from "../../db/schema.ts";
-import { invalidArgument, notFound, permissionDenied } from "../../errors.ts";
+import { invalidArgument, notFound } from "../../errors.ts";
 import { parseProjectName } from "../../inventory/names.ts";
 import { type Capability, isCapability } from "../capabilities.ts";
 import { requireMember, requireOwner } from "../membership.ts";
