@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { SvcError } from "../errors.ts";
-import { authenticate, authorizeProject, bearerToken, type TokenResolver } from "../iam/principal.ts";
+import { authorizeBearer, type TokenResolver } from "../iam/principal.ts";
 import {
   EXPOSITION_CONTENT_TYPE,
   type ExportDeps,
@@ -47,11 +47,17 @@ export function scrapeRoutes(deps: ScrapeHttpDeps): FastifyPluginAsync {
   return async (scope) => {
     scope.addHook("onRequest", async (req: Req, reply) => {
       try {
-        const principal = await authenticate(deps.db, bearerToken(req.headers.authorization), deps.now(), {
-          operatorToken: deps.operatorToken,
-          ciTokenResolver: deps.ciTokenResolver,
-        });
-        await authorizeProject(deps.db, principal, req.params.projectId ?? "", "monitoring.read");
+        await authorizeBearer(
+          deps.db,
+          req.headers.authorization,
+          req.params.projectId ?? "",
+          "monitoring.read",
+          deps.now(),
+          {
+            operatorToken: deps.operatorToken,
+            ciTokenResolver: deps.ciTokenResolver,
+          },
+        );
       } catch (err) {
         return fail(reply, err);
       }

@@ -130,6 +130,23 @@ async function keyPrincipal(db: Db, token: string, nowMs: number): Promise<KeyPr
 }
 
 /**
+ * The HTTP surfaces' check (Prometheus API, scrape discovery and export): authenticates the
+ * `Authorization` header and authorizes `capability` in the project of the path, before any read.
+ */
+export async function authorizeBearer(
+  db: Db,
+  authorization: string | undefined,
+  projectId: string,
+  capability: Capability,
+  nowMs: number,
+  opts: AuthenticateOptions,
+): Promise<Principal> {
+  const principal = await authenticate(db, bearerToken(authorization), nowMs, opts);
+  await authorizeProject(db, principal, projectId, capability);
+  return principal;
+}
+
+/**
  * Checks that the principal may use `capability` in `projectId`: the project boundary first, then the
  * credential's capabilities, then the identity's current state and grants (effective = both).
  */

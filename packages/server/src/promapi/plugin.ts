@@ -8,7 +8,7 @@ import formbody from "@fastify/formbody";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
-import { authenticate, authorizeProject, bearerToken, type TokenResolver } from "../iam/principal.ts";
+import { authorizeBearer, type TokenResolver } from "../iam/principal.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
 import { ApiError, toApiError } from "./errors.ts";
@@ -52,11 +52,17 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
 
     scope.addHook("onRequest", async (req: Req, reply) => {
       try {
-        const principal = await authenticate(deps.db, bearerToken(req.headers.authorization), deps.now(), {
-          operatorToken: deps.operatorToken,
-          ciTokenResolver: deps.ciTokenResolver,
-        });
-        await authorizeProject(deps.db, principal, req.params.projectId ?? "", "monitoring.read");
+        await authorizeBearer(
+          deps.db,
+          req.headers.authorization,
+          req.params.projectId ?? "",
+          "monitoring.read",
+          deps.now(),
+          {
+            operatorToken: deps.operatorToken,
+            ciTokenResolver: deps.ciTokenResolver,
+          },
+        );
       } catch (err) {
         return sendError(reply, toApiError(err, "", "", logUnknown));
       }
