@@ -5,9 +5,10 @@
  */
 import type { LabelMatcher, Labels, Querier, SelectHints, SeriesData } from "../storage/interface.ts";
 import type { Block } from "./block.ts";
-import { type Head, mergeSamples, type SampleArrays } from "./head.ts";
+import type { Head, SampleArrays } from "./head.ts";
 import { compareLabels, labelsKey } from "./labels.ts";
 import { compileMatchers, postingsForMatchers } from "./matchers.ts";
+import { mergeParts } from "./merge.ts";
 
 export class TsdbQuerier implements Querier {
   readonly #head: Head;
@@ -50,7 +51,7 @@ export class TsdbQuerier implements Querier {
       add(head.reg.labels(refs[i]), head.samples(refs[i], mintMs, maxtMs));
     const out: SeriesData[] = [];
     for (const { labels, parts } of found.values()) {
-      const m = mergeSamples(parts);
+      const m = mergeParts(parts);
       out.push({ labels, timestamps: m.t, values: m.v });
     }
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
