@@ -110,6 +110,9 @@ const scratchBits = new Uint32Array(scratch.buffer);
 
 /** True when values[i] holds the staleness marker's exact bits. */
 export function isStaleMarker(values: Float64Array, i: number): boolean {
+  const x = values[i];
+  // Only a NaN can carry the marker: every other value is decided without touching its bits.
+  if (!Number.isNaN(x)) return false;
   const bits = new Uint32Array(values.buffer, values.byteOffset + i * 8, 2);
   return bits[1] === STALE_NAN_BITS_HI && bits[0] === STALE_NAN_BITS_LO;
 }

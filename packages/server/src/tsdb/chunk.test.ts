@@ -98,6 +98,42 @@ describe("xor chunk", () => {
     assert.deepEqual(Array.from(v.subarray(0, n)), [2, 3, 4]);
   });
 
+  it("round-trips random data bit-exactly from a buffer cut to the chunk's own length", () => {
+    // Seeded, so a failure reproduces; a tight buffer makes the decoder read up to the last byte.
+    let seed = 7;
+    const rnd = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed / 4294967296;
+    };
+    for (let round = 0; round < 50; round++) {
+      const n = 1 + Math.floor(rnd() * 200);
+      const ts: number[] = [Math.floor(rnd() * 2e12) - 1e12];
+      for (let i = 1; i < n; i++) {
+        const jump = [1, 15_000, 30_000 + Math.floor(rnd() * 40) - 20, Math.floor(rnd() * 1e9)][
+          Math.floor(rnd() * 4)
+        ];
+        ts.push(ts[i - 1] + jump);
+      }
+      const vs = new Float64Array(n);
+      for (let i = 0; i < n; i++) {
+        const k = rnd();
+        vs[i] =
+          k < 0.2 && i > 0 ? vs[i - 1] : k < 0.5 ? Math.floor(rnd() * 1e6) : k < 0.6 ? -rnd() * 1e300 : rnd();
+      }
+      if (n > 3) writeStaleMarker(vs, 2);
+      const buf = new Uint8Array(bitsToBytes(FIRST_SAMPLE_BITS + n * MAX_SAMPLE_BITS));
+      const s = emptyXorState();
+      for (let i = 0; i < n; i++) xorAppend(buf, 0, s, ts[i], vs[i]);
+      const tight = new Uint8Array(4 + bitsToBytes(s.bits));
+      tight.set(buf.subarray(0, bitsToBytes(s.bits)), 4);
+      const t = new Float64Array(n);
+      const v = new Float64Array(n);
+      assert.equal(xorDecodeInto(tight, 4, n, -Infinity, Infinity, t, v, 0), n);
+      assert.deepEqual(Array.from(t), ts, `round ${round}`);
+      for (let i = 0; i < n; i++) assert.equal(bitsOf(v, i), bitsOf(vs, i), `round ${round} value ${i}`);
+    }
+  });
+
   it("encodeChunks splits at the sample limit", () => {
     const ts = Float64Array.from({ length: 250 }, (_, i) => i * 1000);
     const vs = Float64Array.from({ length: 250 }, (_, i) => i);

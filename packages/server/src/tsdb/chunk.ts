@@ -75,46 +75,6 @@ export class BitWriter {
   }
 }
 
-export class BitReader {
-  buf: Uint8Array = new Uint8Array(0);
-  base = 0;
-  pos = 0;
-
-  reset(buf: Uint8Array, base: number): void {
-    this.buf = buf;
-    this.base = base;
-    this.pos = 0;
-  }
-
-  /** Reads n (≤ 32) bits as an unsigned number. */
-  read(n: number): number {
-    const buf = this.buf;
-    let pos = this.pos;
-    let out = 0;
-    while (n > 0) {
-      const byte = buf[this.base + (pos >>> 3)];
-      const avail = 8 - (pos & 7);
-      const take = Math.min(n, avail);
-      const bits = (byte >>> (avail - take)) & ((1 << take) - 1);
-      out = out * (1 << take) + bits;
-      pos += take;
-      n -= take;
-    }
-    this.pos = pos;
-    return out;
-  }
-
-  readBit(): number {
-    const pos = this.pos++;
-    return (this.buf[this.base + (pos >>> 3)] >>> (7 - (pos & 7))) & 1;
-  }
-
-  readInt64(): number {
-    const hi = this.read(32) | 0;
-    return hi * TWO32 + this.read(32);
-  }
-}
-
 /** Encoder state that survives between appends; stored by the caller (see head.ts). */
 export interface XorState {
   count: number;
@@ -220,14 +180,31 @@ function writeShifted(hi: number, lo: number, shift: number, n: number): void {
   w.write64(hi, lo, n);
 }
 
-const r = new BitReader();
-const DOD_BITS = [0, 14, 17, 20];
+/**
+ * The 32 bits of buf[base...] starting at bit `pos`, most significant first, as an unsigned number.
+ * Bytes past the end of `buf` read as zero (a chunk's last sample may end in its final byte).
+ */
+function peek32(buf: Uint8Array, base: number, pos: number): number {
+  const i = base + (pos >>> 3);
+  const s = pos & 7;
+  if (i + 4 < buf.length) {
+    const w = (buf[i] << 24) | (buf[i + 1] << 16) | (buf[i + 2] << 8) | buf[i + 3];
+    return s === 0 ? w >>> 0 : ((w << s) | (buf[i + 4] >>> (8 - s))) >>> 0;
+  }
+  let w = 0;
+  for (let k = 0; k < 5; k++) w = w * 256 + (i + k < buf.length ? buf[i + k] : 0);
+  // w holds 40 bits; drop the `s` leading ones already consumed and the 8 - s trailing extra.
+  return Math.floor(w / 2 ** (8 - s)) % 4294967296;
+}
 
 /**
  * Decodes `count` samples of the chunk in buf[base...] and appends those with
  * mint ≤ t ≤ maxt (inclusive) to the output arrays at index `at`; returns the new index.
  * Values are written as raw bits through a Uint32Array view, so NaN payloads survive.
  * The output arrays must have room.
+ *
+ * Hot path of every select: bits are read through 32-bit windows (peek32) with the state in locals
+ * rather than through a reader object, and the delta-of-delta buckets are sign-extended with shifts.
  */
 export function xorDecodeInto(
   buf: Uint8Array,
@@ -241,10 +218,11 @@ export function xorDecodeInto(
 ): number {
   if (count === 0) return at;
   const ov = new Uint32Array(outV.buffer, outV.byteOffset, outV.length * 2);
-  r.reset(buf, base);
-  let t = r.readInt64();
-  let hi = r.read(32);
-  let lo = r.read(32);
+  let pos = 0;
+  let t = (peek32(buf, base, 0) | 0) * TWO32 + peek32(buf, base, 32);
+  let hi = peek32(buf, base, 64);
+  let lo = peek32(buf, base, 96);
+  pos = 128;
   let tDelta = 0;
   let leading = 0;
   let trailing = 0;
@@ -257,43 +235,60 @@ export function xorDecodeInto(
       at++;
     }
     if (++i >= count) break;
-    // The dod bucket is the number of leading 1 bits (0..4) of its prefix.
-    let ones = 0;
-    while (ones < 4 && r.readBit() === 1) ones++;
-    const dod = ones === 4 ? r.readInt64() : ones === 0 ? 0 : signed(r.read(DOD_BITS[ones]), DOD_BITS[ones]);
+    // Delta of delta: `0` | `10`+14 | `110`+17 | `1110`+20 | `1111`+64 bits, two's complement.
+    const w = peek32(buf, base, pos);
+    let dod: number;
+    if ((w & 0x80000000) === 0) {
+      dod = 0;
+      pos += 1;
+    } else if ((w & 0x40000000) === 0) {
+      dod = (w << 2) >> 18;
+      pos += 16;
+    } else if ((w & 0x20000000) === 0) {
+      dod = (w << 3) >> 15;
+      pos += 20;
+    } else if ((w & 0x10000000) === 0) {
+      dod = (w << 4) >> 12;
+      pos += 24;
+    } else {
+      pos += 4;
+      dod = (peek32(buf, base, pos) | 0) * TWO32 + peek32(buf, base, pos + 32);
+      pos += 64;
+    }
     tDelta += dod;
     t += tDelta;
-    if (r.readBit() === 1) {
-      if (r.readBit() === 1) {
-        leading = r.read(5);
-        let sig = r.read(6);
-        if (sig === 0) sig = 64;
-        trailing = 64 - leading - sig;
-      }
-      const n = 64 - leading - trailing;
-      let xhi = 0;
-      let xlo: number;
-      if (n > 32) {
-        xhi = r.read(n - 32);
-        xlo = r.read(32);
-      } else xlo = r.read(n);
-      // shift (xhi:xlo) left by trailing
-      if (trailing >= 32) {
-        xhi = (xlo << (trailing - 32)) >>> 0;
-        xlo = 0;
-      } else if (trailing > 0) {
-        xhi = ((xhi << trailing) | (xlo >>> (32 - trailing))) >>> 0;
-        xlo = (xlo << trailing) >>> 0;
-      }
-      hi = (hi ^ xhi) >>> 0;
-      lo = (lo ^ xlo) >>> 0;
+    const x = peek32(buf, base, pos);
+    if ((x & 0x80000000) === 0) {
+      pos += 1; // same value
+      continue;
     }
+    if ((x & 0x40000000) !== 0) {
+      leading = (x >>> 25) & 31;
+      let sig = (x >>> 19) & 63;
+      if (sig === 0) sig = 64;
+      trailing = 64 - leading - sig;
+      pos += 13;
+    } else pos += 2;
+    const n = 64 - leading - trailing;
+    let xhi = 0;
+    let xlo: number;
+    if (n > 32) {
+      xhi = peek32(buf, base, pos) >>> (64 - n);
+      xlo = peek32(buf, base, pos + n - 32);
+    } else xlo = peek32(buf, base, pos) >>> (32 - n);
+    pos += n;
+    // shift (xhi:xlo) left by trailing
+    if (trailing >= 32) {
+      xhi = (xlo << (trailing - 32)) >>> 0;
+      xlo = 0;
+    } else if (trailing > 0) {
+      xhi = ((xhi << trailing) | (xlo >>> (32 - trailing))) >>> 0;
+      xlo = (xlo << trailing) >>> 0;
+    }
+    hi = (hi ^ xhi) >>> 0;
+    lo = (lo ^ xlo) >>> 0;
   }
   return at;
-}
-
-function signed(v: number, n: number): number {
-  return v >= 2 ** (n - 1) ? v - 2 ** n : v;
 }
 
 /** Bytes needed to hold `bits` bits. */
