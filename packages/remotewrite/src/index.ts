@@ -1,4 +1,10 @@
-export { decodeRemoteWriteBody, decodeWriteRequest } from "./decode.ts";
+export { type CompactWriteRequest, labelsOfKey } from "./compact.ts";
+export {
+  decodeRemoteWriteBody,
+  decodeRemoteWriteBodyCompact,
+  decodeWriteRequest,
+  decodeWriteRequestCompact,
+} from "./decode.ts";
 export { encodeRemoteWriteBody, encodeWriteRequest } from "./encode.ts";
 export { type DecodeLimitName, RemoteWriteDecodeError, RemoteWritePushError } from "./errors.ts";
 export { type DecodeLimits, defaultDecodeLimits, resolveDecodeLimits } from "./options.ts";

@@ -1,4 +1,4 @@
-import { type DecodeLimits, decodeRemoteWriteBody, RemoteWriteDecodeError } from "@svc/remotewrite";
+import { type DecodeLimits, decodeRemoteWriteBodyCompact, RemoteWriteDecodeError } from "@svc/remotewrite";
 import type { FastifyPluginAsync } from "fastify";
 import type { Db } from "../db/database.ts";
 import { SvcError } from "../errors.ts";
@@ -54,9 +54,9 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
           .type("text/plain")
           .send(`Content-Encoding ${String(encoding).slice(0, 40)} is not supported; use snappy\n`);
       }
-      let writeRequest: ReturnType<typeof decodeRemoteWriteBody>;
+      let writeRequest: ReturnType<typeof decodeRemoteWriteBodyCompact>;
       try {
-        writeRequest = decodeRemoteWriteBody(req.body, deps.decodeLimits);
+        writeRequest = decodeRemoteWriteBodyCompact(req.body, deps.decodeLimits);
       } catch (err) {
         if (err instanceof RemoteWriteDecodeError)
           return reply.code(400).type("text/plain").send(`${err.message}\n`);

@@ -1,4 +1,4 @@
-import type { TimeSeries, WriteRequest } from "@svc/remotewrite";
+import { type CompactWriteRequest, labelsOfKey } from "@svc/remotewrite";
 import type { Db } from "../db/database.ts";
 import { parseVmName, type VmRef, vmName } from "../inventory/names.ts";
 import { type Source, seriesCatalog } from "../metrics/catalog.ts";
@@ -11,7 +11,7 @@ import {
   staleNaN,
 } from "../storage/interface.ts";
 import type { IngestPrincipal } from "./credentials.ts";
-import { derive, emptyBatch, type Point, type VmBatch, type VmDeriveState } from "./derive.ts";
+import { derive, type Point, type VmDeriveState } from "./derive.ts";
 
 /** Why ingest refused series or samples; a 400 names each with its counts. */
 export type IngestRefusal =
@@ -33,12 +33,39 @@ export interface IngestResult {
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 export interface Ingester {
-  ingest(principal: IngestPrincipal, req: WriteRequest): Promise<IngestResult>;
+  /** Validates, stores and derives; resolves once everything kept is durable in the WAL. */
+  ingest(principal: IngestPrincipal, req: CompactWriteRequest): Promise<IngestResult>;
 }
 
 interface VmInfo {
   readonly ref: VmRef;
   readonly vcpus: number;
+}
+
+/** Per source (0 hypervisor, 1 guest agent) of one VM: the derived series' labels and derive state. */
+interface VmSourceSlot {
+  readonly vm: VmSlot;
+  readonly state: VmDeriveState;
+  /** Labels of svc_vm_cpu_utilization_pct, svc_vm_memory_used_bytes, svc_vm_last_observation_timestamp_seconds. */
+  readonly derivedLabels: readonly [Labels, Labels, Labels];
+  /** Request that last filled `batch` (batches are filled and derived within one synchronous section). */
+  mark: number;
+  readonly batch: {
+    cpuSeconds: Point[];
+    vcpus: Point[];
+    memTotal: Point[];
+    memFree: Point[];
+    newestT: number;
+  };
+}
+
+/** What ingest keeps per known VM, by VM name. */
+interface VmSlot {
+  readonly name: string;
+  /** From the inventory, read at `at` (ms); undefined once a re-read no longer finds the VM. */
+  info: VmInfo | undefined;
+  at: number;
+  readonly sources: [VmSourceSlot | undefined, VmSourceSlot | undefined];
 }
 
 /**
@@ -52,23 +79,17 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
   // Known VMs, re-read at most every VM_CACHE_TTL_MS: a collector sends every VM every 30 s, and one
   // SQLite query per request was a fifth of ingest CPU. Unknown VMs are never cached, so a VM created
   // a moment ago is accepted at once; a deleted one is refused within the TTL.
-  const vmCache = new Map<string, { info: VmInfo; at: number }>();
+  const vmSlots = new Map<string, VmSlot>();
 
-  async function lookupVms(names: Set<string>): Promise<Map<string, VmInfo>> {
-    const now = Date.now();
-    const out = new Map<string, VmInfo>();
+  /** Reads the named VMs from the inventory into their slots (created for VMs found). */
+  async function refreshVms(names: Set<string>, now: number): Promise<void> {
     const byProject = new Map<string, string[]>();
     for (const name of names) {
-      const hit = vmCache.get(name);
-      if (hit && now - hit.at < VM_CACHE_TTL_MS) {
-        out.set(name, hit.info);
-        continue;
-      }
       const ref = tryParseVm(name);
       if (!ref) continue;
       byProject.set(ref.projectId, [...(byProject.get(ref.projectId) ?? []), ref.vmId]);
     }
-    if (vmCache.size > 200_000) vmCache.clear();
+    const found = new Set<string>();
     for (const [projectId, ids] of byProject) {
       const rows = await deps.db
         .selectFrom("vms")
@@ -79,102 +100,163 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
         .execute();
       for (const r of rows) {
         const ref = { projectId: r.project_id, location: r.location, vmId: r.vm_id };
-        const info = { ref, vcpus: r.vcpus };
         const name = vmName(ref);
-        out.set(name, info);
-        vmCache.set(name, { info, at: now });
+        let slot = vmSlots.get(name);
+        if (!slot) {
+          slot = { name, info: undefined, at: 0, sources: [undefined, undefined] };
+          vmSlots.set(name, slot);
+        }
+        slot.info = { ref, vcpus: r.vcpus };
+        slot.at = now;
+        found.add(name);
       }
     }
-    return out;
+    // Only now, so concurrent requests keep using the previous answer while the queries run.
+    for (const name of names) {
+      const slot = vmSlots.get(name);
+      if (slot && !found.has(name)) slot.info = undefined;
+    }
   }
 
-  // Validated label sets by the labels as sent: the same series arrives every interval, and building,
-  // checking and sorting its labels again each time was most of the ingest path's own CPU.
-  const seriesCache = new Map<string, Resolved>();
+  const fresh = (slot: VmSlot | undefined, now: number): boolean =>
+    slot?.info !== undefined && now - slot.at < VM_CACHE_TTL_MS;
+
+  function sourceSlot(slot: VmSlot, info: VmInfo, src: 0 | 1): VmSourceSlot {
+    let s = slot.sources[src];
+    if (!s) {
+      const source = SOURCES[src];
+      const key = `${slot.name}|${source}`;
+      let st = state.get(key);
+      if (!st) {
+        st = {};
+        state.set(key, st);
+      }
+      const lab = (name: string) => sortLabels(vmLabels(name, info.ref, source));
+      s = {
+        vm: slot,
+        state: st,
+        derivedLabels: [
+          lab("svc_vm_cpu_utilization_pct"),
+          lab("svc_vm_memory_used_bytes"),
+          lab("svc_vm_last_observation_timestamp_seconds"),
+        ],
+        mark: 0,
+        batch: { cpuSeconds: [], vcpus: [], memTotal: [], memFree: [], newestT: Number.NEGATIVE_INFINITY },
+      };
+      slot.sources[src] = s;
+    }
+    return s;
+  }
+
+  // Validated label sets by the labels as sent (their wire bytes), per source: the same series
+  // arrives every interval, and decoding, checking and sorting its labels again each time was most
+  // of the ingest path's own CPU.
+  const seriesCaches = [new Map<string, Resolved>(), new Map<string, Resolved>()] as const;
+  let requests = 0;
 
   return {
     async ingest(principal, req) {
       const result: IngestResult = { acceptedSamples: 0, refused: {}, examples: [] };
-      const refuse = (reason: IngestRefusal, ts: TimeSeries, why: string) => {
+      const { sampleStart, timestampsMs, values } = req;
+      const refuse = (reason: IngestRefusal, i: number, why: string) => {
         const r = refusalOf(result, reason);
         r.series++;
-        r.samples += ts.samples.length;
+        r.samples += sampleStart[i + 1] - sampleStart[i];
         if (result.examples.length < 5) result.examples.push(`${reason}: ${why}`);
       };
-      const source: Source = principal.kind === "collector" ? "hypervisor" : "guest_agent";
-      const n = req.timeseries.length;
-      const keys = new Array<string>(n);
-      const hits = new Array<Resolved | undefined>(n);
-      const vmNames = new Set<string>();
-      for (let i = 0; i < n; i++) {
-        const ts = req.timeseries[i];
-        keys[i] = seriesKey(source, ts.labels);
-        hits[i] = seriesCache.get(keys[i]);
-        const vm = hits[i]?.vm ?? ts.labels.find((l) => l.name === "vm")?.value;
-        if (vm) vmNames.add(vm);
+      const src = principal.kind === "collector" ? 0 : 1;
+      const source = SOURCES[src];
+      const cache = seriesCaches[src];
+      const n = req.seriesCount;
+      if (vmSlots.size > 200_000) {
+        // Cached series point at their VM's slot: both go together.
+        vmSlots.clear();
+        for (const c of seriesCaches) c.clear();
       }
-      const vms = await lookupVms(vmNames);
-      const app = deps.storage.appender();
-      const batches = new Map<string, { info: VmInfo; batch: VmBatch & { newestT: number } }>();
-      if (seriesCache.size > 1_000_000) seriesCache.clear();
-
+      const hits = new Array<Resolved | undefined>(n);
+      let misses: (Label[] | undefined)[] | undefined;
+      let lookup: Set<string> | undefined;
+      const now = Date.now();
       for (let i = 0; i < n; i++) {
-        const ts = req.timeseries[i];
+        const hit = cache.get(req.labelKeys[i]);
+        let vm: string | undefined;
+        if (hit !== undefined) {
+          hits[i] = hit;
+          if (!fresh(hit.slot, now)) vm = hit.vm;
+        } else {
+          const labels = labelsOfKey(req.labelKeys[i]);
+          misses ??= new Array(n);
+          misses[i] = labels;
+          vm = labels.find((l) => l.name === "vm")?.value;
+          if (vm !== undefined && fresh(vmSlots.get(vm), now)) vm = undefined;
+        }
+        if (vm) {
+          lookup ??= new Set();
+          lookup.add(vm);
+        }
+      }
+      if (lookup) await refreshVms(lookup, now);
+      if (cache.size > 1_000_000) cache.clear();
+
+      // From here to commit() nothing awaits: per-VM batches are filled and derived without interleaving.
+      const mark = ++requests;
+      const app = deps.storage.appender();
+      const touched: VmSourceSlot[] = [];
+      const agentVm = principal.kind === "agent" ? vmName(principal.vm) : undefined;
+      for (let i = 0; i < n; i++) {
         let resolved = hits[i];
         if (resolved === undefined) {
-          const r = resolveSeries(ts, source, vms);
+          const r = resolveSeries(misses![i]!, source, vmSlots);
           if (typeof r === "string") {
             const [reason, why] = r.split("\u0000") as [IngestRefusal, string];
-            refuse(reason, ts, why);
+            refuse(reason, i, why);
             continue;
           }
           resolved = r;
-          seriesCache.set(keys[i], r);
+          cache.set(req.labelKeys[i], r);
         }
-        const info = vms.get(resolved.vm);
+        const info = resolved.slot.info;
         if (!info) {
-          refuse("unknown_vm", ts, `vm "${resolved.vm.slice(0, 200)}" is not a known VM`);
+          refuse("unknown_vm", i, `vm "${resolved.vm.slice(0, 200)}" is not a known VM`);
           continue;
         }
-        if (principal.kind === "agent" && vmName(principal.vm) !== resolved.vm) {
-          refuse("not_permitted", ts, "a guest agent writes only its own VM");
+        if (agentVm !== undefined && agentVm !== resolved.vm) {
+          refuse("not_permitted", i, "a guest agent writes only its own VM");
           continue;
         }
-        let entry = batches.get(resolved.vm);
-        if (!entry) {
-          entry = { info, batch: { ...emptyBatch(), newestT: Number.NEGATIVE_INFINITY } };
-          batches.set(resolved.vm, entry);
+        const ss = sourceSlot(resolved.slot, info, src);
+        const batch = ss.batch;
+        if (ss.mark !== mark) {
+          ss.mark = mark;
+          batch.cpuSeconds.length = 0;
+          batch.vcpus.length = 0;
+          batch.memTotal.length = 0;
+          batch.memFree.length = 0;
+          batch.newestT = Number.NEGATIVE_INFINITY;
+          touched.push(ss);
         }
-        const sink = resolved.feeds === undefined ? undefined : entry.batch[resolved.feeds];
-        for (const s of ts.samples) {
-          // Values go to the appender untouched so a staleness marker keeps its bits.
-          if (!app.append(resolved.labels, s.timestampMs, s.value)) continue;
-          if (s.timestampMs > entry.batch.newestT) entry.batch.newestT = s.timestampMs;
-          sink?.push({ t: s.timestampMs, v: s.value, stale: isStaleNaNValue(s.value) });
+        const sink = resolved.feeds === undefined ? undefined : batch[resolved.feeds];
+        const labels = resolved.labels;
+        for (let k = sampleStart[i]; k < sampleStart[i + 1]; k++) {
+          // Values go to the appender untouched (read from the Float64Array, never through
+          // arithmetic) so a staleness marker keeps its bits.
+          const t = timestampsMs[k];
+          const v = values[k];
+          if (!app.append(labels, t, v)) continue;
+          if (t > batch.newestT) batch.newestT = t;
+          sink?.push({ t, v, stale: isStaleNaNValue(v) });
         }
       }
 
       let derivedSamples = 0;
-      for (const [vm, { info, batch }] of batches) {
-        const key = `${vm}|${source}`;
-        let st = state.get(key);
-        if (!st) {
-          st = {};
-          state.set(key, st);
-        }
-        const d = derive(batch, st, info.vcpus);
+      for (const ss of touched) {
+        const d = derive(ss.batch, ss.state, ss.vm.info!.vcpus);
+        const [cpu, mem, last] = ss.derivedLabels;
         derivedSamples +=
-          appendDerived(app, "svc_vm_cpu_utilization_pct", info.ref, source, d.cpuUtilizationPct) +
-          appendDerived(app, "svc_vm_memory_used_bytes", info.ref, source, d.memoryUsedBytes) +
-          appendDerived(
-            app,
-            "svc_vm_last_observation_timestamp_seconds",
-            info.ref,
-            source,
-            d.lastObservation,
-          );
+          appendDerived(app, cpu, d.cpuUtilizationPct) +
+          appendDerived(app, mem, d.memoryUsedBytes) +
+          appendDerived(app, last, d.lastObservation);
       }
-
       const committed = await app.commit();
       result.acceptedSamples = Math.max(0, committed.accepted - derivedSamples);
       for (const [reason, n] of Object.entries(committed.refused) as [AppendRefusal, number][]) {
@@ -202,8 +284,11 @@ export const VM_CACHE_TTL_MS = 10_000;
 interface Resolved {
   readonly labels: Labels;
   readonly vm: string;
+  readonly slot: VmSlot;
   readonly feeds: "cpuSeconds" | "vcpus" | "memTotal" | "memFree" | undefined;
 }
+
+const SOURCES: readonly [Source, Source] = ["hypervisor", "guest_agent"];
 
 const feeds: Readonly<Record<string, Resolved["feeds"]>> = {
   svc_vm_cpu_seconds_total: "cpuSeconds",
@@ -212,30 +297,28 @@ const feeds: Readonly<Record<string, Resolved["feeds"]>> = {
   svc_vm_memory_free_bytes: "memFree",
 };
 
-function seriesKey(source: Source, labels: readonly Label[]): string {
-  let k = source;
-  for (const l of labels) k += `\u0001${l.name}\u0000${l.value}`;
-  return k;
-}
-
 /** Validates a series (catalog, writer, VM, labels); a refusal is "reason\0why". */
-function resolveSeries(ts: TimeSeries, source: Source, vms: ReadonlyMap<string, VmInfo>): Resolved | string {
-  const name = ts.labels.find((l) => l.name === "__name__")?.value ?? "";
+function resolveSeries(
+  client: readonly Label[],
+  source: Source,
+  vms: ReadonlyMap<string, VmSlot>,
+): Resolved | string {
+  const name = client.find((l) => l.name === "__name__")?.value ?? "";
   const spec = seriesCatalog[name];
   if (!spec) return `unknown_metric\u0000"${name.slice(0, 100)}" is not a svc VM metric`;
   if (spec.writers === "derived") return `derived_series\u0000${name} is computed by svc`;
   if (!spec.writers.includes(source)) {
     return `not_permitted\u0000${name} is written by ${spec.writers.join(" or ")}, not ${source}`;
   }
-  const vm = ts.labels.find((l) => l.name === "vm")?.value ?? "";
-  const info = vms.get(vm);
-  if (!info) {
+  const vm = client.find((l) => l.name === "vm")?.value ?? "";
+  const slot = vms.get(vm);
+  if (!slot?.info) {
     const reason = tryParseVm(vm) ? "unknown_vm" : "bad_labels";
     return `${reason}\u0000${vm ? `vm "${vm.slice(0, 200)}" is not a known VM` : "no vm label"}`;
   }
-  const labels = buildLabels(ts.labels, spec.labels, info.ref, source);
+  const labels = buildLabels(client, spec.labels, slot.info.ref, source);
   if (typeof labels === "string") return `bad_labels\u0000${name}: ${labels}`;
-  return { labels, vm, feeds: feeds[name] };
+  return { labels, vm, slot, feeds: feeds[name] };
 }
 
 function refusalOf(result: IngestResult, reason: IngestRefusal): { series: number; samples: number } {
@@ -304,13 +387,9 @@ function sortLabels(ls: Label[]): Labels {
 /** Appends derived points; returns how many the appender took (so client counts exclude them). */
 function appendDerived(
   app: ReturnType<Storage["appender"]>,
-  name: string,
-  vm: VmRef,
-  source: Source,
+  labels: Labels,
   points: readonly Point[],
 ): number {
-  if (points.length === 0) return 0;
-  const labels = sortLabels(vmLabels(name, vm, source));
   let n = 0;
   for (const p of points) if (app.append(labels, p.t, p.stale ? staleNaN() : p.v)) n++;
   return n;

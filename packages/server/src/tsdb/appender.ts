@@ -72,7 +72,7 @@ export class TsdbAppender implements Appender {
     const { head, opts } = this.#host;
     // An existing series is found from the labels as given: only a canonical label set can equal a
     // stored one, so validation and interning run just for label sets not seen before.
-    let ref = head.reg.find(labels);
+    let ref = head.reg.findCached(labels);
     if (ref < 0) {
       let canon: Labels;
       try {

@@ -262,6 +262,29 @@ describe("tsdb persistence", () => {
     assert.deepEqual(points(all(db2)[1]), [[late, 42]]);
   });
 
+  it("finds a series again after the head dropped it, for a label-set object the writer kept", async () => {
+    const { db } = await open();
+    const c = L({ __name__: "m", c: "1" });
+    const samples: [Labels, number, number][] = [
+      [c, T0 - 4 * HOUR, 5],
+      [c, T0 - 4 * HOUR + 1, 5],
+    ];
+    for (let t = T0 - 4 * HOUR; t <= T0; t += 60_000) samples.push([a, t, 1]);
+    await write(db, samples);
+    await db.compact(); // c's only sample went to a block: the head garbage-collects the series
+    const series = db.stats().headSeries;
+    assert.deepEqual(await write(db, [[c, T0, 6]]), { accepted: 1, refused: {} });
+    assert.equal(db.stats().headSeries, series + 1, "a new head series, not the dropped ref");
+    assert.deepEqual(await write(db, [[c, T0 + 60_000, 7]]), { accepted: 1, refused: {} });
+    const got = all(db).find((s) => s.labels.some((l) => l.name === "c"))!;
+    assert.deepEqual(points(got), [
+      [T0 - 4 * HOUR, 5],
+      [T0 - 4 * HOUR + 1, 5],
+      [T0, 6],
+      [T0 + 60_000, 7],
+    ]);
+  });
+
   it("retention drops whole blocks older than now − retention", async () => {
     const { db, dir, clock } = await open({ retentionMs: 24 * HOUR });
     for (let day = 0; day < 3; day++) {

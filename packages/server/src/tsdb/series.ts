@@ -32,6 +32,12 @@ export class SeriesRegistry implements PostingsIndex {
   readonly #postings = new Map<string, Map<string, GrowablePostings>>();
   readonly #all = new GrowablePostings();
   readonly #symScratch: number[] = [];
+  /**
+   * Refs by label-set object: writers that keep their label sets (ingest caches them per series) are
+   * found without interning each name and value again. Refs are never reused, so a live cached ref
+   * still names the same labels; Labels are immutable by contract.
+   */
+  readonly #byObject = new WeakMap<Labels, number>();
   /** Called when the per-series capacity grows, so the head can grow its own arrays. */
   onGrow: (cap: number) => void = () => {};
 
@@ -46,6 +52,15 @@ export class SeriesRegistry implements PostingsIndex {
       syms.push(n, v);
     }
     return this.#lookup(syms, hashSyms(syms));
+  }
+
+  /** `find`, remembering the ref for this label-set object (the appender's path). */
+  findCached(labels: Labels): number {
+    const hit = this.#byObject.get(labels);
+    if (hit !== undefined && this.#alive[hit] === 1) return hit;
+    const ref = this.find(labels);
+    if (ref >= 0) this.#byObject.set(labels, ref);
+    return ref;
   }
 
   /** Ref of a canonical label set, creating the series (with `ref` when given, for replay). */

@@ -1,0 +1,410 @@
+/**
+ * The receiver's decoder: a WriteRequest decoded into parallel typed arrays with no object per series
+ * or sample. A series' labels are kept as the bytes they arrived in (its "label key", one string per
+ * series); a receiver caches whatever it derives from a label set by that key and decodes the labels
+ * themselves (`labelsOfKey`) only for keys it has not seen. Everything is validated in the one pass
+ * (wire types, lengths, limits, UTF-8), so a key handed out always decodes without error.
+ */
+import { type DecodeLimitName, RemoteWriteDecodeError } from "./errors.ts";
+import type { DecodeLimits } from "./options.ts";
+import type { Label, MetricMetadata } from "./types.ts";
+
+/**
+ * A decoded WriteRequest. Series i has the label key `labelKeys[i]` and the samples
+ * `[sampleStart[i], sampleStart[i + 1])` of `timestampsMs` / `values`. The arrays are new and owned
+ * by the caller; typed arrays may be longer than the counts say.
+ */
+export interface CompactWriteRequest {
+  readonly seriesCount: number;
+  readonly sampleCount: number;
+  /**
+   * The series' label fields as sent, one char per byte (latin1). Equal keys mean equal label sets
+   * (different keys may still decode to equal sets). Decode with `labelsOfKey`.
+   */
+  readonly labelKeys: readonly string[];
+  /** seriesCount + 1 offsets into the sample arrays. */
+  readonly sampleStart: Uint32Array;
+  /** Milliseconds since the Unix epoch, safe integers. */
+  readonly timestampsMs: Float64Array;
+  /** Values copied bit for bit from the wire (a staleness-marker NaN keeps its payload). */
+  readonly values: Float64Array;
+  readonly metadata: readonly MetricMetadata[];
+}
+
+const WT_VARINT = 0;
+const WT_BIT64 = 1;
+const WT_LEN = 2;
+const WT_START_GROUP = 3;
+const WT_END_GROUP = 4;
+const WT_BIT32 = 5;
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+function tooMany(
+  what: string,
+  limit: DecodeLimitName,
+  actual: number,
+  allowed: number,
+): RemoteWriteDecodeError {
+  return new RemoteWriteDecodeError(`remote write: ${what}`, { limit, actual, allowed });
+}
+
+function malformed(what: string): RemoteWriteDecodeError {
+  return new RemoteWriteDecodeError(`remote write: ${what}`);
+}
+
+/** Cursor over the protobuf bytes; every read is bounds-checked against the input's end. */
+class Cursor {
+  pos = 0;
+  readonly buf: Buffer;
+  readonly len: number;
+
+  constructor(buf: Buffer) {
+    this.buf = buf;
+    this.len = buf.length;
+  }
+
+  /** A varint that must fit in uint32 (tags, lengths, enum values as protobuf's int32 reads them). */
+  uint32(): number {
+    const b = this.buf;
+    let x = 0;
+    for (let shift = 0; shift < 35; shift += 7) {
+      if (this.pos >= this.len) throw malformed("malformed protobuf (premature EOF)");
+      const c = b[this.pos++];
+      x += (c & 0x7f) * 2 ** shift;
+      if (c < 0x80) {
+        if (x > 0xffffffff) break;
+        return x;
+      }
+    }
+    throw malformed("malformed protobuf (invalid varint)");
+  }
+
+  /** An int64 varint as a number; refused unless exact (|hi word| < 2^21). */
+  int64(): number {
+    const b = this.buf;
+    let lo = 0;
+    let hi = 0;
+    let c = 0;
+    let i = 0;
+    for (; i < 10; i++) {
+      if (this.pos >= this.len) throw malformed("malformed protobuf (premature EOF)");
+      c = b[this.pos++];
+      if (i < 4) lo |= (c & 0x7f) << (7 * i);
+      else if (i === 4) {
+        lo |= (c & 0x0f) << 28;
+        hi = (c & 0x7f) >>> 4;
+      } else hi |= (c & 0x7f) << (7 * i - 32);
+      if (c < 0x80) break;
+    }
+    if (c >= 0x80) throw malformed("malformed protobuf (invalid varint)");
+    hi |= 0;
+    if (hi >= 0x200000 || hi < -0x200000) throw malformed("timestamp out of range");
+    return hi * 0x100000000 + (lo >>> 0);
+  }
+
+  /** Reads a length prefix and returns the end offset of the sub-message, checked against the input. */
+  messageEnd(): number {
+    const len = this.uint32();
+    const end = this.pos + len;
+    if (end > this.len) throw malformed("message length runs past end of input");
+    return end;
+  }
+
+  /** Tag as fieldNo * 8 + wireType; field 0 is refused as protobuf readers do. */
+  tag(): number {
+    const t = this.uint32();
+    if (t < 8) throw malformed(`malformed protobuf (illegal tag: field no 0 wire type ${t & 7})`);
+    return t;
+  }
+
+  skip(tag: number): void {
+    const wt = tag & 7;
+    if (wt === WT_VARINT) {
+      for (;;) {
+        if (this.pos >= this.len) throw malformed("malformed protobuf (premature EOF)");
+        if (this.buf[this.pos++] < 0x80) return;
+      }
+    }
+    let n: number;
+    if (wt === WT_BIT64) n = 8;
+    else if (wt === WT_BIT32) n = 4;
+    else if (wt === WT_LEN) n = this.uint32();
+    else if (wt === WT_START_GROUP || wt === WT_END_GROUP) {
+      // Group/end-group are proto2 relics no remote-write sender emits; refusing them bounds recursion.
+      throw malformed(`unexpected group field ${tag >>> 3}`);
+    } else throw malformed(`malformed protobuf (cant skip wire type ${wt})`);
+    if (this.pos + n > this.len) throw malformed("malformed protobuf (premature EOF)");
+    this.pos += n;
+  }
+
+  /** Checks a string field's bytes (length limit, UTF-8) without decoding it; returns its start. */
+  checkString(max: number, limit: DecodeLimitName, what: string): number {
+    const len = this.uint32();
+    if (len > max) throw tooMany(`${what} too long`, limit, len, max);
+    const start = this.pos;
+    const end = start + len;
+    if (end > this.len) throw malformed(`${what} runs past end of input`);
+    const b = this.buf;
+    for (let i = start; i < end; i++) {
+      if (b[i] > 0x7f) {
+        try {
+          strictUtf8.decode(b.subarray(start, end));
+        } catch {
+          throw malformed(`${what} is not valid UTF-8`);
+        }
+        break;
+      }
+    }
+    this.pos = end;
+    return start;
+  }
+
+  /** Reads and decodes a string field, refusing it before decoding when longer than `max` bytes. */
+  string(max: number, limit: DecodeLimitName, what: string): string {
+    const start = this.checkString(max, limit, what);
+    return decodeString(this.buf, start, this.pos);
+  }
+}
+
+/** Decodes validated UTF-8 bytes [start, end). */
+function decodeString(b: Buffer, start: number, end: number): string {
+  for (let i = start; i < end; i++) if (b[i] > 0x7f) return b.toString("utf8", start, end);
+  return b.toString("latin1", start, end);
+}
+
+function finish(c: Cursor, end: number, what: string): void {
+  if (c.pos !== end) throw malformed(`${what} overruns its length`);
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Growable sample columns. */
+class Columns {
+  n = 0;
+  ts: Float64Array;
+  vals: Float64Array;
+  bytes: Uint8Array;
+
+  constructor(cap: number) {
+    this.ts = new Float64Array(cap);
+    this.vals = new Float64Array(cap);
+    this.bytes = new Uint8Array(this.vals.buffer);
+  }
+
+  grow(): void {
+    const cap = this.ts.length * 2;
+    const ts = new Float64Array(cap);
+    ts.set(this.ts);
+    const vals = new Float64Array(cap);
+    // Copied as bytes, so NaN payloads are kept.
+    new Uint8Array(vals.buffer).set(this.bytes);
+    this.ts = ts;
+    this.vals = vals;
+    this.bytes = new Uint8Array(vals.buffer);
+  }
+}
+
+/** Reads one Sample message [pos, end) into sample slot `cols.n`. */
+function readSample(c: Cursor, end: number, cols: Columns): void {
+  if (cols.n === cols.ts.length) cols.grow();
+  const k = cols.n++;
+  let t = 0;
+  const off = k * 8;
+  const vb = cols.bytes;
+  for (let i = 0; i < 8; i++) vb[off + i] = 0;
+  while (c.pos < end) {
+    const tag = c.tag();
+    if (tag === 0x09) {
+      // value, fixed64: raw bytes, never through arithmetic
+      if (c.pos + 8 > c.len) throw malformed("truncated double");
+      const b = c.buf;
+      const p = c.pos;
+      for (let i = 0; i < 8; i++) vb[off + i] = b[p + i];
+      c.pos = p + 8;
+    } else if (tag === 0x10) {
+      t = c.int64();
+    } else if (tag >>> 3 === 1 || tag >>> 3 === 2) {
+      throw malformed(
+        `Sample.${tag >>> 3 === 1 ? "value" : "timestamp"} has wire type ${tag & 7}, want ${tag >>> 3 === 1 ? WT_BIT64 : WT_VARINT}`,
+      );
+    } else c.skip(tag);
+  }
+  cols.ts[k] = t;
+}
+
+/** Validates one Label message [pos, end). */
+function checkLabel(c: Cursor, end: number, lim: DecodeLimits): void {
+  while (c.pos < end) {
+    const tag = c.tag();
+    if (tag === 0x0a) c.checkString(lim.maxLabelNameBytes, "maxLabelNameBytes", "label name");
+    else if (tag === 0x12) c.checkString(lim.maxLabelValueBytes, "maxLabelValueBytes", "label value");
+    else if (tag >>> 3 === 1 || tag >>> 3 === 2) {
+      throw malformed(`Label.${tag >>> 3 === 1 ? "name" : "value"} has wire type ${tag & 7}, want ${WT_LEN}`);
+    } else c.skip(tag);
+  }
+}
+
+interface Counts {
+  samples: number;
+}
+
+/** Reads one TimeSeries message [pos, end); returns its label key. */
+function readSeries(c: Cursor, end: number, lim: DecodeLimits, cols: Columns, count: Counts): string {
+  let labels = 0;
+  // The key is the byte range of the label fields; fields interleaved with others are concatenated.
+  let keyStart = -1;
+  let keyEnd = -1;
+  let parts = "";
+  const b = c.buf;
+  while (c.pos < end) {
+    const fieldStart = c.pos;
+    const tag = c.tag();
+    if (tag === 0x0a) {
+      if (labels >= lim.maxLabelsPerSeries) {
+        throw tooMany(
+          "too many labels in a series",
+          "maxLabelsPerSeries",
+          labels + 1,
+          lim.maxLabelsPerSeries,
+        );
+      }
+      labels++;
+      const e = c.messageEnd();
+      checkLabel(c, e, lim);
+      finish(c, e, "Label");
+      if (keyStart < 0) keyStart = fieldStart;
+      else if (fieldStart !== keyEnd) {
+        parts += b.toString("latin1", keyStart, keyEnd);
+        keyStart = fieldStart;
+      }
+      keyEnd = e;
+    } else if (tag === 0x12) {
+      if (count.samples >= lim.maxSamples) {
+        throw tooMany("too many samples", "maxSamples", count.samples + 1, lim.maxSamples);
+      }
+      count.samples++;
+      const e = c.messageEnd();
+      readSample(c, e, cols);
+      finish(c, e, "Sample");
+    } else if (tag >>> 3 === 1 || tag >>> 3 === 2) {
+      throw malformed(
+        `TimeSeries.${tag >>> 3 === 1 ? "labels" : "samples"} has wire type ${tag & 7}, want ${WT_LEN}`,
+      );
+    } else c.skip(tag);
+  }
+  return keyStart < 0 ? parts : parts + b.toString("latin1", keyStart, keyEnd);
+}
+
+function readMetadata(c: Cursor, end: number, lim: DecodeLimits): MetricMetadata {
+  let type = 0;
+  let metricFamilyName = "";
+  let help = "";
+  let unit = "";
+  const max = lim.maxMetadataTextBytes;
+  while (c.pos < end) {
+    const tag = c.tag();
+    const no = tag >>> 3;
+    const wt = tag & 7;
+    if (no === 1) {
+      if (wt !== WT_VARINT) throw malformed(`MetricMetadata.type has wire type ${wt}, want ${WT_VARINT}`);
+      // int32 semantics: the low 32 bits, signed (a negative value is sign-extended to 10 bytes).
+      type = c.int64() | 0;
+    } else if (no === 2 || no === 4 || no === 5) {
+      const field = no === 2 ? "metric_family_name" : no === 4 ? "help" : "unit";
+      if (wt !== WT_LEN) throw malformed(`MetricMetadata.${field} has wire type ${wt}, want ${WT_LEN}`);
+      const what = no === 2 ? "metric family name" : no === 4 ? "metadata help" : "metadata unit";
+      const s = c.string(max, "maxMetadataTextBytes", what);
+      if (no === 2) metricFamilyName = s;
+      else if (no === 4) help = s;
+      else unit = s;
+    } else c.skip(tag);
+  }
+  return { type, metricFamilyName, help, unit };
+}
+
+/**
+ * Decodes a protobuf WriteRequest (already decompressed, size already checked) from untrusted bytes.
+ * Counts and string sizes are checked against `lim` as they are met; unknown fields are skipped.
+ * Throws RemoteWriteDecodeError, never anything else, on bad input.
+ */
+export function decodeCompact(bytes: Uint8Array, lim: DecodeLimits): CompactWriteRequest {
+  const c = new Cursor(asBuffer(bytes));
+  const labelKeys: string[] = [];
+  const metadata: MetricMetadata[] = [];
+  // A sample takes at least 12 bytes on the wire when it has a timestamp; grown by doubling if not.
+  const cols = new Columns(Math.min(lim.maxSamples, Math.ceil(bytes.length / 24)) + 8);
+  let starts = new Uint32Array(Math.min(lim.maxSeries, Math.ceil(bytes.length / 32)) + 8);
+  const count: Counts = { samples: 0 };
+  try {
+    while (c.pos < c.len) {
+      const tag = c.tag();
+      if (tag === 0x0a) {
+        if (labelKeys.length >= lim.maxSeries) {
+          throw tooMany("too many series", "maxSeries", labelKeys.length + 1, lim.maxSeries);
+        }
+        if (labelKeys.length + 1 >= starts.length) {
+          const s = new Uint32Array(starts.length * 2);
+          s.set(starts);
+          starts = s;
+        }
+        starts[labelKeys.length] = cols.n;
+        const e = c.messageEnd();
+        labelKeys.push(readSeries(c, e, lim, cols, count));
+        finish(c, e, "TimeSeries");
+      } else if (tag === 0x1a) {
+        if (metadata.length >= lim.maxMetadata) {
+          throw tooMany("too many metadata entries", "maxMetadata", metadata.length + 1, lim.maxMetadata);
+        }
+        const e = c.messageEnd();
+        metadata.push(readMetadata(c, e, lim));
+        finish(c, e, "MetricMetadata");
+      } else if (tag >>> 3 === 1 || tag >>> 3 === 3) {
+        const field = tag >>> 3 === 1 ? "timeseries" : "metadata";
+        throw malformed(`WriteRequest.${field} has wire type ${tag & 7}, want ${WT_LEN}`);
+      } else c.skip(tag);
+    }
+  } catch (err) {
+    if (err instanceof RemoteWriteDecodeError) throw err;
+    throw malformed(`malformed protobuf (${(err as Error).message})`);
+  }
+  starts[labelKeys.length] = cols.n;
+  return {
+    seriesCount: labelKeys.length,
+    sampleCount: cols.n,
+    labelKeys,
+    sampleStart: starts,
+    timestampsMs: cols.ts,
+    values: cols.vals,
+    metadata,
+  };
+}
+
+/**
+ * The labels of a label key from `CompactWriteRequest.labelKeys`, in the order sent (not sorted,
+ * not de-duplicated). Returns a new array the caller owns. A key not made by the decoder throws
+ * RemoteWriteDecodeError.
+ */
+export function labelsOfKey(key: string): Label[] {
+  const c = new Cursor(Buffer.from(key, "latin1"));
+  const out: Label[] = [];
+  const big = Number.MAX_SAFE_INTEGER;
+  while (c.pos < c.len) {
+    const tag = c.tag();
+    if (tag !== 0x0a) throw malformed("not a label key");
+    const e = c.messageEnd();
+    let name = "";
+    let value = "";
+    while (c.pos < e) {
+      const t = c.tag();
+      if (t === 0x0a) name = c.string(big, "maxLabelNameBytes", "label name");
+      else if (t === 0x12) value = c.string(big, "maxLabelValueBytes", "label value");
+      else c.skip(t);
+    }
+    finish(c, e, "Label");
+    out.push({ name, value });
+  }
+  return out;
+}
