@@ -128,7 +128,7 @@ const windows = [
   { name: `${hours}h`, ms: hours * 3_600_000, step: 90_000 },
 ];
 console.log(
-  `${"query".padEnd(20)}${"range".padEnd(6)}${"engine p50".padStart(11)}${"http p50".padStart(10)}  series points bytes`,
+  `${"query".padEnd(20)}${"range".padEnd(6)}${"engine p50".padStart(11)}${"http p50".padStart(10)}${"min".padStart(9)}${"min".padStart(9)}  series points bytes`,
 );
 for (const win of windows) {
   const end = Math.floor(endMs / win.step) * win.step;
@@ -163,7 +163,13 @@ for (const win of windows) {
       bytes = body.length;
     }
     console.log(
-      `${q.name.padEnd(20)}${win.name.padEnd(6)}${pct(e, 50).toFixed(1).padStart(11)}${pct(h, 50).toFixed(1).padStart(10)}  ${series} ${points} ${bytes}`,
+      `${q.name.padEnd(20)}${win.name.padEnd(6)}${pct(e, 50).toFixed(1).padStart(11)}${pct(h, 50).toFixed(1).padStart(10)}${Math.min(
+        ...e,
+      )
+        .toFixed(1)
+        .padStart(9)}${Math.min(...h)
+        .toFixed(1)
+        .padStart(9)}  ${series} ${points} ${bytes}`,
     );
   }
 }

@@ -109,15 +109,23 @@ export function writeQueryData(w: BoundedWriter, value: QueryValue): void {
       });
       w.write("]");
       break;
-    case "matrix":
+    case "matrix": {
       w.write("[");
+      // Series of a range query share the step grid: each timestamp is formatted once.
+      const stamps = new Map<number, string>();
       value.result.forEach((s, i) => {
         w.write(`${i > 0 ? "," : ""}{"metric":${labelsJson(s.metric)},"values":[`);
         const n = s.timestamps.length;
         // Points are batched so one huge series is still checked against the limit as it grows.
         let chunk = "";
         for (let k = 0; k < n; k++) {
-          chunk += (k > 0 ? "," : "") + point(s.timestamps[k], s.values[k]);
+          const t = s.timestamps[k];
+          let ts = stamps.get(t);
+          if (ts === undefined) {
+            ts = formatTimestamp(t);
+            stamps.set(t, ts);
+          }
+          chunk += `${k > 0 ? ",[" : "["}${ts},"${formatValue(s.values[k])}"]`;
           if (chunk.length > 65_536) {
             w.write(chunk);
             chunk = "";
@@ -127,6 +135,7 @@ export function writeQueryData(w: BoundedWriter, value: QueryValue): void {
       });
       w.write("]");
       break;
+    }
   }
   w.write("}");
 }

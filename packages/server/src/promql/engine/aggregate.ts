@@ -158,29 +158,69 @@ function kOf(v: number, ev: Evaluator): number {
   return Math.trunc(v);
 }
 
+/**
+ * topk / bottomk per step with Prometheus' bounded heap (promql/engine.go aggregationK and
+ * container/heap), so the series kept on ties are the ones Prometheus keeps: O(members · log k)
+ * per step instead of sorting every group at every step.
+ */
 function topk(ev: Evaluator, groups: Group[], param: Float64Array, top: boolean, n: number): StepSeries[] {
   const out: StepSeries[] = [];
   const outFor = new Map<StepSeries, StepSeries>();
-  const picked: StepSeries[] = [];
-  // NaN sorts last for both directions, as Prometheus' heaps do.
-  const order = (a: StepSeries, b: StepSeries, i: number) => {
+  let heap: StepSeries[] = [];
+  let i = 0;
+  // Go's vectorByValueHeap / vectorByReverseValueHeap Less: NaN is always "smaller" (evicted first).
+  const less = (a: StepSeries, b: StepSeries): boolean => {
     const x = a.values[i];
-    const y = b.values[i];
-    if (Number.isNaN(x)) return Number.isNaN(y) ? 0 : 1;
-    if (Number.isNaN(y)) return -1;
-    return top ? y - x : x - y;
+    if (Number.isNaN(x)) return true;
+    return top ? x < b.values[i] : x > b.values[i];
   };
-  for (let i = 0; i < n; i++) {
+  const up = (j: number): void => {
+    for (;;) {
+      const p = (j - 1) >> 1;
+      if (j <= 0 || !less(heap[j], heap[p])) break;
+      const t = heap[p];
+      heap[p] = heap[j];
+      heap[j] = t;
+      j = p;
+    }
+  };
+  const down = (len: number): void => {
+    let j = 0;
+    for (;;) {
+      const l = 2 * j + 1;
+      if (l >= len) break;
+      let c = l;
+      if (l + 1 < len && less(heap[l + 1], heap[l])) c = l + 1;
+      if (!less(heap[c], heap[j])) break;
+      const t = heap[c];
+      heap[c] = heap[j];
+      heap[j] = t;
+      j = c;
+    }
+  };
+  for (i = 0; i < n; i++) {
     const k = kOf(param[i], ev);
     if (k < 1) continue;
     for (const g of groups) {
       ev.tick();
-      picked.length = 0;
-      for (const s of g.members) if (s.present[i]) picked.push(s);
-      picked.sort((a, b) => order(a, b, i));
-      const lim = Math.min(k, picked.length);
-      for (let j = 0; j < lim; j++) {
-        const s = picked[j];
+      if (heap.length < Math.min(k, g.members.length)) heap = new Array(Math.min(k, g.members.length));
+      let len = 0;
+      for (const s of g.members) {
+        if (!s.present[i]) continue;
+        const f = s.values[i];
+        if (len < k) {
+          heap[len] = s;
+          up(len++);
+          continue;
+        }
+        const root = heap[0].values[i];
+        const replace = (top ? root < f : root > f) || (Number.isNaN(root) && !Number.isNaN(f));
+        if (!replace) continue;
+        heap[0] = s;
+        if (k > 1) down(len);
+      }
+      for (let j = 0; j < len; j++) {
+        const s = heap[j];
         let o = outFor.get(s);
         if (!o) {
           o = newStepSeries(s.labels, n, s.dropName);
@@ -193,13 +233,18 @@ function topk(ev: Evaluator, groups: Group[], param: Float64Array, top: boolean,
     }
   }
   if (n === 1) {
-    // Instant queries keep the ranked order within each group.
+    // Instant queries list each group's kept series best first (NaN last), as Prometheus does.
+    const order = (a: StepSeries, b: StepSeries) => {
+      const x = a.values[0];
+      const y = b.values[0];
+      if (Number.isNaN(x)) return Number.isNaN(y) ? 0 : 1;
+      if (Number.isNaN(y)) return -1;
+      return top ? y - x : x - y;
+    };
     const rank = new Map<StepSeries, number>();
     for (const g of groups) {
-      const ps = g.members.filter((s) => s.present[0]).sort((a, b) => order(a, b, 0));
-      ps.forEach((s) => {
-        rank.set(s, rank.size);
-      });
+      const ps = g.members.filter((s) => outFor.has(s)).sort(order);
+      for (const s of ps) rank.set(s, rank.size);
     }
     const inv = new Map<StepSeries, StepSeries>();
     for (const [src, o] of outFor) inv.set(o, src);

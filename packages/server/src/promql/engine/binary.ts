@@ -182,13 +182,31 @@ function vectorVector(
   const onSet = new Set(m.labels);
   const outByKey = new Map<string, StepSeries>();
   const pairOut = new Map<number, StepSeries>();
+  // The usual case: a series has one candidate, so its output is fixed and kept per series index.
+  const soleOut: (StepSeries | undefined)[] = new Array(many.length);
   const out: StepSeries[] = [];
-  // For one-to-one matching, a "many" side signature may match only once per step.
-  const manySeen = m.card === "one-to-one" ? new Map<string, number>() : null;
+  // For one-to-one matching, a "many" side signature may match only once per step: signatures are
+  // numbered once, and the step that last saw each one is stamped in a typed array.
+  const oneToOne = m.card === "one-to-one";
+  const sigId = new Int32Array(many.length);
+  let seenAt = new Int32Array(0);
+  let seenBy = new Int32Array(0);
+  if (oneToOne) {
+    const ids = new Map<string, number>();
+    for (let a = 0; a < many.length; a++) {
+      let id = ids.get(manySigs[a]);
+      if (id === undefined) {
+        id = ids.size;
+        ids.set(manySigs[a], id);
+      }
+      sigId[a] = id;
+    }
+    seenAt = new Int32Array(ids.size).fill(-1);
+    seenBy = new Int32Array(ids.size);
+  }
 
   for (let i = 0; i < n; i++) {
     ev.tick();
-    manySeen?.clear();
     for (let a = 0; a < many.length; a++) {
       const ms = many[a];
       if (!ms.present[i]) continue;
@@ -206,13 +224,15 @@ function vectorVector(
         b = c;
       }
       if (b < 0) continue;
-      if (manySeen) {
-        if (manySeen.has(manySigs[a])) {
+      if (oneToOne) {
+        const id = sigId[a];
+        if (seenAt[id] === i) {
           throw new QueryEvalError(
-            `found duplicate series for the match group ${labelsString(matchGroup(ms.labels, m))} on the left hand-side of the operation: [${labelsString(many[manySeen.get(manySigs[a])!].labels)}, ${labelsString(ms.labels)}];many-to-many matching not allowed: matching labels must be unique on one side`,
+            `found duplicate series for the match group ${labelsString(matchGroup(ms.labels, m))} on the left hand-side of the operation: [${labelsString(many[seenBy[id]].labels)}, ${labelsString(ms.labels)}];many-to-many matching not allowed: matching labels must be unique on one side`,
           );
         }
-        manySeen.set(manySigs[a], a);
+        seenAt[id] = i;
+        seenBy[id] = a;
       }
       const os = one[b];
       let lv = ms.values[i];
@@ -226,8 +246,9 @@ function vectorVector(
         else continue;
       }
       // Output series per (many, one) pair, resolved once; pairs may share an output.
+      const sole = cands.length === 1;
       const pk = a * one.length + b;
-      let o = pairOut.get(pk);
+      let o = sole ? soleOut[a] : pairOut.get(pk);
       if (!o) {
         const labels = resultLabels(ms.labels, os.labels, m, onSet, include);
         const key = labelsKey(labels);
@@ -237,7 +258,8 @@ function vectorVector(
           outByKey.set(key, o);
           out.push(o);
         }
-        pairOut.set(pk, o);
+        if (sole) soleOut[a] = o;
+        else pairOut.set(pk, o);
       }
       if (o.present[i]) {
         throw new QueryEvalError("multiple matches for labels: grouping labels must ensure unique matches");
