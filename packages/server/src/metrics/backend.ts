@@ -5,7 +5,9 @@ import {
   parse,
   type QueryOptions,
   type QueryResult,
+  QueryTimeoutError,
   type QueryValue,
+  type RangeSeries,
   TENANT_LABEL,
 } from "../promql/index.ts";
 import {
@@ -15,8 +17,24 @@ import {
   type Queryable,
   type SeriesData,
 } from "../storage/interface.ts";
+import { stepAggregate, type WindowFunction, withoutStaleMarkers } from "./windows.ts";
 
+export type { WindowFunction };
 export { TENANT_LABEL };
+
+/** One step aggregate of `windowAggregates`: `fn(<metric>{matchers}[windowMs])`. */
+export interface WindowRequest {
+  /** Stored metric name (`__name__`). */
+  readonly metric: string;
+  readonly fn: WindowFunction;
+  /** Window range, ms: step t aggregates the samples with t − windowMs < ts ≤ t. */
+  readonly windowMs: number;
+}
+
+/** What one WindowRequest produced: the matrix, or why it could not be read. */
+export type WindowOutcome =
+  | { readonly ok: true; readonly series: RangeSeries[] }
+  | { readonly ok: false; readonly error: Error };
 
 /**
  * Every reader of metrics (the RPCs, the Prometheus API, export, the evaluator) goes through this
@@ -80,6 +98,29 @@ export interface MetricsBackend {
     atMs: number,
     lookbackMs: number,
   ): Promise<LatestSample[]>;
+  /**
+   * Step aggregates of several stored metrics over the same series selection and step grid, in one
+   * call: outcome i is exactly the matrix of the PromQL range query
+   * `<fn>({__name__="<metric>", <matchers>…}[<windowMs>ms])` at startMs, startMs + stepMs, … ≤ endMs
+   * (ms, inclusive), with the result labels that query has (the name dropped except by
+   * last_over_time). A remote backend implements it with one `rangeQuery` per request; the embedded
+   * one reads each stored metric once for all requests naming it and sweeps each series' samples
+   * once per request instead of evaluating PromQL (see windows.ts).
+   *
+   * Requests are served in order under one deadline (`opts.timeoutMs`, from the call): a request
+   * whose samples were not read before it is a QueryTimeoutError outcome, and so are the ones after
+   * it, while earlier outcomes stand. Any other failure is that request's outcome too; the call
+   * itself only rejects when the backend is unusable.
+   */
+  windowAggregates(
+    projectId: string,
+    matchers: readonly LabelMatcher[],
+    requests: readonly WindowRequest[],
+    startMs: number,
+    endMs: number,
+    stepMs: number,
+    opts?: QueryOptions,
+  ): Promise<WindowOutcome[]>;
 }
 
 export interface LatestSample {
@@ -113,9 +154,17 @@ function stripValue(v: QueryValue): QueryValue {
   }
 }
 
-/** MetricsBackend over the embedded store (or any Queryable) and the embedded PromQL engine. */
-export function createMetricsBackend(deps: { storage: Queryable; engine?: Engine }): MetricsBackend {
+/**
+ * MetricsBackend over the embedded store (or any Queryable) and the embedded PromQL engine. `now`
+ * (ms) times the deadline of windowAggregates; tests inject it.
+ */
+export function createMetricsBackend(deps: {
+  storage: Queryable;
+  engine?: Engine;
+  now?: () => number;
+}): MetricsBackend {
   const engine = deps.engine ?? createEngine();
+  const now = deps.now ?? (() => performance.now());
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
   return {
     async instantQuery(projectId, expr, timeMs, opts) {
@@ -173,6 +222,57 @@ export function createMetricsBackend(deps: { storage: Queryable; engine?: Engine
         const i = s.timestamps.length - 1;
         if (i < 0 || isStaleMarker(s.values, i)) continue;
         out.push({ labels: stripTenant(s.labels), timestampMs: s.timestamps[i], value: s.values[i] });
+      }
+      return out;
+    },
+    async windowAggregates(projectId, matchers, requests, startMs, endMs, stepMs, opts) {
+      const deadline = opts?.timeoutMs === undefined ? Number.POSITIVE_INFINITY : now() + opts.timeoutMs;
+      const grid = {
+        startMs,
+        stepMs,
+        points: endMs >= startMs ? Math.floor((endMs - startMs) / stepMs) + 1 : 0,
+      };
+      const lastStep = startMs + (grid.points - 1) * stepMs;
+      // Widest window per metric: its samples are read once, from the earliest any request needs.
+      const widest = new Map<string, number>();
+      for (const r of requests) widest.set(r.metric, Math.max(widest.get(r.metric) ?? 0, r.windowMs));
+      const read = new Map<string, SeriesData[]>();
+      const q = deps.storage.querier();
+      const out: WindowOutcome[] = [];
+      let timedOut = false;
+      for (const r of requests) {
+        try {
+          let data = read.get(r.metric);
+          if (data === undefined) {
+            if (timedOut || now() > deadline) {
+              timedOut = true;
+              throw new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
+            }
+            data = q
+              .select(
+                scoped(projectId, [...matchers, { type: "=", name: "__name__", value: r.metric }]),
+                startMs - (widest.get(r.metric) ?? 0) + 1,
+                lastStep,
+              )
+              .map((s) => {
+                const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
+                return { labels: stripTenant(s.labels), timestamps: t, values: v };
+              });
+            read.set(r.metric, data);
+          }
+          const keepName = r.fn === "last_over_time";
+          const series: RangeSeries[] = [];
+          for (const s of data) {
+            // The cursors skip samples older than this request's own (possibly narrower) window.
+            const steps = stepAggregate(s.timestamps, s.values, grid, r.windowMs, r.fn);
+            if (steps.timestamps.length === 0) continue;
+            const metric = keepName ? s.labels : s.labels.filter((l) => l.name !== "__name__");
+            series.push({ metric, timestamps: steps.timestamps, values: steps.values });
+          }
+          out.push({ ok: true, series });
+        } catch (err) {
+          out.push({ ok: false, error: err instanceof Error ? err : new Error(String(err)) });
+        }
       }
       return out;
     },

@@ -1,3 +1,4 @@
+import type { WindowRequest } from "./backend.ts";
 import type { Source } from "./catalog.ts";
 
 /**
@@ -9,7 +10,23 @@ import type { Source } from "./catalog.ts";
  * 1800 s reflects every sample and a missing sample is an absent point, never a value carried forward
  * by the 5-minute lookback. Counters become rates over `max(step, 2 × sampling interval)`; `rate()`
  * handles counter resets.
+ *
+ * `plan` is the same computation as `promql`, spelled as the backend's window reads
+ * (MetricsBackend.windowAggregates): the RPC serves it in one pass over the raw samples, and the
+ * agreement test holds the two to the same values.
  */
+
+/** A metric as window reads: one aggregate, or `scale * num / on(on) den`. */
+export type MetricPlan =
+  | { readonly kind: "window"; readonly request: WindowRequest }
+  | {
+      readonly kind: "ratio";
+      readonly num: WindowRequest;
+      readonly den: WindowRequest;
+      readonly on: readonly string[];
+      readonly scale: number;
+    };
+
 export interface MetricDef {
   readonly id: string;
   /** Unit shown to clients: %, bytes, bytes/s, ops/s, packets/s, s, count. */
@@ -22,10 +39,18 @@ export interface MetricDef {
   readonly series: readonly string[];
   /** PromQL over `sel` (a `{vm="…"}` matcher list) with windows for a step of `stepS` seconds. */
   promql(sel: string, stepS: number, samplingS: number): string;
+  /** The same as window reads, for a step of `stepS` seconds. */
+  plan(stepS: number, samplingS: number): MetricPlan;
 }
 
-const gaugeWindow = (stepS: number) => `${stepS}s`;
-const rateWindow = (stepS: number, samplingS: number) => `${Math.max(stepS, 2 * samplingS)}s`;
+const gaugeWindowS = (stepS: number) => stepS;
+const rateWindowS = (stepS: number, samplingS: number) => Math.max(stepS, 2 * samplingS);
+const gaugeWindow = (stepS: number) => `${gaugeWindowS(stepS)}s`;
+const rateWindow = (stepS: number, samplingS: number) => `${rateWindowS(stepS, samplingS)}s`;
+
+function windowed(metric: string, fn: WindowRequest["fn"], windowS: number): MetricPlan {
+  return { kind: "window", request: { metric, fn, windowMs: windowS * 1000 } };
+}
 
 function gauge(id: string, series: string, unit: string, source: Source, expanded = false): MetricDef {
   return {
@@ -35,6 +60,7 @@ function gauge(id: string, series: string, unit: string, source: Source, expande
     expanded,
     series: [series],
     promql: (sel, stepS) => `avg_over_time(${series}${sel}[${gaugeWindow(stepS)}])`,
+    plan: (stepS) => windowed(series, "avg_over_time", gaugeWindowS(stepS)),
   };
 }
 
@@ -46,6 +72,7 @@ function rate(id: string, series: string, unit: string): MetricDef {
     expanded: false,
     series: [series],
     promql: (sel, stepS, samplingS) => `rate(${series}${sel}[${rateWindow(stepS, samplingS)}])`,
+    plan: (stepS, samplingS) => windowed(series, "rate", rateWindowS(stepS, samplingS)),
   };
 }
 
@@ -67,6 +94,16 @@ function ratio(
       const w = gaugeWindow(stepS);
       return `100 * avg_over_time(${num}${sel}[${w}]) / on(${on.join(", ")}) avg_over_time(${den}${sel}[${w}])`;
     },
+    plan: (stepS) => {
+      const windowMs = gaugeWindowS(stepS) * 1000;
+      return {
+        kind: "ratio",
+        num: { metric: num, fn: "avg_over_time", windowMs },
+        den: { metric: den, fn: "avg_over_time", windowMs },
+        on,
+        scale: 100,
+      };
+    },
   };
 }
 
@@ -80,6 +117,7 @@ const defs: readonly MetricDef[] = [
     series: ["svc_vm_vcpus"],
     // The vCPU count at the end of each step window: an average would invent fractional vCPUs.
     promql: (sel, stepS) => `last_over_time(svc_vm_vcpus${sel}[${gaugeWindow(stepS)}])`,
+    plan: (stepS) => windowed("svc_vm_vcpus", "last_over_time", gaugeWindowS(stepS)),
   },
   gauge("memory_used_bytes", "svc_vm_memory_used_bytes", "bytes", "hypervisor"),
   gauge("memory_total_bytes", "svc_vm_memory_total_bytes", "bytes", "hypervisor"),
@@ -120,6 +158,8 @@ const defs: readonly MetricDef[] = [
     series: ["svc_vm_last_observation_timestamp_seconds"],
     promql: (sel, stepS) =>
       `max_over_time(svc_vm_last_observation_timestamp_seconds${sel}[${gaugeWindow(stepS)}])`,
+    plan: (stepS) =>
+      windowed("svc_vm_last_observation_timestamp_seconds", "max_over_time", gaugeWindowS(stepS)),
   },
 ];
 

@@ -3,9 +3,10 @@ import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import type { QueryVMMonitoringResponse } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
+import type { Querier, Queryable } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import type { MetricsBackend } from "./backend.ts";
+import { createMetricsBackend } from "./backend.ts";
 import { createProjectLimiter } from "./concurrency.ts";
 import { pushAll, rwSeries } from "./fixtures.ts";
 import { resolveMetricsOptions } from "./options.ts";
@@ -334,14 +335,23 @@ describe("QueryVMMonitoring", () => {
 
   it("stops at the deadline and reports the metrics it could not read", async () => {
     let clock = nowMs;
-    const slow: MetricsBackend = {
-      ...t.app.metrics,
-      async rangeQuery(...args) {
-        clock += 11_000; // this metric took 11 s
-        return t.app.metrics.rangeQuery(...args);
+    // Every store read takes 11 s on this clock: the first metric is served, the deadline (10 s)
+    // has passed before the second is read.
+    const slowStore: Queryable = {
+      querier() {
+        const q = t.app.tsdb.querier();
+        return {
+          ...q,
+          select(...args: Parameters<Querier["select"]>) {
+            clock += 11_000;
+            return q.select(...args);
+          },
+          labelNames: (...a: Parameters<Querier["labelNames"]>) => q.labelNames(...a),
+          labelValues: (...a: Parameters<Querier["labelValues"]>) => q.labelValues(...a),
+        };
       },
-      latest: (...a) => t.app.metrics.latest(...a),
     };
+    const slow = createMetricsBackend({ storage: slowStore, now: () => clock });
     const r = await queryVmMonitoring(
       {
         db: t.app.db.db,

@@ -12,11 +12,12 @@ import {
   TooManySamplesError,
 } from "../promql/index.ts";
 import type { Labels } from "../storage/interface.ts";
-import type { LatestSample, MetricsBackend } from "./backend.ts";
+import type { LatestSample, MetricsBackend, WindowOutcome, WindowRequest } from "./backend.ts";
 import type { ProjectLimiter } from "./concurrency.ts";
-import { type MetricDef, metricIds, VM_IDENTITY_LABELS, vmSelector } from "./metric-ids.ts";
+import { type MetricDef, type MetricPlan, metricIds, VM_IDENTITY_LABELS } from "./metric-ids.ts";
 import type { MetricsOptions } from "./options.ts";
 import { coverage, type GapS, isStale, lifetimeWindow } from "./quality.ts";
+import { ratioOn } from "./windows.ts";
 
 export interface VmQueryDeps {
   readonly db: Db;
@@ -185,10 +186,10 @@ async function runQuery(
   const o = deps.options;
   const { startS, endS, stepS } = plan;
   const deadline = deps.now() + o.queryTimeoutMs;
-  const sel = vmSelector(name);
   const samplingS = o.samplingIntervalMs / 1000;
   const errors: QueryErrorOut[] = [];
   const outcomes: MetricOutcome[] = [];
+  const planned: { def: MetricDef; plan: MetricPlan }[] = [];
   for (const def of defs) {
     if (def.expanded && vm.monitoring_level !== "EXPANDED") {
       errors.push({
@@ -199,26 +200,62 @@ async function runQuery(
       });
       continue;
     }
-    const remaining = deadline - deps.now();
-    if (remaining <= 0) {
-      errors.push(timeoutError(def.id, o.queryTimeoutMs));
-      continue;
-    }
+    planned.push({ def, plan: def.plan(stepS, samplingS) });
+  }
+  // One backend call for every metric: a stored series that several metrics read (memory used for
+  // memory_used_bytes and memory_used_pct) is read once, and each series' samples are swept once
+  // per aggregate instead of evaluating PromQL per metric.
+  const requests: WindowRequest[] = [];
+  const indexOf = (r: WindowRequest): number => {
+    let i = requests.findIndex((x) => x.metric === r.metric && x.fn === r.fn && x.windowMs === r.windowMs);
+    if (i < 0) i = requests.push(r) - 1;
+    return i;
+  };
+  const slots = planned.map(({ plan }) =>
+    plan.kind === "window" ? [indexOf(plan.request)] : [indexOf(plan.num), indexOf(plan.den)],
+  );
+  const remaining = deadline - deps.now();
+  let results: WindowOutcome[];
+  if (planned.length === 0) results = [];
+  else if (remaining <= 0)
+    results = requests.map(() => ({ ok: false, error: new QueryTimeoutError("deadline passed") }));
+  else {
     try {
-      const r = await deps.metrics.rangeQuery(
+      results = await deps.metrics.windowAggregates(
         vm.project_id,
-        def.promql(sel, stepS, samplingS),
+        [{ type: "=", name: "vm", value: name }],
+        requests,
         startS * 1000,
         endS * 1000,
         stepS * 1000,
         { timeoutMs: remaining },
       );
-      if (r.value.resultType !== "matrix") throw new QueryEvalError("expected a matrix");
-      outcomes.push({ def, series: r.value.result });
+    } catch (err) {
+      results = requests.map(() => ({
+        ok: false,
+        error: err instanceof Error ? err : new Error(String(err)),
+      }));
+    }
+  }
+  planned.forEach(({ def, plan }, k) => {
+    const got = slots[k].map((i) => results[i]);
+    const failed = got.find((o) => !o.ok);
+    if (failed && !failed.ok) {
+      errors.push(toQueryError(def.id, failed.error, o.queryTimeoutMs));
+      return;
+    }
+    const matrices = got.map((o) => (o.ok ? o.series : []));
+    try {
+      const series =
+        plan.kind === "window" ? matrices[0] : ratioOn(matrices[0], matrices[1], plan.on, plan.scale);
+      outcomes.push({ def, series });
     } catch (err) {
       errors.push(toQueryError(def.id, err, o.queryTimeoutMs));
     }
-  }
+  });
+  // Errors in request order, as the metrics were asked for.
+  const order = new Map(defs.map((d, i) => [d.id, i]));
+  errors.sort((a, b) => (order.get(a.metricId) ?? 0) - (order.get(b.metricId) ?? 0));
 
   const observed = await newestObservations(deps, vm, name, outcomes, plan);
   const staleAfterS = (o.staleAfterIntervals * o.samplingIntervalMs) / 1000;

@@ -252,8 +252,12 @@ function windowFn(
   }
 }
 
-/** Prometheus' extrapolatedRate for rate / increase / delta over samples [a, b). */
-function extrapolatedRate(
+/**
+ * Prometheus' extrapolatedRate for rate / increase / delta over samples [a, b) (times in ms, the
+ * window (rangeStart, rangeEnd]); undefined when fewer than two samples. Exported for the metrics
+ * layer's single-pass step aggregates, which must agree with `rate()` bit for bit.
+ */
+export function extrapolatedRate(
   t: Float64Array,
   v: Float64Array,
   a: number,

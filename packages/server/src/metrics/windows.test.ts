@@ -1,0 +1,149 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { RangeSeries } from "../promql/index.ts";
+import { MemStorage } from "../promql/testing/memstorage.ts";
+import { labelsFromRecord } from "../storage/interface.ts";
+import { createMetricsBackend, type MetricsBackend } from "./backend.ts";
+import { type MetricDef, metricIds, vmSelector } from "./metric-ids.ts";
+import { ratioOn, stepAggregate } from "./windows.ts";
+
+const S = 1000;
+const T0 = Date.UTC(2026, 0, 1);
+const VM = "projects/p/locations/dc-1/vms/vm-1";
+
+/** One VM with gaps, jitter, a counter reset, a staleness marker, a resize and a zero capacity. */
+function storage(): MemStorage {
+  const m = new MemStorage();
+  const base = { project_id: "p", vm: VM, vm_id: "vm-1", location: "dc-1", source: "hypervisor" };
+  const L = (name: string, extra: Record<string, string> = {}) =>
+    labelsFromRecord({ ...base, __name__: name, ...extra });
+  let disk = 0;
+  for (let i = 0; i < 400; i++) {
+    if (i >= 100 && i < 130) continue; // samples never delivered
+    const t = T0 + i * 30 * S + ((i * 7919) % 5) * S; // a few seconds of jitter
+    m.append(L("svc_vm_cpu_utilization_pct"), t, 10 + ((i * 37) % 61) / 3);
+    m.append(L("svc_vm_memory_used_bytes"), t, 2e9 + 1e6 * (i % 17));
+    m.append(L("svc_vm_memory_total_bytes"), t, i >= 300 && i < 310 ? 0 : 4e9);
+    m.append(L("svc_vm_vcpus"), t, i < 200 ? 2 : 4);
+    disk = i === 250 ? 1234 : disk + 4096 * (1 + (i % 3)); // a reset at 250
+    m.append(L("svc_vm_disk_read_bytes_total", { device: "vda" }), t, disk);
+    m.append(L("svc_vm_disk_read_bytes_total", { device: "vdb" }), t, i * 512);
+    if (i % 10 === 0) m.append(L("svc_vm_last_observation_timestamp_seconds"), t, t / S);
+  }
+  m.appendStale(L("svc_vm_cpu_utilization_pct"), T0 + 350 * 30 * S + 15 * S);
+  return m;
+}
+
+async function viaPlan(
+  b: MetricsBackend,
+  def: MetricDef,
+  startMs: number,
+  endMs: number,
+  stepS: number,
+): Promise<RangeSeries[]> {
+  const plan = def.plan(stepS, 30);
+  const reqs = plan.kind === "window" ? [plan.request] : [plan.num, plan.den];
+  const got = await b.windowAggregates(
+    "p",
+    [{ type: "=", name: "vm", value: VM }],
+    reqs,
+    startMs,
+    endMs,
+    stepS * S,
+  );
+  const ok = got.map((o) => {
+    if (!o.ok) throw o.error;
+    return o.series;
+  });
+  return plan.kind === "window" ? ok[0] : ratioOn(ok[0], ok[1], plan.on, plan.scale);
+}
+
+const key = (s: RangeSeries) => s.metric.map((l) => `${l.name}=${l.value}`).join(",");
+
+describe("windowAggregates (one pass over raw samples)", () => {
+  const b = createMetricsBackend({ storage: storage() });
+  for (const stepS of [30, 60, 90, 300, 1800]) {
+    it(`gives the PromQL range query's exact series and values for every metricId at ${stepS} s`, async () => {
+      let nonEmpty = 0;
+      for (const def of metricIds.values()) {
+        // Unaligned start and an end past the data, so windows straddle gaps and edges.
+        const startMs = T0 + 7 * S;
+        const endMs = T0 + 420 * 30 * S;
+        const want = await b.rangeQuery(
+          "p",
+          def.promql(vmSelector(VM), stepS, 30),
+          startMs,
+          endMs,
+          stepS * S,
+        );
+        assert.equal(want.value.resultType, "matrix");
+        const expected = want.value.resultType === "matrix" ? want.value.result : [];
+        const got = await viaPlan(b, def, startMs, endMs, stepS);
+        if (expected.length > 0) nonEmpty++;
+        assert.deepEqual(got.map(key).sort(), expected.map(key).sort(), def.id);
+        for (const e of expected) {
+          const g = got.find((s) => key(s) === key(e));
+          assert.ok(g, `${def.id} ${key(e)}`);
+          assert.deepEqual([...g.timestamps], [...e.timestamps], `${def.id} step times`);
+          // Bit-for-bit (NaN = NaN, ±Inf kept): the RPC and the PromQL API must agree exactly.
+          for (let i = 0; i < e.values.length; i++)
+            assert.ok(
+              Object.is(g.values[i], e.values[i]),
+              `${def.id} at ${e.timestamps[i]}: ${g.values[i]} vs ${e.values[i]}`,
+            );
+        }
+      }
+      // Utilization, vCPUs, memory (3), disk read bytes, last observed: the comparison is not vacuous.
+      assert.equal(nonEmpty, 7);
+    });
+  }
+
+  it("leaves steps without samples absent, never 0", () => {
+    const t = Float64Array.from([10, 20, 100]);
+    const v = Float64Array.from([1, 3, 5]);
+    const r = stepAggregate(t, v, { startMs: 20, stepMs: 20, points: 5 }, 20, "avg_over_time");
+    assert.deepEqual([...r.timestamps], [20, 100]);
+    assert.deepEqual([...r.values], [2, 5]);
+  });
+
+  it("reports a read past the deadline as a timeout outcome, keeping what was read before", async () => {
+    let clock = 0;
+    const mem = storage();
+    const slow = createMetricsBackend({
+      storage: {
+        querier() {
+          const q = mem.querier();
+          return {
+            select: (...a: Parameters<typeof q.select>) => {
+              clock += 6_000;
+              return q.select(...a);
+            },
+            labelNames: (...a: Parameters<typeof q.labelNames>) => q.labelNames(...a),
+            labelValues: (...a: Parameters<typeof q.labelValues>) => q.labelValues(...a),
+          };
+        },
+      },
+      now: () => clock,
+    });
+    const req = (metric: string) => ({ metric, fn: "avg_over_time" as const, windowMs: 60 * S });
+    const out = await slow.windowAggregates(
+      "p",
+      [{ type: "=", name: "vm", value: VM }],
+      [
+        req("svc_vm_cpu_utilization_pct"),
+        req("svc_vm_memory_used_bytes"),
+        req("svc_vm_cpu_utilization_pct"),
+        req("svc_vm_vcpus"),
+      ],
+      T0,
+      T0 + 3600 * S,
+      60 * S,
+      { timeoutMs: 10_000 },
+    );
+    assert.deepEqual(
+      out.map((o) => (o.ok ? "ok" : o.error.name)),
+      // Read at 0 s and 6 s; the third reuses the first read; the fourth starts at 12 s > 10 s.
+      ["ok", "ok", "ok", "QueryTimeoutError"],
+    );
+  });
+});

@@ -1,0 +1,194 @@
+/**
+ * Step aggregates of raw samples in one linear sweep: the values PromQL's `avg_over_time`,
+ * `max_over_time`, `last_over_time` and `rate` give in a range query, computed without the engine
+ * (no parse, no per-step window arrays). The arithmetic is the engine's own (MeanAccumulator,
+ * extrapolatedRate), so the numbers agree bit for bit with the Prometheus-compatible API.
+ *
+ * Times are ms. Step i evaluates at `startMs + i × stepMs` over the window (t − windowMs, t]
+ * (left-open, right-closed, as PromQL). Staleness markers are not samples (PromQL drops them from
+ * range vectors). A step without enough samples has no value: it is absent, never 0.
+ */
+import { MeanAccumulator } from "../promql/engine/kahan.ts";
+import { extrapolatedRate } from "../promql/engine/rangefuncs.ts";
+import { QueryEvalError } from "../promql/index.ts";
+import { isStaleMarker, type Labels, labelValue } from "../storage/interface.ts";
+
+export type WindowFunction = "avg_over_time" | "max_over_time" | "last_over_time" | "rate";
+
+export const WINDOW_FUNCTIONS: ReadonlySet<string> = new Set<WindowFunction>([
+  "avg_over_time",
+  "max_over_time",
+  "last_over_time",
+  "rate",
+]);
+
+/** The step grid of a range query: `points` steps from `startMs`, `stepMs` apart. */
+export interface StepGrid {
+  readonly startMs: number;
+  readonly stepMs: number;
+  readonly points: number;
+}
+
+/** Step values of one series: only the steps with a value, ascending. Arrays owned by the caller. */
+export interface StepValues {
+  readonly timestamps: Float64Array;
+  readonly values: Float64Array;
+}
+
+const mean = new MeanAccumulator();
+
+/** Samples of a series without staleness markers (the input itself when it has none). */
+export function withoutStaleMarkers(t: Float64Array, v: Float64Array): { t: Float64Array; v: Float64Array } {
+  let stale = 0;
+  for (let i = 0; i < v.length; i++) if (isStaleMarker(v, i)) stale++;
+  if (stale === 0) return { t, v };
+  const nt = new Float64Array(v.length - stale);
+  const nv = new Float64Array(v.length - stale);
+  let k = 0;
+  for (let i = 0; i < v.length; i++) {
+    if (isStaleMarker(v, i)) continue;
+    nt[k] = t[i];
+    nv[k++] = v[i];
+  }
+  return { t: nt, v: nv };
+}
+
+/**
+ * `fn(series[windowMs])` at every step of `grid` over the samples (t ascending, staleness markers
+ * already removed). Two monotone cursors bound each window, so the cost is O(samples + steps) for
+ * any window/step ratio (each sample is aggregated once per window that holds it).
+ */
+export function stepAggregate(
+  t: Float64Array,
+  v: Float64Array,
+  grid: StepGrid,
+  windowMs: number,
+  fn: WindowFunction,
+): StepValues {
+  const n = grid.points;
+  const outT = new Float64Array(n);
+  const outV = new Float64Array(n);
+  let k = 0;
+  let a = 0; // first sample with ts > end − window
+  let b = 0; // first sample with ts > end
+  for (let i = 0; i < n; i++) {
+    const end = grid.startMs + i * grid.stepMs;
+    const from = end - windowMs;
+    while (a < t.length && t[a] <= from) a++;
+    if (b < a) b = a;
+    while (b < t.length && t[b] <= end) b++;
+    if (b <= a) continue;
+    let x: number | undefined;
+    switch (fn) {
+      case "avg_over_time":
+        mean.reset();
+        for (let j = a; j < b; j++) mean.add(v[j]);
+        x = mean.value();
+        break;
+      case "max_over_time": {
+        let m = v[a];
+        for (let j = a + 1; j < b; j++) if (v[j] > m || Number.isNaN(m)) m = v[j];
+        x = m;
+        break;
+      }
+      case "last_over_time":
+        x = v[b - 1];
+        break;
+      case "rate":
+        x = extrapolatedRate(t, v, a, b, from, end, true, true, windowMs);
+        break;
+    }
+    if (x === undefined) continue;
+    outT[k] = end;
+    outV[k++] = x;
+  }
+  return k === n
+    ? { timestamps: outT, values: outV }
+    : { timestamps: outT.slice(0, k), values: outV.slice(0, k) };
+}
+
+/** A step series with its labels, as a range query returns it. */
+export interface LabeledSteps extends StepValues {
+  readonly metric: Labels;
+}
+
+/**
+ * `scale * num / on(<on>) den` per step with PromQL's one-to-one vector matching: series pair up by
+ * the values of the `on` labels (absent = ""), a step needs both sides, and the result carries only
+ * the `on` labels that are present. Two series of one side with the same key at the same step is
+ * PromQL's matching error, thrown as QueryEvalError. Non-finite results (x / 0) are kept, as the
+ * engine keeps them; the caller decides what a NaN means.
+ */
+export function ratioOn(
+  num: readonly LabeledSteps[],
+  den: readonly LabeledSteps[],
+  on: readonly string[],
+  scale: number,
+): LabeledSteps[] {
+  const keyOf = (l: Labels) => on.map((n) => labelValue(l, n)).join("\u0000");
+  const dens = new Map<string, LabeledSteps[]>();
+  for (const d of den) {
+    const k = keyOf(d.metric);
+    const list = dens.get(k);
+    if (list) list.push(d);
+    else dens.set(k, [d]);
+  }
+  const nums = new Map<string, LabeledSteps[]>();
+  for (const s of num) {
+    const k = keyOf(s.metric);
+    const list = nums.get(k);
+    if (list) list.push(s);
+    else nums.set(k, [s]);
+  }
+  const out: LabeledSteps[] = [];
+  for (const [k, ls] of nums) {
+    const rs = dens.get(k);
+    if (!rs) continue;
+    assertUniqueSteps(ls, "left");
+    assertUniqueSteps(rs, "right");
+    const lhs = mergeSteps(ls);
+    const rhs = mergeSteps(rs);
+    const t: number[] = [];
+    const v: number[] = [];
+    let j = 0;
+    for (let i = 0; i < lhs.timestamps.length; i++) {
+      const ts = lhs.timestamps[i];
+      while (j < rhs.timestamps.length && rhs.timestamps[j] < ts) j++;
+      if (j < rhs.timestamps.length && rhs.timestamps[j] === ts) {
+        t.push(ts);
+        v.push((scale * lhs.values[i]) / rhs.values[j]);
+      }
+    }
+    if (t.length === 0) continue;
+    const metric = on
+      .filter((n) => labelValue(ls[0].metric, n) !== "")
+      .sort()
+      .map((name) => ({ name, value: labelValue(ls[0].metric, name) }));
+    out.push({ metric, timestamps: Float64Array.from(t), values: Float64Array.from(v) });
+  }
+  return out;
+}
+
+function assertUniqueSteps(group: readonly LabeledSteps[], side: "left" | "right"): void {
+  if (group.length < 2) return;
+  const seen = new Set<number>();
+  for (const s of group) {
+    for (const ts of s.timestamps) {
+      if (seen.has(ts))
+        throw new QueryEvalError(
+          `found duplicate series for the match group on the ${side} hand-side of the operation; many-to-many matching not allowed`,
+        );
+      seen.add(ts);
+    }
+  }
+}
+
+/** One step series from several with disjoint steps (checked by assertUniqueSteps). */
+function mergeSteps(group: readonly LabeledSteps[]): StepValues {
+  if (group.length === 1) return group[0];
+  const pts: [number, number][] = [];
+  for (const s of group)
+    for (let i = 0; i < s.timestamps.length; i++) pts.push([s.timestamps[i], s.values[i]]);
+  pts.sort((x, y) => x[0] - y[0]);
+  return { timestamps: Float64Array.from(pts, (p) => p[0]), values: Float64Array.from(pts, (p) => p[1]) };
+}
