@@ -64,8 +64,27 @@ class Cursor {
     this.len = buf.length;
   }
 
-  /** A varint that must fit in uint32 (tags, lengths, enum values as protobuf's int32 reads them). */
+  /** A varint that must fit in uint32 (tags and lengths). */
   uint32(): number {
+    // Tags and label lengths are nearly always one byte, series lengths two.
+    const p = this.pos;
+    const b = this.buf;
+    if (p + 1 < this.len) {
+      const c0 = b[p];
+      if (c0 < 0x80) {
+        this.pos = p + 1;
+        return c0;
+      }
+      const c1 = b[p + 1];
+      if (c1 < 0x80) {
+        this.pos = p + 2;
+        return (c0 & 0x7f) | (c1 << 7);
+      }
+    }
+    return this.uint32Long();
+  }
+
+  uint32Long(): number {
     const b = this.buf;
     let x = 0;
     for (let shift = 0; shift < 35; shift += 7) {

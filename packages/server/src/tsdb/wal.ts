@@ -13,7 +13,7 @@ import {
   readFileSync,
   rmSync,
   truncateSync,
-  write,
+  writeSync,
 } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -30,7 +30,6 @@ import {
   REC_SAMPLES_COMPACT,
 } from "./walsamples.ts";
 
-const writeAsync = promisify(write);
 const fdatasyncAsync = promisify(fdatasync);
 
 export const REC_SERIES = 1;
@@ -289,10 +288,10 @@ export class Wal {
       if (this.#failed) throw this.#failed;
       if (this.#segBytes >= this.#maxSegBytes) this.rotate();
       const data = batch.length === 1 ? batch[0].buf : Buffer.concat(batch.map((p) => p.buf));
+      // The write only copies into the page cache: done here it saves a thread-pool round trip per
+      // group (measurable CPU at ~1,000 commits/s); the fdatasync that makes it durable runs off-thread.
       let off = 0;
-      while (off < data.length) {
-        off += (await writeAsync(this.#fd, data, off, data.length - off, null)).bytesWritten;
-      }
+      while (off < data.length) off += writeSync(this.#fd, data, off, data.length - off, null);
       await fdatasyncAsync(this.#fd);
       this.#segBytes += data.length;
       this.flushes++;
