@@ -32,6 +32,9 @@ export class TsdbQuerier implements Querier {
   ): SeriesData[] {
     const cms = compileMatchers(matchers);
     if (hints?.labelsOnly) return this.#labelsOnly(cms, mintMs, maxtMs);
+    if (!this.#blocks.some((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs)) {
+      return this.#headOnly(cms, mintMs, maxtMs);
+    }
     const found = new Map<string, { labels: Labels; parts: SampleArrays[] }>();
     const add = (labels: Labels, s: SampleArrays): void => {
       if (s.t.length === 0) return;
@@ -53,6 +56,21 @@ export class TsdbQuerier implements Querier {
     for (const { labels, parts } of found.values()) {
       const m = mergeParts(parts);
       out.push({ labels, timestamps: m.t, values: m.v });
+    }
+    return out.sort((a, b) => compareLabels(a.labels, b.labels));
+  }
+
+  /**
+   * The range touches no block: the head holds one ref per label set, so there is nothing to merge
+   * or de-duplicate, and labels are built only for series with samples in range.
+   */
+  #headOnly(cms: ReturnType<typeof compileMatchers>, mintMs: number, maxtMs: number): SeriesData[] {
+    const head = this.#head;
+    const refs = postingsForMatchers(head.reg, cms);
+    const out: SeriesData[] = [];
+    for (let i = 0; i < refs.length; i++) {
+      const s = head.samples(refs[i], mintMs, maxtMs);
+      if (s.t.length > 0) out.push({ labels: head.reg.labels(refs[i]), timestamps: s.t, values: s.v });
     }
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
   }

@@ -4,7 +4,7 @@ import type { Aggregate } from "../ast.ts";
 import { QueryEvalError } from "../errors.ts";
 import { formatFloatF, isWellFormed } from "../lex.ts";
 import type { Evaluator } from "./evaluator.ts";
-import { kahanInc, MeanAccumulator, quantileOf } from "./kahan.ts";
+import { MeanAccumulator, quantileOf } from "./kahan.ts";
 import { keepOnly, keyOn, keyWithout, labelsKey, setLabel, without } from "./labels.ts";
 import { newStepSeries, type StepSeries, type Value } from "./types.ts";
 
@@ -40,8 +40,14 @@ export function evalAggregate(ev: Evaluator, e: Aggregate, ts: Float64Array): Va
         }
       }
       break;
+    case "sum":
+    case "count":
+    case "group":
+    case "min":
+    case "max":
+      return { type: "vector", series: columnAggregate(ev, groups, e.op, n) };
   }
-  const tmp = new Float64Array(2);
+  // avg, stddev, stdvar and quantile: per step across the group's members.
   const mean = new MeanAccumulator();
   const vals: number[] = [];
   for (const g of groups) {
@@ -55,7 +61,6 @@ export function evalAggregate(ev: Evaluator, e: Aggregate, ts: Float64Array): Va
     for (let i = 0; i < n; i++) {
       let cnt = 0;
       let acc = 0;
-      let c = 0;
       let m = 0;
       mean.reset();
       vals.length = 0;
@@ -64,19 +69,8 @@ export function evalAggregate(ev: Evaluator, e: Aggregate, ts: Float64Array): Va
         const f = s.values[i];
         cnt++;
         switch (e.op) {
-          case "sum":
-            kahanInc(f, acc, c, tmp);
-            acc = tmp[0];
-            c = tmp[1];
-            break;
           case "avg":
             mean.add(f);
-            break;
-          case "min":
-            if (cnt === 1 || acc > f || Number.isNaN(acc)) acc = f;
-            break;
-          case "max":
-            if (cnt === 1 || acc < f || Number.isNaN(acc)) acc = f;
             break;
           case "stddev":
           case "stdvar":
@@ -97,17 +91,8 @@ export function evalAggregate(ev: Evaluator, e: Aggregate, ts: Float64Array): Va
       if (cnt === 0) continue;
       let v: number;
       switch (e.op) {
-        case "sum":
-          v = acc + c;
-          break;
         case "avg":
           v = mean.value();
-          break;
-        case "count":
-          v = cnt;
-          break;
-        case "group":
-          v = 1;
           break;
         case "stdvar":
           v = acc / cnt;
@@ -115,11 +100,8 @@ export function evalAggregate(ev: Evaluator, e: Aggregate, ts: Float64Array): Va
         case "stddev":
           v = Math.sqrt(acc / cnt);
           break;
-        case "quantile":
-          v = quantileOf(param![i], vals);
-          break;
         default:
-          v = acc;
+          v = quantileOf(param![i], vals);
       }
       o.values[i] = v;
       o.present[i] = 1;
@@ -129,6 +111,69 @@ export function evalAggregate(ev: Evaluator, e: Aggregate, ts: Float64Array): Va
   }
   ev.addSamples(out.length * n);
   return { type: "vector", series: out };
+}
+
+/**
+ * sum, count, group, min and max walk each member's columns once, accumulating every step in typed
+ * arrays (members in input order per step, so Kahan sums are bit-identical to a per-step loop).
+ */
+function columnAggregate(
+  ev: Evaluator,
+  groups: Group[],
+  op: "sum" | "count" | "group" | "min" | "max",
+  n: number,
+): StepSeries[] {
+  const out: StepSeries[] = [];
+  const acc = new Float64Array(n);
+  const comp = new Float64Array(n);
+  const cnt = new Uint32Array(n);
+  for (const g of groups) {
+    ev.tick();
+    acc.fill(0);
+    comp.fill(0);
+    cnt.fill(0);
+    let dropName = false;
+    for (const s of g.members) {
+      if (s.dropName) dropName = true;
+      const pv = s.present;
+      const vv = s.values;
+      if (op === "sum") {
+        for (let i = 0; i < n; i++) {
+          if (pv[i] === 0) continue;
+          cnt[i]++;
+          // Prometheus' kahanSumInc, inlined.
+          const f = vv[i];
+          const sum = acc[i];
+          const t = sum + f;
+          if (!Number.isFinite(t) && !Number.isNaN(t)) comp[i] = 0;
+          else if (Math.abs(sum) >= Math.abs(f)) comp[i] += sum - t + f;
+          else comp[i] += f - t + sum;
+          acc[i] = t;
+        }
+      } else if (op === "min" || op === "max") {
+        const isMax = op === "max";
+        for (let i = 0; i < n; i++) {
+          if (pv[i] === 0) continue;
+          const f = vv[i];
+          const a = acc[i];
+          if (++cnt[i] === 1 || (isMax ? a < f : a > f) || Number.isNaN(a)) acc[i] = f;
+        }
+      } else {
+        for (let i = 0; i < n; i++) cnt[i] += pv[i];
+      }
+    }
+    const o = newStepSeries(g.labels, n, dropName);
+    let any = false;
+    for (let i = 0; i < n; i++) {
+      if (cnt[i] === 0) continue;
+      o.values[i] = op === "sum" ? acc[i] + comp[i] : op === "count" ? cnt[i] : op === "group" ? 1 : acc[i];
+      o.present[i] = 1;
+      any = true;
+    }
+    if (any) out.push(o);
+  }
+  ev.addSamples(out.length * n);
+  return out;
 }
 
 function groupSeries(input: StepSeries[], e: Aggregate): Group[] {
