@@ -14,9 +14,11 @@ import {
   isStaleMarker,
   type LabelMatcher,
   type Labels,
+  labelValue,
   type Queryable,
   type SeriesData,
 } from "../storage/interface.ts";
+import { regexQuote } from "./latest.ts";
 import { stepAggregate, type WindowFunction, withoutStaleMarkers } from "./windows.ts";
 
 export type { WindowFunction };
@@ -107,10 +109,12 @@ export interface MetricsBackend {
    * one reads each stored metric once for all requests naming it and sweeps each series' samples
    * once per request instead of evaluating PromQL (see windows.ts).
    *
-   * Requests are served in order under one deadline (`opts.timeoutMs`, from the call): a request
-   * whose samples were not read before it is a QueryTimeoutError outcome, and so are the ones after
-   * it, while earlier outcomes stand. Any other failure is that request's outcome too; the call
-   * itself only rejects when the backend is unusable.
+   * One deadline (`opts.timeoutMs`, from the call) covers the read and the requests, served in
+   * order: a request not started before it is a QueryTimeoutError outcome, and so are the ones after
+   * it, while earlier outcomes stand (the embedded store reads all requests' samples at once, so a
+   * read that overruns the deadline times every request out). Any other failure is an outcome too:
+   * a failed read fails every request, a failed computation only its own; the call itself only
+   * rejects when the backend is unusable.
    */
   windowAggregates(
     projectId: string,
@@ -233,33 +237,48 @@ export function createMetricsBackend(deps: {
         points: endMs >= startMs ? Math.floor((endMs - startMs) / stepMs) + 1 : 0,
       };
       const lastStep = startMs + (grid.points - 1) * stepMs;
-      // Widest window per metric: its samples are read once, from the earliest any request needs.
-      const widest = new Map<string, number>();
-      for (const r of requests) widest.set(r.metric, Math.max(widest.get(r.metric) ?? 0, r.windowMs));
-      const read = new Map<string, SeriesData[]>();
-      const q = deps.storage.querier();
-      const out: WindowOutcome[] = [];
-      let timedOut = false;
-      for (const r of requests) {
+      // One select for every requested metric (the store tests the name alternation against the
+      // VM's few series per block), from the earliest sample any window needs.
+      let widest = 0;
+      for (const r of requests) widest = Math.max(widest, r.windowMs);
+      const names = [...new Set(requests.map((r) => r.metric))];
+      const byName = new Map<string, SeriesData[]>(names.map((n) => [n, []]));
+      let readError: Error | undefined;
+      if (requests.length > 0 && now() > deadline)
+        readError = new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
+      else if (requests.length > 0) {
         try {
-          let data = read.get(r.metric);
-          if (data === undefined) {
-            if (timedOut || now() > deadline) {
-              timedOut = true;
-              throw new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
-            }
-            data = q
-              .select(
-                scoped(projectId, [...matchers, { type: "=", name: "__name__", value: r.metric }]),
-                startMs - (widest.get(r.metric) ?? 0) + 1,
-                lastStep,
-              )
-              .map((s) => {
-                const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
-                return { labels: stripTenant(s.labels), timestamps: t, values: v };
-              });
-            read.set(r.metric, data);
+          const data = deps.storage
+            .querier()
+            .select(
+              scoped(projectId, [
+                ...matchers,
+                { type: "=~", name: "__name__", value: names.map(regexQuote).join("|") },
+              ]),
+              startMs - widest + 1,
+              lastStep,
+            );
+          for (const s of data) {
+            const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
+            byName
+              .get(labelValue(s.labels, "__name__"))
+              ?.push({ labels: stripTenant(s.labels), timestamps: t, values: v });
           }
+        } catch (err) {
+          readError = err instanceof Error ? err : new Error(String(err));
+        }
+      }
+      const out: WindowOutcome[] = [];
+      for (const r of requests) {
+        // Past the deadline (during the read or the sweeps before), the rest is stopped and said so.
+        if (!readError && now() > deadline)
+          readError = new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
+        if (readError) {
+          out.push({ ok: false, error: readError });
+          continue;
+        }
+        try {
+          const data = byName.get(r.metric) ?? [];
           const keepName = r.fn === "last_over_time";
           const series: RangeSeries[] = [];
           for (const s of data) {

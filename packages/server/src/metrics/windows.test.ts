@@ -106,44 +106,45 @@ describe("windowAggregates (one pass over raw samples)", () => {
     assert.deepEqual([...r.values], [2, 5]);
   });
 
-  it("reports a read past the deadline as a timeout outcome, keeping what was read before", async () => {
+  it("reports requests past the deadline as timeout outcomes, keeping what was served before", async () => {
     let clock = 0;
+    let reads = 0;
     const mem = storage();
-    const slow = createMetricsBackend({
-      storage: {
-        querier() {
-          const q = mem.querier();
-          return {
-            select: (...a: Parameters<typeof q.select>) => {
-              clock += 6_000;
-              return q.select(...a);
-            },
-            labelNames: (...a: Parameters<typeof q.labelNames>) => q.labelNames(...a),
-            labelValues: (...a: Parameters<typeof q.labelValues>) => q.labelValues(...a),
-          };
+    const slow = (readMs: number) =>
+      createMetricsBackend({
+        storage: {
+          querier() {
+            const q = mem.querier();
+            return {
+              select: (...a: Parameters<typeof q.select>) => {
+                reads++;
+                clock += readMs;
+                return q.select(...a);
+              },
+              labelNames: (...a: Parameters<typeof q.labelNames>) => q.labelNames(...a),
+              labelValues: (...a: Parameters<typeof q.labelValues>) => q.labelValues(...a),
+            };
+          },
         },
-      },
-      now: () => clock,
-    });
+        // Each look at the clock costs 3 s: the sweeps themselves run into the deadline.
+        now: () => (clock += 3_000),
+      });
     const req = (metric: string) => ({ metric, fn: "avg_over_time" as const, windowMs: 60 * S });
-    const out = await slow.windowAggregates(
-      "p",
-      [{ type: "=", name: "vm", value: VM }],
-      [
-        req("svc_vm_cpu_utilization_pct"),
-        req("svc_vm_memory_used_bytes"),
-        req("svc_vm_cpu_utilization_pct"),
-        req("svc_vm_vcpus"),
-      ],
-      T0,
-      T0 + 3600 * S,
-      60 * S,
-      { timeoutMs: 10_000 },
-    );
-    assert.deepEqual(
-      out.map((o) => (o.ok ? "ok" : o.error.name)),
-      // Read at 0 s and 6 s; the third reuses the first read; the fourth starts at 12 s > 10 s.
-      ["ok", "ok", "ok", "QueryTimeoutError"],
-    );
+    const reqs = [req("svc_vm_cpu_utilization_pct"), req("svc_vm_memory_used_bytes"), req("svc_vm_vcpus")];
+    const call = (b: MetricsBackend) =>
+      b.windowAggregates("p", [{ type: "=", name: "vm", value: VM }], reqs, T0, T0 + 3600 * S, 60 * S, {
+        timeoutMs: 10_000,
+      });
+    const status = (out: Awaited<ReturnType<typeof call>>) => out.map((o) => (o.ok ? "ok" : o.error.name));
+    // Deadline at 13 s; checks at 6 s (read), 9 s, 12 s, 15 s.
+    assert.deepEqual(status(await call(slow(0))), ["ok", "ok", "QueryTimeoutError"]);
+    assert.equal(reads, 1, "one store read for all metrics");
+    // A read that overruns the deadline stops every request.
+    clock = 0;
+    assert.deepEqual(status(await call(slow(11_000))), [
+      "QueryTimeoutError",
+      "QueryTimeoutError",
+      "QueryTimeoutError",
+    ]);
   });
 });

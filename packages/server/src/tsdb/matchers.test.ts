@@ -51,6 +51,57 @@ describe("postingsForMatchers()", () => {
     it(c.name, () => assert.deepEqual(sel(...c.ms), c.want));
   }
 
+  it("an alternation of literals gives the same ids whether it is merged or tested per candidate", () => {
+    const h = new Head(resolveTsdbOptions());
+    const names = ["up", "cpu", "mem", "disk"];
+    const all: { name: string; job: string; ref: number }[] = [];
+    for (let j = 0; j < 10; j++)
+      for (const name of names)
+        all.push({ name, job: String(j), ref: h.getOrCreate(L({ __name__: name, job: String(j) })) });
+    const run = (ms: [LabelMatcher["type"], string, string][]) =>
+      Array.from(
+        postingsForMatchers(h.reg, compileMatchers(ms.map(([type, name, value]) => ({ type, name, value })))),
+      );
+    const want = (pred: (s: (typeof all)[number]) => boolean) =>
+      all
+        .filter(pred)
+        .map((s) => s.ref)
+        .sort((a, b) => a - b);
+    const upOrMem = (s: { name: string }) => s.name === "up" || s.name === "mem";
+    // A narrow equality: candidates tested against the alternation's lists.
+    assert.deepEqual(
+      run([
+        ["=~", "__name__", "up|mem|nope"],
+        ["=", "job", "3"],
+      ]),
+      want((s) => upOrMem(s) && s.job === "3"),
+    );
+    // Only alternations: merged, then intersected.
+    assert.deepEqual(
+      run([
+        ["=~", "__name__", "up|mem"],
+        ["=~", "job", "3|4"],
+      ]),
+      want((s) => upOrMem(s) && (s.job === "3" || s.job === "4")),
+    );
+    // With a negative matcher.
+    assert.deepEqual(
+      run([
+        ["=~", "__name__", "up|mem"],
+        ["!=", "job", "3"],
+      ]),
+      want((s) => upOrMem(s) && s.job !== "3"),
+    );
+    assert.deepEqual(
+      run([
+        ["=~", "__name__", "up|mem"],
+        ["=", "job", "3"],
+        ["!=", "__name__", "up"],
+      ]),
+      want((s) => s.name === "mem" && s.job === "3"),
+    );
+  });
+
   it("refuses an invalid RE2 regex with a typed error", () => {
     assert.throws(() => compileMatchers([{ type: "=~", name: "a", value: "(?<=x)y" }]), InvalidMatcherError);
   });

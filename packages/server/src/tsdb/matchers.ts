@@ -128,6 +128,9 @@ function inversePostingsFor(ix: PostingsIndex, m: CompiledMatcher): PostingsList
 export function postingsForMatchers(ix: PostingsIndex, ms: readonly CompiledMatcher[]): PostingsList {
   const its: PostingsList[] = [];
   const notIts: PostingsList[] = [];
+  // Positive matchers with several literal values (`__name__=~"a|b|c"`): their lists are only
+  // merged when nothing narrower exists; otherwise the narrow candidates are tested against them.
+  const anyOf: PostingsList[][] = [];
   for (const m of ms) {
     const matchesEmpty = m.matches("");
     const isNot = m.type === "!=" || m.type === "!~";
@@ -140,11 +143,48 @@ export function postingsForMatchers(ix: PostingsIndex, ms: readonly CompiledMatc
     } else if (matchesEmpty) {
       // l="", l=~"|foo": series without l are in; drop those whose value m rejects.
       notIts.push(inversePostingsFor(ix, m));
+    } else if (m.literals && m.literals.length > 1) {
+      anyOf.push(m.literals.filter((v) => v !== "").map((v) => ix.postings(m.name, v)));
     } else {
       its.push(postingsFor(ix, m));
     }
   }
-  if (its.length === 0) its.push(ix.allPostings());
-  const pos = its.length === 1 ? its[0] : intersect(its);
+  let pos: PostingsList;
+  if (its.length === 0 && anyOf.length === 0) pos = ix.allPostings();
+  else if (its.length === 0) pos = intersect(anyOf.map(merge));
+  else {
+    pos = its.length === 1 ? its[0] : intersect(its);
+    for (const lists of anyOf) {
+      let total = 0;
+      for (const l of lists) total += l.length;
+      pos = total > pos.length * 8 ? keepIfInAny(pos, lists) : intersect([pos, merge(lists)]);
+    }
+  }
   return notIts.length === 0 ? pos : subtract(pos, merge(notIts));
+}
+
+/** The ids of `ids` (sorted) present in at least one of `lists` (each sorted); binary searches. */
+function keepIfInAny(ids: PostingsList, lists: readonly PostingsList[]): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    const x = ids[i];
+    for (const l of lists) {
+      if (contains(l, x)) {
+        out.push(x);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+function contains(a: PostingsList, x: number): boolean {
+  let lo = 0;
+  let hi = a.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (a[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < a.length && a[lo] === x;
 }
