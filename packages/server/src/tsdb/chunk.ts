@@ -238,26 +238,28 @@ export function xorDecodeInto(
     // Delta of delta: `0` | `10`+14 | `110`+17 | `1110`+20 | `1111`+64 bits, two's complement.
     const w = peek32(buf, base, pos);
     let dod: number;
+    let used: number;
     if ((w & 0x80000000) === 0) {
       dod = 0;
-      pos += 1;
+      used = 1;
     } else if ((w & 0x40000000) === 0) {
       dod = (w << 2) >> 18;
-      pos += 16;
+      used = 16;
     } else if ((w & 0x20000000) === 0) {
       dod = (w << 3) >> 15;
-      pos += 20;
+      used = 20;
     } else if ((w & 0x10000000) === 0) {
       dod = (w << 4) >> 12;
-      pos += 24;
+      used = 24;
     } else {
-      pos += 4;
-      dod = (peek32(buf, base, pos) | 0) * TWO32 + peek32(buf, base, pos + 32);
-      pos += 64;
+      dod = (peek32(buf, base, pos + 4) | 0) * TWO32 + peek32(buf, base, pos + 36);
+      used = 68;
     }
+    pos += used;
     tDelta += dod;
     t += tDelta;
-    const x = peek32(buf, base, pos);
+    // The value header (at most 15 bits) is usually still in the bits of w the timestamp left over.
+    const x = used <= 16 ? (w << used) >>> 0 : peek32(buf, base, pos);
     if ((x & 0x80000000) === 0) {
       pos += 1; // same value
       continue;
