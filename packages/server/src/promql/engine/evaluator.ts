@@ -11,7 +11,14 @@ import type { Annotations } from "./annotations.ts";
 import { evalBinary } from "./binary.ts";
 import { evalCall } from "./functions.ts";
 import { labelsString } from "./labels.ts";
-import { newStepSeries, type RawSeries, type StepSeries, type Value, type Windows } from "./types.ts";
+import {
+  newStepSeries,
+  type RawSeries,
+  type StepSeries,
+  stepF64,
+  type Value,
+  type Windows,
+} from "./types.ts";
 
 export interface EvalContext {
   readonly querier: Querier;
@@ -137,7 +144,7 @@ export class Evaluator {
       this.tick();
       const st = s.timestamps;
       const ss = newStepSeries(s.labels, n);
-      ss.sampleTs = new Float64Array(n);
+      ss.sampleTs = stepF64(n);
       let any = false;
       let j = -1; // index of the last sample <= ends[i]
       for (let i = 0; i < n; i++) {
