@@ -5,6 +5,7 @@ import {
   decodeWriteRequestCompact,
   encodeRemoteWriteBody,
   encodeWriteRequest,
+  labelKeyHash,
   labelsOfKey,
   RemoteWriteDecodeError,
   type WriteRequest,
@@ -104,6 +105,21 @@ describe("decodeWriteRequestCompact()", () => {
       () => decodeWriteRequestCompact(encodeWriteRequest(req("abcdef", 1, 1)), { maxLabelValueBytes: 5 }),
       (e: unknown) => e instanceof RemoteWriteDecodeError && e.limit === "maxLabelValueBytes",
     );
+  });
+
+  it("checks UTF-8 of interleaved and long labels too, and hashes keys as labelKeyHash does", () => {
+    // label a=b, a sample, then label c=<0xff>: the key is made of two parts.
+    const bad = hex("0a 14 0a 06 0a 01 61 12 01 62 12 02 10 05 0a 06 0a 01 63 12 01 ff");
+    assert.throws(() => decodeWriteRequestCompact(bad), /label value is not valid UTF-8/);
+    const long = "é".repeat(100); // 200 bytes: its length prefix has the high bit set
+    const c = decodeWriteRequestCompact(
+      encodeWriteRequest({ timeseries: [{ labels: [{ name: "l", value: long }], samples: [] }] }),
+    );
+    assert.deepEqual(labelsOfKey(c.labelKeys[0]), [{ name: "l", value: long }]);
+    assert.equal(c.labelHashes[0], labelKeyHash(c.labelKeys[0]));
+    const two = decodeWriteRequestCompact(encodeWriteRequest(req("a", 1, 1)));
+    assert.equal(two.labelHashes[1], labelKeyHash(two.labelKeys[1]));
+    assert.notEqual(two.labelHashes[0], two.labelHashes[1]);
   });
 
   it("reads a negative metadata type as int32 (sign-extended varint)", () => {

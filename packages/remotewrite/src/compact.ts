@@ -22,6 +22,11 @@ export interface CompactWriteRequest {
    * (different keys may still decode to equal sets). Decode with `labelsOfKey`.
    */
   readonly labelKeys: readonly string[];
+  /**
+   * A 32-bit hash of each label key (equal keys, equal hashes), so a receiver can look keys up by
+   * number instead of having every new key string hashed again.
+   */
+  readonly labelHashes: Uint32Array;
   /** seriesCount + 1 offsets into the sample arrays. */
   readonly sampleStart: Uint32Array;
   /** Milliseconds since the Unix epoch, safe integers. */
@@ -157,15 +162,18 @@ class Cursor {
     this.pos += n;
   }
 
-  /** Checks a string field's bytes (length limit, UTF-8) without decoding it; returns its start. */
-  checkString(max: number, limit: DecodeLimitName, what: string): number {
+  /**
+   * Checks a string field's length and, when `utf8`, that its bytes are UTF-8, without decoding it;
+   * returns its start.
+   */
+  checkString(max: number, limit: DecodeLimitName, what: string, utf8: boolean): number {
     const len = this.uint32();
     if (len > max) throw tooMany(`${what} too long`, limit, len, max);
     const start = this.pos;
     const end = start + len;
     if (end > this.len) throw malformed(`${what} runs past end of input`);
     const b = this.buf;
-    for (let i = start; i < end; i++) {
+    for (let i = start; utf8 && i < end; i++) {
       if (b[i] > 0x7f) {
         try {
           strictUtf8.decode(b.subarray(start, end));
@@ -181,7 +189,7 @@ class Cursor {
 
   /** Reads and decodes a string field, refusing it before decoding when longer than `max` bytes. */
   string(max: number, limit: DecodeLimitName, what: string): string {
-    const start = this.checkString(max, limit, what);
+    const start = this.checkString(max, limit, what, true);
     return decodeString(this.buf, start, this.pos);
   }
 }
@@ -254,15 +262,28 @@ function readSample(c: Cursor, end: number, cols: Columns): void {
   cols.ts[k] = t;
 }
 
-/** Validates one Label message [pos, end). */
-function checkLabel(c: Cursor, end: number, lim: DecodeLimits): void {
+/**
+ * Validates one Label message [pos, end) except for UTF-8 (`utf8` false: readSeries checks a whole
+ * label key at once and looks closer only when a byte has its high bit set).
+ */
+function checkLabel(c: Cursor, end: number, lim: DecodeLimits, utf8: boolean): void {
   while (c.pos < end) {
     const tag = c.tag();
-    if (tag === 0x0a) c.checkString(lim.maxLabelNameBytes, "maxLabelNameBytes", "label name");
-    else if (tag === 0x12) c.checkString(lim.maxLabelValueBytes, "maxLabelValueBytes", "label value");
+    if (tag === 0x0a) c.checkString(lim.maxLabelNameBytes, "maxLabelNameBytes", "label name", utf8);
+    else if (tag === 0x12) c.checkString(lim.maxLabelValueBytes, "maxLabelValueBytes", "label value", utf8);
     else if (tag >>> 3 === 1 || tag >>> 3 === 2) {
       throw malformed(`Label.${tag >>> 3 === 1 ? "name" : "value"} has wire type ${tag & 7}, want ${WT_LEN}`);
     } else c.skip(tag);
+  }
+}
+
+/** UTF-8 check of every label name and value in a label key's bytes (structure already checked). */
+function checkKeyUtf8(key: Buffer, lim: DecodeLimits): void {
+  const c = new Cursor(key);
+  while (c.pos < c.len) {
+    c.tag();
+    const e = c.messageEnd();
+    checkLabel(c, e, lim, true);
   }
 }
 
@@ -270,8 +291,16 @@ interface Counts {
   samples: number;
 }
 
-/** Reads one TimeSeries message [pos, end); returns its label key. */
-function readSeries(c: Cursor, end: number, lim: DecodeLimits, cols: Columns, count: Counts): string {
+/** Reads one TimeSeries message [pos, end); returns its label key and puts its hash in hashes[index]. */
+function readSeries(
+  c: Cursor,
+  end: number,
+  lim: DecodeLimits,
+  cols: Columns,
+  count: Counts,
+  hashes: Uint32Array,
+  index: number,
+): string {
   let labels = 0;
   // The key is the byte range of the label fields; fields interleaved with others are concatenated.
   let keyStart = -1;
@@ -292,7 +321,7 @@ function readSeries(c: Cursor, end: number, lim: DecodeLimits, cols: Columns, co
       }
       labels++;
       const e = c.messageEnd();
-      checkLabel(c, e, lim);
+      checkLabel(c, e, lim, false);
       finish(c, e, "Label");
       if (keyStart < 0) keyStart = fieldStart;
       else if (fieldStart !== keyEnd) {
@@ -314,7 +343,42 @@ function readSeries(c: Cursor, end: number, lim: DecodeLimits, cols: Columns, co
       );
     } else c.skip(tag);
   }
-  return keyStart < 0 ? parts : parts + b.toString("latin1", keyStart, keyEnd);
+  if (keyStart < 0) keyStart = keyEnd = 0;
+  const key = parts + b.toString("latin1", keyStart, keyEnd);
+  const kb = parts === "" ? b : Buffer.from(key, "latin1");
+  const ks = parts === "" ? keyStart : 0;
+  const ke = parts === "" ? keyEnd : key.length;
+  hashes[index] = hashBytes(kb, ks, ke);
+  // All bytes ASCII (tags and lengths included) means every label string is valid UTF-8.
+  if (orOfLastHash & 0x80) checkKeyUtf8(kb.subarray(ks, ke), lim);
+  return key;
+}
+
+/** OR of the bytes hashBytes saw last (a module scratch, so no object per call). */
+let orOfLastHash = 0;
+
+/** FNV-1a-style hash of b[start, end), four bytes per step; also sets orOfLastHash. */
+function hashBytes(b: Uint8Array, start: number, end: number): number {
+  let h = 0x811c9dc5;
+  let or = 0;
+  let i = start;
+  for (; i + 4 <= end; i += 4) {
+    const w = b[i] | (b[i + 1] << 8) | (b[i + 2] << 16) | (b[i + 3] << 24);
+    or |= w;
+    h = Math.imul(h ^ w, 0x01000193);
+    h ^= h >>> 15;
+  }
+  for (; i < end; i++) {
+    or |= b[i];
+    h = Math.imul(h ^ b[i], 0x01000193);
+  }
+  orOfLastHash = or | (or >>> 8) | (or >>> 16) | (or >>> 24);
+  return (h ^ (h >>> 13)) >>> 0;
+}
+
+/** The hash `labelHashes` holds for a label key. */
+export function labelKeyHash(key: string): number {
+  return hashBytes(Buffer.from(key, "latin1"), 0, key.length);
 }
 
 function readMetadata(c: Cursor, end: number, lim: DecodeLimits): MetricMetadata {
@@ -356,6 +420,7 @@ export function decodeCompact(bytes: Uint8Array, lim: DecodeLimits): CompactWrit
   // A sample takes at least 12 bytes on the wire when it has a timestamp; grown by doubling if not.
   const cols = new Columns(Math.min(lim.maxSamples, Math.ceil(bytes.length / 24)) + 8);
   let starts = new Uint32Array(Math.min(lim.maxSeries, Math.ceil(bytes.length / 32)) + 8);
+  let hashes = new Uint32Array(starts.length);
   const count: Counts = { samples: 0 };
   try {
     while (c.pos < c.len) {
@@ -368,10 +433,13 @@ export function decodeCompact(bytes: Uint8Array, lim: DecodeLimits): CompactWrit
           const s = new Uint32Array(starts.length * 2);
           s.set(starts);
           starts = s;
+          const h = new Uint32Array(starts.length);
+          h.set(hashes);
+          hashes = h;
         }
         starts[labelKeys.length] = cols.n;
         const e = c.messageEnd();
-        labelKeys.push(readSeries(c, e, lim, cols, count));
+        labelKeys.push(readSeries(c, e, lim, cols, count, hashes, labelKeys.length));
         finish(c, e, "TimeSeries");
       } else if (tag === 0x1a) {
         if (metadata.length >= lim.maxMetadata) {
@@ -394,6 +462,7 @@ export function decodeCompact(bytes: Uint8Array, lim: DecodeLimits): CompactWrit
     seriesCount: labelKeys.length,
     sampleCount: cols.n,
     labelKeys,
+    labelHashes: hashes,
     sampleStart: starts,
     timestampsMs: cols.ts,
     values: cols.vals,

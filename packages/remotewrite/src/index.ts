@@ -1,4 +1,4 @@
-export { type CompactWriteRequest, labelsOfKey } from "./compact.ts";
+export { type CompactWriteRequest, labelKeyHash, labelsOfKey } from "./compact.ts";
 export {
   decodeRemoteWriteBody,
   decodeRemoteWriteBodyCompact,

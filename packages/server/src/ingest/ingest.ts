@@ -12,6 +12,7 @@ import {
 } from "../storage/interface.ts";
 import type { IngestPrincipal } from "./credentials.ts";
 import { derive, type Point, type VmDeriveState } from "./derive.ts";
+import { SeriesCache } from "./series-cache.ts";
 
 /** Why ingest refused series or samples; a 400 names each with its counts. */
 export type IngestRefusal =
@@ -151,7 +152,7 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
   // Validated label sets by the labels as sent (their wire bytes), per source: the same series
   // arrives every interval, and decoding, checking and sorting its labels again each time was most
   // of the ingest path's own CPU.
-  const seriesCaches = [new Map<string, Resolved>(), new Map<string, Resolved>()] as const;
+  const seriesCaches = [new SeriesCache<Resolved>(), new SeriesCache<Resolved>()] as const;
   let requests = 0;
 
   return {
@@ -178,7 +179,7 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
       let lookup: Set<string> | undefined;
       const now = Date.now();
       for (let i = 0; i < n; i++) {
-        const hit = cache.get(req.labelKeys[i]);
+        const hit = cache.get(req.labelHashes[i], req.labelKeys[i]);
         let vm: string | undefined;
         if (hit !== undefined) {
           hits[i] = hit;
@@ -206,14 +207,14 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
       for (let i = 0; i < n; i++) {
         let resolved = hits[i];
         if (resolved === undefined) {
-          const r = resolveSeries(misses![i]!, source, vmSlots);
+          const r = resolveSeries(req.labelKeys[i], misses![i]!, source, vmSlots);
           if (typeof r === "string") {
             const [reason, why] = r.split("\u0000") as [IngestRefusal, string];
             refuse(reason, i, why);
             continue;
           }
           resolved = r;
-          cache.set(req.labelKeys[i], r);
+          cache.set(req.labelHashes[i], r);
         }
         const info = resolved.slot.info;
         if (!info) {
@@ -282,6 +283,8 @@ export const VM_CACHE_TTL_MS = 10_000;
 
 /** A series that passed validation: its stored labels, its VM, and which derivation it feeds. */
 interface Resolved {
+  /** The labels as sent (CompactWriteRequest label key). */
+  readonly key: string;
   readonly labels: Labels;
   readonly vm: string;
   readonly slot: VmSlot;
@@ -299,6 +302,7 @@ const feeds: Readonly<Record<string, Resolved["feeds"]>> = {
 
 /** Validates a series (catalog, writer, VM, labels); a refusal is "reason\0why". */
 function resolveSeries(
+  key: string,
   client: readonly Label[],
   source: Source,
   vms: ReadonlyMap<string, VmSlot>,
@@ -318,7 +322,7 @@ function resolveSeries(
   }
   const labels = buildLabels(client, spec.labels, slot.info.ref, source);
   if (typeof labels === "string") return `bad_labels\u0000${name}: ${labels}`;
-  return { labels, vm, slot, feeds: feeds[name] };
+  return { key, labels, vm, slot, feeds: feeds[name] };
 }
 
 function refusalOf(result: IngestResult, reason: IngestRefusal): { series: number; samples: number } {
