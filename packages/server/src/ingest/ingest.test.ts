@@ -5,20 +5,11 @@ import { parseVmName } from "../inventory/names.ts";
 import { type LabelMatcher, labelValue, staleNaN } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { rwSeries } from "../testing/remote-write.ts";
 import { issueAgentToken } from "./credentials.ts";
 
 const [sqlite] = await testDialects();
 const S = 1000;
-
-function series(name: string, labels: Record<string, string>, samples: [number, number][]): TimeSeries {
-  return {
-    labels: [
-      { name: "__name__", value: name },
-      ...Object.entries(labels).map(([n, v]) => ({ name: n, value: v })),
-    ],
-    samples: samples.map(([timestampMs, value]) => ({ timestampMs, value })),
-  };
-}
 
 const eq = (name: string, value: string): LabelMatcher => ({ type: "=", name, value });
 
@@ -45,19 +36,19 @@ describe("remote-write ingest", () => {
   it("stores hypervisor series with the VM labels and derives utilization and memory used", async () => {
     const vm = p.vms[0];
     const res = await push(t.app.config.collectorToken, [
-      series("svc_vm_cpu_seconds_total", { vm }, [
+      rwSeries("svc_vm_cpu_seconds_total", { vm }, [
         [t0, 100],
         [t0 + 30 * S, 130],
         [t0 + 60 * S, 145],
       ]),
-      series("svc_vm_vcpus", { vm }, [
+      rwSeries("svc_vm_vcpus", { vm }, [
         [t0, 2],
         [t0 + 30 * S, 2],
         [t0 + 60 * S, 2],
       ]),
-      series("svc_vm_memory_total_bytes", { vm, vm_id: "vm-a", location: "dc-1" }, [[t0, 4000]]),
-      series("svc_vm_memory_free_bytes", { vm }, [[t0, 1000]]),
-      series("svc_vm_disk_read_bytes_total", { vm, device: "vda" }, [[t0, 5]]),
+      rwSeries("svc_vm_memory_total_bytes", { vm, vm_id: "vm-a", location: "dc-1" }, [[t0, 4000]]),
+      rwSeries("svc_vm_memory_free_bytes", { vm }, [[t0, 1000]]),
+      rwSeries("svc_vm_disk_read_bytes_total", { vm, device: "vda" }, [[t0, 5]]),
     ]);
     assert.equal(res.status, 204, res.body);
     const util = await read("ing", "svc_vm_cpu_utilization_pct", vm);
@@ -80,16 +71,16 @@ describe("remote-write ingest", () => {
   it("keeps the valid part of a batch and says which series were refused and how many", async () => {
     const vm = p.vms[1];
     const res = await push(t.app.config.collectorToken, [
-      series("svc_vm_vcpus", { vm }, [[t0, 4]]),
-      series("svc_vm_vcpus", { vm: "projects/ing/locations/dc-1/vms/nope" }, [
+      rwSeries("svc_vm_vcpus", { vm }, [[t0, 4]]),
+      rwSeries("svc_vm_vcpus", { vm: "projects/ing/locations/dc-1/vms/nope" }, [
         [t0, 1],
         [t0 + 30 * S, 1],
       ]),
-      series("svc_vm_vcpus", { vm, colour: "blue" }, [[t0, 1]]),
-      series("svc_vm_vcpus", { vm, vm_id: "vm-a" }, [[t0, 1]]),
-      series("node_cpu_seconds_total", { vm }, [[t0, 1]]),
-      series("svc_vm_cpu_utilization_pct", { vm }, [[t0, 1]]),
-      series("svc_vm_vcpus", { vm }, [[t0 - 8 * 24 * 3600 * S, 4]]),
+      rwSeries("svc_vm_vcpus", { vm, colour: "blue" }, [[t0, 1]]),
+      rwSeries("svc_vm_vcpus", { vm, vm_id: "vm-a" }, [[t0, 1]]),
+      rwSeries("node_cpu_seconds_total", { vm }, [[t0, 1]]),
+      rwSeries("svc_vm_cpu_utilization_pct", { vm }, [[t0, 1]]),
+      rwSeries("svc_vm_vcpus", { vm }, [[t0 - 8 * 24 * 3600 * S, 4]]),
     ]);
     assert.equal(res.status, 400);
     assert.match(res.body, /accepted 1 samples/);
@@ -108,13 +99,13 @@ describe("remote-write ingest", () => {
     assert.equal(
       (
         await push(t.app.config.collectorToken, [
-          series("svc_vm_network_receive_bytes_total", { vm, interface: "eth0" }, [[t0, 900]]),
+          rwSeries("svc_vm_network_receive_bytes_total", { vm, interface: "eth0" }, [[t0, 900]]),
         ])
       ).status,
       204,
     );
     const res = await push(t.app.config.collectorToken, [
-      series("svc_vm_network_receive_bytes_total", { vm, interface: "eth0" }, [
+      rwSeries("svc_vm_network_receive_bytes_total", { vm, interface: "eth0" }, [
         [late, 100],
         [late + 30 * S, 200],
       ]),
@@ -123,7 +114,7 @@ describe("remote-write ingest", () => {
     const s = await read("ing", "svc_vm_network_receive_bytes_total", vm);
     assert.deepEqual([...s[0].timestamps], [late, late + 30 * S, t0]);
     const tooLate = await push(t.app.config.collectorToken, [
-      series("svc_vm_network_receive_bytes_total", { vm, interface: "eth0" }, [[t0 - 2 * 3600 * S, 1]]),
+      rwSeries("svc_vm_network_receive_bytes_total", { vm, interface: "eth0" }, [[t0 - 2 * 3600 * S, 1]]),
     ]);
     assert.equal(tooLate.status, 400);
     assert.match(tooLate.body, /out_of_order: 1 samples/);
@@ -132,7 +123,7 @@ describe("remote-write ingest", () => {
   it("keeps a staleness marker exact", async () => {
     const vm = p.vms[0];
     // The marker is built into the sample object directly: an all-number JS array would quiet its NaN.
-    const ts = series("svc_vm_disk_written_bytes_total", { vm, device: "vda" }, [[t0, 10]]);
+    const ts = rwSeries("svc_vm_disk_written_bytes_total", { vm, device: "vda" }, [[t0, 10]]);
     const res = await push(t.app.config.collectorToken, [
       { labels: ts.labels, samples: [...ts.samples, { timestampMs: t0 + 30 * S, value: staleNaN() }] },
     ]);
@@ -166,18 +157,18 @@ describe("remote-write ingest", () => {
     assert.match(token, /^svca_/);
     const mine = p.vms[0];
     const res = await push(token, [
-      series(
+      rwSeries(
         "svc_vm_filesystem_used_bytes",
         { vm: mine, mountpoint: "/", fstype: "ext4", device: "/dev/vda1" },
         [[t0, 50]],
       ),
-      series(
+      rwSeries(
         "svc_vm_filesystem_used_bytes",
         { vm: p.vms[1], mountpoint: "/", fstype: "ext4", device: "/dev/vda1" },
         [[t0, 50]],
       ),
-      series("svc_vm_cpu_seconds_total", { vm: mine }, [[t0, 1]]),
-      series(
+      rwSeries("svc_vm_cpu_seconds_total", { vm: mine }, [[t0, 1]]),
+      rwSeries(
         "svc_vm_filesystem_used_bytes",
         { vm: other.vms[0], mountpoint: "/", fstype: "ext4", device: "/dev/vda1" },
         [[t0, 50]],

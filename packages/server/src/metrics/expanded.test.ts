@@ -5,7 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { pushAll, rwSeries } from "./fixtures.ts";
+import { pushAll, rwSeries } from "../testing/remote-write.ts";
 
 const [sqlite] = await testDialects();
 const S = 1000;

@@ -3,8 +3,8 @@ import { after, before, describe, it } from "node:test";
 import { staleNaN } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { pushAll, rwSeries } from "../testing/remote-write.ts";
 import { shardOf } from "./export.ts";
-import { pushAll, rwSeries } from "./fixtures.ts";
 
 const [sqlite] = await testDialects();
 const S = 1000;

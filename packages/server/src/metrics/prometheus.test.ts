@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { pushAll, rwSeries } from "./fixtures.ts";
+import { pushAll, rwSeries } from "../testing/remote-write.ts";
 import { metricIds, vmSelector } from "./metric-ids.ts";
 
 /**

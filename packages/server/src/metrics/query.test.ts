@@ -6,9 +6,9 @@ import type { QueryVMMonitoringResponse } from "@svc/sdk/gen/svc/monitoring/v1/m
 import type { Querier, Queryable } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { pushAll, rwSeries } from "../testing/remote-write.ts";
 import { createMetricsBackend } from "./backend.ts";
 import { createProjectLimiter } from "./concurrency.ts";
-import { pushAll, rwSeries } from "./fixtures.ts";
 import { resolveMetricsOptions } from "./options.ts";
 import { coverage } from "./quality.ts";
 import { planRange, queryVmMonitoring } from "./query.ts";
