@@ -75,6 +75,36 @@ describe("createEngine()", () => {
     assert.equal(selects, 1, "the second selector was never read");
   });
 
+  it("reads a selector repeated over the same range once per query", () => {
+    const base = store(3, 100);
+    const ranges: string[] = [];
+    const counting: Queryable = {
+      querier: () => {
+        const q = base.querier();
+        return {
+          ...q,
+          select: (...a: Parameters<typeof q.select>) => {
+            ranges.push(`${a[1]}..${a[2]}`);
+            return q.select(...a);
+          },
+        };
+      },
+    };
+    const r = createEngine().rangeQuery(
+      counting,
+      parse("sum(m_total - on(i) m_total) / sum(m_total) + sum(m_total offset 1m)"),
+      600_000,
+      900_000,
+      60_000,
+    );
+    assert.equal(ranges.length, 2, `one read per distinct range, got ${ranges.join(", ")}`);
+    assert.equal(r.value.resultType, "matrix");
+    if (r.value.resultType === "matrix") {
+      // 0 / sum(m_total) + sum(m_total offset 1m): 3 series at p = t/15s - 4, each worth p.
+      assert.deepEqual(Array.from(r.value.result[0].values), [108, 120, 132, 144, 156, 168]);
+    }
+  });
+
   it("uses the injected lookback", () => {
     const engine = createEngine({ lookbackDeltaMs: 10_000 });
     const r = engine.instantQuery(store(1, 2), parse("m_total"), 30_000);

@@ -3,7 +3,7 @@
  * the step grid for a range query or a subquery) and returns column-oriented values.
  */
 import { performance } from "node:perf_hooks";
-import { isStaleMarker, type Querier, type SelectHints } from "../../storage/interface.ts";
+import { isStaleMarker, type Querier, type SelectHints, type SeriesData } from "../../storage/interface.ts";
 import type { AtModifier, Expr, MatrixSelector, Subquery, VectorSelector } from "../ast.ts";
 import { QueryEvalError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
 import { evalAggregate } from "./aggregate.ts";
@@ -39,6 +39,7 @@ const CHECK_EVERY = 64;
 export class Evaluator {
   #ticks = 0;
   #samples = 0;
+  readonly #selected = new Map<string, SeriesData[]>();
   constructor(readonly ctx: EvalContext) {}
 
   /** Cooperative cancellation point; cheap, call it inside loops. */
@@ -125,7 +126,14 @@ export class Evaluator {
   }
 
   #select(vs: VectorSelector, mint: number, maxt: number, hints: SelectHints) {
-    const data = this.ctx.querier.select(vs.matchers, mint, maxt, hints);
+    // The same selector over the same range (e.g. both sides of `a - on(vm) b` and a `sum(a)`)
+    // is read once per query; the engine never writes into selected arrays.
+    const key = `${mint}\u0000${maxt}\u0000${JSON.stringify(vs.matchers)}`;
+    let data = this.#selected.get(key);
+    if (!data) {
+      data = this.ctx.querier.select(vs.matchers, mint, maxt, hints);
+      this.#selected.set(key, data);
+    }
     let n = 0;
     for (const s of data) n += s.values.length;
     this.addSamples(n);
