@@ -23,7 +23,7 @@ export interface CompactWriteRequest {
    */
   readonly labelKeys: readonly string[];
   /**
-   * A 32-bit hash of each label key (equal keys, equal hashes), so a receiver can look keys up by
+   * A 30-bit hash of each label key (equal keys, equal hashes), so a receiver can look keys up by
    * number instead of having every new key string hashed again.
    */
   readonly labelHashes: Uint32Array;
@@ -373,7 +373,8 @@ function hashBytes(b: Uint8Array, start: number, end: number): number {
     h = Math.imul(h ^ b[i], 0x01000193);
   }
   orOfLastHash = or | (or >>> 8) | (or >>> 16) | (or >>> 24);
-  return (h ^ (h >>> 13)) >>> 0;
+  // 30 bits: small integers in V8, so Maps keyed by them neither box nor hash a heap number.
+  return (h ^ (h >>> 13)) & 0x3fffffff;
 }
 
 /** The hash `labelHashes` holds for a label key. */

@@ -50,8 +50,11 @@ export function emptyBatch(): VmBatch {
  * newer data) are stored raw by the caller but derive nothing: their interval is unknown.
  */
 export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: number): Derived {
-  const byTime = (a: Point, b: Point) => a.t - b.t;
-  const vcpus = [...batch.vcpus].filter((p) => !p.stale && p.v > 0).sort(byTime);
+  // A collector batch usually holds one sample per series: the copies, sorts and maps below are
+  // skipped for single samples (this runs for every VM of every request).
+  const vcpus = sortedByTime(
+    batch.vcpus.length === 1 && usableVcpus(batch.vcpus[0]) ? batch.vcpus : batch.vcpus.filter(usableVcpus),
+  );
   const vcpusAt = (t: number): number => {
     let n = state.lastVcpus ?? inventoryVcpus;
     for (const p of vcpus) {
@@ -62,7 +65,7 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
   };
 
   const cpuUtilizationPct: Point[] = [];
-  for (const p of [...batch.cpuSeconds].sort(byTime)) {
+  for (const p of sortedByTime(batch.cpuSeconds)) {
     if (p.stale) {
       cpuUtilizationPct.push({ t: p.t, v: Number.NaN, stale: true });
       state.lastCpu = undefined;
@@ -82,9 +85,10 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
   if (newestVcpus) state.lastVcpus = newestVcpus.v;
 
   const memoryUsedBytes: Point[] = [];
-  const free = new Map(batch.memFree.map((p) => [p.t, p]));
+  const one = batch.memFree.length === 1 ? batch.memFree[0] : undefined;
+  const free = one ? undefined : new Map(batch.memFree.map((p) => [p.t, p]));
   for (const total of batch.memTotal) {
-    const f = free.get(total.t);
+    const f = one ? (one.t === total.t ? one : undefined) : free!.get(total.t);
     if (!f) continue;
     memoryUsedBytes.push(
       total.stale || f.stale
@@ -92,7 +96,7 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
         : { t: total.t, v: total.v - f.v, stale: false },
     );
   }
-  memoryUsedBytes.sort(byTime);
+  if (memoryUsedBytes.length > 1) memoryUsedBytes.sort(byTime);
 
   const lastObservation: Point[] = [];
   if (batch.newestT > (state.lastObservationT ?? Number.NEGATIVE_INFINITY)) {
@@ -100,4 +104,12 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
     state.lastObservationT = batch.newestT;
   }
   return { cpuUtilizationPct, memoryUsedBytes, lastObservation };
+}
+
+const byTime = (a: Point, b: Point) => a.t - b.t;
+const usableVcpus = (p: Point) => !p.stale && p.v > 0;
+
+/** Points ascending by time: the input itself when it has at most one, else a sorted copy. */
+function sortedByTime(ps: readonly Point[]): readonly Point[] {
+  return ps.length <= 1 ? ps : [...ps].sort(byTime);
 }

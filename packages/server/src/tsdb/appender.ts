@@ -56,6 +56,9 @@ export class TsdbAppender implements Appender {
   #batch = new Batch();
   #refused: Partial<Record<AppendRefusal, number>> = {};
   #done = false;
+  /** Accepted sample times [#minT, #maxT] (ms), from the clock at the first append. */
+  #minT = Number.NaN;
+  #maxT = Number.NaN;
 
   constructor(host: AppenderHost) {
     this.#host = host;
@@ -63,7 +66,8 @@ export class TsdbAppender implements Appender {
 
   /**
    * Validates and buffers one sample (timestamp in ms). Returns false when refused now (invalid
-   * labels, out of bounds, or older than the series' out-of-order window); a sample can still be
+   * labels, out of bounds — retention and max-future bounds are taken from the clock at the
+   * appender's first append —, or older than the series' out-of-order window); a sample can still be
    * refused at commit if another commit changed its series meanwhile (counted in the result).
    */
   append(labels: Labels, timestampMs: number, value: number): boolean {
@@ -101,13 +105,14 @@ export class TsdbAppender implements Appender {
   }
 
   #inBounds(timestampMs: number): boolean {
-    const opts = this.#host.opts;
-    const now = opts.now();
-    return (
-      Number.isSafeInteger(timestampMs) &&
-      timestampMs >= now - opts.retentionMs &&
-      timestampMs <= now + opts.maxFutureMs
-    );
+    if (Number.isNaN(this.#minT)) {
+      // The clock is read once per appender (one batch), not once per sample.
+      const opts = this.#host.opts;
+      const now = opts.now();
+      this.#minT = now - opts.retentionMs;
+      this.#maxT = now + opts.maxFutureMs;
+    }
+    return Number.isSafeInteger(timestampMs) && timestampMs >= this.#minT && timestampMs <= this.#maxT;
   }
 
   #refuse(reason: AppendRefusal): false {
