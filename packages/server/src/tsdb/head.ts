@@ -218,7 +218,8 @@ export class Head {
         n,
       );
     }
-    return n === total ? { t, v } : { t: t.slice(0, n), v: v.slice(0, n) };
+    // Views, not copies: a read usually starts inside its first chunk, and the unused tail is small.
+    return n === total ? { t, v } : { t: t.subarray(0, n), v: v.subarray(0, n) };
   }
 
   /** Samples of ref with mint ≤ t ≤ maxt, in-order and out-of-order merged, ascending. */
