@@ -3,6 +3,7 @@ import type { Db } from "../db/database.ts";
 import { parseVmName, type VmRef, vmName } from "../inventory/names.ts";
 import { type Source, seriesCatalog } from "../metrics/catalog.ts";
 import {
+  type Appender,
   type AppendRefusal,
   isStaleNaNValue,
   type Label,
@@ -49,6 +50,8 @@ interface VmSourceSlot {
   readonly state: VmDeriveState;
   /** Labels of svc_vm_cpu_utilization_pct, svc_vm_memory_used_bytes, svc_vm_last_observation_timestamp_seconds. */
   readonly derivedLabels: readonly [Labels, Labels, Labels];
+  /** The store's refs for derivedLabels (Appender.appendRef), -1 until known. */
+  readonly derivedRefs: [number, number, number];
   /** Request that last filled `batch` (batches are filled and derived within one synchronous section). */
   mark: number;
   readonly batch: {
@@ -141,6 +144,7 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
           lab("svc_vm_memory_used_bytes"),
           lab("svc_vm_last_observation_timestamp_seconds"),
         ],
+        derivedRefs: [-1, -1, -1],
         mark: 0,
         batch: { cpuSeconds: [], vcpus: [], memTotal: [], memFree: [], newestT: Number.NEGATIVE_INFINITY },
       };
@@ -237,13 +241,14 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
           touched.push(ss);
         }
         const sink = resolved.feeds === undefined ? undefined : batch[resolved.feeds];
-        const labels = resolved.labels;
         for (let k = sampleStart[i]; k < sampleStart[i + 1]; k++) {
           // Values go to the appender untouched (read from the Float64Array, never through
           // arithmetic) so a staleness marker keeps its bits.
           const t = timestampsMs[k];
           const v = values[k];
-          if (!app.append(labels, t, v)) continue;
+          const ref = appendRef(app, resolved.ref, resolved.labels, t, v);
+          if (ref < 0) continue;
+          resolved.ref = ref;
           if (t > batch.newestT) batch.newestT = t;
           sink?.push({ t, v, stale: isStaleNaNValue(v) });
         }
@@ -252,11 +257,10 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
       let derivedSamples = 0;
       for (const ss of touched) {
         const d = derive(ss.batch, ss.state, ss.vm.info!.vcpus);
-        const [cpu, mem, last] = ss.derivedLabels;
         derivedSamples +=
-          appendDerived(app, cpu, d.cpuUtilizationPct) +
-          appendDerived(app, mem, d.memoryUsedBytes) +
-          appendDerived(app, last, d.lastObservation);
+          appendDerived(app, ss, 0, d.cpuUtilizationPct) +
+          appendDerived(app, ss, 1, d.memoryUsedBytes) +
+          appendDerived(app, ss, 2, d.lastObservation);
       }
       const committed = await app.commit();
       result.acceptedSamples = Math.max(0, committed.accepted - derivedSamples);
@@ -286,6 +290,8 @@ interface Resolved {
   /** The labels as sent (CompactWriteRequest label key). */
   readonly key: string;
   readonly labels: Labels;
+  /** The store's handle for `labels` (Appender.appendRef), -1 until known. */
+  ref: number;
   readonly vm: string;
   readonly slot: VmSlot;
   readonly feeds: "cpuSeconds" | "vcpus" | "memTotal" | "memFree" | undefined;
@@ -322,7 +328,7 @@ function resolveSeries(
   }
   const labels = buildLabels(client, spec.labels, slot.info.ref, source);
   if (typeof labels === "string") return `bad_labels\u0000${name}: ${labels}`;
-  return { key, labels, vm, slot, feeds: feeds[name] };
+  return { key, labels, ref: -1, vm, slot, feeds: feeds[name] };
 }
 
 function refusalOf(result: IngestResult, reason: IngestRefusal): { series: number; samples: number } {
@@ -389,14 +395,22 @@ function sortLabels(ls: Label[]): Labels {
 }
 
 /** Appends derived points; returns how many the appender took (so client counts exclude them). */
-function appendDerived(
-  app: ReturnType<Storage["appender"]>,
-  labels: Labels,
-  points: readonly Point[],
-): number {
+function appendDerived(app: Appender, ss: VmSourceSlot, which: 0 | 1 | 2, points: readonly Point[]): number {
   let n = 0;
-  for (const p of points) if (app.append(labels, p.t, p.stale ? staleNaN() : p.v)) n++;
+  for (const p of points) {
+    const v = p.stale ? staleNaN() : p.v;
+    const ref = appendRef(app, ss.derivedRefs[which], ss.derivedLabels[which], p.t, v);
+    if (ref < 0) continue;
+    ss.derivedRefs[which] = ref;
+    n++;
+  }
   return n;
+}
+
+/** The store's series-ref fast path when it has one; returns the ref (>= 0) or -1 when refused. */
+function appendRef(app: Appender, ref: number, labels: Labels, t: number, v: number): number {
+  if (app.appendRef) return app.appendRef(ref, labels, t, v);
+  return app.append(labels, t, v) ? 0 : -1;
 }
 
 /** A one-line summary for a 400 body: which refusals, how many, examples. */

@@ -92,6 +92,14 @@ export interface AppendResult {
 export interface Appender {
   /** Returns false (and counts the reason) when the sample is refused; the rest of the batch is kept. */
   append(labels: Labels, timestampMs: number, value: number): boolean;
+  /**
+   * Optional fast path (Prometheus' series refs) for writers that keep their label sets: `ref` is
+   * the handle a previous call returned for these same labels on this store, or -1. Returns the
+   * handle to pass next time (>= 0) when the sample was buffered, -1 when refused (counted as
+   * `append` counts). A stale handle is detected and looked up again; a handle given with other
+   * labels than it was returned for is a caller bug.
+   */
+  appendRef?(ref: number, labels: Labels, timestampMs: number, value: number): number;
   commit(): Promise<AppendResult>;
   rollback(): void;
 }

@@ -71,12 +71,19 @@ export class TsdbAppender implements Appender {
    * refused at commit if another commit changed its series meanwhile (counted in the result).
    */
   append(labels: Labels, timestampMs: number, value: number): boolean {
+    return this.appendRef(-1, labels, timestampMs, value) >= 0;
+  }
+
+  /** `append` with a series handle (the ref) from an earlier call; returns the ref, or -1 when refused. */
+  appendRef(given: number, labels: Labels, timestampMs: number, value: number): number {
     if (this.#done) throw new TsdbClosedError("appender already committed or rolled back");
     if (this.#host.closed) throw new TsdbClosedError();
     const { head, opts } = this.#host;
+    // Refs are never reused, so a live given ref still names the labels it was returned for.
+    let ref = given >= 0 && head.reg.isAlive(given) ? given : -1;
     // An existing series is found from the labels as given: only a canonical label set can equal a
     // stored one, so validation and interning run just for label sets not seen before.
-    let ref = head.reg.findCached(labels);
+    if (ref < 0) ref = head.reg.findCached(labels);
     if (ref < 0) {
       let canon: Labels;
       try {
@@ -101,7 +108,7 @@ export class TsdbAppender implements Appender {
     }
     numberBits(value, bits);
     batch.push(ref, timestampMs, bits[1], bits[0]);
-    return true;
+    return ref;
   }
 
   #inBounds(timestampMs: number): boolean {
@@ -115,9 +122,9 @@ export class TsdbAppender implements Appender {
     return Number.isSafeInteger(timestampMs) && timestampMs >= this.#minT && timestampMs <= this.#maxT;
   }
 
-  #refuse(reason: AppendRefusal): false {
+  #refuse(reason: AppendRefusal): -1 {
     this.#refused[reason] = (this.#refused[reason] ?? 0) + 1;
-    return false;
+    return -1;
   }
 
   /** Resolves once the batch is durable in the WAL and applied; counts accepted and refused samples. */

@@ -285,6 +285,29 @@ describe("tsdb persistence", () => {
     ]);
   });
 
+  it("appendRef returns a series handle, -1 on refusal, and looks a stale handle up again", async () => {
+    const { db } = await open();
+    const c = L({ __name__: "m", c: "2" });
+    let app = db.appender();
+    const ref = app.appendRef!(-1, c, T0 - 4 * HOUR, 1);
+    assert.ok(ref >= 0);
+    assert.equal(app.appendRef!(ref, c, T0 - 4 * HOUR + 1, 2), ref);
+    assert.equal(app.appendRef!(ref, c, T0 + 3 * HOUR, 3), -1, "too far in the future");
+    for (let t = T0 - 4 * HOUR; t <= T0; t += 60_000) app.append(a, t, 1);
+    assert.deepEqual(await app.commit(), { accepted: 243, refused: { out_of_bounds: 1 } });
+    await db.compact(); // c's samples went to a block and the head dropped the series: ref is stale
+    app = db.appender();
+    const again = app.appendRef!(ref, c, T0, 4);
+    assert.ok(again >= 0 && again !== ref);
+    assert.deepEqual(await app.commit(), { accepted: 1, refused: {} });
+    const got = all(db).find((s) => s.labels.some((l) => l.name === "c"))!;
+    assert.deepEqual(points(got), [
+      [T0 - 4 * HOUR, 1],
+      [T0 - 4 * HOUR + 1, 2],
+      [T0, 4],
+    ]);
+  });
+
   it("retention drops whole blocks older than now − retention", async () => {
     const { db, dir, clock } = await open({ retentionMs: 24 * HOUR });
     for (let day = 0; day < 3; day++) {
