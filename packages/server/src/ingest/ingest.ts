@@ -125,7 +125,7 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
   const fresh = (slot: VmSlot | undefined, now: number): boolean =>
     slot?.info !== undefined && now - slot.at < VM_CACHE_TTL_MS;
 
-  function sourceSlot(slot: VmSlot, info: VmInfo, src: 0 | 1): VmSourceSlot {
+  function sourceSlot(slot: VmSlot, src: 0 | 1): VmSourceSlot {
     let s = slot.sources[src];
     if (!s) {
       const source = SOURCES[src];
@@ -135,7 +135,8 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
         st = {};
         state.set(key, st);
       }
-      const lab = (name: string) => sortLabels(vmLabels(name, info.ref, source));
+      const ref = slot.info!.ref;
+      const lab = (name: string) => sortLabels(vmLabels(name, ref, source));
       s = {
         vm: slot,
         state: st,
@@ -211,7 +212,9 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
       for (let i = 0; i < n; i++) {
         let resolved = hits[i];
         if (resolved === undefined) {
-          const r = resolveSeries(req.labelKeys[i], misses![i]!, source, vmSlots);
+          const r = resolveSeries(req.labelKeys[i], misses![i]!, source, vmSlots, (slot) =>
+            sourceSlot(slot, src),
+          );
           if (typeof r === "string") {
             const [reason, why] = r.split("\u0000") as [IngestRefusal, string];
             refuse(reason, i, why);
@@ -229,7 +232,7 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
           refuse("not_permitted", i, "a guest agent writes only its own VM");
           continue;
         }
-        const ss = sourceSlot(resolved.slot, info, src);
+        const ss = resolved.ss;
         const batch = ss.batch;
         if (ss.mark !== mark) {
           ss.mark = mark;
@@ -240,7 +243,7 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
           batch.newestT = Number.NEGATIVE_INFINITY;
           touched.push(ss);
         }
-        const sink = resolved.feeds === undefined ? undefined : batch[resolved.feeds];
+        const sink = resolved.sink;
         for (let k = sampleStart[i]; k < sampleStart[i + 1]; k++) {
           // Values go to the appender untouched (read from the Float64Array, never through
           // arithmetic) so a staleness marker keeps its bits.
@@ -294,12 +297,17 @@ interface Resolved {
   ref: number;
   readonly vm: string;
   readonly slot: VmSlot;
-  readonly feeds: "cpuSeconds" | "vcpus" | "memTotal" | "memFree" | undefined;
+  /** The VM's per-source slot (caches are per source too). */
+  readonly ss: VmSourceSlot;
+  /** The derive input this series feeds (an array of ss.batch, emptied per request), if any. */
+  readonly sink: Point[] | undefined;
 }
+
+type Feed = "cpuSeconds" | "vcpus" | "memTotal" | "memFree";
 
 const SOURCES: readonly [Source, Source] = ["hypervisor", "guest_agent"];
 
-const feeds: Readonly<Record<string, Resolved["feeds"]>> = {
+const feeds: Readonly<Record<string, Feed | undefined>> = {
   svc_vm_cpu_seconds_total: "cpuSeconds",
   svc_vm_vcpus: "vcpus",
   svc_vm_memory_total_bytes: "memTotal",
@@ -312,6 +320,7 @@ function resolveSeries(
   client: readonly Label[],
   source: Source,
   vms: ReadonlyMap<string, VmSlot>,
+  sourceSlot: (slot: VmSlot) => VmSourceSlot,
 ): Resolved | string {
   const name = client.find((l) => l.name === "__name__")?.value ?? "";
   const spec = seriesCatalog[name];
@@ -328,7 +337,9 @@ function resolveSeries(
   }
   const labels = buildLabels(client, spec.labels, slot.info.ref, source);
   if (typeof labels === "string") return `bad_labels\u0000${name}: ${labels}`;
-  return { key, labels, ref: -1, vm, slot, feeds: feeds[name] };
+  const ss = sourceSlot(slot);
+  const feed = feeds[name];
+  return { key, labels, ref: -1, vm, slot, ss, sink: feed === undefined ? undefined : ss.batch[feed] };
 }
 
 function refusalOf(result: IngestResult, reason: IngestRefusal): { series: number; samples: number } {
