@@ -17,7 +17,13 @@ export interface AppenderHost {
   readonly closed: boolean;
   /** Logs the batch and applies it to the head once durable; resolves with the apply counts. */
   commitBatch(batch: Batch): Promise<{ accepted: number; refused: Partial<Record<AppendRefusal, number>> }>;
+  /** Reused buffers of finished appenders (their arrays outlive one request; see Batch.reuse). */
+  readonly spareBatches: Batch[];
 }
+
+/** Finished batches kept for reuse, and the largest one kept (samples): ~1.3 MB each at most. */
+const MAX_SPARE_BATCHES = 16;
+const MAX_SPARE_BATCH_SAMPLES = 65_536;
 
 let batchIds = 0;
 
@@ -31,7 +37,15 @@ export class Batch {
   /** Distinct refs, each holding one `pending` count on the head. */
   readonly touched: number[] = [];
   /** Marks refs already in `touched` (head.touchMark[ref] === this id); ids are never reused. */
-  readonly id = ++batchIds;
+  id = ++batchIds;
+
+  /** Empties the batch for another appender, under a new id. */
+  reuse(): this {
+    this.n = 0;
+    this.touched.length = 0;
+    this.id = ++batchIds;
+    return this;
+  }
 
   push(ref: number, t: number, hi: number, lo: number): void {
     if (this.n === this.refs.length) {
@@ -53,7 +67,7 @@ const bits = new Uint32Array(2);
 
 export class TsdbAppender implements Appender {
   readonly #host: AppenderHost;
-  #batch = new Batch();
+  readonly #batch: Batch;
   #refused: Partial<Record<AppendRefusal, number>> = {};
   #done = false;
   /** Accepted sample times [#minT, #maxT] (ms), from the clock at the first append. */
@@ -62,6 +76,7 @@ export class TsdbAppender implements Appender {
 
   constructor(host: AppenderHost) {
     this.#host = host;
+    this.#batch = host.spareBatches.pop()?.reuse() ?? new Batch();
   }
 
   /**
@@ -153,5 +168,8 @@ export class TsdbAppender implements Appender {
     const pending = this.#host.head.pending;
     for (const ref of batch.touched) pending[ref]--;
     batch.touched.length = 0;
+    // Done with (logged and applied, or rolled back): its arrays can serve the next appender.
+    const spare = this.#host.spareBatches;
+    if (spare.length < MAX_SPARE_BATCHES && batch.refs.length <= MAX_SPARE_BATCH_SAMPLES) spare.push(batch);
   }
 }

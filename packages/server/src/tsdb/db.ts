@@ -66,6 +66,7 @@ export class TsdbImpl implements Tsdb {
   readonly head: Head;
   readonly opts: TsdbOptions;
   closed = false;
+  readonly spareBatches: Batch[] = [];
   readonly #dir: string;
   readonly #blocksDir: string;
   readonly #walDir: string;
