@@ -97,6 +97,11 @@ describe("decodeWriteRequestCompact()", () => {
     const c = decodeWriteRequestCompact(encodeWriteRequest(many));
     assert.equal(c.sampleCount, 5000);
     assert.equal(c.values[4999], 4999 / 4);
+    // Many empty series (2 bytes each) grow the per-series arrays.
+    const empty = decodeWriteRequestCompact(new Uint8Array(4000).fill(0x0a).map((b, i) => (i % 2 ? 0 : b)));
+    assert.equal(empty.seriesCount, 2000);
+    assert.equal(empty.sampleStart[2000], 0);
+    assert.equal(empty.labelHashes[1999], labelKeyHash(""));
   });
 
   it("validates labels in the one pass: bad UTF-8 and limits are refused up front", () => {

@@ -439,9 +439,10 @@ export function decodeCompact(bytes: Uint8Array, lim: DecodeLimits): CompactWrit
   const c = new Cursor(asBuffer(bytes));
   const labelKeys: string[] = [];
   const metadata: MetricMetadata[] = [];
-  // A sample takes at least 12 bytes on the wire when it has a timestamp; grown by doubling if not.
-  const cols = new Columns(Math.min(lim.maxSamples, Math.ceil(bytes.length / 24)) + 8);
-  let starts = new Uint32Array(Math.min(lim.maxSeries, Math.ceil(bytes.length / 32)) + 8);
+  // Sized for a typical series (labels of ~100 bytes and a sample or two), grown by doubling: an
+  // estimate from the smallest possible encoding would zero several times the memory needed.
+  const cols = new Columns(Math.min(lim.maxSamples, Math.ceil(bytes.length / 64)) + 8);
+  let starts = new Uint32Array(Math.min(lim.maxSeries, Math.ceil(bytes.length / 96)) + 8);
   let hashes = new Uint32Array(starts.length);
   const count: Counts = { samples: 0 };
   try {
