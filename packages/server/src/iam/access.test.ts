@@ -1,27 +1,12 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { Code, ConnectError } from "@connectrpc/connect";
-import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
+import { Code } from "@connectrpc/connect";
+import { rejectsWith } from "../testing/assert.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 
 const DAY = 86_400_000;
-
-async function rejects(p: Promise<unknown>, code: Code, reason?: string): Promise<ConnectError> {
-  try {
-    await p;
-  } catch (e) {
-    const err = ConnectError.from(e);
-    assert.equal(Code[err.code], Code[code], err.message);
-    if (reason) {
-      const info = err.findDetails(ErrorInfoSchema)[0];
-      assert.equal(info?.reason, reason, err.message);
-    }
-    return err;
-  }
-  assert.fail(`expected ${Code[code]}${reason ? ` ${reason}` : ""}`);
-}
 
 for (const { dialect, skip } of await testDialects()) {
   describe(`keys and access (${dialect.name})`, { skip }, () => {
@@ -86,7 +71,7 @@ for (const { dialect, skip } of await testDialects()) {
       assert.equal(again.key?.name, first.key?.name);
       assert.equal(again.secret, undefined);
       assert.equal(again.replayed, true);
-      await rejects(
+      await rejectsWith(
         owner.keys.createKey({ ...body, displayName: "changed" }),
         Code.InvalidArgument,
         "REQUEST_ID_REUSED",
@@ -102,7 +87,7 @@ for (const { dialect, skip } of await testDialects()) {
         displayName: "e",
         template: "Metrics scraper",
       });
-      const err = await rejects(
+      const err = await rejectsWith(
         owner.keys.createKey({
           parent: sa.name,
           displayName: "k",
@@ -114,7 +99,7 @@ for (const { dialect, skip } of await testDialects()) {
         "EXPIRY_TOO_LONG",
       );
       assert.match(err.message, /expireDays/);
-      await rejects(
+      await rejectsWith(
         owner.keys.createKey({
           parent: sa.name,
           displayName: "k",
@@ -129,7 +114,7 @@ for (const { dialect, skip } of await testDialects()) {
       const { created } = await scraperKey();
       await list(created.secret!);
       await t.clients(p.owner.session).keys.revokeKey({ name: created.key!.name });
-      const err = await rejects(list(created.secret!), Code.Unauthenticated, "CREDENTIAL_REVOKED");
+      const err = await rejectsWith(list(created.secret!), Code.Unauthenticated, "CREDENTIAL_REVOKED");
       assert.ok(!err.message.includes(created.secret!), "error echoes the secret");
     });
 
@@ -137,15 +122,15 @@ for (const { dialect, skip } of await testDialects()) {
       const { sa, created } = await scraperKey();
       const owner = t.clients(p.owner.session);
       await owner.serviceAccounts.disableServiceAccount({ name: sa.name });
-      await rejects(list(created.secret!), Code.PermissionDenied, "IDENTITY_DISABLED");
+      await rejectsWith(list(created.secret!), Code.PermissionDenied, "IDENTITY_DISABLED");
       await owner.serviceAccounts.enableServiceAccount({ name: sa.name });
       await list(created.secret!);
     });
 
     it("refuses a key on another project (PROJECT_BOUNDARY)", async () => {
       const { created } = await scraperKey();
-      await rejects(list(created.secret!, other.projectName), Code.PermissionDenied, "PROJECT_BOUNDARY");
-      await rejects(
+      await rejectsWith(list(created.secret!, other.projectName), Code.PermissionDenied, "PROJECT_BOUNDARY");
+      await rejectsWith(
         t.clients(created.secret!).monitoring.queryVMMonitoring({
           name: other.vms[0],
           metricIds: ["cpu_utilization_pct"],
@@ -172,7 +157,7 @@ for (const { dialect, skip } of await testDialects()) {
       assert.ok(created.secret?.startsWith("svcp_"));
       await list(created.secret!);
       // A viewer cannot mint a write key.
-      await rejects(
+      await rejectsWith(
         me.keys.createKey({
           parent: p.projectName,
           displayName: "w",
@@ -182,7 +167,7 @@ for (const { dialect, skip } of await testDialects()) {
         Code.InvalidArgument,
       );
       await t.admin.projects.removeMember({ project: p.projectName, user: user.name });
-      await rejects(list(created.secret!), Code.PermissionDenied, "GRANT_REMOVED");
+      await rejectsWith(list(created.secret!), Code.PermissionDenied, "GRANT_REMOVED");
     });
 
     it("refuses an expired key", async () => {
@@ -202,7 +187,7 @@ for (const { dialect, skip } of await testDialects()) {
       await list(created.secret!);
       t.clock.advance(DAY + 1000);
       try {
-        await rejects(list(created.secret!), Code.Unauthenticated, "CREDENTIAL_EXPIRED");
+        await rejectsWith(list(created.secret!), Code.Unauthenticated, "CREDENTIAL_EXPIRED");
       } finally {
         t.clock.advance(-(DAY + 1000));
       }
@@ -220,16 +205,16 @@ for (const { dialect, skip } of await testDialects()) {
       await list(created.secret!); // still inside the overlap
       await list(r1.secret!);
       t.clock.advance(3601_000);
-      await rejects(list(created.secret!), Code.Unauthenticated);
+      await rejectsWith(list(created.secret!), Code.Unauthenticated);
       await list(r1.secret!);
       const r2 = await owner.keys.rotateKey({
         name: r1.key!.name,
         overlapSeconds: 0,
         requestId: randomUUID(),
       });
-      await rejects(list(r1.secret!), Code.Unauthenticated, "CREDENTIAL_REVOKED");
+      await rejectsWith(list(r1.secret!), Code.Unauthenticated, "CREDENTIAL_REVOKED");
       await list(r2.secret!);
-      await rejects(
+      await rejectsWith(
         owner.keys.rotateKey({ name: r2.key!.name, overlapSeconds: 86_401, requestId: randomUUID() }),
         Code.InvalidArgument,
       );
@@ -238,7 +223,7 @@ for (const { dialect, skip } of await testDialects()) {
     it("refuses every key on human-only methods", async () => {
       const { sa, created } = await scraperKey();
       const k = t.clients(created.secret!);
-      await rejects(
+      await rejectsWith(
         k.keys.createKey({
           parent: sa.name,
           displayName: "k",
@@ -248,20 +233,20 @@ for (const { dialect, skip } of await testDialects()) {
         Code.PermissionDenied,
         "HUMAN_ONLY",
       );
-      await rejects(
+      await rejectsWith(
         k.serviceAccounts.listServiceAccounts({ parent: p.projectName }),
         Code.PermissionDenied,
         "HUMAN_ONLY",
       );
-      await rejects(k.admin.projects.listProjects({}), Code.PermissionDenied, "OPERATOR_ONLY");
+      await rejectsWith(k.admin.projects.listProjects({}), Code.PermissionDenied, "OPERATOR_ONLY");
     });
 
     it("refuses missing, malformed and unknown credentials without echoing them", async () => {
-      await rejects(list(""), Code.Unauthenticated);
+      await rejectsWith(list(""), Code.Unauthenticated);
       const fake = "svcs_abcdefghijklmnopqrstuvwxyz012345ABCDEF";
-      const err = await rejects(list(fake), Code.Unauthenticated);
+      const err = await rejectsWith(list(fake), Code.Unauthenticated);
       assert.ok(!err.message.includes(fake));
-      await rejects(
+      await rejectsWith(
         t
           .clients(p.owner.session)
           .monitoring.listVMMonitoring({ projectName: other.projectName, inventoryOnly: true }),
@@ -294,7 +279,7 @@ for (const { dialect, skip } of await testDialects()) {
         inventoryOnly: true,
       });
       const tampered = `${first.nextPageToken!.slice(0, -2)}xx`;
-      await rejects(
+      await rejectsWith(
         m.listVMMonitoring({
           projectName: p.projectName,
           pageSize: 1,
@@ -313,7 +298,7 @@ for (const { dialect, skip } of await testDialects()) {
       assert.equal(big.nextPageToken, undefined);
       // A token of this project is refused by another project's listing.
       const o = t.clients(other.owner.session).monitoring;
-      await rejects(
+      await rejectsWith(
         o.listVMMonitoring({
           projectName: other.projectName,
           pageToken: first.nextPageToken!,

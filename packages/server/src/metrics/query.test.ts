@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import type { QueryVMMonitoringResponse } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import type { Querier, Queryable } from "../storage/interface.ts";
+import { rejectsWith } from "../testing/assert.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { pushAll, rwSeries } from "../testing/remote-write.ts";
@@ -16,18 +17,6 @@ import { planRange, queryVmMonitoring } from "./query.ts";
 const [sqlite] = await testDialects();
 const S = 1000;
 const DAY = 86_400;
-
-async function rejects(p: Promise<unknown>, code: Code, reason?: string): Promise<ConnectError> {
-  try {
-    await p;
-  } catch (e) {
-    const err = ConnectError.from(e);
-    assert.equal(Code[err.code], Code[code], err.message);
-    if (reason) assert.equal(err.findDetails(ErrorInfoSchema)[0]?.reason, reason, err.message);
-    return err;
-  }
-  assert.fail(`expected ${Code[code]}`);
-}
 
 describe("planRange()", () => {
   const o = resolveMetricsOptions();
@@ -280,20 +269,20 @@ describe("QueryVMMonitoring", () => {
   });
 
   it("refuses unknown metricIds and another project's VM, saying which and why", async () => {
-    const e = await rejects(
+    const e = await rejectsWith(
       q(p.vms[0], ["cpu_utilization_pct", "cpu_pct"], t0 / S, nowMs / S, 30),
       Code.InvalidArgument,
       "UNKNOWN_METRIC",
     );
     assert.equal(e.findDetails(ErrorInfoSchema)[0]?.metadata.metricId, "cpu_pct");
-    const f = await rejects(
+    const f = await rejectsWith(
       q(other.vms[0], ["cpu_utilization_pct"], t0 / S, nowMs / S, 30),
       Code.PermissionDenied,
       "PROJECT_BOUNDARY",
     );
     assert.match(f.message, /vm-x/);
     assert.match(f.message, /query-other/);
-    await rejects(
+    await rejectsWith(
       q(p.vms[0], ["cpu_utilization_pct"], nowMs / S - 7 * DAY, nowMs / S, 60),
       Code.InvalidArgument,
       "POINT_BUDGET_EXCEEDED",
