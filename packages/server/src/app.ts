@@ -12,6 +12,7 @@ import { registerAutomationService } from "./http/services/automation.ts";
 import { registerIamServices } from "./http/services/iam.ts";
 import { registerMonitoringService } from "./http/services/monitoring.ts";
 import { CiAutomation } from "./iam/ci/service.ts";
+import { pruneIdempotency } from "./iam/idempotency.ts";
 import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
 import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts";
@@ -64,6 +65,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const ci = new CiAutomation({ db: db.db, now, options: config.ci });
+  // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
+  const prune = () =>
+    pruneIdempotency(db.db, now()).catch((err: unknown) => log.warn({ err }, "idempotency pruning failed"));
+  const pruneTimer = setInterval(prune, 3_600_000);
+  pruneTimer.unref();
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, {
       db: db.db,
@@ -123,6 +129,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     server,
     log,
     async close() {
+      clearInterval(pruneTimer);
       await server.close();
       await tsdb.close();
       await db.close();

@@ -5,6 +5,7 @@ import { Code } from "@connectrpc/connect";
 import { rejectsWith } from "../testing/assert.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { IDEMPOTENCY_RETENTION_MS, pruneIdempotency } from "./idempotency.ts";
 
 const DAY = 86_400_000;
 
@@ -78,6 +79,32 @@ for (const { dialect, skip } of await testDialects()) {
       );
       const keys = await owner.keys.listKeys({ parent: sa.name });
       assert.equal(keys.keys.length, 1);
+    });
+
+    it("keeps idempotency records for the retention window, then prunes them", async () => {
+      const owner = t.clients(p.owner.session);
+      const sa = await owner.serviceAccounts.createServiceAccount({
+        parent: p.projectName,
+        displayName: "p",
+        template: "Metrics scraper",
+      });
+      const body = {
+        parent: sa.name,
+        displayName: "prune",
+        capabilities: ["monitoring.read"],
+        requestId: randomUUID(),
+      };
+      const first = await owner.keys.createKey(body);
+      await pruneIdempotency(t.app.db.db, t.clock.now() + IDEMPOTENCY_RETENTION_MS - 1000);
+      assert.equal(
+        (await owner.keys.createKey(body)).key?.name,
+        first.key?.name,
+        "still a replay inside the window",
+      );
+      await pruneIdempotency(t.app.db.db, t.clock.now() + IDEMPOTENCY_RETENTION_MS + 1000);
+      const later = await owner.keys.createKey(body);
+      assert.notEqual(later.key?.name, first.key?.name);
+      assert.ok(later.secret);
     });
 
     it("refuses an expiry over 365 days and capabilities beyond the account", async () => {

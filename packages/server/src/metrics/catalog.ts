@@ -226,6 +226,3 @@ export const seriesCatalog: Readonly<Record<string, SeriesSpec>> = {
     labels: [],
   },
 };
-
-/** Labels svc sets on every stored VM series; clients may send `vm` (required) and must not send the others. */
-export const VM_LABELS = ["vm", "vm_id", "location", "project_id", "source"] as const;

@@ -15,13 +15,6 @@ import { isStaleMarker, type Labels, labelValue } from "../storage/interface.ts"
 
 export type WindowFunction = "avg_over_time" | "max_over_time" | "last_over_time" | "rate";
 
-export const WINDOW_FUNCTIONS: ReadonlySet<string> = new Set<WindowFunction>([
-  "avg_over_time",
-  "max_over_time",
-  "last_over_time",
-  "rate",
-]);
-
 /** The step grid of a range query: `points` steps from `startMs`, `stepMs` apart. */
 export interface StepGrid {
   readonly startMs: number;
