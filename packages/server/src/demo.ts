@@ -120,11 +120,13 @@ export async function ensureDemo(
   const actor = { userId: user.name.slice("users/".length) };
   const scraper = await createServiceAccount(
     db,
+    actor,
     { parent: projectName, displayName: "demo-scraper", template: "Metrics scraper" },
     nowMs,
   );
   const manager = await createServiceAccount(
     db,
+    actor,
     { parent: projectName, displayName: "demo-alerts", template: "Alert manager" },
     nowMs,
   );

@@ -4,7 +4,8 @@ import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, isCapability, rolePermissions } from "./capabilities.ts";
 import { bodyHash, findReplay, validateRequestId } from "./idempotency.ts";
-import { requireMember, requireOwner } from "./membership.ts";
+import { type Actor, requireMember, requireOwner } from "./membership.ts";
+
 import { generateSecret, hashSecret, newId, secretHint } from "./secrets.ts";
 import { parseServiceAccountName } from "./service-accounts.ts";
 
@@ -31,11 +32,6 @@ export interface CreatedKey {
   /** Only on the first response. */
   secret?: string;
   replayed: boolean;
-}
-
-/** The human acting (keys are created only by humans, for themselves or their project's accounts). */
-export interface Actor {
-  readonly userId: string;
 }
 
 interface Parent {

@@ -2,6 +2,11 @@ import type { Db } from "../db/database.ts";
 import { permissionDenied } from "../errors.ts";
 import type { Role } from "./capabilities.ts";
 
+/** The human acting in a console session (keys, service accounts and CI trusts are managed by humans). */
+export interface Actor {
+  readonly userId: string;
+}
+
 /** The user's current role in the project, or undefined when not a member. Read on every request. */
 export async function roleOf(db: Db, projectId: string, userId: string): Promise<Role | undefined> {
   const m = await db

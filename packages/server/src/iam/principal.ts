@@ -12,9 +12,8 @@ export type Principal =
   | KeyPrincipal
   | CiTokenPrincipal;
 
-export interface KeyPrincipal {
-  readonly kind: "PERSONAL_KEY" | "SERVICE_ACCOUNT_KEY";
-  readonly keyId: string;
+/** What keys and CI tokens share: one project, capabilities, and the identity's state read for this request. */
+interface ScopedCredential {
   readonly projectId: string;
   /** users/<id> for personal keys, the service account id otherwise. */
   readonly identityId: string;
@@ -25,15 +24,15 @@ export interface KeyPrincipal {
   readonly identityProblem?: "IDENTITY_DISABLED" | "GRANT_REMOVED";
 }
 
+export interface KeyPrincipal extends ScopedCredential {
+  readonly kind: "PERSONAL_KEY" | "SERVICE_ACCOUNT_KEY";
+  readonly keyId: string;
+}
+
 /** A 15-minute token from ExchangeCIToken, acting as the trust's service account. */
-export interface CiTokenPrincipal {
+export interface CiTokenPrincipal extends ScopedCredential {
   readonly kind: "CI_TOKEN";
   readonly tokenId: string;
-  readonly projectId: string;
-  readonly identityId: string;
-  readonly keyCapabilities: readonly Capability[];
-  readonly identityPermissions: readonly Capability[];
-  readonly identityProblem?: "IDENTITY_DISABLED" | "GRANT_REMOVED";
 }
 
 /** Resolves a bearer token for kinds other than keys and sessions (the CI exchange registers one). */

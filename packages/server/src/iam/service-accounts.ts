@@ -3,6 +3,7 @@ import type { ServiceAccountTable } from "../db/schema.ts";
 import { invalidArgument, notFound } from "../errors.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { serviceAccountTemplates } from "./capabilities.ts";
+import { type Actor, requireMember, requireOwner } from "./membership.ts";
 import { newId } from "./secrets.ts";
 
 export interface ServiceAccountView {
@@ -36,12 +37,16 @@ export function toView(r: Pick<ServiceAccountTable, keyof ServiceAccountTable>):
   };
 }
 
+const OWNERS_ONLY = "manage service accounts";
+
 export async function createServiceAccount(
   db: Db,
+  actor: Actor,
   input: { parent: string; displayName: string; template: string },
   nowMs: number,
 ): Promise<ServiceAccountView> {
   const projectId = parseProjectName(input.parent, "parent");
+  await requireOwner(db, projectId, actor.userId, OWNERS_ONLY);
   const displayName = input.displayName.trim();
   if (!displayName || displayName.length > 100) {
     throw invalidArgument("displayName", "must be 1..100 characters");
@@ -70,8 +75,9 @@ export async function createServiceAccount(
   return toView(row);
 }
 
-export async function getServiceAccount(db: Db, name: string): Promise<ServiceAccountView> {
+export async function getServiceAccount(db: Db, actor: Actor, name: string): Promise<ServiceAccountView> {
   const { projectId, id } = parseServiceAccountName(name);
+  await requireMember(db, projectId, actor.userId);
   const r = await db
     .selectFrom("service_accounts")
     .selectAll()
@@ -82,8 +88,13 @@ export async function getServiceAccount(db: Db, name: string): Promise<ServiceAc
   return toView(r);
 }
 
-export async function listServiceAccounts(db: Db, parent: string): Promise<ServiceAccountView[]> {
+export async function listServiceAccounts(
+  db: Db,
+  actor: Actor,
+  parent: string,
+): Promise<ServiceAccountView[]> {
   const projectId = parseProjectName(parent, "parent");
+  await requireMember(db, projectId, actor.userId);
   const rows = await db
     .selectFrom("service_accounts")
     .selectAll()
@@ -97,10 +108,12 @@ export async function listServiceAccounts(db: Db, parent: string): Promise<Servi
 /** Takes effect on the next request of every key of the account. */
 export async function setServiceAccountState(
   db: Db,
+  actor: Actor,
   name: string,
   state: "ACTIVE" | "DISABLED",
 ): Promise<ServiceAccountView> {
   const { projectId, id } = parseServiceAccountName(name);
+  await requireOwner(db, projectId, actor.userId, OWNERS_ONLY);
   const res = await db
     .updateTable("service_accounts")
     .set({ state })
@@ -108,5 +121,5 @@ export async function setServiceAccountState(
     .where("id", "=", id)
     .executeTakeFirst();
   if (Number(res.numUpdatedRows) === 0) throw notFound(name);
-  return getServiceAccount(db, name);
+  return getServiceAccount(db, actor, name);
 }

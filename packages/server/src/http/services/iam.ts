@@ -54,36 +54,13 @@ export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: 
     },
   });
   router.service(ServiceAccountService, {
-    createServiceAccount: async (r, ctx) => {
-      await requireOwner(db, parseProject(r.parent), humanOf(ctx).userId, "manage service accounts");
-      return sa.createServiceAccount(db, r, now());
-    },
-    getServiceAccount: async (r, ctx) => {
-      await requireMember(db, sa.parseServiceAccountName(r.name).projectId, humanOf(ctx).userId);
-      return sa.getServiceAccount(db, r.name);
-    },
-    listServiceAccounts: async (r, ctx) => {
-      await requireMember(db, parseProject(r.parent), humanOf(ctx).userId);
-      return { serviceAccounts: await sa.listServiceAccounts(db, r.parent) };
-    },
-    disableServiceAccount: async (r, ctx) => {
-      await requireOwner(
-        db,
-        sa.parseServiceAccountName(r.name).projectId,
-        humanOf(ctx).userId,
-        "manage service accounts",
-      );
-      return sa.setServiceAccountState(db, r.name, "DISABLED");
-    },
-    enableServiceAccount: async (r, ctx) => {
-      await requireOwner(
-        db,
-        sa.parseServiceAccountName(r.name).projectId,
-        humanOf(ctx).userId,
-        "manage service accounts",
-      );
-      return sa.setServiceAccountState(db, r.name, "ACTIVE");
-    },
+    createServiceAccount: (r, ctx) => sa.createServiceAccount(db, humanOf(ctx), r, now()),
+    getServiceAccount: (r, ctx) => sa.getServiceAccount(db, humanOf(ctx), r.name),
+    listServiceAccounts: async (r, ctx) => ({
+      serviceAccounts: await sa.listServiceAccounts(db, humanOf(ctx), r.parent),
+    }),
+    disableServiceAccount: (r, ctx) => sa.setServiceAccountState(db, humanOf(ctx), r.name, "DISABLED"),
+    enableServiceAccount: (r, ctx) => sa.setServiceAccountState(db, humanOf(ctx), r.name, "ACTIVE"),
   });
   router.service(KeyService, {
     createKey: (r, ctx) => keys.createKey(db, humanOf(ctx), r, now()),
@@ -91,8 +68,4 @@ export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: 
     rotateKey: (r, ctx) => keys.rotateKey(db, humanOf(ctx), r, now()),
     revokeKey: (r, ctx) => keys.revokeKey(db, humanOf(ctx), r.name, now()),
   });
-}
-
-function parseProject(parent: string): string {
-  return parseProjectName(parent, "parent");
 }
