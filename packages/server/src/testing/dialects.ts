@@ -51,8 +51,21 @@ const postgres: TestDialect = {
       async drop() {
         const c = new pg.Client({ connectionString: PG_BASE });
         await c.connect();
-        await c.query(`drop database if exists ${dbName} with (force)`);
-        await c.end();
+        try {
+          // pg-pool's end() resolves before its clients' sockets have closed; forcing the drop then
+          // kills a closing connection, whose error nobody listens to any more. Wait for them instead.
+          for (let attempt = 0; ; attempt++) {
+            try {
+              await c.query(`drop database if exists ${dbName}`);
+              return;
+            } catch (err) {
+              if (attempt >= 50 || !/being accessed by other users/.test(String(err))) throw err;
+              await new Promise((r) => setTimeout(r, 100));
+            }
+          }
+        } finally {
+          await c.end();
+        }
       },
     };
   },
