@@ -53,7 +53,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     outOfOrderWindowMs: config.outOfOrderWindowMs,
     now,
   });
-  const metrics = createMetricsBackend({ storage: tsdb });
+  const metrics = createMetricsBackend({
+    storage: tsdb,
+    rollupResolutionMs: tsdb.options.rollupResolutionMs,
+  });
   const ingester = createIngester({ db: db.db, storage: tsdb });
   const limiter = createProjectLimiter();
   const vmMetrics = {

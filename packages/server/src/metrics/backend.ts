@@ -16,10 +16,17 @@ import {
   type Labels,
   labelValue,
   type Queryable,
+  type RollupSeriesData,
   type SeriesData,
 } from "../storage/interface.ts";
 import { regexQuote } from "./latest.ts";
-import { stepAggregate, type WindowFunction, withoutStaleMarkers } from "./windows.ts";
+import {
+  rollupStepAggregate,
+  rollupsServe,
+  stepAggregate,
+  type WindowFunction,
+  withoutStaleMarkers,
+} from "./windows.ts";
 
 export type { WindowFunction };
 export { TENANT_LABEL };
@@ -166,7 +173,13 @@ export function createMetricsBackend(deps: {
   storage: Queryable;
   engine?: Engine;
   now?: () => number;
+  /**
+   * Resolution of the store's rollups (ms; 0 or absent: none). windowAggregates reads rollups
+   * instead of raw samples when the step, window and start are multiples of it.
+   */
+  rollupResolutionMs?: number;
 }): MetricsBackend {
+  const rollupMs = deps.rollupResolutionMs ?? 0;
   const engine = deps.engine ?? createEngine();
   const now = deps.now ?? (() => performance.now());
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
@@ -242,27 +255,32 @@ export function createMetricsBackend(deps: {
       let widest = 0;
       for (const r of requests) widest = Math.max(widest, r.windowMs);
       const names = [...new Set(requests.map((r) => r.metric))];
-      const byName = new Map<string, SeriesData[]>(names.map((n) => [n, []]));
+      const byName = new Map<string, RollupSeriesData[]>(names.map((n) => [n, []]));
       let readError: Error | undefined;
       if (requests.length > 0 && now() > deadline)
         readError = new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
       else if (requests.length > 0) {
         try {
-          const data = deps.storage
-            .querier()
-            .select(
-              scoped(projectId, [
-                ...matchers,
-                { type: "=~", name: "__name__", value: names.map(regexQuote).join("|") },
-              ]),
-              startMs - widest + 1,
-              lastStep,
-            );
+          const q = deps.storage.querier();
+          const sel = scoped(projectId, [
+            ...matchers,
+            { type: "=~", name: "__name__", value: names.map(regexQuote).join("|") },
+          ]);
+          // Rollups stand for the raw samples when every window is a union of whole buckets.
+          const viaRollups =
+            q.selectRollups !== undefined && requests.every((r) => rollupsServe(grid, r.windowMs, rollupMs));
+          const data: RollupSeriesData[] = viaRollups
+            ? (q.selectRollups?.(sel, startMs - widest, lastStep, rollupMs) ?? [])
+            : q.select(sel, startMs - widest + 1, lastStep);
           for (const s of data) {
-            const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
-            byName
-              .get(labelValue(s.labels, "__name__"))
-              ?.push({ labels: stripTenant(s.labels), timestamps: t, values: v });
+            const labels = stripTenant(s.labels);
+            const entry = byName.get(labelValue(s.labels, "__name__"));
+            if (s.rollups)
+              entry?.push({ labels, timestamps: s.timestamps, values: s.values, rollups: s.rollups });
+            else {
+              const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
+              entry?.push({ labels, timestamps: t, values: v });
+            }
           }
         } catch (err) {
           readError = err instanceof Error ? err : new Error(String(err));
@@ -283,7 +301,9 @@ export function createMetricsBackend(deps: {
           const series: RangeSeries[] = [];
           for (const s of data) {
             // The cursors skip samples older than this request's own (possibly narrower) window.
-            const steps = stepAggregate(s.timestamps, s.values, grid, r.windowMs, r.fn);
+            const steps = s.rollups
+              ? rollupStepAggregate(s.rollups, grid, r.windowMs, r.fn)
+              : stepAggregate(s.timestamps, s.values, grid, r.windowMs, r.fn);
             if (steps.timestamps.length === 0) continue;
             const metric = keepName ? s.labels : s.labels.filter((l) => l.name !== "__name__");
             series.push({ metric, timestamps: steps.timestamps, values: steps.values });

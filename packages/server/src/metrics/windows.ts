@@ -8,10 +8,11 @@
  * (left-open, right-closed, as PromQL). Staleness markers are not samples (PromQL drops them from
  * range vectors). A step without enough samples has no value: it is absent, never 0.
  */
-import { MeanAccumulator } from "../promql/engine/kahan.ts";
-import { extrapolatedRate } from "../promql/engine/rangefuncs.ts";
+import { kahanInc, MeanAccumulator } from "../promql/engine/kahan.ts";
+import { extrapolate, extrapolatedRate } from "../promql/engine/rangefuncs.ts";
 import { QueryEvalError } from "../promql/index.ts";
 import { isStaleMarker, type Labels, labelValue } from "../storage/interface.ts";
+import type { Rollups } from "../storage/rollups.ts";
 
 export type WindowFunction = "avg_over_time" | "max_over_time" | "last_over_time" | "rate";
 
@@ -93,6 +94,107 @@ export function stepAggregate(
     }
     if (x === undefined) continue;
     outT[k] = end;
+    outV[k++] = x;
+  }
+  return k === n
+    ? { timestamps: outT, values: outV }
+    : { timestamps: outT.slice(0, k), values: outV.slice(0, k) };
+}
+
+/**
+ * Whether `rollupStepAggregate` can serve this grid and window from rollups of `resolutionMs`:
+ * every window (t − windowMs, t] must be a union of whole buckets.
+ */
+export function rollupsServe(grid: StepGrid, windowMs: number, resolutionMs: number): boolean {
+  return (
+    resolutionMs > 0 &&
+    windowMs % resolutionMs === 0 &&
+    grid.stepMs % resolutionMs === 0 &&
+    grid.startMs % resolutionMs === 0
+  );
+}
+
+const kahan = new Float64Array(2);
+
+/**
+ * `stepAggregate` over rollup buckets instead of raw samples, for grids where `rollupsServe` holds
+ * and buckets whose sums are all finite (`Rollups.allFinite`; otherwise use the raw samples).
+ * max, last and rate are the same bits as over the raw samples (rate: unless one bucket holds two or
+ * more counter resets, where the corrections are added in another order); avg sums the bucket sums
+ * with the same compensation, so it equals the raw mean to within rounding of the last bits
+ * (exactly, for integer-valued gauges whose sums stay below 2^53).
+ */
+export function rollupStepAggregate(
+  r: Rollups,
+  grid: StepGrid,
+  windowMs: number,
+  fn: WindowFunction,
+): StepValues {
+  const n = grid.points;
+  const outT = new Float64Array(n);
+  const outV = new Float64Array(n);
+  const { end, count } = r;
+  let k = 0;
+  let a = 0; // first bucket ending after the window start
+  let b = 0; // first bucket ending after the window end
+  for (let i = 0; i < n; i++) {
+    const stepEnd = grid.startMs + i * grid.stepMs;
+    const from = stepEnd - windowMs;
+    while (a < r.n && end[a] <= from) a++;
+    if (b < a) b = a;
+    while (b < r.n && end[b] <= stepEnd) b++;
+    if (b <= a) continue;
+    let x: number | undefined;
+    switch (fn) {
+      case "avg_over_time": {
+        let s = 0;
+        let c = 0;
+        let cnt = 0;
+        for (let j = a; j < b; j++) {
+          kahanInc(r.sum[j], s, c, kahan);
+          s = kahan[0];
+          c = kahan[1];
+          cnt += count[j];
+        }
+        x = (s + c) / cnt;
+        break;
+      }
+      case "max_over_time": {
+        let m = r.max[a];
+        for (let j = a + 1; j < b; j++) if (r.max[j] > m || Number.isNaN(m)) m = r.max[j];
+        x = m;
+        break;
+      }
+      case "last_over_time":
+        x = r.lastV[b - 1];
+        break;
+      case "rate": {
+        let cnt = count[a];
+        let result = r.lastV[b - 1] - r.firstV[a];
+        result += r.resets[a];
+        for (let j = a + 1; j < b; j++) {
+          if (r.firstV[j] < r.lastV[j - 1]) result += r.lastV[j - 1];
+          result += r.resets[j];
+          cnt += count[j];
+        }
+        if (cnt < 2) break;
+        x = extrapolate(
+          result,
+          r.firstT[a],
+          r.firstV[a],
+          r.lastT[b - 1],
+          cnt,
+          from,
+          stepEnd,
+          true,
+          true,
+          windowMs,
+        );
+        break;
+      }
+    }
+    if (x === undefined) continue;
+    outT[k] = stepEnd;
     outV[k++] = x;
   }
   return k === n

@@ -6,6 +6,7 @@
  * Units: every timestamp here is **milliseconds** since the Unix epoch (integer-valued number).
  * Bounds are **inclusive** on both ends unless a method says otherwise.
  */
+import type { Rollups } from "./rollups.ts";
 
 /** One label. */
 export interface Label {
@@ -40,6 +41,11 @@ export interface SeriesData {
   readonly values: Float64Array;
 }
 
+/** One series of `Querier.selectRollups`: its buckets, or its raw samples (then `rollups` is absent). */
+export interface RollupSeriesData extends SeriesData {
+  readonly rollups?: Rollups;
+}
+
 /** Hints a reader may pass so the store can skip work; the store may ignore them. */
 export interface SelectHints {
   /** Evaluation step of a range query, ms (0 for instant). */
@@ -62,6 +68,19 @@ export interface Querier {
     maxtMs: number,
     hints?: SelectHints,
   ): SeriesData[];
+  /**
+   * Optional: series matching all matchers with a sample in (afterMs, untilMs], as rollup buckets of
+   * `resolutionMs` (storage/rollups.ts) ending in that range; both bounds must be multiples of the
+   * resolution. A series whose samples the buckets cannot stand for exactly (sources that overlap,
+   * data written without rollups, non-finite sums) comes back as its raw samples instead. Same order
+   * as `select`.
+   */
+  selectRollups?(
+    matchers: readonly LabelMatcher[],
+    afterMs: number,
+    untilMs: number,
+    resolutionMs: number,
+  ): RollupSeriesData[];
   /** Label names of series matching the matchers (all series when empty) in range, sorted. */
   labelNames(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): string[];
   /** Values of one label on series matching the matchers in range, sorted, unique. */

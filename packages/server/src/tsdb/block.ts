@@ -20,15 +20,20 @@ import {
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import type { Labels } from "../storage/interface.ts";
+import type { Rollups } from "../storage/rollups.ts";
 import { xorDecodeInto } from "./chunk.ts";
 import { CorruptionError } from "./errors.ts";
 import type { SampleArrays } from "./head.ts";
 import { labelsFromSyms, SymbolTable } from "./labels.ts";
 import type { PostingsIndex } from "./matchers.ts";
 import type { PostingsList } from "./postings.ts";
+import { decodeRollupsInto } from "./rollup-codec.ts";
 
-const INDEX_MAGIC = "SVCIDX01";
+/** v1: no rollups (still read); v2 adds each series' rollup reference. */
+const INDEX_MAGIC_V1 = "SVCIDX01";
+const INDEX_MAGIC = "SVCIDX02";
 const CHUNKS_MAGIC = "SVCCHK01";
+const ROLLUPS_MAGIC = "SVCRLP01";
 
 export interface BlockMeta {
   readonly version: 1;
@@ -43,6 +48,10 @@ export interface BlockMeta {
   readonly numSeries: number;
   readonly numSamples: number;
   readonly numChunks: number;
+  /** Resolution of the block's rollups (ms); absent in blocks written before rollups. */
+  readonly rollupResolutionMs?: number;
+  /** Names of the blocks this one was merged from (deleted once it is in place). */
+  readonly sources?: readonly string[];
 }
 
 export interface BlockChunk {
@@ -55,14 +64,170 @@ export interface BlockChunk {
 export interface BlockSeries {
   readonly labels: Labels;
   /**
-   * The series' chunks, time ordered. Called once, while the block is written, so a writer holds
-   * one series' chunks at a time; an empty result leaves the series out.
+   * The series' chunks, time ordered, and its encoded rollups (rollup-codec.ts). Called once, while
+   * the block is written, so a writer holds one series' data at a time; no chunks leaves the
+   * series out.
    */
-  readonly chunks: () => readonly BlockChunk[];
+  readonly data: () => { readonly chunks: readonly BlockChunk[]; readonly rollups?: Uint8Array };
 }
 
-/** Bytes of chunk data gathered before one write to the chunks file. */
-const CHUNK_WRITE_BUFFER = 1 << 20;
+/** Bytes of chunk (or rollup) data gathered before one write to its file. */
+const WRITE_BUFFER = 1 << 20;
+
+/** A file written through a buffer, tracking its size. */
+class BufferedFile {
+  readonly fd: number;
+  readonly #pending = Buffer.allocUnsafe(WRITE_BUFFER);
+  #pendingLen = 0;
+  size = 0;
+  constructor(path: string, magic: string) {
+    this.fd = openSync(path, "w");
+    this.write(Buffer.from(magic, "latin1"));
+  }
+  /** Appends bytes; returns their offset in the file. */
+  write(b: Uint8Array): number {
+    const at = this.size;
+    if (this.#pendingLen + b.length > this.#pending.length) this.flush();
+    if (b.length > this.#pending.length) writeAll(this.fd, b);
+    else {
+      this.#pending.set(b, this.#pendingLen);
+      this.#pendingLen += b.length;
+    }
+    this.size += b.length;
+    return at;
+  }
+  flush(): void {
+    writeAll(this.fd, this.#pending.subarray(0, this.#pendingLen));
+    this.#pendingLen = 0;
+  }
+  close(sync: boolean): void {
+    try {
+      if (sync) {
+        this.flush();
+        fsyncSync(this.fd);
+      }
+    } finally {
+      closeSync(this.fd);
+    }
+  }
+}
+
+function writeAll(fd: number, b: Uint8Array): void {
+  let off = 0;
+  while (off < b.length) off += writeSync(fd, b, off, b.length - off);
+}
+
+/**
+ * Writes one block series by series (labels ascending), so a writer holds one series' data at a
+ * time; `finish` writes the index and meta and renames the directory into place. Used by the head
+ * cut (synchronously) and by block merges (which yield between series).
+ */
+export class BlockWriter {
+  readonly #dir: string;
+  readonly #name: string;
+  readonly #tmp: string;
+  readonly #syms = new SymbolTable();
+  readonly #ix = new ByteWriter();
+  readonly #chunks: BufferedFile;
+  readonly #rollups: BufferedFile;
+  #minTime = Number.POSITIVE_INFINITY;
+  #maxTime = Number.NEGATIVE_INFINITY;
+  #numSamples = 0;
+  #numChunks = 0;
+  #numSeries = 0;
+  #done = false;
+
+  constructor(dir: string) {
+    this.#dir = dir;
+    this.#name = `${Date.now().toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`;
+    this.#tmp = join(dir, `${this.#name}.tmp`);
+    mkdirSync(this.#tmp, { recursive: true });
+    this.#chunks = new BufferedFile(join(this.#tmp, "chunks"), CHUNKS_MAGIC);
+    this.#rollups = new BufferedFile(join(this.#tmp, "rollups"), ROLLUPS_MAGIC);
+  }
+
+  /** Adds a series after every series added so far (by labels); no chunks leaves it out. */
+  add(labels: Labels, chunks: readonly BlockChunk[], rollups?: Uint8Array): void {
+    if (chunks.length === 0) return;
+    const ix = this.#ix;
+    this.#numSeries++;
+    ix.u16(labels.length);
+    for (const l of labels) {
+      ix.u32(this.#syms.intern(l.name));
+      ix.u32(this.#syms.intern(l.value));
+    }
+    ix.u32(chunks.length);
+    for (const c of chunks) {
+      ix.f64(c.minT);
+      ix.f64(c.maxT);
+      ix.f64(this.#chunks.write(c.bytes));
+      ix.u32(c.bytes.length);
+      ix.u16(c.count);
+      if (c.minT < this.#minTime) this.#minTime = c.minT;
+      if (c.maxT > this.#maxTime) this.#maxTime = c.maxT;
+      this.#numSamples += c.count;
+      this.#numChunks++;
+    }
+    ix.f64(rollups ? this.#rollups.write(rollups) : 0);
+    ix.u32(rollups ? rollups.length : 0);
+  }
+
+  /**
+   * Makes the block durable and visible; returns its meta, or undefined when no series was added
+   * (nothing is left on disk then).
+   */
+  finish(extra: {
+    coversBefore: number;
+    walSegment: number;
+    rollupResolutionMs: number;
+    sources?: readonly string[];
+  }): BlockMeta | undefined {
+    this.#done = true;
+    const empty = this.#numSeries === 0;
+    this.#chunks.close(!empty);
+    this.#rollups.close(!empty);
+    if (empty) {
+      rmSync(this.#tmp, { recursive: true, force: true });
+      return undefined;
+    }
+    const head = new ByteWriter();
+    head.str8(INDEX_MAGIC);
+    head.u32(this.#syms.size);
+    for (let i = 0; i < this.#syms.size; i++) head.bytes32(Buffer.from(this.#syms.str(i), "utf8"));
+    head.u32(this.#numSeries);
+    const body = Buffer.concat([head.finish(), this.#ix.finish()]);
+    const index = Buffer.alloc(body.length + 4);
+    body.copy(index);
+    index.writeUInt32LE(crc32(body), body.length);
+    writeDurable(join(this.#tmp, "index"), index);
+    const meta: BlockMeta = {
+      version: 1,
+      name: this.#name,
+      minTime: this.#minTime,
+      maxTime: this.#maxTime,
+      coversBefore: extra.coversBefore,
+      walSegment: extra.walSegment,
+      numSeries: this.#numSeries,
+      numSamples: this.#numSamples,
+      numChunks: this.#numChunks,
+      ...(extra.rollupResolutionMs > 0 ? { rollupResolutionMs: extra.rollupResolutionMs } : {}),
+      ...(extra.sources ? { sources: extra.sources } : {}),
+    };
+    writeDurable(join(this.#tmp, "meta.json"), Buffer.from(JSON.stringify(meta, null, 2)));
+    renameSync(this.#tmp, join(this.#dir, this.#name));
+    fsyncDir(this.#dir);
+    return meta;
+  }
+
+  /** Drops an unfinished block (a failed merge). */
+  abort(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#chunks.close(false);
+    this.#rollups.close(false);
+    rmSync(this.#tmp, { recursive: true, force: true });
+  }
+}
 
 /**
  * Writes a block from series sorted by labels, streaming their chunks; returns its meta, or
@@ -73,96 +238,18 @@ export function writeBlock(
   series: readonly BlockSeries[],
   coversBefore: number,
   walSegment: number,
+  rollupResolutionMs = 0,
 ): BlockMeta | undefined {
-  const name = `${Date.now().toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`;
-  const tmp = join(dir, `${name}.tmp`);
-  mkdirSync(tmp, { recursive: true });
-  const syms = new SymbolTable();
-  for (const s of series) {
-    for (const l of s.labels) {
-      syms.intern(l.name);
-      syms.intern(l.value);
-    }
-  }
-  const chunksFd = openSync(join(tmp, "chunks"), "w");
-  const pending = Buffer.allocUnsafe(CHUNK_WRITE_BUFFER);
-  let pendingLen = 0;
-  const flushChunks = (): void => {
-    let off = 0;
-    while (off < pendingLen) off += writeSync(chunksFd, pending, off, pendingLen - off);
-    pendingLen = 0;
-  };
-  const ix = new ByteWriter();
-  let offset = writeSync(chunksFd, Buffer.from(CHUNKS_MAGIC, "latin1"));
-  let minTime = Number.POSITIVE_INFINITY;
-  let maxTime = Number.NEGATIVE_INFINITY;
-  let numSamples = 0;
-  let numChunks = 0;
-  let numSeries = 0;
+  const w = new BlockWriter(dir);
   try {
     for (const s of series) {
-      const chunks = s.chunks();
-      if (chunks.length === 0) continue;
-      numSeries++;
-      ix.u16(s.labels.length);
-      for (const l of s.labels) {
-        ix.u32(syms.get(l.name));
-        ix.u32(syms.get(l.value));
-      }
-      ix.u32(chunks.length);
-      for (const c of chunks) {
-        if (pendingLen + c.bytes.length > pending.length) flushChunks();
-        if (c.bytes.length > pending.length) writeSync(chunksFd, c.bytes);
-        else {
-          pending.set(c.bytes, pendingLen);
-          pendingLen += c.bytes.length;
-        }
-        ix.f64(c.minT);
-        ix.f64(c.maxT);
-        ix.f64(offset);
-        ix.u32(c.bytes.length);
-        ix.u16(c.count);
-        offset += c.bytes.length;
-        minTime = Math.min(minTime, c.minT);
-        maxTime = Math.max(maxTime, c.maxT);
-        numSamples += c.count;
-        numChunks++;
-      }
+      const { chunks, rollups } = s.data();
+      w.add(s.labels, chunks, rollups);
     }
-    flushChunks();
-    fsyncSync(chunksFd);
+    return w.finish({ coversBefore, walSegment, rollupResolutionMs });
   } finally {
-    closeSync(chunksFd);
+    w.abort();
   }
-  if (numSeries === 0) {
-    rmSync(tmp, { recursive: true, force: true });
-    return undefined;
-  }
-  const head = new ByteWriter();
-  head.str8(INDEX_MAGIC);
-  head.u32(syms.size);
-  for (let i = 0; i < syms.size; i++) head.bytes32(Buffer.from(syms.str(i), "utf8"));
-  head.u32(numSeries);
-  const body = Buffer.concat([head.finish(), ix.finish()]);
-  const index = Buffer.alloc(body.length + 4);
-  body.copy(index);
-  index.writeUInt32LE(crc32(body), body.length);
-  writeDurable(join(tmp, "index"), index);
-  const meta: BlockMeta = {
-    version: 1,
-    name,
-    minTime,
-    maxTime,
-    coversBefore,
-    walSegment,
-    numSeries,
-    numSamples,
-    numChunks,
-  };
-  writeDurable(join(tmp, "meta.json"), Buffer.from(JSON.stringify(meta, null, 2)));
-  renameSync(tmp, join(dir, name));
-  fsyncDir(dir);
-  return meta;
 }
 
 export function writeDurable(path: string, data: Uint8Array): void {
@@ -199,9 +286,13 @@ export class Block implements PostingsIndex {
   readonly #cOff: Float64Array;
   readonly #cLen: Uint32Array;
   readonly #cCount: Uint16Array;
+  /** Each series' encoded rollups in the rollups file (length 0: none); empty in v1 blocks. */
+  readonly #rOff: Float64Array;
+  readonly #rLen: Uint32Array;
   readonly #postings = new Map<string, Map<string, number[]>>();
   readonly #all: Uint32Array;
   #fd: number;
+  #rfd = -1;
 
   constructor(dir: string) {
     this.dir = dir;
@@ -211,7 +302,10 @@ export class Block implements PostingsIndex {
       throw new CorruptionError(join(dir, "index"), "checksum mismatch");
     }
     const r = new ByteReader(buf);
-    if (r.str8() !== INDEX_MAGIC) throw new CorruptionError(join(dir, "index"), "bad magic");
+    const magic = r.str8();
+    if (magic !== INDEX_MAGIC && magic !== INDEX_MAGIC_V1)
+      throw new CorruptionError(join(dir, "index"), "bad magic");
+    const withRollups = magic === INDEX_MAGIC;
     const nsyms = r.u32();
     for (let i = 0; i < nsyms; i++) this.#syms.intern(r.bytes32().toString("utf8"));
     const nseries = r.u32();
@@ -221,6 +315,8 @@ export class Block implements PostingsIndex {
     this.#all = Uint32Array.from({ length: nseries }, (_, i) => i);
     const arena: number[] = [];
     const cmeta: number[][] = [[], [], [], [], []];
+    this.#rOff = new Float64Array(withRollups ? nseries : 0);
+    this.#rLen = new Uint32Array(withRollups ? nseries : 0);
     for (let i = 0; i < nseries; i++) {
       const nl = r.u16();
       this.#labelOff[i] = arena.length;
@@ -249,6 +345,10 @@ export class Block implements PostingsIndex {
         cmeta[3].push(r.u32());
         cmeta[4].push(r.u16());
       }
+      if (withRollups) {
+        this.#rOff[i] = r.f64();
+        this.#rLen[i] = r.u32();
+      }
     }
     this.#chunkStart[nseries] = cmeta[0].length;
     this.#labelArena = Uint32Array.from(arena);
@@ -258,6 +358,7 @@ export class Block implements PostingsIndex {
     this.#cLen = Uint32Array.from(cmeta[3]);
     this.#cCount = Uint16Array.from(cmeta[4]);
     this.#fd = openSync(join(dir, "chunks"), "r");
+    if (withRollups) this.#rfd = openSync(join(dir, "rollups"), "r");
   }
 
   get numSeries(): number {
@@ -294,6 +395,44 @@ export class Block implements PostingsIndex {
     return n === total ? { t, v } : { t: t.slice(0, n), v: v.slice(0, n) };
   }
 
+  /** First and last sample time of series id (ms). */
+  timeRange(id: number): { minT: number; maxT: number } {
+    return { minT: this.#cMinT[this.#chunkStart[id]], maxT: this.#cMaxT[this.#chunkStart[id + 1] - 1] };
+  }
+
+  /** Series id's chunks as stored (one read), for copying into a merged block. */
+  rawChunks(id: number): BlockChunk[] {
+    const first = this.#chunkStart[id];
+    const last = this.#chunkStart[id + 1] - 1;
+    if (last < first) return [];
+    const start = this.#cOff[first];
+    const buf = Buffer.allocUnsafe(this.#cOff[last] + this.#cLen[last] - start);
+    readSync(this.#fd, buf, 0, buf.length, start);
+    const out: BlockChunk[] = [];
+    for (let c = first; c <= last; c++) {
+      const at = this.#cOff[c] - start;
+      out.push({
+        bytes: buf.subarray(at, at + this.#cLen[c]),
+        count: this.#cCount[c],
+        minT: this.#cMinT[c],
+        maxT: this.#cMaxT[c],
+      });
+    }
+    return out;
+  }
+
+  /**
+   * Appends series id's rollup buckets ending in [minEnd, maxEnd] to `out`; false (nothing appended)
+   * when the block has no rollups of `out`'s resolution for it.
+   */
+  rollups(id: number, minEnd: number, maxEnd: number, out: Rollups): boolean {
+    if (this.#rfd < 0 || this.#rLen[id] === 0) return false;
+    if (this.meta.rollupResolutionMs !== out.resolutionMs) return false;
+    const buf = Buffer.allocUnsafe(this.#rLen[id]);
+    readSync(this.#rfd, buf, 0, buf.length, this.#rOff[id]);
+    return decodeRollupsInto(buf, minEnd, maxEnd, out);
+  }
+
   /** Whether series id has a sample in [mint, maxt] (ms, inclusive); decodes only straddling chunks. */
   hasSamplesIn(id: number, mint: number, maxt: number): boolean {
     let straddles = false;
@@ -319,13 +458,17 @@ export class Block implements PostingsIndex {
 
   sizeBytes(): number {
     let n = 0;
-    for (const f of ["meta.json", "index", "chunks"]) n += statSync(join(this.dir, f)).size;
+    for (const f of ["meta.json", "index", "chunks", "rollups"]) {
+      if (f !== "rollups" || this.#rfd >= 0) n += statSync(join(this.dir, f)).size;
+    }
     return n;
   }
 
   close(): void {
     if (this.#fd >= 0) closeSync(this.#fd);
+    if (this.#rfd >= 0) closeSync(this.#rfd);
     this.#fd = -1;
+    this.#rfd = -1;
   }
 
   /** Closes and deletes the block directory. */

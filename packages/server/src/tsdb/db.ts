@@ -10,15 +10,26 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Appender, AppendRefusal, Labels, Querier, Storage } from "../storage/interface.ts";
+import { rollupsOf } from "../storage/rollups.ts";
 import type { Batch } from "./appender.ts";
 import { TsdbAppender } from "./appender.ts";
-import { Block, type BlockSeries, ByteWriter, fsyncDir, writeBlock, writeDurable } from "./block.ts";
+import {
+  Block,
+  type BlockMeta,
+  type BlockSeries,
+  ByteWriter,
+  fsyncDir,
+  writeBlock,
+  writeDurable,
+} from "./block.ts";
 import { encodeChunks } from "./chunk.ts";
+import { mergeBlocks, mergeRanges, planMerge } from "./compactor.ts";
 import { TsdbClosedError } from "./errors.ts";
 import { Head } from "./head.ts";
 import { compareLabels } from "./labels.ts";
 import type { TsdbOptions } from "./options.ts";
 import { TsdbQuerier } from "./querier.ts";
+import { encodeRollups } from "./rollup-codec.ts";
 import {
   frameCompactSamples,
   frameSeriesRecord,
@@ -66,6 +77,7 @@ export class TsdbImpl implements Tsdb {
   readonly head: Head;
   readonly opts: TsdbOptions;
   closed = false;
+  #closing = false;
   readonly spareBatches: Batch[] = [];
   readonly #dir: string;
   readonly #blocksDir: string;
@@ -107,6 +119,10 @@ export class TsdbImpl implements Tsdb {
       if (e.endsWith(".tmp")) rmSync(p, { recursive: true, force: true });
       else if (existsSync(join(p, "meta.json"))) this.#blocks.push(new Block(p));
     }
+    // A crash after a merged block was renamed into place but before its sources were deleted.
+    const merged = new Set(this.#blocks.flatMap((b) => b.meta.sources ?? []));
+    for (const b of this.#blocks.filter((b) => merged.has(b.meta.name))) b.delete();
+    this.#blocks = this.#blocks.filter((b) => !merged.has(b.meta.name));
     this.#sortBlocks();
     for (const b of this.#blocks) this.head.minValidT = Math.max(this.head.minValidT, b.meta.coversBefore);
   }
@@ -218,6 +234,7 @@ export class TsdbImpl implements Tsdb {
       await this.#wal.idle();
       if (this.closed) return;
       this.#compactSync();
+      await this.#mergeDue();
     })().finally(() => {
       this.#compacting = null;
     });
@@ -248,20 +265,62 @@ export class TsdbImpl implements Tsdb {
   #cutBlock(before: number, walSegment: number): void {
     const head = this.head;
     const refs = Array.from(head.reg.allPostings()).filter((ref) => head.hasDataBefore(ref, before));
+    const res = this.opts.rollupResolutionMs;
     const series: BlockSeries[] = refs.map((ref) => ({
       labels: head.reg.labels(ref),
-      chunks: () => {
+      data: () => {
         const s = head.samples(ref, Number.NEGATIVE_INFINITY, before - 1);
-        return encodeChunks(s.t, s.v, s.t.length, this.opts.chunkTargetSamples);
+        return {
+          chunks: encodeChunks(s.t, s.v, s.t.length, this.opts.chunkTargetSamples),
+          rollups: res > 0 ? encodeRollups(rollupsOf(s.t, s.v, res)) : undefined,
+        };
       },
     }));
     series.sort((a, b) => compareLabels(a.labels, b.labels));
-    const meta = writeBlock(this.#blocksDir, series, before, walSegment);
+    const meta = writeBlock(this.#blocksDir, series, before, walSegment, res);
     if (meta) {
       this.#blocks.push(new Block(join(this.#blocksDir, meta.name)));
       this.#sortBlocks();
     }
     head.truncate(before);
+  }
+
+  /**
+   * Merges blocks level by level (compactor.ts) while a group is due. Windows are merged once they
+   * end an out-of-order window before the head's minimum valid time, so late samples rarely land in
+   * an already merged range. Each merge yields to the event loop between series batches; close()
+   * stops it, leaving the sources in place.
+   */
+  async #mergeDue(): Promise<void> {
+    const ranges = mergeRanges(this.opts.blockRangeMs, this.opts.retentionMs);
+    for (;;) {
+      if (this.#closing) return;
+      const safeBefore = this.head.minValidT - this.opts.outOfOrderWindowMs;
+      const group = planMerge(this.#blocks, ranges, safeBefore);
+      if (!group) return;
+      const sources = group.slice().sort((a, b) => a.meta.minTime - b.meta.minTime);
+      const pause = () =>
+        new Promise<void>((resolve, reject) =>
+          setImmediate(() => (this.#closing ? reject(new TsdbClosedError()) : resolve())),
+        );
+      let meta: BlockMeta | undefined;
+      try {
+        meta = await mergeBlocks(
+          this.#blocksDir,
+          sources,
+          this.opts.rollupResolutionMs,
+          this.opts.chunkTargetSamples,
+          pause,
+        );
+      } catch (err) {
+        if (err instanceof TsdbClosedError) return;
+        throw err;
+      }
+      const merged = meta ? [new Block(join(this.#blocksDir, meta.name))] : [];
+      this.#blocks = this.#blocks.filter((b) => !sources.includes(b)).concat(merged);
+      this.#sortBlocks();
+      for (const b of sources) b.delete();
+    }
   }
 
   /** Writes checkpoint.N (series + head samples) covering segments ≤ N, then drops them. */
@@ -348,6 +407,7 @@ export class TsdbImpl implements Tsdb {
   async close(): Promise<void> {
     if (this.closed) return;
     clearInterval(this.#timer);
+    this.#closing = true;
     if (this.#compacting) await this.#compacting.catch(() => {});
     this.closed = true;
     await this.#wal.close();

@@ -14,6 +14,12 @@ export interface TsdbOptions {
   readonly outOfOrderWindowMs: number;
   /** Width of one on-disk block; blocks are aligned to multiples of it. Milliseconds. */
   readonly blockRangeMs: number;
+  /**
+   * Buckets of the per-series rollups written into every block (count, first/last, max, sum and
+   * counter resets per bucket), which serve step aggregates at steps that are multiples of it
+   * without decoding raw samples. 0 writes none. Milliseconds.
+   */
+  readonly rollupResolutionMs: number;
   /** A head chunk is cut after this many samples. Count. */
   readonly chunkTargetSamples: number;
   /** A WAL segment file is rotated once it reaches this size. Bytes. */
@@ -36,6 +42,7 @@ export const defaultTsdbOptions: TsdbOptions = Object.freeze({
   retentionMs: 7 * DAY_MS, // 7 days
   outOfOrderWindowMs: HOUR_MS, // 1 hour
   blockRangeMs: 2 * HOUR_MS, // 2 hours
+  rollupResolutionMs: 30 * MINUTE_MS, // 30 minutes
   chunkTargetSamples: 120, // samples
   walSegmentBytes: 128 * 1024 * 1024, // 128 MiB
   checkpointEverySegments: 3, // segments
@@ -71,6 +78,8 @@ export function resolveTsdbOptions(overrides: Partial<TsdbOptions> = {}): TsdbOp
   intIn(o, "blockRangeMs", MINUTE_MS, 31 * DAY_MS);
   intIn(o, "retentionMs", o.blockRangeMs, 100 * 365 * DAY_MS);
   intIn(o, "outOfOrderWindowMs", 0, o.blockRangeMs);
+  // Buckets are aligned to the epoch, not to blocks: a bucket split by a block boundary is joined on read.
+  if (o.rollupResolutionMs !== 0) intIn(o, "rollupResolutionMs", 1000, DAY_MS);
   // The chunk count lives in a Uint16 and a head chunk slot holds at most a few hundred worst-case samples.
   intIn(o, "chunkTargetSamples", 2, 1000);
   intIn(o, "walSegmentBytes", 64 * 1024, 1024 * 1024 * 1024);

@@ -3,7 +3,15 @@
  * merged per label set (duplicates by timestamp dropped, the earliest-persisted source wins),
  * results sorted by labels.
  */
-import type { LabelMatcher, Labels, Querier, SelectHints, SeriesData } from "../storage/interface.ts";
+import type {
+  LabelMatcher,
+  Labels,
+  Querier,
+  RollupSeriesData,
+  SelectHints,
+  SeriesData,
+} from "../storage/interface.ts";
+import { Rollups } from "../storage/rollups.ts";
 import type { Block } from "./block.ts";
 import type { Head, SampleArrays } from "./head.ts";
 import { compareLabels, labelsKey } from "./labels.ts";
@@ -56,6 +64,65 @@ export class TsdbQuerier implements Querier {
     for (const { labels, parts } of found.values()) {
       const m = mergeParts(parts);
       out.push({ labels, timestamps: m.t, values: m.v });
+    }
+    return out.sort((a, b) => compareLabels(a.labels, b.labels));
+  }
+
+  /** See Querier.selectRollups: block rollups, then the head's samples bucketed on the fly. */
+  selectRollups(
+    matchers: readonly LabelMatcher[],
+    afterMs: number,
+    untilMs: number,
+    resolutionMs: number,
+  ): RollupSeriesData[] {
+    const cms = compileMatchers(matchers);
+    const mint = afterMs + 1;
+    const found = new Map<string, { labels: Labels; parts: { block: Block; id: number }[]; ref: number }>();
+    for (const b of this.#blocks) {
+      if (b.meta.maxTime < mint || b.meta.minTime > untilMs) continue;
+      const ids = postingsForMatchers(b, cms);
+      for (let i = 0; i < ids.length; i++) {
+        const labels = b.labels(ids[i]);
+        const key = labelsKey(labels);
+        const e = found.get(key);
+        if (e) e.parts.push({ block: b, id: ids[i] });
+        else found.set(key, { labels, parts: [{ block: b, id: ids[i] }], ref: -1 });
+      }
+    }
+    const head = this.#head;
+    const refs = postingsForMatchers(head.reg, cms);
+    for (let i = 0; i < refs.length; i++) {
+      const labels = head.reg.labels(refs[i]);
+      const key = labelsKey(labels);
+      const e = found.get(key);
+      if (e) e.ref = refs[i];
+      else found.set(key, { labels, parts: [], ref: refs[i] });
+    }
+    const buckets = Math.max(1, Math.ceil((untilMs - afterMs) / resolutionMs));
+    const out: RollupSeriesData[] = [];
+    const none = new Float64Array(0);
+    for (const { labels, parts, ref } of found.values()) {
+      const r = new Rollups(resolutionMs, buckets + 1);
+      let exact = true;
+      for (const { block, id } of parts) {
+        if (!block.rollups(id, afterMs + resolutionMs, untilMs, r)) {
+          exact = false;
+          break;
+        }
+      }
+      const tail = ref >= 0 ? head.samples(ref, mint, untilMs) : undefined;
+      if (exact && tail && tail.t.length > 0) {
+        if (tail.t[0] <= r.lastTime) exact = false;
+        else r.addSamples(tail.t, tail.v);
+      }
+      if (exact && r.allFinite()) {
+        if (r.n > 0) out.push({ labels, timestamps: none, values: none, rollups: r });
+        continue;
+      }
+      const raw: SampleArrays[] = parts.map(({ block, id }) => block.samples(id, mint, untilMs));
+      if (tail) raw.push(tail);
+      const m = mergeParts(raw);
+      if (m.t.length > 0) out.push({ labels, timestamps: m.t, values: m.v });
     }
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
   }

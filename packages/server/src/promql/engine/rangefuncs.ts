@@ -278,8 +278,26 @@ export function extrapolatedRate(
       prev = v[j];
     }
   }
-  const firstT = t[a];
-  const lastT = t[b - 1];
+  return extrapolate(result, t[a], v[a], t[b - 1], cnt, rangeStart, rangeEnd, isCounter, isRate, rangeMs);
+}
+
+/**
+ * The extrapolation half of extrapolatedRate, from the window's summary alone: `result` is the
+ * (reset-corrected) difference between the last and the first sample, `cnt` ≥ 2 the sample count.
+ * Shared with rollup-based step aggregates (metrics/windows.ts), so both give the same bits.
+ */
+export function extrapolate(
+  result: number,
+  firstT: number,
+  firstV: number,
+  lastT: number,
+  cnt: number,
+  rangeStart: number,
+  rangeEnd: number,
+  isCounter: boolean,
+  isRate: boolean,
+  rangeMs: number,
+): number {
   let toStart = (firstT - rangeStart) / 1000;
   let toEnd = (rangeEnd - lastT) / 1000;
   const sampled = (lastT - firstT) / 1000;
@@ -288,7 +306,7 @@ export function extrapolatedRate(
   if (toStart >= threshold) toStart = avg / 2;
   if (isCounter) {
     let toZero = toStart;
-    if (result > 0 && v[a] >= 0) toZero = sampled * (v[a] / result);
+    if (result > 0 && firstV >= 0) toZero = sampled * (firstV / result);
     if (toZero < toStart) toStart = toZero;
   }
   if (toEnd >= threshold) toEnd = avg / 2;
