@@ -8,7 +8,7 @@
  * duration of one cut. TODO(tsdb): move block writing off the event loop.
  */
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Appender, AppendRefusal, Labels, Querier, Storage } from "../storage/interface.ts";
 import { rollupsOf } from "../storage/rollups.ts";
 import type { Batch } from "./appender.ts";
@@ -121,8 +121,9 @@ export class TsdbImpl implements Tsdb {
     }
     // A crash after a merged block was renamed into place but before its sources were deleted.
     const merged = new Set(this.#blocks.flatMap((b) => b.meta.sources ?? []));
-    for (const b of this.#blocks.filter((b) => merged.has(b.meta.name))) b.delete();
-    this.#blocks = this.#blocks.filter((b) => !merged.has(b.meta.name));
+    const stale = (b: Block) => merged.has(basename(b.dir));
+    for (const b of this.#blocks.filter(stale)) b.delete();
+    this.#blocks = this.#blocks.filter((b) => !stale(b));
     this.#sortBlocks();
     for (const b of this.#blocks) this.head.minValidT = Math.max(this.head.minValidT, b.meta.coversBefore);
   }
@@ -292,6 +293,7 @@ export class TsdbImpl implements Tsdb {
    * stops it, leaving the sources in place.
    */
   async #mergeDue(): Promise<void> {
+    if (!this.opts.mergeBlocks) return;
     const ranges = mergeRanges(this.opts.blockRangeMs, this.opts.retentionMs);
     for (;;) {
       if (this.#closing) return;

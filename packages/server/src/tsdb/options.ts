@@ -20,6 +20,8 @@ export interface TsdbOptions {
    * without decoding raw samples. 0 writes none. Milliseconds.
    */
   readonly rollupResolutionMs: number;
+  /** Merge blocks into 3× and 12× longer ones once their window is behind the head (compactor.ts). */
+  readonly mergeBlocks: boolean;
   /** A head chunk is cut after this many samples. Count. */
   readonly chunkTargetSamples: number;
   /** A WAL segment file is rotated once it reaches this size. Bytes. */
@@ -43,6 +45,7 @@ export const defaultTsdbOptions: TsdbOptions = Object.freeze({
   outOfOrderWindowMs: HOUR_MS, // 1 hour
   blockRangeMs: 2 * HOUR_MS, // 2 hours
   rollupResolutionMs: 30 * MINUTE_MS, // 30 minutes
+  mergeBlocks: true,
   chunkTargetSamples: 120, // samples
   walSegmentBytes: 128 * 1024 * 1024, // 128 MiB
   checkpointEverySegments: 3, // segments
@@ -88,6 +91,8 @@ export function resolveTsdbOptions(overrides: Partial<TsdbOptions> = {}): TsdbOp
   intIn(o, "maxFutureMs", 0, DAY_MS);
   intIn(o, "maintenanceIntervalMs", 1000, DAY_MS);
   if (typeof o.now !== "function") throw new InvalidTsdbOptionsError("now", "must be a function");
+  if (typeof o.mergeBlocks !== "boolean")
+    throw new InvalidTsdbOptionsError("mergeBlocks", "must be a boolean");
   if (typeof o.autoCompact !== "boolean")
     throw new InvalidTsdbOptionsError("autoCompact", "must be a boolean");
   return Object.freeze(o);
