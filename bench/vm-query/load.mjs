@@ -1,0 +1,31 @@
+// Load client of bench/vm-query, run as its own process (as a dashboard or wrk would be), so the
+// client's response decoding neither shares the server's event loop nor its heap.
+// stdin: {"rows":[{"name","n","requests":[{"url","method","headers","body"}]}]}; requests are sent one
+// at a time, cycling through each row's list, after 10 warm-up requests.
+// stdout: {"rows":[{"name","n","latenciesMs":[...],"seconds","bytes"}]}
+import { performance } from "node:perf_hooks";
+
+const input = JSON.parse(await new Response(process.stdin).text());
+const out = [];
+for (const row of input.rows) {
+  const send = async (i) => {
+    const r = row.requests[i % row.requests.length];
+    // Binary (application/proto) bodies arrive base64-encoded.
+    const body = r.headers["Content-Type"] === "application/proto" ? Buffer.from(r.body, "base64") : r.body;
+    const res = await fetch(r.url, { method: r.method, headers: r.headers, body });
+    const got = await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`${row.name}: HTTP ${res.status} ${Buffer.from(got).toString()}`);
+    return got.byteLength;
+  };
+  for (let i = 0; i < Math.min(10, row.n); i++) await send(i);
+  const latenciesMs = [];
+  let bytes = 0;
+  const t0 = performance.now();
+  for (let i = 0; i < row.n; i++) {
+    const a = performance.now();
+    bytes = Math.max(bytes, await send(i));
+    latenciesMs.push(performance.now() - a);
+  }
+  out.push({ name: row.name, n: row.n, latenciesMs, seconds: (performance.now() - t0) / 1000, bytes });
+}
+process.stdout.write(JSON.stringify({ rows: out }));
