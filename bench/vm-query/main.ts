@@ -120,6 +120,15 @@ try {
   }
   const loadS = (performance.now() - p0) / 1000;
   out(`loaded ${samples.toLocaleString("en")} samples via the TSDB appender in ${loadS.toFixed(1)} s`);
+  // Measure the steady state: block cuts and merges the load made due are finished first.
+  p0 = performance.now();
+  await t.app.tsdb.compact();
+  const st = t.app.tsdb.stats();
+  out(
+    `compaction settled in ${((performance.now() - p0) / 1000).toFixed(1)} s: ${st.blocks} blocks, ` +
+      `${(st.blockBytes / 2 ** 20).toFixed(0)} MiB on disk (${((st.blockBytes * 8) / st.blockSamples).toFixed(1)} bits/sample incl. rollups), ` +
+      `heap ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB`,
+  );
 
   const key = await t.clients(p.owner.session).keys.createKey({
     parent: p.projectName,

@@ -63,6 +63,11 @@ export function encodeRollups(r: Rollups): Uint8Array {
   return out;
 }
 
+const scratch = {
+  ends: new Float64Array(64),
+  cols: Array.from({ length: COLUMNS.length }, () => new Float64Array(64)),
+};
+
 /**
  * Appends the buckets of an encoded series whose end is in [minEnd, maxEnd] to `out` (merging a
  * bucket split by a block boundary). Returns false, appending nothing, when the stored resolution
@@ -75,8 +80,13 @@ export function decodeRollupsInto(buf: Uint8Array, minEnd: number, maxEnd: numbe
   const R = dv.getUint32(4, true);
   if (R !== out.resolutionMs) return false;
   if (n === 0) return true;
-  const ends = new Float64Array(n);
-  const cols = Array.from({ length: COLUMNS.length }, () => new Float64Array(n));
+  if (scratch.ends.length < n) {
+    const cap = Math.max(n, 2 * scratch.ends.length);
+    scratch.ends = new Float64Array(cap);
+    scratch.cols = scratch.cols.map(() => new Float64Array(cap));
+  }
+  // Decoded columns are consumed before this returns, so one scratch set serves every read.
+  const { ends, cols } = scratch;
   let off = 8;
   let got = 0;
   for (let c = 0; c < COLUMNS.length; c++) {
