@@ -12,7 +12,8 @@ for (const row of input.rows) {
     const r = row.requests[i % row.requests.length];
     // Binary (application/proto) bodies arrive base64-encoded.
     const body = r.headers["Content-Type"] === "application/proto" ? Buffer.from(r.body, "base64") : r.body;
-    const res = await fetch(r.url, { method: r.method, headers: r.headers, body });
+    const headers = process.env.BENCH_IDENTITY ? { ...r.headers, "Accept-Encoding": "identity" } : r.headers;
+    const res = await fetch(r.url, { method: r.method, headers, body });
     const got = await res.arrayBuffer();
     if (res.status !== 200) throw new Error(`${row.name}: HTTP ${res.status} ${Buffer.from(got).toString()}`);
     return got.byteLength;
@@ -27,5 +28,9 @@ for (const row of input.rows) {
     latenciesMs.push(performance.now() - a);
   }
   out.push({ name: row.name, n: row.n, latenciesMs, seconds: (performance.now() - t0) / 1000, bytes });
+}
+if (process.env.BENCH_LATENCIES) {
+  const { writeFileSync } = await import("node:fs");
+  writeFileSync(process.env.BENCH_LATENCIES, JSON.stringify(out.map((r) => [r.name, r.latenciesMs])));
 }
 process.stdout.write(JSON.stringify({ rows: out }));

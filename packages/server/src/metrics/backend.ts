@@ -235,7 +235,11 @@ export function createMetricsBackend(deps: {
     async latest(projectId, matchers, atMs, lookbackMs) {
       const q = deps.storage.querier();
       const out: LatestSample[] = [];
-      for (const s of q.select(scoped(projectId, matchers), atMs - lookbackMs, atMs)) {
+      const sel = scoped(projectId, matchers);
+      const data = q.selectLatest
+        ? q.selectLatest(sel, atMs - lookbackMs, atMs)
+        : q.select(sel, atMs - lookbackMs, atMs);
+      for (const s of data) {
         const i = s.timestamps.length - 1;
         if (i < 0 || isStaleMarker(s.values, i)) continue;
         out.push({ labels: stripTenant(s.labels), timestampMs: s.timestamps[i], value: s.values[i] });

@@ -2,7 +2,7 @@ import type { Db } from "../db/database.ts";
 import type { VmTable } from "../db/schema.ts";
 import { invalidArgument } from "../errors.ts";
 import { vmName } from "../inventory/names.ts";
-import { isStaleMarker, type Labels } from "../storage/interface.ts";
+import type { Labels } from "../storage/interface.ts";
 import type { MetricsBackend } from "./backend.ts";
 import { seriesCatalog } from "./catalog.ts";
 import type { ProjectLimiter } from "./concurrency.ts";
@@ -57,17 +57,15 @@ export async function renderExportShard(deps: ExportDeps, projectId: string, sha
   if (mine.length === 0) return "";
   const nowMs = deps.now();
   const data = await deps.limiter.run(projectId, () =>
-    deps.metrics.select(
+    deps.metrics.latest(
       projectId,
       [{ type: "=~", name: "vm", value: mine.map((v) => regexQuote(v.name)).join("|") }],
-      nowMs - deps.options.exportWindowMs,
       nowMs,
+      deps.options.exportWindowMs,
     ),
   );
   const byName = new Map<string, string[]>();
   for (const s of data) {
-    const i = s.timestamps.length - 1;
-    if (i < 0 || isStaleMarker(s.values, i)) continue;
     const name = s.labels.find((l) => l.name === "__name__")?.value ?? "";
     if (!(name in seriesCatalog)) continue;
     let lines = byName.get(name);
@@ -75,7 +73,7 @@ export async function renderExportShard(deps: ExportDeps, projectId: string, sha
       lines = [];
       byName.set(name, lines);
     }
-    lines.push(`${name}${labelText(s.labels)} ${formatValue(s.values[i])} ${s.timestamps[i]}`);
+    lines.push(`${name}${labelText(s.labels)} ${formatValue(s.value)} ${s.timestampMs}`);
   }
   const out: string[] = [];
   for (const name of [...byName.keys()].sort()) {

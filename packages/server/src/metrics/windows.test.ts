@@ -195,10 +195,14 @@ describe("windowAggregates over the TSDB's rollups", () => {
         querier() {
           const q = db.querier();
           return {
-            select: (...a: Parameters<typeof q.select>) => (reads.push("raw"), q.select(...a)),
-            selectRollups: (...a: Parameters<NonNullable<typeof q.selectRollups>>) => (
-              reads.push("rollups"), q.selectRollups?.(...a) ?? []
-            ),
+            select: (...a: Parameters<typeof q.select>) => {
+              reads.push("raw");
+              return q.select(...a);
+            },
+            selectRollups: (...a: Parameters<NonNullable<typeof q.selectRollups>>) => {
+              reads.push("rollups");
+              return q.selectRollups?.(...a) ?? [];
+            },
             labelNames: (...a: Parameters<typeof q.labelNames>) => q.labelNames(...a),
             labelValues: (...a: Parameters<typeof q.labelValues>) => q.labelValues(...a),
           };

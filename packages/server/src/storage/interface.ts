@@ -69,6 +69,11 @@ export interface Querier {
     hints?: SelectHints,
   ): SeriesData[];
   /**
+   * Optional: as `select`, but each series carries only its newest sample in [mintMs, maxtMs]
+   * (a staleness marker included as such). Lets a store answer from what it keeps per series.
+   */
+  selectLatest?(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): SeriesData[];
+  /**
    * Optional: series matching all matchers with a sample in (afterMs, untilMs], as rollup buckets of
    * `resolutionMs` (storage/rollups.ts) ending in that range; both bounds must be multiples of the
    * resolution. A series whose samples the buckets cannot stand for exactly (sources that overlap,

@@ -35,15 +35,18 @@ export class Rollups {
     readonly resolutionMs: number,
     capacity = 16,
   ) {
-    this.end = new Float64Array(capacity);
-    this.count = new Float64Array(capacity);
-    this.firstT = new Float64Array(capacity);
-    this.firstV = new Float64Array(capacity);
-    this.lastT = new Float64Array(capacity);
-    this.lastV = new Float64Array(capacity);
-    this.max = new Float64Array(capacity);
-    this.sum = new Float64Array(capacity);
-    this.resets = new Float64Array(capacity);
+    // One allocation for all nine columns: a read builds one Rollups per series.
+    const all = new Float64Array(9 * capacity);
+    const col = (k: number) => all.subarray(k * capacity, (k + 1) * capacity);
+    this.end = col(0);
+    this.count = col(1);
+    this.firstT = col(2);
+    this.firstV = col(3);
+    this.lastT = col(4);
+    this.lastV = col(5);
+    this.max = col(6);
+    this.sum = col(7);
+    this.resets = col(8);
   }
 
   /** End (ms) of the bucket holding a sample at time t. */

@@ -72,6 +72,13 @@ export class Head {
     return this.#maxT[ref];
   }
 
+  /** Writes the raw bits of ref's newest in-order value into values[i] (staleness markers kept). */
+  lastValueInto(ref: number, values: Float64Array, i: number): void {
+    const bits = new Uint32Array(values.buffer, values.byteOffset + i * 8, 2);
+    bits[0] = this.#lastLo[ref];
+    bits[1] = this.#lastHi[ref];
+  }
+
   /**
    * The out-of-order bound for ref: samples older than this are refused. Relative to the series'
    * newest sample, or for a series without head samples to the head's newest sample / last cut.

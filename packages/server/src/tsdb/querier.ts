@@ -68,6 +68,32 @@ export class TsdbQuerier implements Querier {
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
   }
 
+  /** See Querier.selectLatest: from the head's per-series newest sample when no block is in range. */
+  selectLatest(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): SeriesData[] {
+    const head = this.#head;
+    const blocksInRange = this.#blocks.some((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs);
+    if (blocksInRange || mintMs < head.minValidT) {
+      return this.select(matchers, mintMs, maxtMs).map((s) => lastOf(s));
+    }
+    const refs = postingsForMatchers(head.reg, compileMatchers(matchers));
+    const out: SeriesData[] = [];
+    for (let i = 0; i < refs.length; i++) {
+      const ref = refs[i];
+      const t = head.maxTime(ref);
+      // Out-of-order samples are older than the in-order newest, so it is the series' newest.
+      if (t < mintMs) continue;
+      if (t <= maxtMs) {
+        const values = new Float64Array(1);
+        head.lastValueInto(ref, values, 0);
+        out.push({ labels: head.reg.labels(ref), timestamps: Float64Array.of(t), values });
+        continue;
+      }
+      const s = head.samples(ref, mintMs, maxtMs);
+      if (s.t.length > 0) out.push(lastOf({ labels: head.reg.labels(ref), timestamps: s.t, values: s.v }));
+    }
+    return out.sort((a, b) => compareLabels(a.labels, b.labels));
+  }
+
   /** See Querier.selectRollups: block rollups, then the head's samples bucketed on the fly. */
   selectRollups(
     matchers: readonly LabelMatcher[],
@@ -187,4 +213,10 @@ export class TsdbQuerier implements Querier {
 
 function allIfEmpty(ms: readonly LabelMatcher[]): readonly LabelMatcher[] {
   return ms.length > 0 ? ms : [{ type: "!=", name: "__name__", value: "" }];
+}
+
+/** A series reduced to its newest sample (raw value bits kept). */
+function lastOf(s: SeriesData): SeriesData {
+  const n = s.timestamps.length;
+  return { labels: s.labels, timestamps: s.timestamps.subarray(n - 1), values: s.values.subarray(n - 1) };
 }
