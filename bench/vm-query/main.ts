@@ -14,7 +14,7 @@
  * server's event loop nor its heap.
  * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER; BENCH_CPU_PROFILE=<file.cpuprofile> records a V8 CPU profile
  * of the measured requests only (not the data load), for chrome://inspect or `npx speedscope`;
- * BENCH_ONLY=<substring> runs only the rows whose name contains it.
+ * BENCH_ONLY=<regex> runs only the rows whose name it matches.
  */
 
 import { spawn } from "node:child_process";
@@ -232,7 +232,7 @@ try {
         headers: { Authorization: `Bearer ${key.secret}` },
       })),
     },
-  ].filter((r) => !only || r.name.includes(only));
+  ].filter((r) => !only || new RegExp(only).test(r.name));
   const exportBody = await (
     await fetch(`${t.baseUrl}/v1/monitoring/projects/bench/export?shard=0`, {
       headers: { Authorization: `Bearer ${key.secret}` },

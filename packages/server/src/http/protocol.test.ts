@@ -54,6 +54,35 @@ describe("Connect protocol edge", () => {
     assert.equal("nextPageToken" in body, false);
   });
 
+  it("gzips large answers when the client accepts it, and reads gzipped requests", async () => {
+    const big = await t.seedProject(
+      "gzip-test",
+      Array.from({ length: 40 }, (_, i) => `vm-${i}`),
+    );
+    const body = JSON.stringify({ projectName: big.projectName, pageSize: 50, inventoryOnly: true });
+    const auth = { Authorization: `Bearer ${big.owner.session}` };
+    const plain = await post(LIST, body, { ...auth, "Accept-Encoding": "identity" });
+    assert.equal(plain.headers.get("content-encoding"), null);
+    const want = await plain.json();
+    const zipped = await post(LIST, body, { ...auth, "Accept-Encoding": "gzip" });
+    assert.equal(zipped.status, 200);
+    assert.equal(zipped.headers.get("content-encoding"), "gzip");
+    assert.deepEqual(await zipped.json(), want);
+    const { gzipSync } = await import("node:zlib");
+    const gzBody = await fetch(`${t.baseUrl}${LIST}`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        "Connect-Protocol-Version": "1",
+        "Content-Encoding": "gzip",
+        ...auth,
+      },
+      body: gzipSync(body, { level: 9 }),
+    });
+    assert.equal(gzBody.status, 200);
+    assert.deepEqual(await gzBody.json(), want);
+  });
+
   it("refuses a request without Connect-Protocol-Version: 1", async () => {
     const res = await fetch(`${t.baseUrl}${LIST}`, {
       method: "POST",

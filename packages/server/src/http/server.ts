@@ -1,5 +1,9 @@
+import { promisify } from "node:util";
+import { gzip } from "node:zlib";
 import { type ConnectRouter, createContextValues } from "@connectrpc/connect";
+import type { Compression } from "@connectrpc/connect/protocol";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from "fastify";
 import type { Logger } from "pino";
 import { Counter, Histogram, type Registry } from "prom-client";
@@ -9,6 +13,22 @@ import { authInterceptor } from "./auth.ts";
 import { remoteAddressKey } from "./context.ts";
 
 /** Keys redacted from every log line: credentials never reach the logs. */
+const gzipAsync = promisify(gzip);
+
+/**
+ * Responses are gzipped at level 1 (nginx's default for dynamic content): for a 100 KiB metrics
+ * answer ~3× faster than Connect's default level 6 (0.6 vs 1.7 ms) for ~8% more bytes, and the
+ * compression runs on the same two cores as the queries. Requests of any level decompress as before.
+ */
+const gzipFast: Compression = {
+  name: "gzip",
+  compress: async (bytes) => {
+    const b = await gzipAsync(bytes, { level: 1 });
+    return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  },
+  decompress: compressionGzip.decompress,
+};
+
 export const redactPaths = [
   "req.headers.authorization",
   "headers.authorization",
@@ -101,6 +121,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       ],
       requireConnectProtocolHeader: true,
       readMaxBytes: deps.maxRequestBytes,
+      acceptCompression: [gzipFast, compressionBrotli],
       jsonOptions: { alwaysEmitImplicit: true, ignoreUnknownFields: false },
       shutdownTimeoutMs: 10_000,
     });
