@@ -12,6 +12,11 @@
  * SDK client, then measured from a separate client process (load.mjs, plain fetch over loopback, as a
  * dashboard or wrk would be), one request at a time, so the client's decoding shares neither the
  * server's event loop nor its heap.
+ *
+ * Peer: Debian's Prometheus (installed when missing; `--no-peer` skips it) gets the same samples by
+ * remote write, and the six charts of the QueryVMMonitoring row are also asked as the six PromQL range
+ * queries of metric-ids.ts, sent at once as a dashboard's panels would be, to Prometheus and to svc's
+ * Prometheus API; the last line prints svc's one call against Prometheus's six queries.
  * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER; BENCH_CPU_PROFILE=<file.cpuprofile> records a V8 CPU profile
  * of the measured requests only (not the data load), for chrome://inspect or `npx speedscope`;
  * BENCH_ONLY=<regex> runs only the rows whose name it matches.
