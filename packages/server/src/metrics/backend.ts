@@ -236,10 +236,15 @@ export function createMetricsBackend(deps: {
       const q = deps.storage.querier();
       const out: LatestSample[] = [];
       const sel = scoped(projectId, matchers);
-      const data = q.selectLatest
-        ? q.selectLatest(sel, atMs - lookbackMs, atMs)
-        : q.select(sel, atMs - lookbackMs, atMs);
-      for (const s of data) {
+      if (q.selectLatest) {
+        const l = q.selectLatest(sel, atMs - lookbackMs, atMs);
+        for (let i = 0; i < l.labels.length; i++) {
+          if (isStaleMarker(l.values, i)) continue;
+          out.push({ labels: stripTenant(l.labels[i]), timestampMs: l.timestamps[i], value: l.values[i] });
+        }
+        return out;
+      }
+      for (const s of q.select(sel, atMs - lookbackMs, atMs)) {
         const i = s.timestamps.length - 1;
         if (i < 0 || isStaleMarker(s.values, i)) continue;
         out.push({ labels: stripTenant(s.labels), timestampMs: s.timestamps[i], value: s.values[i] });

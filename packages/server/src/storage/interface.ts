@@ -41,6 +41,17 @@ export interface SeriesData {
   readonly values: Float64Array;
 }
 
+/**
+ * Newest samples of several series, column-wise: series i has labels[i], timestamps[i] and values[i]
+ * (raw bits; read staleness with isStaleMarker). One pair of arrays for all series, so a read of
+ * thousands of series allocates two arrays, not two per series.
+ */
+export interface LatestSamples {
+  readonly labels: Labels[];
+  readonly timestamps: Float64Array;
+  readonly values: Float64Array;
+}
+
 /** One series of `Querier.selectRollups`: its buckets, or its raw samples (then `rollups` is absent). */
 export interface RollupSeriesData extends SeriesData {
   readonly rollups?: Rollups;
@@ -69,10 +80,11 @@ export interface Querier {
     hints?: SelectHints,
   ): SeriesData[];
   /**
-   * Optional: as `select`, but each series carries only its newest sample in [mintMs, maxtMs]
-   * (a staleness marker included as such). Lets a store answer from what it keeps per series.
+   * Optional: the newest sample in [mintMs, maxtMs] of each series matching all matchers (a
+   * staleness marker included as such), in no particular order. Lets a store answer from what it
+   * keeps per series, without decoding.
    */
-  selectLatest?(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): SeriesData[];
+  selectLatest?(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): LatestSamples;
   /**
    * Optional: series matching all matchers with a sample in (afterMs, untilMs], as rollup buckets of
    * `resolutionMs` (storage/rollups.ts) ending in that range; both bounds must be multiples of the

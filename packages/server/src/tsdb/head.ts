@@ -72,11 +72,13 @@ export class Head {
     return this.#maxT[ref];
   }
 
-  /** Writes the raw bits of ref's newest in-order value into values[i] (staleness markers kept). */
-  lastValueInto(ref: number, values: Float64Array, i: number): void {
-    const bits = new Uint32Array(values.buffer, values.byteOffset + i * 8, 2);
-    bits[0] = this.#lastLo[ref];
-    bits[1] = this.#lastHi[ref];
+  /**
+   * Writes the raw bits of ref's newest in-order value as float64 number i of `bits` (a Uint32Array
+   * view of a Float64Array: low word at 2i), so staleness markers keep their payload.
+   */
+  lastValueBits(ref: number, bits: Uint32Array, i: number): void {
+    bits[2 * i] = this.#lastLo[ref];
+    bits[2 * i + 1] = this.#lastHi[ref];
   }
 
   /**

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
-import { isStaleMarker, type SeriesData, staleNaN } from "../storage/interface.ts";
+import { isStaleMarker, type LatestSamples, type SeriesData, staleNaN } from "../storage/interface.ts";
 import { openTsdb } from "./index.ts";
 import { L, manualClock, T0, tempDir } from "./testutil.ts";
 
@@ -10,12 +10,28 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
+type Row = [string, number, number, boolean];
+const byLabels = (rows: Row[]) => rows.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+
 /** select, reduced to each series' newest sample: what selectLatest must equal. */
-function newest(data: SeriesData[]): [string, number, number, boolean][] {
-  return data.map((s) => {
-    const i = s.timestamps.length - 1;
-    return [JSON.stringify(s.labels), s.timestamps[i], s.values[i], isStaleMarker(s.values, i)];
-  });
+function newest(data: SeriesData[]): Row[] {
+  return byLabels(
+    data.map((s) => {
+      const i = s.timestamps.length - 1;
+      return [JSON.stringify(s.labels), s.timestamps[i], s.values[i], isStaleMarker(s.values, i)];
+    }),
+  );
+}
+
+function rows(l: LatestSamples): Row[] {
+  return byLabels(
+    l.labels.map((labels, i) => [
+      JSON.stringify(labels),
+      l.timestamps[i],
+      l.values[i],
+      isStaleMarker(l.values, i),
+    ]),
+  );
 }
 
 describe("tsdb selectLatest", () => {
@@ -52,7 +68,7 @@ describe("tsdb selectLatest", () => {
       [T0, T0 + 3 * HOUR], // blocks
     ]) {
       assert.deepEqual(
-        newest(q.selectLatest(sel, mint, maxt)),
+        rows(q.selectLatest(sel, mint, maxt)),
         newest(q.select(sel, mint, maxt)),
         `${mint - T0}..${maxt - T0}`,
       );

@@ -6,6 +6,7 @@
 import type {
   LabelMatcher,
   Labels,
+  LatestSamples,
   Querier,
   RollupSeriesData,
   SelectHints,
@@ -69,29 +70,32 @@ export class TsdbQuerier implements Querier {
   }
 
   /** See Querier.selectLatest: from the head's per-series newest sample when no block is in range. */
-  selectLatest(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): SeriesData[] {
+  selectLatest(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): LatestSamples {
     const head = this.#head;
     const blocksInRange = this.#blocks.some((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs);
     if (blocksInRange || mintMs < head.minValidT) {
-      return this.select(matchers, mintMs, maxtMs).map((s) => lastOf(s));
+      const data = this.select(matchers, mintMs, maxtMs);
+      const out = latestColumns(data.length);
+      for (const s of data) pushLast(out, s.labels, s.timestamps, s.values);
+      return finishColumns(out);
     }
     const refs = postingsForMatchers(head.reg, compileMatchers(matchers));
-    const out: SeriesData[] = [];
+    const out = latestColumns(refs.length);
     for (let i = 0; i < refs.length; i++) {
       const ref = refs[i];
       const t = head.maxTime(ref);
       // Out-of-order samples are older than the in-order newest, so it is the series' newest.
       if (t < mintMs) continue;
       if (t <= maxtMs) {
-        const values = new Float64Array(1);
-        head.lastValueInto(ref, values, 0);
-        out.push({ labels: head.reg.labels(ref), timestamps: Float64Array.of(t), values });
+        out.timestamps[out.labels.length] = t;
+        head.lastValueBits(ref, out.bits, out.labels.length);
+        out.labels.push(head.reg.labels(ref));
         continue;
       }
       const s = head.samples(ref, mintMs, maxtMs);
-      if (s.t.length > 0) out.push(lastOf({ labels: head.reg.labels(ref), timestamps: s.t, values: s.v }));
+      if (s.t.length > 0) pushLast(out, head.reg.labels(ref), s.t, s.v);
     }
-    return out.sort((a, b) => compareLabels(a.labels, b.labels));
+    return finishColumns(out);
   }
 
   /** See Querier.selectRollups: block rollups, then the head's samples bucketed on the fly. */
@@ -215,8 +219,31 @@ function allIfEmpty(ms: readonly LabelMatcher[]): readonly LabelMatcher[] {
   return ms.length > 0 ? ms : [{ type: "!=", name: "__name__", value: "" }];
 }
 
-/** A series reduced to its newest sample (raw value bits kept). */
-function lastOf(s: SeriesData): SeriesData {
-  const n = s.timestamps.length;
-  return { labels: s.labels, timestamps: s.timestamps.subarray(n - 1), values: s.values.subarray(n - 1) };
+interface LatestColumns {
+  labels: Labels[];
+  timestamps: Float64Array;
+  values: Float64Array;
+  bits: Uint32Array;
+}
+
+function latestColumns(capacity: number): LatestColumns {
+  const values = new Float64Array(capacity);
+  return { labels: [], timestamps: new Float64Array(capacity), values, bits: new Uint32Array(values.buffer) };
+}
+
+/** Appends the newest sample of ascending arrays (copied as raw bits). */
+function pushLast(out: LatestColumns, labels: Labels, t: Float64Array, v: Float64Array): void {
+  const n = t.length;
+  if (n === 0) return;
+  const src = new Uint32Array(v.buffer, v.byteOffset + (n - 1) * 8, 2);
+  const k = out.labels.length;
+  out.timestamps[k] = t[n - 1];
+  out.bits[2 * k] = src[0];
+  out.bits[2 * k + 1] = src[1];
+  out.labels.push(labels);
+}
+
+function finishColumns(out: LatestColumns): LatestSamples {
+  const n = out.labels.length;
+  return { labels: out.labels, timestamps: out.timestamps.subarray(0, n), values: out.values.subarray(0, n) };
 }
