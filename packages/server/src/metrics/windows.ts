@@ -59,44 +59,56 @@ export function stepAggregate(
   windowMs: number,
   fn: WindowFunction,
 ): StepValues {
-  const n = grid.points;
-  const outT = new Float64Array(n);
-  const outV = new Float64Array(n);
-  let k = 0;
-  let a = 0; // first sample with ts > end − window
-  let b = 0; // first sample with ts > end
-  for (let i = 0; i < n; i++) {
-    const end = grid.startMs + i * grid.stepMs;
-    const from = end - windowMs;
-    while (a < t.length && t[a] <= from) a++;
-    if (b < a) b = a;
-    while (b < t.length && t[b] <= end) b++;
-    if (b <= a) continue;
-    let x: number | undefined;
+  return sweep(t, t.length, grid, windowMs, (a, b, from, end) => {
     switch (fn) {
       case "avg_over_time":
         mean.reset();
         for (let j = a; j < b; j++) mean.add(v[j]);
-        x = mean.value();
-        break;
+        return mean.value();
       case "max_over_time": {
         let m = v[a];
         for (let j = a + 1; j < b; j++) if (v[j] > m || Number.isNaN(m)) m = v[j];
-        x = m;
-        break;
+        return m;
       }
       case "last_over_time":
-        x = v[b - 1];
-        break;
+        return v[b - 1];
       case "rate":
-        x = extrapolatedRate(t, v, a, b, from, end, true, true, windowMs);
-        break;
+        return extrapolatedRate(t, v, a, b, from, end, true, true, windowMs);
     }
+  });
+}
+
+/**
+ * The step loop both aggregates share: two monotone cursors over ascending `times` (sample times,
+ * or bucket ends) bound each window (end − windowMs, end], so the cost is O(n + steps); `at` gives
+ * the value of the items [a, b) of a non-empty window, or undefined for none (the step is absent).
+ */
+function sweep(
+  times: Float64Array,
+  n: number,
+  grid: StepGrid,
+  windowMs: number,
+  at: (a: number, b: number, from: number, end: number) => number | undefined,
+): StepValues {
+  const points = grid.points;
+  const outT = new Float64Array(points);
+  const outV = new Float64Array(points);
+  let k = 0;
+  let a = 0; // first item with time > end − window
+  let b = 0; // first item with time > end
+  for (let i = 0; i < points; i++) {
+    const end = grid.startMs + i * grid.stepMs;
+    const from = end - windowMs;
+    while (a < n && times[a] <= from) a++;
+    if (b < a) b = a;
+    while (b < n && times[b] <= end) b++;
+    if (b <= a) continue;
+    const x = at(a, b, from, end);
     if (x === undefined) continue;
     outT[k] = end;
     outV[k++] = x;
   }
-  return k === n
+  return k === points
     ? { timestamps: outT, values: outV }
     : { timestamps: outT.slice(0, k), values: outV.slice(0, k) };
 }
@@ -130,21 +142,7 @@ export function rollupStepAggregate(
   windowMs: number,
   fn: WindowFunction,
 ): StepValues {
-  const n = grid.points;
-  const outT = new Float64Array(n);
-  const outV = new Float64Array(n);
-  const { end, count } = r;
-  let k = 0;
-  let a = 0; // first bucket ending after the window start
-  let b = 0; // first bucket ending after the window end
-  for (let i = 0; i < n; i++) {
-    const stepEnd = grid.startMs + i * grid.stepMs;
-    const from = stepEnd - windowMs;
-    while (a < r.n && end[a] <= from) a++;
-    if (b < a) b = a;
-    while (b < r.n && end[b] <= stepEnd) b++;
-    if (b <= a) continue;
-    let x: number | undefined;
+  return sweep(r.end, r.n, grid, windowMs, (a, b, from, end) => {
     switch (fn) {
       case "avg_over_time": {
         let s = 0;
@@ -154,52 +152,42 @@ export function rollupStepAggregate(
           kahanInc(r.sum[j], s, c, kahan);
           s = kahan[0];
           c = kahan[1];
-          cnt += count[j];
+          cnt += r.count[j];
         }
-        x = (s + c) / cnt;
-        break;
+        return (s + c) / cnt;
       }
       case "max_over_time": {
         let m = r.max[a];
         for (let j = a + 1; j < b; j++) if (r.max[j] > m || Number.isNaN(m)) m = r.max[j];
-        x = m;
-        break;
+        return m;
       }
       case "last_over_time":
-        x = r.lastV[b - 1];
-        break;
+        return r.lastV[b - 1];
       case "rate": {
-        let cnt = count[a];
+        let cnt = r.count[a];
         let result = r.lastV[b - 1] - r.firstV[a];
         result += r.resets[a];
         for (let j = a + 1; j < b; j++) {
           if (r.firstV[j] < r.lastV[j - 1]) result += r.lastV[j - 1];
           result += r.resets[j];
-          cnt += count[j];
+          cnt += r.count[j];
         }
-        if (cnt < 2) break;
-        x = extrapolate(
+        if (cnt < 2) return undefined;
+        return extrapolate(
           result,
           r.firstT[a],
           r.firstV[a],
           r.lastT[b - 1],
           cnt,
           from,
-          stepEnd,
+          end,
           true,
           true,
           windowMs,
         );
-        break;
       }
     }
-    if (x === undefined) continue;
-    outT[k] = stepEnd;
-    outV[k++] = x;
-  }
-  return k === n
-    ? { timestamps: outT, values: outV }
-    : { timestamps: outT.slice(0, k), values: outV.slice(0, k) };
+  });
 }
 
 /** A step series with its labels, as a range query returns it. */

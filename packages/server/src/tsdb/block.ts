@@ -17,7 +17,7 @@ import {
   statSync,
   writeSync,
 } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import type { Labels } from "../storage/interface.ts";
 import type { Rollups } from "../storage/rollups.ts";
@@ -474,7 +474,12 @@ export class Block implements PostingsIndex {
   /** Closes and deletes the block directory. */
   delete(): void {
     this.close();
-    rmSync(this.dir, { recursive: true, force: true });
+    // Renamed out of sight first (durably): a crash in the middle of the recursive removal must not
+    // leave a block directory with meta.json but without its chunks. Open removes `*.tmp` leftovers.
+    const doomed = `${this.dir}.deleting.tmp`;
+    renameSync(this.dir, doomed);
+    fsyncDir(dirname(this.dir));
+    rmSync(doomed, { recursive: true, force: true });
   }
 }
 

@@ -3,8 +3,8 @@ import { appendFileSync, existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { isStaleMarker, type Labels, type SeriesData, staleNaN } from "../storage/interface.ts";
-import { openTsdb, type Tsdb } from "./index.ts";
-import { L, manualClock, T0, tempDir } from "./testutil.ts";
+import type { openTsdb, Tsdb } from "./index.ts";
+import { L, openForTest, T0 } from "./testutil.ts";
 
 const HOUR = 3_600_000;
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -12,18 +12,11 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
-async function open(overrides: Parameters<typeof openTsdb>[1] = {}, dir?: string) {
-  let d = dir;
-  if (!d) {
-    const t = tempDir();
-    cleanups.unshift(t.cleanup);
-    d = t.dir;
-  }
-  const clock = manualClock(T0);
-  const db = await openTsdb(d, { now: clock.now, autoCompact: false, ...overrides });
-  cleanups.push(() => db.close());
-  return { db, dir: d, clock };
-}
+/** Cleanups run newest first; a temp dir is removed after the store in it is closed. */
+const track = (fn: () => Promise<void> | void, first = false) =>
+  first ? cleanups.unshift(fn) : cleanups.push(fn);
+const open = (overrides: Parameters<typeof openTsdb>[1] = {}, dir?: string) =>
+  openForTest(track, overrides, dir);
 
 async function write(db: Tsdb, samples: [Labels, number, number][]) {
   const app = db.appender();

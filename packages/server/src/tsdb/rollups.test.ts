@@ -7,7 +7,7 @@ import { type Rollups, rollupsOf } from "../storage/rollups.ts";
 import { Block } from "./block.ts";
 import { planMerge } from "./compactor.ts";
 import { openTsdb, type Tsdb } from "./index.ts";
-import { L, manualClock, T0, tempDir } from "./testutil.ts";
+import { L, openForTest, T0 } from "./testutil.ts";
 
 const HOUR = 3_600_000;
 const R = 1_800_000;
@@ -16,18 +16,11 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
-async function open(overrides: Parameters<typeof openTsdb>[1] = {}, dir?: string) {
-  let d = dir;
-  if (!d) {
-    const t = tempDir();
-    cleanups.unshift(t.cleanup);
-    d = t.dir;
-  }
-  const clock = manualClock(T0);
-  const db = await openTsdb(d, { now: clock.now, autoCompact: false, ...overrides });
-  cleanups.push(() => db.close());
-  return { db, dir: d, clock };
-}
+/** Cleanups run newest first; a temp dir is removed after the store in it is closed. */
+const track = (fn: () => Promise<void> | void, first = false) =>
+  first ? cleanups.unshift(fn) : cleanups.push(fn);
+const open = (overrides: Parameters<typeof openTsdb>[1] = {}, dir?: string) =>
+  openForTest(track, overrides, dir);
 
 const a = L({ __name__: "m", vm: "a" });
 const b = L({ __name__: "m", vm: "b" });

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Labels, labelsFromRecord } from "../storage/interface.ts";
+import { openTsdb, type Tsdb, type TsdbOptions } from "./index.ts";
 
 export function tempDir(): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), "svc-tsdb-"));
@@ -20,3 +21,24 @@ export function manualClock(startMs: number): { now: () => number; set: (t: numb
 }
 
 export const T0 = Date.UTC(2025, 0, 1);
+
+/**
+ * Opens a store for a test in a new temp dir (or `dir`), with a manual clock at T0 and automatic
+ * compaction off; `track` receives the close and the dir removal, to run after the test.
+ */
+export async function openForTest(
+  track: (cleanup: () => Promise<void> | void, first?: boolean) => void,
+  overrides: Partial<TsdbOptions> = {},
+  dir?: string,
+): Promise<{ db: Tsdb; dir: string; clock: ReturnType<typeof manualClock> }> {
+  let d = dir;
+  if (!d) {
+    const t = tempDir();
+    track(t.cleanup, true);
+    d = t.dir;
+  }
+  const clock = manualClock(T0);
+  const db = await openTsdb(d, { now: clock.now, autoCompact: false, ...overrides });
+  track(() => db.close());
+  return { db, dir: d, clock };
+}

@@ -4,10 +4,8 @@ import { ServiceAccountService } from "@svc/sdk/gen/svc/iam/v1/service_account_p
 import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
 import type { Db } from "../../db/database.ts";
 import * as keys from "../../iam/keys.ts";
-import { requireMember, requireOwner } from "../../iam/membership.ts";
 import * as sa from "../../iam/service-accounts.ts";
 import * as sessions from "../../iam/sessions.ts";
-import { parseProjectName } from "../../inventory/names.ts";
 import { humanOf, principalOf } from "../context.ts";
 
 export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: () => number }): void {
