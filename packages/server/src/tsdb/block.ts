@@ -71,6 +71,11 @@ export interface BlockSeries {
   readonly data: () => { readonly chunks: readonly BlockChunk[]; readonly rollups?: Uint8Array };
 }
 
+/** Rollup ranges closer than this are read together (reading the gap is cheaper than a syscall). */
+const COALESCE_GAP = 16 * 1024;
+/** Upper bound of one coalesced rollup read, bytes. */
+const COALESCE_MAX = 1 << 20;
+
 /** Bytes of chunk (or rollup) data gathered before one write to its file. */
 const WRITE_BUFFER = 1 << 20;
 
@@ -136,9 +141,18 @@ export class BlockWriter {
   #numChunks = 0;
   #numSeries = 0;
   #done = false;
+  readonly #groupLabel: string;
+  /** Rollups held until finish: written grouped by `groupLabel`, their offsets patched into the index. */
+  #pendingRollups: { key: string; at: number; bytes: Uint8Array }[] = [];
 
-  constructor(dir: string) {
+  /**
+   * `groupLabel`: the rollups file stores series with the same value of this label side by side (a
+   * VM's series, for `vm`), so a read of one VM's series takes one read per block instead of one per
+   * series; "" keeps label order.
+   */
+  constructor(dir: string, groupLabel = "") {
     this.#dir = dir;
+    this.#groupLabel = groupLabel;
     this.#name = `${Date.now().toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`;
     this.#tmp = join(dir, `${this.#name}.tmp`);
     mkdirSync(this.#tmp, { recursive: true });
@@ -168,7 +182,12 @@ export class BlockWriter {
       this.#numSamples += c.count;
       this.#numChunks++;
     }
-    ix.f64(rollups ? this.#rollups.write(rollups) : 0);
+    if (rollups) {
+      let key = "";
+      for (const l of labels) if (l.name === this.#groupLabel) key = l.value;
+      this.#pendingRollups.push({ key, at: ix.length, bytes: rollups });
+    }
+    ix.f64(0);
     ix.u32(rollups ? rollups.length : 0);
   }
 
@@ -184,6 +203,10 @@ export class BlockWriter {
   }): BlockMeta | undefined {
     this.#done = true;
     const empty = this.#numSeries === 0;
+    // Stable sort: within a group, series stay in label order.
+    this.#pendingRollups.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    for (const r of this.#pendingRollups) this.#ix.setF64(r.at, this.#rollups.write(r.bytes));
+    this.#pendingRollups = [];
     this.#chunks.close(!empty);
     this.#rollups.close(!empty);
     if (empty) {
@@ -239,8 +262,9 @@ export function writeBlock(
   coversBefore: number,
   walSegment: number,
   rollupResolutionMs = 0,
+  rollupGroupLabel = "",
 ): BlockMeta | undefined {
-  const w = new BlockWriter(dir);
+  const w = new BlockWriter(dir, rollupGroupLabel);
   try {
     for (const s of series) {
       const { chunks, rollups } = s.data();
@@ -433,6 +457,47 @@ export class Block implements PostingsIndex {
     return decodeRollupsInto(buf, minEnd, maxEnd, out);
   }
 
+  /**
+   * `rollups` for several series at once: ranges of the rollups file that lie close together are
+   * read with one pread (a VM's series, stored side by side). `outs[k]` receives series ids[k]'s
+   * buckets; the result says, per series, whether it had rollups that could be appended.
+   */
+  rollupsMany(ids: readonly number[], minEnd: number, maxEnd: number, outs: readonly Rollups[]): boolean[] {
+    const ok = ids.map(() => false);
+    if (this.#rfd < 0 || ids.length === 0) return ok;
+    const order = ids
+      .map((_, k) => k)
+      .filter((k) => this.#rLen[ids[k]] > 0 && this.meta.rollupResolutionMs === outs[k].resolutionMs)
+      .sort((a, b) => this.#rOff[ids[a]] - this.#rOff[ids[b]]);
+    for (let i = 0; i < order.length; ) {
+      // One run: following ranges less than COALESCE_GAP apart, up to COALESCE_MAX bytes.
+      const start = this.#rOff[ids[order[i]]];
+      let end = start + this.#rLen[ids[order[i]]];
+      let j = i + 1;
+      while (j < order.length) {
+        const off = this.#rOff[ids[order[j]]];
+        const e = off + this.#rLen[ids[order[j]]];
+        if (off - end > COALESCE_GAP || e - start > COALESCE_MAX) break;
+        end = Math.max(end, e);
+        j++;
+      }
+      const buf = Buffer.allocUnsafe(end - start);
+      readSync(this.#rfd, buf, 0, buf.length, start);
+      for (let k = i; k < j; k++) {
+        const id = ids[order[k]];
+        const at = this.#rOff[id] - start;
+        ok[order[k]] = decodeRollupsInto(
+          buf.subarray(at, at + this.#rLen[id]),
+          minEnd,
+          maxEnd,
+          outs[order[k]],
+        );
+      }
+      i = j;
+    }
+    return ok;
+  }
+
   /** Whether series id has a sample in [mint, maxt] (ms, inclusive); decodes only straddling chunks. */
   hasSamplesIn(id: number, mint: number, maxt: number): boolean {
     let straddles = false;
@@ -508,6 +573,10 @@ export class ByteWriter {
   f64(x: number): void {
     this.#reserve(8);
     this.#n = this.#buf.writeDoubleLE(x, this.#n);
+  }
+  /** Overwrites the f64 written at byte `pos`. */
+  setF64(pos: number, x: number): void {
+    this.#buf.writeDoubleLE(x, pos);
   }
   bytes32(b: Uint8Array): void {
     this.u32(b.length);

@@ -62,8 +62,9 @@ export async function mergeBlocks(
   rollupResolutionMs: number,
   chunkTargetSamples: number,
   pause: () => Promise<void>,
+  rollupGroupLabel = "",
 ): Promise<BlockMeta | undefined> {
-  const w = new BlockWriter(dir);
+  const w = new BlockWriter(dir, rollupGroupLabel);
   try {
     // k-way merge of the sources' series (each in label order).
     const cursors = sources.map((b) => ({ b, id: 0, labels: b.numSeries > 0 ? b.labels(0) : undefined }));

@@ -278,7 +278,7 @@ export class TsdbImpl implements Tsdb {
       },
     }));
     series.sort((a, b) => compareLabels(a.labels, b.labels));
-    const meta = writeBlock(this.#blocksDir, series, before, walSegment, res);
+    const meta = writeBlock(this.#blocksDir, series, before, walSegment, res, this.opts.rollupGroupLabel);
     if (meta) {
       this.#blocks.push(new Block(join(this.#blocksDir, meta.name)));
       this.#sortBlocks();
@@ -313,6 +313,7 @@ export class TsdbImpl implements Tsdb {
           this.opts.rollupResolutionMs,
           this.opts.chunkTargetSamples,
           pause,
+          this.opts.rollupGroupLabel,
         );
       } catch (err) {
         if (err instanceof TsdbClosedError) return;

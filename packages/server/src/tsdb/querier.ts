@@ -129,17 +129,36 @@ export class TsdbQuerier implements Querier {
       else found.set(key, { labels, parts: [], ref: refs[i] });
     }
     const buckets = Math.max(1, Math.ceil((untilMs - afterMs) / resolutionMs));
-    const out: RollupSeriesData[] = [];
-    const none = new Float64Array(0);
-    for (const { labels, parts, ref } of found.values()) {
-      const r = new Rollups(resolutionMs, buckets + 1);
-      let exact = true;
-      for (const { block, id } of parts) {
-        if (!block.rollups(id, afterMs + resolutionMs, untilMs, r)) {
-          exact = false;
-          break;
+    const entries = [...found.values()].map((e) => ({
+      ...e,
+      r: new Rollups(resolutionMs, buckets + 1),
+      exact: true,
+    }));
+    // Block by block (oldest first), all series at once: a block's reads coalesce (rollupsMany).
+    for (const b of this.#blocks) {
+      const ids: number[] = [];
+      const into: (typeof entries)[number][] = [];
+      for (const e of entries) {
+        if (!e.exact) continue;
+        const part = e.parts.find((p) => p.block === b);
+        if (part) {
+          ids.push(part.id);
+          into.push(e);
         }
       }
+      if (ids.length === 0) continue;
+      const ok = b.rollupsMany(
+        ids,
+        afterMs + resolutionMs,
+        untilMs,
+        into.map((e) => e.r),
+      );
+      for (let k = 0; k < ok.length; k++) if (!ok[k]) into[k].exact = false;
+    }
+    const out: RollupSeriesData[] = [];
+    const none = new Float64Array(0);
+    for (const { labels, parts, ref, r, exact: readExact } of entries) {
+      let exact = readExact;
       const tail = ref >= 0 ? head.samples(ref, mint, untilMs) : undefined;
       if (exact && tail && tail.t.length > 0) {
         if (tail.t[0] <= r.lastTime) exact = false;
