@@ -450,11 +450,7 @@ export class Block implements PostingsIndex {
    * when the block has no rollups of `out`'s resolution for it.
    */
   rollups(id: number, minEnd: number, maxEnd: number, out: Rollups): boolean {
-    if (this.#rfd < 0 || this.#rLen[id] === 0) return false;
-    if (this.meta.rollupResolutionMs !== out.resolutionMs) return false;
-    const buf = Buffer.allocUnsafe(this.#rLen[id]);
-    readSync(this.#rfd, buf, 0, buf.length, this.#rOff[id]);
-    return decodeRollupsInto(buf, minEnd, maxEnd, out);
+    return this.rollupsMany([id], minEnd, maxEnd, [out])[0];
   }
 
   /**
@@ -523,9 +519,8 @@ export class Block implements PostingsIndex {
 
   sizeBytes(): number {
     let n = 0;
-    for (const f of ["meta.json", "index", "chunks", "rollups"]) {
-      if (f !== "rollups" || this.#rfd >= 0) n += statSync(join(this.dir, f)).size;
-    }
+    const files = ["meta.json", "index", "chunks", ...(this.#rfd >= 0 ? ["rollups"] : [])];
+    for (const f of files) n += statSync(join(this.dir, f)).size;
     return n;
   }
 

@@ -9,6 +9,7 @@ import type { Labels } from "../storage/interface.ts";
 import { Rollups, rollupsOf } from "../storage/rollups.ts";
 import { type Block, type BlockChunk, type BlockMeta, BlockWriter } from "./block.ts";
 import { encodeChunks } from "./chunk.ts";
+import type { SampleArrays } from "./head.ts";
 import { compareLabels } from "./labels.ts";
 import { mergeParts } from "./merge.ts";
 import { encodeRollups } from "./rollup-codec.ts";
@@ -126,21 +127,23 @@ function mergeSeries(
       }
       if (all) rollups = encodeRollups(r);
       else {
-        const m = mergeParts(
-          parts.map((p) => p.b.samples(p.id, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY)),
-        );
+        // A source without rollups (written before them, or with another resolution).
+        const m = allSamples(parts);
         rollups = encodeRollups(rollupsOf(m.t, m.v, res));
       }
     }
     w.add(labels, chunks, rollups);
     return;
   }
-  const m = mergeParts(
-    parts.map((p) => p.b.samples(p.id, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY)),
-  );
+  const m = allSamples(parts);
   w.add(
     labels,
     encodeChunks(m.t, m.v, m.t.length, chunkTarget),
     res > 0 ? encodeRollups(rollupsOf(m.t, m.v, res)) : undefined,
   );
+}
+
+/** Every sample of a series' parts, merged (duplicates dropped, the earlier block wins). */
+function allSamples(parts: readonly { b: Block; id: number }[]): SampleArrays {
+  return mergeParts(parts.map((p) => p.b.samples(p.id, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY)));
 }

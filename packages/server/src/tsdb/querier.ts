@@ -44,29 +44,48 @@ export class TsdbQuerier implements Querier {
     if (!this.#blocks.some((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs)) {
       return this.#headOnly(cms, mintMs, maxtMs);
     }
-    const found = new Map<string, { labels: Labels; parts: SampleArrays[] }>();
-    const add = (labels: Labels, s: SampleArrays): void => {
-      if (s.t.length === 0) return;
-      const key = labelsKey(labels);
-      const e = found.get(key);
-      if (e) e.parts.push(s);
-      else found.set(key, { labels, parts: [s] });
-    };
-    for (const b of this.#blocks) {
-      if (b.meta.maxTime < mintMs || b.meta.minTime > maxtMs) continue;
-      const ids = postingsForMatchers(b, cms);
-      for (let i = 0; i < ids.length; i++) add(b.labels(ids[i]), b.samples(ids[i], mintMs, maxtMs));
+    const out: SeriesData[] = [];
+    for (const series of this.#seriesParts(cms, mintMs, maxtMs)) {
+      const m = this.#samplesOf(series, mintMs, maxtMs);
+      if (m.t.length > 0) out.push({ labels: series.labels, timestamps: m.t, values: m.v });
+    }
+    return out.sort((a, b) => compareLabels(a.labels, b.labels));
+  }
+
+  /**
+   * The matching series of every source overlapping [mintMs, maxtMs], by label set: the block
+   * series ids (blocks oldest first) and the head ref (−1 when none). Nothing is decoded yet.
+   */
+  #seriesParts(cms: ReturnType<typeof compileMatchers>, mintMs: number, maxtMs: number): SeriesParts[] {
+    const found = new Map<string, SeriesParts>();
+    for (const block of this.#blocks) {
+      if (block.meta.maxTime < mintMs || block.meta.minTime > maxtMs) continue;
+      const ids = postingsForMatchers(block, cms);
+      for (let i = 0; i < ids.length; i++) {
+        const labels = block.labels(ids[i]);
+        const key = labelsKey(labels);
+        const e = found.get(key);
+        if (e) e.parts.push({ block, id: ids[i] });
+        else found.set(key, { labels, parts: [{ block, id: ids[i] }], ref: -1 });
+      }
     }
     const head = this.#head;
     const refs = postingsForMatchers(head.reg, cms);
-    for (let i = 0; i < refs.length; i++)
-      add(head.reg.labels(refs[i]), head.samples(refs[i], mintMs, maxtMs));
-    const out: SeriesData[] = [];
-    for (const { labels, parts } of found.values()) {
-      const m = mergeParts(parts);
-      out.push({ labels, timestamps: m.t, values: m.v });
+    for (let i = 0; i < refs.length; i++) {
+      const labels = head.reg.labels(refs[i]);
+      const key = labelsKey(labels);
+      const e = found.get(key);
+      if (e) e.ref = refs[i];
+      else found.set(key, { labels, parts: [], ref: refs[i] });
     }
-    return out.sort((a, b) => compareLabels(a.labels, b.labels));
+    return [...found.values()];
+  }
+
+  /** A series' samples in [mintMs, maxtMs] from all its sources, merged (`tail`: the head's, if read). */
+  #samplesOf(series: SeriesParts, mintMs: number, maxtMs: number, tail?: SampleArrays): SampleArrays {
+    const arrays = series.parts.map(({ block, id }) => block.samples(id, mintMs, maxtMs));
+    if (series.ref >= 0) arrays.push(tail ?? this.#head.samples(series.ref, mintMs, maxtMs));
+    return mergeParts(arrays);
   }
 
   /** See Querier.selectLatest: from the head's per-series newest sample when no block is in range. */
@@ -105,73 +124,49 @@ export class TsdbQuerier implements Querier {
     untilMs: number,
     resolutionMs: number,
   ): RollupSeriesData[] {
-    const cms = compileMatchers(matchers);
     const mint = afterMs + 1;
-    const found = new Map<string, { labels: Labels; parts: { block: Block; id: number }[]; ref: number }>();
-    for (const b of this.#blocks) {
-      if (b.meta.maxTime < mint || b.meta.minTime > untilMs) continue;
-      const ids = postingsForMatchers(b, cms);
-      for (let i = 0; i < ids.length; i++) {
-        const labels = b.labels(ids[i]);
-        const key = labelsKey(labels);
-        const e = found.get(key);
-        if (e) e.parts.push({ block: b, id: ids[i] });
-        else found.set(key, { labels, parts: [{ block: b, id: ids[i] }], ref: -1 });
-      }
-    }
-    const head = this.#head;
-    const refs = postingsForMatchers(head.reg, cms);
-    for (let i = 0; i < refs.length; i++) {
-      const labels = head.reg.labels(refs[i]);
-      const key = labelsKey(labels);
-      const e = found.get(key);
-      if (e) e.ref = refs[i];
-      else found.set(key, { labels, parts: [], ref: refs[i] });
-    }
     const buckets = Math.max(1, Math.ceil((untilMs - afterMs) / resolutionMs));
-    const entries = [...found.values()].map((e) => ({
-      ...e,
+    const entries = this.#seriesParts(compileMatchers(matchers), mint, untilMs).map((series) => ({
+      series,
       r: new Rollups(resolutionMs, buckets + 1),
       exact: true,
     }));
-    // Block by block (oldest first), all series at once: a block's reads coalesce (rollupsMany).
-    for (const b of this.#blocks) {
-      const ids: number[] = [];
-      const into: (typeof entries)[number][] = [];
-      for (const e of entries) {
-        if (!e.exact) continue;
-        const part = e.parts.find((p) => p.block === b);
-        if (part) {
-          ids.push(part.id);
-          into.push(e);
-        }
+    // Block by block (oldest first), all its series at once, so a block's reads coalesce
+    // (rollupsMany); a series that failed in an earlier block is not read further.
+    const byBlock = new Map<Block, { id: number; e: (typeof entries)[number] }[]>();
+    for (const e of entries)
+      for (const { block, id } of e.series.parts) {
+        const list = byBlock.get(block);
+        if (list) list.push({ id, e });
+        else byBlock.set(block, [{ id, e }]);
       }
-      if (ids.length === 0) continue;
+    for (const b of this.#blocks) {
+      const wanted = byBlock.get(b)?.filter(({ e }) => e.exact) ?? [];
+      if (wanted.length === 0) continue;
+      const ids = wanted.map((w) => w.id);
       const ok = b.rollupsMany(
         ids,
         afterMs + resolutionMs,
         untilMs,
-        into.map((e) => e.r),
+        wanted.map((w) => w.e.r),
       );
-      for (let k = 0; k < ok.length; k++) if (!ok[k]) into[k].exact = false;
+      for (let k = 0; k < ok.length; k++) if (!ok[k]) wanted[k].e.exact = false;
     }
     const out: RollupSeriesData[] = [];
     const none = new Float64Array(0);
-    for (const { labels, parts, ref, r, exact: readExact } of entries) {
+    for (const { series, r, exact: readExact } of entries) {
       let exact = readExact;
-      const tail = ref >= 0 ? head.samples(ref, mint, untilMs) : undefined;
+      const tail = series.ref >= 0 ? this.#head.samples(series.ref, mint, untilMs) : undefined;
       if (exact && tail && tail.t.length > 0) {
         if (tail.t[0] <= r.lastTime) exact = false;
         else r.addSamples(tail.t, tail.v);
       }
       if (exact && r.allFinite()) {
-        if (r.n > 0) out.push({ labels, timestamps: none, values: none, rollups: r });
+        if (r.n > 0) out.push({ labels: series.labels, timestamps: none, values: none, rollups: r });
         continue;
       }
-      const raw: SampleArrays[] = parts.map(({ block, id }) => block.samples(id, mint, untilMs));
-      if (tail) raw.push(tail);
-      const m = mergeParts(raw);
-      if (m.t.length > 0) out.push({ labels, timestamps: m.t, values: m.v });
+      const m = this.#samplesOf(series, mint, untilMs, tail);
+      if (m.t.length > 0) out.push({ labels: series.labels, timestamps: m.t, values: m.v });
     }
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
   }
@@ -236,6 +231,13 @@ export class TsdbQuerier implements Querier {
 
 function allIfEmpty(ms: readonly LabelMatcher[]): readonly LabelMatcher[] {
   return ms.length > 0 ? ms : [{ type: "!=", name: "__name__", value: "" }];
+}
+
+/** One label set's sources for a read: block series ids (blocks oldest first) and the head ref (−1: none). */
+interface SeriesParts {
+  readonly labels: Labels;
+  readonly parts: { block: Block; id: number }[];
+  ref: number;
 }
 
 interface LatestColumns {
