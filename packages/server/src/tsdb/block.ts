@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import {
   closeSync,
+  fstatSync,
   fsyncSync,
   mkdirSync,
   openSync,
@@ -317,6 +318,8 @@ export class Block implements PostingsIndex {
   readonly #all: Uint32Array;
   #fd: number;
   #rfd = -1;
+  /** The whole rollups file while it is held in memory (holdRollups), else reads go to the file. */
+  #rbuf: Buffer | undefined;
 
   constructor(dir: string) {
     this.dir = dir;
@@ -477,11 +480,18 @@ export class Block implements PostingsIndex {
         end = Math.max(end, e);
         j++;
       }
-      const buf = Buffer.allocUnsafe(end - start);
-      readSync(this.#rfd, buf, 0, buf.length, start);
+      let buf: Buffer;
+      let base = start;
+      if (this.#rbuf) {
+        buf = this.#rbuf;
+        base = 0;
+      } else {
+        buf = Buffer.allocUnsafe(end - start);
+        readSync(this.#rfd, buf, 0, buf.length, start);
+      }
       for (let k = i; k < j; k++) {
         const id = ids[order[k]];
-        const at = this.#rOff[id] - start;
+        const at = this.#rOff[id] - base;
         ok[order[k]] = decodeRollupsInto(
           buf.subarray(at, at + this.#rLen[id]),
           minEnd,
@@ -517,6 +527,38 @@ export class Block implements PostingsIndex {
     return this.#all;
   }
 
+  /** Size of the rollups file (0 when the block has none). */
+  rollupsBytes(): number {
+    return this.#rfd >= 0 ? fstatSync(this.#rfd).size : 0;
+  }
+
+  /** Whether the rollups file is held in memory. */
+  get rollupsHeld(): boolean {
+    return this.#rbuf !== undefined;
+  }
+
+  /**
+   * Reads the rollups file into memory once, so rollup reads no longer touch the file: no syscall
+   * per read, and no stall when the OS has dropped the pages (see TsdbOptions.rollupMemoryBytes).
+   */
+  holdRollups(): void {
+    if (this.#rbuf || this.#rfd < 0) return;
+    const size = fstatSync(this.#rfd).size;
+    const buf = Buffer.allocUnsafeSlow(size);
+    let got = 0;
+    while (got < size) {
+      const n = readSync(this.#rfd, buf, got, size - got, got);
+      if (n === 0) throw new CorruptionError(join(this.dir, "rollups"), "file shrank while read");
+      got += n;
+    }
+    this.#rbuf = buf;
+  }
+
+  /** Drops the in-memory copy of the rollups file; reads go to the file again. */
+  releaseRollups(): void {
+    this.#rbuf = undefined;
+  }
+
   sizeBytes(): number {
     let n = 0;
     const files = ["meta.json", "index", "chunks", ...(this.#rfd >= 0 ? ["rollups"] : [])];
@@ -525,6 +567,7 @@ export class Block implements PostingsIndex {
   }
 
   close(): void {
+    this.#rbuf = undefined;
     if (this.#fd >= 0) closeSync(this.#fd);
     if (this.#rfd >= 0) closeSync(this.#rfd);
     this.#fd = -1;

@@ -52,6 +52,8 @@ export interface TsdbStats {
   readonly blocks: number;
   readonly blockSamples: number;
   readonly blockBytes: number;
+  /** Bytes of block rollups held in memory (TsdbOptions.rollupMemoryBytes). */
+  readonly rollupHeldBytes: number;
   readonly walSegment: number;
   readonly walFlushes: number;
   readonly walCommits: number;
@@ -128,8 +130,22 @@ export class TsdbImpl implements Tsdb {
     for (const b of this.#blocks) this.head.minValidT = Math.max(this.head.minValidT, b.meta.coversBefore);
   }
 
+  /** Keeps the block list in time order and the newest blocks' rollups in memory, within budget. */
   #sortBlocks(): void {
     this.#blocks.sort((a, b) => a.meta.minTime - b.meta.minTime || a.meta.coversBefore - b.meta.coversBefore);
+    let budget = this.opts.rollupMemoryBytes;
+    for (let i = this.#blocks.length - 1; i >= 0; i--) {
+      const b = this.#blocks[i];
+      const size = b.rollupsBytes();
+      if (size > 0 && size <= budget) {
+        b.holdRollups();
+        budget -= size;
+      } else {
+        b.releaseRollups();
+        // Newest first without holes: an older block never holds memory a newer one could not get.
+        if (size > 0) budget = 0;
+      }
+    }
   }
 
   /** Samples of WAL segment `seg` below this time are already in a block. */
@@ -371,6 +387,8 @@ export class TsdbImpl implements Tsdb {
       } else keep.push(b);
     }
     this.#blocks = keep;
+    // Memory the dropped blocks held may now fit older blocks' rollups.
+    if (dropped > 0) this.#sortBlocks();
     return dropped;
   }
 
@@ -381,9 +399,11 @@ export class TsdbImpl implements Tsdb {
   stats(): TsdbStats {
     let blockSamples = 0;
     let blockBytes = 0;
+    let rollupHeldBytes = 0;
     for (const b of this.#blocks) {
       blockSamples += b.meta.numSamples;
       blockBytes += b.sizeBytes();
+      if (b.rollupsHeld) rollupHeldBytes += b.rollupsBytes();
     }
     return {
       headSeries: this.head.reg.live,
@@ -394,6 +414,7 @@ export class TsdbImpl implements Tsdb {
       blocks: this.#blocks.length,
       blockSamples,
       blockBytes,
+      rollupHeldBytes,
       walSegment: this.#wal.segment,
       walFlushes: this.#wal.flushes,
       walCommits: this.#wal.commits,

@@ -25,6 +25,12 @@ export interface TsdbOptions {
    * reading one target's series (a VM's, for `vm`) takes one read per block. "" keeps label order.
    */
   readonly rollupGroupLabel: string;
+  /**
+   * Memory for block rollups: the rollups files of the newest blocks are held in memory up to this
+   * many bytes (older ones are read from disk per query). The 7-day charts read only rollups, and a
+   * page the OS dropped costs a disk read inside the request. 0 reads every rollup from disk. Bytes.
+   */
+  readonly rollupMemoryBytes: number;
   /** Merge blocks into 3× and 12× longer ones once their window is behind the head (compactor.ts). */
   readonly mergeBlocks: boolean;
   /** A head chunk is cut after this many samples. Count. */
@@ -51,6 +57,7 @@ export const defaultTsdbOptions: TsdbOptions = Object.freeze({
   blockRangeMs: 2 * HOUR_MS, // 2 hours
   rollupResolutionMs: 30 * MINUTE_MS, // 30 minutes
   rollupGroupLabel: "vm",
+  rollupMemoryBytes: 256 * 1024 * 1024, // 256 MiB: 7 days of ~40,000 series at 30 s sampling
   mergeBlocks: true,
   chunkTargetSamples: 120, // samples
   walSegmentBytes: 128 * 1024 * 1024, // 128 MiB
@@ -90,6 +97,7 @@ export function resolveTsdbOptions(overrides: Partial<TsdbOptions> = {}): TsdbOp
   // Buckets are aligned to the epoch, not to blocks: a bucket split by a block boundary is joined on read.
   if (o.rollupResolutionMs !== 0) intIn(o, "rollupResolutionMs", 1000, DAY_MS);
   // The chunk count lives in a Uint16 and a head chunk slot holds at most a few hundred worst-case samples.
+  intIn(o, "rollupMemoryBytes", 0, Number.MAX_SAFE_INTEGER);
   intIn(o, "chunkTargetSamples", 2, 1000);
   intIn(o, "walSegmentBytes", 64 * 1024, 1024 * 1024 * 1024);
   intIn(o, "checkpointEverySegments", 1, 1000);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import type { Labels, RollupSeriesData } from "../storage/interface.ts";
@@ -85,6 +85,48 @@ describe("tsdb rollups and block merging", () => {
         assertSameRollups(s.rollups, fromRaw(db, s.labels, after, until), `${after}..${until}`);
       }
     }
+  });
+
+  it("holds the newest blocks' rollups in memory within rollupMemoryBytes, answering as reads from disk do", async () => {
+    const first = await open();
+    await fill(first.db, first.clock, 40);
+    const ranges = [
+      [T0 - 40 * HOUR, T0],
+      [T0 - 31 * HOUR, T0 - 5 * HOUR],
+    ];
+    const want = ranges.map(([after, until]) => rollupsByLabels(first.db, after, until));
+    const dir = first.dir;
+    const blocksDir = join(dir, "blocks");
+    // Rollups file sizes, newest block first.
+    const files = readdirSync(blocksDir)
+      .map((d) => ({
+        path: join(blocksDir, d, "rollups"),
+        minTime: JSON.parse(readFileSync(join(blocksDir, d, "meta.json"), "utf8")).minTime as number,
+      }))
+      .sort((x, y) => y.minTime - x.minTime)
+      .map((f) => ({ ...f, size: statSync(f.path).size }));
+    const total = files.reduce((n, f) => n + f.size, 0);
+    assert.ok(files.length >= 3 && total > 0);
+    assert.equal(first.db.stats().rollupHeldBytes, total, "the default budget holds them all");
+    await first.db.close();
+
+    const answers = (db: Tsdb) => ranges.map(([after, until]) => rollupsByLabels(db, after, until));
+    const none = await open({ rollupMemoryBytes: 0 }, dir);
+    assert.equal(none.db.stats().rollupHeldBytes, 0);
+    assert.deepEqual(answers(none.db), want, "read from disk");
+    await none.db.close();
+
+    // Room for the newest two files, not the third: the newest are held, the rest read from disk.
+    const budget = files[0].size + files[1].size + files[2].size - 1;
+    const some = await open({ rollupMemoryBytes: budget }, dir);
+    assert.equal(some.db.stats().rollupHeldBytes, files[0].size + files[1].size);
+    assert.deepEqual(answers(some.db), want, "newest held, older read from disk");
+    await some.db.close();
+
+    // Held copies are what is read: with every file on disk emptied, the answers stay the same.
+    const all = await open({}, dir);
+    for (const f of files) writeFileSync(f.path, Buffer.alloc(0));
+    assert.deepEqual(answers(all.db), want, "served from memory");
   });
 
   it("keeps every sample through merges: the same raw data before and after", async () => {
