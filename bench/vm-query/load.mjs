@@ -4,14 +4,21 @@
 // requests are sent one at a time (a group's members at once), cycling through each row's list, after
 // min(n, 100) warm-up requests: the server's JIT is still optimizing the row's code paths during the
 // first tens of requests, which is a start-up cost, not the steady state the rows measure.
-// stdout: {"rows":[{"name","n","latenciesMs":[...],"seconds","bytes"}]}
+// stdout: one line {"measuring":i} when row i's measured requests start and {"measured":i} when they end
+// (so the server side can read its CPU time over exactly those requests), then
+// {"rows":[{"name","n","latenciesMs":[...],"seconds","bytes"}]}
 //
 // node:http over keep-alive connections, not fetch: like wrk, the client should cost as little as
 // it can, since it shares the machine's cores with the server (fetch took ~1.5 ms more per 96 KiB
-// answer here, and its p99 with it). Bodies are still read whole and gunzipped, as a dashboard would.
+// answer here, and its p99 with it). Bodies are still read whole and decompressed, as a dashboard would.
 import { Agent, request } from "node:http";
 import { performance } from "node:perf_hooks";
-import { gunzipSync } from "node:zlib";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
+
+// What Chrome and Firefox send; BENCH_ACCEPT_ENCODING overrides it (BENCH_IDENTITY=1: no compression).
+const acceptEncoding = process.env.BENCH_IDENTITY
+  ? "identity"
+  : (process.env.BENCH_ACCEPT_ENCODING ?? "gzip, deflate, br, zstd");
 
 const agent = new Agent({ keepAlive: true, maxSockets: 16 });
 const input = JSON.parse(await new Response(process.stdin).text());
@@ -22,7 +29,7 @@ function one(r, rowName) {
   const body = r.headers["Content-Type"] === "application/proto" ? Buffer.from(r.body, "base64") : r.body;
   const u = new URL(r.url);
   const headers = {
-    "Accept-Encoding": process.env.BENCH_IDENTITY ? "identity" : "gzip",
+    "Accept-Encoding": acceptEncoding,
     ...r.headers,
     ...(body === undefined ? {} : { "Content-Length": Buffer.byteLength(body) }),
   };
@@ -36,6 +43,7 @@ function one(r, rowName) {
         res.on("end", () => {
           let got = Buffer.concat(chunks);
           if (res.headers["content-encoding"] === "gzip") got = gunzipSync(got);
+          if (res.headers["content-encoding"] === "br") got = brotliDecompressSync(got);
           if (res.statusCode !== 200) reject(new Error(`${rowName}: HTTP ${res.statusCode} ${got}`));
           else resolve(got.byteLength);
         });
@@ -47,7 +55,10 @@ function one(r, rowName) {
 }
 
 const out = [];
-for (const row of input.rows) {
+/** Tells the parent (which serves the requests) where a row's measured phase begins and ends. */
+const mark = (event) =>
+  new Promise((resolve) => process.stdout.write(`${JSON.stringify(event)}\n`, () => setTimeout(resolve, 20)));
+for (const [index, row] of input.rows.entries()) {
   // A request may be a group sent at once (a dashboard's panels): its latency is the slowest one's.
   const send = async (i) => {
     const r = row.requests[i % row.requests.length];
@@ -58,13 +69,16 @@ for (const row of input.rows) {
   for (let i = 0; i < Math.min(100, row.n); i++) await send(i);
   const latenciesMs = [];
   let bytes = 0;
+  await mark({ measuring: index });
   const t0 = performance.now();
   for (let i = 0; i < row.n; i++) {
     const a = performance.now();
     bytes = Math.max(bytes, await send(i));
     latenciesMs.push(performance.now() - a);
   }
-  out.push({ name: row.name, n: row.n, latenciesMs, seconds: (performance.now() - t0) / 1000, bytes });
+  const seconds = (performance.now() - t0) / 1000;
+  await mark({ measured: index });
+  out.push({ name: row.name, n: row.n, latenciesMs, seconds, bytes });
 }
 agent.destroy();
 if (process.env.BENCH_LATENCIES) {

@@ -20,6 +20,8 @@
  * Prometheus API; the last line prints svc's one call against Prometheus's six queries.
  * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER; BENCH_CPU_PROFILE=<file.cpuprofile> records a V8 CPU profile
  * of the measured requests only (not the data load), for chrome://inspect or `npx speedscope`;
+ * BENCH_HEAP_PROFILE=<file.heapprofile> records a sampling heap profile of the same requests,
+ * including what young-generation GCs already collected (what makes scavenges frequent);
  * BENCH_ONLY=<regex> runs only the rows whose name it matches.
  */
 
@@ -213,6 +215,7 @@ try {
   const nowS = nowMs / S;
   const only = process.env.BENCH_ONLY;
   const profileTo = process.env.BENCH_CPU_PROFILE;
+  const heapProfileTo = process.env.BENCH_HEAP_PROFILE;
   const six = [
     "cpu_utilization_pct",
     "memory_used_bytes",
@@ -356,12 +359,20 @@ try {
   ).text();
   const exported = exportBody.split("\n").filter((l) => l && !l.startsWith("#")).length;
 
-  const inspector = profileTo ? new Session() : undefined;
-  if (inspector) {
-    inspector.connect();
+  const inspector = profileTo || heapProfileTo ? new Session() : undefined;
+  inspector?.connect();
+  if (inspector && profileTo) {
     await inspector.post("Profiler.enable");
     await inspector.post("Profiler.setSamplingInterval", { interval: 100 });
     await inspector.post("Profiler.start");
+  }
+  if (inspector && heapProfileTo) {
+    await inspector.post("HeapProfiler.enable");
+    await inspector.post("HeapProfiler.startSampling", {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    } as never);
   }
   // How long the server's event loop was held up while the load ran (GC pauses, synchronous work).
   const loopDelay = monitorEventLoopDelay({ resolution: 1 });
@@ -380,18 +391,24 @@ try {
       q(0.99),
       lat[lat.length - 1].toFixed(2),
       (r.n / r.seconds).toFixed(0),
+      (r.serverCpuMs / r.n).toFixed(2),
       (r.bytes / 1024).toFixed(0),
     ]);
   }
   if (inspector && profileTo) {
     const { profile } = await inspector.post("Profiler.stop");
     writeFileSync(profileTo, JSON.stringify(profile));
-    inspector.disconnect();
     out(`CPU profile of the measured requests written to ${profileTo}`);
   }
+  if (inspector && heapProfileTo) {
+    const { profile } = await inspector.post("HeapProfiler.stopSampling");
+    writeFileSync(heapProfileTo, JSON.stringify(profile));
+    out(`sampling heap profile of the measured requests written to ${heapProfileTo}`);
+  }
+  inspector?.disconnect();
   out(`\n${VMS} VMs, ${DAYS} d of data; shard 0 exported ${exported.toLocaleString("en")} series lines`);
-  out("| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | response KiB |");
-  out("| --- | --- | --- | --- | --- | --- | --- | --- |");
+  out("| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | server CPU ms/req | response KiB |");
+  out("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
   for (const r of table) out(`| ${r.join(" | ")} |`);
   out(
     `server event-loop delay during the load: p50 ${(loopDelay.percentile(50) / 1e6).toFixed(2)} ms, ` +
@@ -444,20 +461,48 @@ interface LoadRow {
   requests: (LoadRequest | { group: LoadRequest[] })[];
 }
 
-/** Runs bench/vm-query/load.mjs as a child process over the rows; resolves with its latencies. */
-function runLoad(
-  rows: LoadRow[],
-): Promise<{ name: string; n: number; latenciesMs: number[]; seconds: number; bytes: number }[]> {
+/** What the load client measured of one row, and the server process's CPU time over those requests. */
+interface RowResult {
+  name: string;
+  n: number;
+  latenciesMs: number[];
+  seconds: number;
+  bytes: number;
+  /** CPU time (user + system, all threads: gzip and GC helpers too) of this process while the row ran. */
+  serverCpuMs: number;
+}
+
+/**
+ * Runs bench/vm-query/load.mjs as a child process over the rows; resolves with its latencies and, per
+ * row, this (the server's) process CPU time between the client's "measuring" and "measured" marks:
+ * steadier than latency percentiles on a shared 2-core machine, so it shows what a change saves.
+ */
+function runLoad(rows: LoadRow[]): Promise<RowResult[]> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [new URL("./load.mjs", import.meta.url).pathname], {
       stdio: ["pipe", "pipe", "inherit"],
     });
-    let stdout = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    const cpuMs = new Map<number, number>();
+    let cpu0 = process.cpuUsage();
+    let last = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      const lines = (last + d).split("\n");
+      last = lines.pop() ?? "";
+      for (const line of lines) {
+        const e = JSON.parse(line) as { measuring?: number; measured?: number };
+        if (e.measuring !== undefined) cpu0 = process.cpuUsage();
+        if (e.measured !== undefined) {
+          const c = process.cpuUsage(cpu0);
+          cpuMs.set(e.measured, (c.user + c.system) / 1000);
+        }
+      }
+    });
     child.on("error", reject);
-    child.on("exit", (code) =>
-      code === 0 ? resolve(JSON.parse(stdout).rows) : reject(new Error(`load client exited with ${code}`)),
-    );
+    child.on("exit", (code) => {
+      if (code !== 0) return reject(new Error(`load client exited with ${code}`));
+      const got = (JSON.parse(last) as { rows: Omit<RowResult, "serverCpuMs">[] }).rows;
+      resolve(got.map((r, i) => ({ ...r, serverCpuMs: cpuMs.get(i) ?? Number.NaN })));
+    });
     child.stdin.end(JSON.stringify({ rows }));
   });
 }

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  ListVMMonitoringRequestSchema,
+  ListVMMonitoringResponseSchema,
+} from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import { testDialects } from "../testing/dialects.ts";
 import { startTestApp, type TestApp } from "../testing/harness.ts";
 
@@ -81,6 +86,47 @@ describe("Connect protocol edge", () => {
     });
     assert.equal(gzBody.status, 200);
     assert.deepEqual(await gzBody.json(), want);
+  });
+
+  it("answers in the coding svc prefers among those the client accepts, weights honoured", async () => {
+    const big = await t.seedProject(
+      "br-test",
+      Array.from({ length: 40 }, (_, i) => `vm-${i}`),
+    );
+    const body = JSON.stringify({ projectName: big.projectName, pageSize: 50, inventoryOnly: true });
+    const auth = { Authorization: `Bearer ${big.owner.session}` };
+    const want = await (await post(LIST, body, { ...auth, "Accept-Encoding": "identity" })).json();
+    // A browser lists gzip first without weights: JSON is answered with brotli, cheaper and smaller.
+    const browser = await post(LIST, body, { ...auth, "Accept-Encoding": "gzip, deflate, br, zstd" });
+    assert.equal(browser.headers.get("content-encoding"), "br");
+    assert.deepEqual(await browser.json(), want);
+    // Weights decide first; Connect alone matched nothing in "gzip;q=1.0" and sent it uncompressed.
+    const weighted = await post(LIST, body, { ...auth, "Accept-Encoding": "gzip;q=1.0, br;q=0.2" });
+    assert.equal(weighted.headers.get("content-encoding"), "gzip");
+    assert.deepEqual(await weighted.json(), want);
+    const refused = await post(LIST, body, { ...auth, "Accept-Encoding": "br;q=0, deflate" });
+    assert.equal(refused.headers.get("content-encoding"), null);
+    assert.deepEqual(await refused.json(), want);
+    // Binary protobuf compresses cheaper with gzip: the same browser header gets gzip.
+    const request = create(ListVMMonitoringRequestSchema, {
+      projectName: big.projectName,
+      pageSize: 50,
+      inventoryOnly: true,
+    });
+    const binary = await fetch(`${t.baseUrl}${LIST}`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/proto",
+        "Connect-Protocol-Version": "1",
+        "Accept-Encoding": "gzip, deflate, br, zstd",
+        ...auth,
+      },
+      body: toBinary(ListVMMonitoringRequestSchema, request),
+    });
+    assert.equal(binary.status, 200);
+    assert.equal(binary.headers.get("content-encoding"), "gzip");
+    const decoded = fromBinary(ListVMMonitoringResponseSchema, new Uint8Array(await binary.arrayBuffer()));
+    assert.equal(decoded.vms.length, (want as { vms: unknown[] }).vms.length);
   });
 
   it("refuses a request without Connect-Protocol-Version: 1", async () => {

@@ -1,34 +1,15 @@
-import { promisify } from "node:util";
-import { gzip } from "node:zlib";
 import { type ConnectRouter, createContextValues } from "@connectrpc/connect";
-import type { Compression } from "@connectrpc/connect/protocol";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from "fastify";
 import type { Logger } from "pino";
 import { Counter, Histogram, type Registry } from "prom-client";
 import type { Db } from "../db/database.ts";
 import type { TokenResolver } from "../iam/principal.ts";
 import { authInterceptor } from "./auth.ts";
+import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
 import { remoteAddressKey } from "./context.ts";
 
 /** Keys redacted from every log line: credentials never reach the logs. */
-const gzipAsync = promisify(gzip);
-
-/**
- * Responses are gzipped at level 1 (nginx's default for dynamic content): for a 100 KiB metrics
- * answer ~3× faster than Connect's default level 6 (0.6 vs 1.7 ms) for ~8% more bytes, and the
- * compression runs on the same two cores as the queries. Requests of any level decompress as before.
- */
-const gzipFast: Compression = {
-  name: "gzip",
-  compress: async (bytes) => {
-    const b = await gzipAsync(bytes, { level: 1 });
-    return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-  },
-  decompress: compressionGzip.decompress,
-};
-
 export const redactPaths = [
   "req.headers.authorization",
   "headers.authorization",
@@ -106,6 +87,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
             message: `request body of ${length} bytes exceeds the limit of ${deps.maxRequestBytes} bytes [REQUEST_TOO_LARGE]`,
           });
       }
+      // Connect reads the raw headers: hand it the client's codings in the order svc should answer.
+      const accept = req.headers["accept-encoding"];
+      if (accept) {
+        const binary = /^application\/(?:connect\+)?proto\b/.test(req.headers["content-type"] ?? "");
+        req.headers["accept-encoding"] = negotiateAcceptEncoding(accept, binary);
+      }
     });
     await scope.register(fastifyConnectPlugin, {
       routes: deps.routes,
@@ -121,7 +108,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       ],
       requireConnectProtocolHeader: true,
       readMaxBytes: deps.maxRequestBytes,
-      acceptCompression: [gzipFast, compressionBrotli],
+      acceptCompression: connectCompressions,
       jsonOptions: { alwaysEmitImplicit: true, ignoreUnknownFields: false },
       shutdownTimeoutMs: 10_000,
     });
