@@ -1,12 +1,21 @@
 import type { ConnectRouter } from "@connectrpc/connect";
-import { MonitoringService } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
+import {
+  MonitoringService,
+  type Point,
+  type QueryVMMonitoringResponse,
+} from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import type { Db } from "../../db/database.ts";
 import { permissionDenied, SvcError } from "../../errors.ts";
 import { authorizeProject, type Principal } from "../../iam/principal.ts";
 import { parseProjectName, parseVmName } from "../../inventory/names.ts";
 import { enableExpandedMonitoring } from "../../metrics/expanded.ts";
 import { type LatestVmMetrics, listVmMonitoring } from "../../metrics/list.ts";
-import { queryVmMonitoring, type VmQueryDeps } from "../../metrics/query.ts";
+import {
+  type PointColumns,
+  queryVmMonitoring,
+  type VmQueryDeps,
+  type VmQueryResult,
+} from "../../metrics/query.ts";
 import { humanOf, principalOf } from "../context.ts";
 
 export interface MonitoringDeps {
@@ -46,7 +55,7 @@ export function registerMonitoringService(router: ConnectRouter, deps: Monitorin
     queryVMMonitoring: async (r, ctx) => {
       await authorizeVm(db, principalOf(ctx), r.name);
       if (!deps.vmQuery) throw new SvcError("unimplemented", "QueryVMMonitoring is not configured");
-      return queryVmMonitoring(deps.vmQuery, r);
+      return queryResponse(await queryVmMonitoring(deps.vmQuery, r));
     },
     enableExpandedMonitoring: async (r, ctx) => {
       humanOf(ctx);
@@ -58,4 +67,55 @@ export function registerMonitoringService(router: ConnectRouter, deps: Monitorin
       return e;
     },
   });
+}
+
+/**
+ * The answer as protobuf-es messages, built once: Connect passes a value that is already a message
+ * through unchanged, where a plain object would be deep-copied by create(), an object per point.
+ * The types name every field, so a field added to the contract fails type-checking here.
+ */
+function queryResponse(r: VmQueryResult): QueryVMMonitoringResponse {
+  return {
+    $typeName: "svc.monitoring.v1.QueryVMMonitoringResponse",
+    startTimeUnix: r.startTimeUnix,
+    endTimeUnix: r.endTimeUnix,
+    stepSeconds: r.stepSeconds,
+    series: r.series.map((s) => ({
+      $typeName: "svc.monitoring.v1.Series",
+      metricId: s.metricId,
+      unit: s.unit,
+      labels: s.labels,
+      source: s.source,
+      points: pointMessages(s.points),
+    })),
+    quality: {
+      $typeName: "svc.monitoring.v1.Quality",
+      lastObservedUnix: r.quality.lastObservedUnix,
+      stale: r.quality.stale,
+      partial: r.quality.partial,
+      series: r.quality.series.map((q) => ({
+        $typeName: "svc.monitoring.v1.SeriesQuality",
+        metricId: q.metricId,
+        labels: q.labels,
+        source: q.source,
+        expectedPoints: q.expectedPoints,
+        presentPoints: q.presentPoints,
+        lastObservedUnix: q.lastObservedUnix,
+        stale: q.stale,
+        gaps: q.gaps.map((g) => ({
+          $typeName: "svc.monitoring.v1.Gap",
+          startTimeUnix: g.startTimeUnix,
+          endTimeUnix: g.endTimeUnix,
+        })),
+      })),
+      errors: r.quality.errors.map((e) => ({ $typeName: "svc.monitoring.v1.QueryError", ...e })),
+    },
+  };
+}
+
+function pointMessages(c: PointColumns): Point[] {
+  const out = new Array<Point>(c.timeUnix.length);
+  for (let i = 0; i < out.length; i++)
+    out[i] = { $typeName: "svc.monitoring.v1.Point", timeUnix: BigInt(c.timeUnix[i]), value: c.value[i] };
+  return out;
 }
