@@ -42,4 +42,11 @@ describe("response codings", () => {
     assert.deepEqual(new Uint8Array(brotliDecompressSync(br)), body);
     assert.deepEqual(new Uint8Array(await brotliFast.decompress(br, 1 << 20)), body);
   });
+
+  it("round-trip above the size compressed on the event loop (thread pool path)", async () => {
+    const body = new TextEncoder().encode(JSON.stringify(Array.from({ length: 60_000 }, (_, i) => i * 1.5)));
+    assert.ok(body.byteLength > 128 * 1024);
+    assert.deepEqual(new Uint8Array(gunzipSync(await gzipFast.compress(body))), body);
+    assert.deepEqual(new Uint8Array(brotliDecompressSync(await brotliFast.compress(body))), body);
+  });
 });
