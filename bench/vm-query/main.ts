@@ -377,12 +377,20 @@ try {
   // How long the server's event loop was held up while the load ran (GC pauses, synchronous work).
   const loopDelay = monitorEventLoopDelay({ resolution: 1 });
   loopDelay.enable();
-  const results = await runLoad(rows);
+  // Each request's time inside the server, from Node's "request" event (headers read) to the answer's
+  // last byte handed to the socket: what the client sees beyond it is scheduling and transport.
+  const serverMs: number[] = [];
+  t.app.server.server.on("request", (_req: unknown, res: import("node:http").ServerResponse) => {
+    const a = performance.now();
+    res.on("finish", () => serverMs.push(performance.now() - a));
+  });
+  const results = await runLoad(rows, serverMs);
   loopDelay.disable();
   const table: string[][] = [];
   for (const r of results) {
     const lat = r.latenciesMs.sort((x, y) => x - y);
-    const q = (f: number) => lat[Math.min(lat.length - 1, Math.floor(f * lat.length))].toFixed(2);
+    const q = (f: number) => quantile(lat, f).toFixed(2);
+    const inServer = r.serverMs.sort((x, y) => x - y);
     table.push([
       r.name,
       String(r.n),
@@ -392,6 +400,7 @@ try {
       lat[lat.length - 1].toFixed(2),
       (r.n / r.seconds).toFixed(0),
       (r.serverCpuMs / r.n).toFixed(2),
+      `${quantile(inServer, 0.5).toFixed(2)} / ${quantile(inServer, 0.99).toFixed(2)}`,
       (r.bytes / 1024).toFixed(0),
     ]);
   }
@@ -407,8 +416,10 @@ try {
   }
   inspector?.disconnect();
   out(`\n${VMS} VMs, ${DAYS} d of data; shard 0 exported ${exported.toLocaleString("en")} series lines`);
-  out("| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | server CPU ms/req | response KiB |");
-  out("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  out(
+    "| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | server CPU ms/req | in server p50 / p99 ms | response KiB |",
+  );
+  out("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
   for (const r of table) out(`| ${r.join(" | ")} |`);
   out(
     `server event-loop delay during the load: p50 ${(loopDelay.percentile(50) / 1e6).toFixed(2)} ms, ` +
@@ -470,19 +481,29 @@ interface RowResult {
   bytes: number;
   /** CPU time (user + system, all threads: gzip and GC helpers too) of this process while the row ran. */
   serverCpuMs: number;
+  /** Time inside the server of each HTTP request the row's measured phase made (a group's members each). */
+  serverMs: number[];
+}
+
+function quantile(sorted: readonly number[], f: number): number {
+  return sorted.length === 0
+    ? Number.NaN
+    : sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))];
 }
 
 /**
  * Runs bench/vm-query/load.mjs as a child process over the rows; resolves with its latencies and, per
  * row, this (the server's) process CPU time between the client's "measuring" and "measured" marks:
- * steadier than latency percentiles on a shared 2-core machine, so it shows what a change saves.
+ * steadier than latency percentiles on a shared 2-core machine, so it shows what a change saves. The
+ * in-server times collected into `serverMs` between the same marks are handed out per row too.
  */
-function runLoad(rows: LoadRow[]): Promise<RowResult[]> {
+function runLoad(rows: LoadRow[], serverMs: number[]): Promise<RowResult[]> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [new URL("./load.mjs", import.meta.url).pathname], {
       stdio: ["pipe", "pipe", "inherit"],
     });
     const cpuMs = new Map<number, number>();
+    const inServer = new Map<number, number[]>();
     let cpu0 = process.cpuUsage();
     let last = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => {
@@ -490,10 +511,14 @@ function runLoad(rows: LoadRow[]): Promise<RowResult[]> {
       last = lines.pop() ?? "";
       for (const line of lines) {
         const e = JSON.parse(line) as { measuring?: number; measured?: number };
-        if (e.measuring !== undefined) cpu0 = process.cpuUsage();
+        if (e.measuring !== undefined) {
+          cpu0 = process.cpuUsage();
+          serverMs.length = 0;
+        }
         if (e.measured !== undefined) {
           const c = process.cpuUsage(cpu0);
           cpuMs.set(e.measured, (c.user + c.system) / 1000);
+          inServer.set(e.measured, serverMs.splice(0));
         }
       }
     });
@@ -501,7 +526,13 @@ function runLoad(rows: LoadRow[]): Promise<RowResult[]> {
     child.on("exit", (code) => {
       if (code !== 0) return reject(new Error(`load client exited with ${code}`));
       const got = (JSON.parse(last) as { rows: Omit<RowResult, "serverCpuMs">[] }).rows;
-      resolve(got.map((r, i) => ({ ...r, serverCpuMs: cpuMs.get(i) ?? Number.NaN })));
+      resolve(
+        got.map((r, i) => ({
+          ...r,
+          serverCpuMs: cpuMs.get(i) ?? Number.NaN,
+          serverMs: inServer.get(i) ?? [],
+        })),
+      );
     });
     child.stdin.end(JSON.stringify({ rows }));
   });
