@@ -59,13 +59,21 @@ describe("Connect protocol edge", () => {
     assert.equal("nextPageToken" in body, false);
   });
 
-  it("gzips large answers when the client accepts it, and reads gzipped requests", async () => {
+  /** A project of 40 VMs: its ListVMMonitoring answer is well over Connect's 1 KiB compression floor. */
+  const bigListing = async (projectId: string) => {
     const big = await t.seedProject(
-      "gzip-test",
+      projectId,
       Array.from({ length: 40 }, (_, i) => `vm-${i}`),
     );
-    const body = JSON.stringify({ projectName: big.projectName, pageSize: 50, inventoryOnly: true });
-    const auth = { Authorization: `Bearer ${big.owner.session}` };
+    return {
+      big,
+      body: JSON.stringify({ projectName: big.projectName, pageSize: 50, inventoryOnly: true }),
+      auth: { Authorization: `Bearer ${big.owner.session}` },
+    };
+  };
+
+  it("gzips large answers when the client accepts it, and reads gzipped requests", async () => {
+    const { body, auth } = await bigListing("gzip-test");
     const plain = await post(LIST, body, { ...auth, "Accept-Encoding": "identity" });
     assert.equal(plain.headers.get("content-encoding"), null);
     const want = await plain.json();
@@ -89,12 +97,7 @@ describe("Connect protocol edge", () => {
   });
 
   it("answers in the coding svc prefers among those the client accepts, weights honoured", async () => {
-    const big = await t.seedProject(
-      "br-test",
-      Array.from({ length: 40 }, (_, i) => `vm-${i}`),
-    );
-    const body = JSON.stringify({ projectName: big.projectName, pageSize: 50, inventoryOnly: true });
-    const auth = { Authorization: `Bearer ${big.owner.session}` };
+    const { big, body, auth } = await bigListing("br-test");
     const want = await (await post(LIST, body, { ...auth, "Accept-Encoding": "identity" })).json();
     // A browser lists gzip first without weights: JSON is answered with brotli, cheaper and smaller.
     const browser = await post(LIST, body, { ...auth, "Accept-Encoding": "gzip, deflate, br, zstd" });
