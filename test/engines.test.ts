@@ -19,10 +19,12 @@ it("every package in the lock supports the Node version package.json promises", 
     packages: Record<string, { version?: string; engines?: { node?: string } | string[] }>;
   };
   const tooNew = Object.entries(lock.packages)
-    .filter(([, p]) => {
-      const wanted = Array.isArray(p.engines) ? undefined : p.engines?.node;
-      return wanted !== undefined && !semver.satisfies(floor, wanted);
-    })
-    .map(([path, p]) => `${path}@${p.version} needs node ${(p.engines as { node: string }).node}`);
+    .map(([path, p]) => ({
+      path,
+      version: p.version,
+      wanted: Array.isArray(p.engines) ? undefined : p.engines?.node,
+    }))
+    .filter(({ wanted }) => wanted !== undefined && !semver.satisfies(floor, wanted))
+    .map(({ path, version, wanted }) => `${path}@${version} needs node ${wanted}`);
   assert.deepEqual(tooNew, [], `packages that need a newer Node than ${floor}`);
 });

@@ -10,7 +10,7 @@
  * formula as ingest. Every VM also carries 34 per-device series over the last 5 minutes so that one
  * export shard (of 4) holds 250 VMs × 40 = 10,000 series. Each row is first checked through the typed
  * SDK client, then measured from a separate client process (load.mjs, node:http keep-alive over
- * loopback, as cheap as wrk, gzip accepted), one request at a time after 100 warm-up requests, so the
+ * loopback, as cheap as wrk, with a browser's Accept-Encoding), one request at a time after 100 warm-up requests, so the
  * client's decoding shares neither the server's event loop nor its heap. Before measuring, compaction
  * is settled and the load's garbage collected (a full GC).
  *
@@ -523,9 +523,10 @@ function runLoad(rows: LoadRow[], serverMs: number[]): Promise<RowResult[]> {
       }
     });
     child.on("error", reject);
-    child.on("exit", (code) => {
+    // "close", not "exit": the rows are the child's last stdout, which may still be unread at exit.
+    child.on("close", (code) => {
       if (code !== 0) return reject(new Error(`load client exited with ${code}`));
-      const got = (JSON.parse(last) as { rows: Omit<RowResult, "serverCpuMs">[] }).rows;
+      const got = (JSON.parse(last) as { rows: Omit<RowResult, "serverCpuMs" | "serverMs">[] }).rows;
       resolve(
         got.map((r, i) => ({
           ...r,

@@ -15,7 +15,15 @@
  * 14.3 / 11.2). Larger answers go to the thread pool so that no request holds the loop for long.
  */
 import { promisify } from "node:util";
-import { type BrotliOptions, brotliCompress, brotliCompressSync, constants, gzip, gzipSync } from "node:zlib";
+import {
+  type BrotliOptions,
+  brotliCompress,
+  brotliCompressSync,
+  constants,
+  gzip,
+  gzipSync,
+  type ZlibOptions,
+} from "node:zlib";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 
@@ -26,34 +34,44 @@ const SYNC_MAX_BYTES = 128 * 1024;
 
 const asBytes = (b: Buffer) => new Uint8Array(b.buffer as ArrayBuffer, b.byteOffset, b.byteLength);
 
-export const gzipFast: Compression = {
-  name: "gzip",
-  compress: async (bytes) =>
-    asBytes(
-      bytes.byteLength <= SYNC_MAX_BYTES
-        ? gzipSync(bytes, { level: 2 })
-        : await gzipAsync(bytes, { level: 2 }),
-    ),
-  decompress: compressionGzip.decompress,
-};
+/** One coding: compressed on the event loop up to SYNC_MAX_BYTES, in the thread pool above. */
+function sizedCompression<O>(
+  name: string,
+  decompress: Compression["decompress"],
+  options: (bytes: Uint8Array) => O,
+  sync: (bytes: Uint8Array, o: O) => Buffer,
+  async: (bytes: Uint8Array, o: O) => Promise<Buffer>,
+): Compression {
+  return {
+    name,
+    compress: async (bytes) =>
+      asBytes(
+        bytes.byteLength <= SYNC_MAX_BYTES ? sync(bytes, options(bytes)) : await async(bytes, options(bytes)),
+      ),
+    decompress,
+  };
+}
 
-const brotliOptions = (bytes: Uint8Array): BrotliOptions => ({
-  params: {
-    [constants.BROTLI_PARAM_QUALITY]: 1,
-    [constants.BROTLI_PARAM_SIZE_HINT]: bytes.byteLength,
-  },
-});
+export const gzipFast = sizedCompression<ZlibOptions>(
+  "gzip",
+  compressionGzip.decompress,
+  () => ({ level: 2 }),
+  gzipSync,
+  gzipAsync,
+);
 
-export const brotliFast: Compression = {
-  name: "br",
-  compress: async (bytes) =>
-    asBytes(
-      bytes.byteLength <= SYNC_MAX_BYTES
-        ? brotliCompressSync(bytes, brotliOptions(bytes))
-        : await brotliAsync(bytes, brotliOptions(bytes)),
-    ),
-  decompress: compressionBrotli.decompress,
-};
+export const brotliFast = sizedCompression<BrotliOptions>(
+  "br",
+  compressionBrotli.decompress,
+  (bytes) => ({
+    params: {
+      [constants.BROTLI_PARAM_QUALITY]: 1,
+      [constants.BROTLI_PARAM_SIZE_HINT]: bytes.byteLength,
+    },
+  }),
+  brotliCompressSync,
+  brotliAsync,
+);
 
 /** What the Connect routes accept and answer with (requests of any level decompress). */
 export const connectCompressions: Compression[] = [gzipFast, brotliFast];
