@@ -25,7 +25,7 @@ import type { Rollups } from "../storage/rollups.ts";
 import { xorDecodeInto } from "./chunk.ts";
 import { CorruptionError } from "./errors.ts";
 import type { SampleArrays } from "./head.ts";
-import { labelsFromSyms, SymbolTable } from "./labels.ts";
+import { labelsFromSyms, SymbolTable, symsEqual, symsHash } from "./labels.ts";
 import type { PostingsIndex } from "./matchers.ts";
 import type { PostingsList } from "./postings.ts";
 import { decodeRollupsInto } from "./rollup-codec.ts";
@@ -304,6 +304,8 @@ export class Block implements PostingsIndex {
   readonly #labelArena: Uint32Array;
   readonly #labelOff: Uint32Array;
   readonly #labelCnt: Uint16Array;
+  /** labelsHash per series, NaN until first asked. */
+  readonly #labelHash: Float64Array;
   /** Chunk metas, flat; series i owns chunks [chunkStart[i], chunkStart[i+1]). */
   readonly #chunkStart: Uint32Array;
   readonly #cMinT: Float64Array;
@@ -338,6 +340,7 @@ export class Block implements PostingsIndex {
     const nseries = r.u32();
     this.#labelOff = new Uint32Array(nseries);
     this.#labelCnt = new Uint16Array(nseries);
+    this.#labelHash = new Float64Array(nseries).fill(Number.NaN);
     this.#chunkStart = new Uint32Array(nseries + 1);
     this.#all = Uint32Array.from({ length: nseries }, (_, i) => i);
     const arena: number[] = [];
@@ -394,6 +397,21 @@ export class Block implements PostingsIndex {
 
   labels(id: number): Labels {
     return labelsFromSyms(this.#syms, this.#labelArena, this.#labelOff[id], this.#labelCnt[id]);
+  }
+
+  /** symsHash of series id's labels, computed once per series (the block never changes). */
+  labelsHash(id: number): number {
+    let h = this.#labelHash[id];
+    if (Number.isNaN(h)) {
+      h = symsHash(this.#syms, this.#labelArena, this.#labelOff[id], this.#labelCnt[id]);
+      this.#labelHash[id] = h;
+    }
+    return h;
+  }
+
+  /** Whether series id's labels are exactly `labels`, without building them. */
+  hasLabels(id: number, labels: Labels): boolean {
+    return symsEqual(this.#syms, this.#labelArena, this.#labelOff[id], this.#labelCnt[id], labels);
   }
 
   /** Samples of series id with mint ≤ t ≤ maxt; the arrays belong to the caller. */

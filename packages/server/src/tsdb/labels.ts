@@ -83,6 +83,45 @@ export class SymbolTable {
   }
 }
 
+/**
+ * A 53-bit hash of the label set stored as interned (name, value) symbol pairs, over the strings
+ * themselves: equal label sets hash equal whichever symbol table (block or head) holds them, so the
+ * querier joins a series across sources without building a string key per source and read. Two
+ * FNV-1a lanes with different primes; a name ends with 0xff and a value with 0xfe.
+ */
+export function symsHash(syms: SymbolTable, arr: Uint32Array, off: number, count: number): number {
+  let a = 0x811c9dc5;
+  let b = 0x9e3779b9;
+  for (let i = 0; i < 2 * count; i++) {
+    const s = syms.str(arr[off + i]);
+    for (let k = 0; k < s.length; k++) {
+      const c = s.charCodeAt(k);
+      a = Math.imul(a ^ c, 0x01000193);
+      b = Math.imul(b ^ c, 0x5bd1e995);
+    }
+    const end = i % 2 === 0 ? 0xff : 0xfe;
+    a = Math.imul(a ^ end, 0x01000193);
+    b = Math.imul(b ^ end, 0x5bd1e995);
+  }
+  return (a >>> 0) * 2 ** 21 + (b >>> 11);
+}
+
+/** Whether the interned (name, value) pairs are exactly `labels`. */
+export function symsEqual(
+  syms: SymbolTable,
+  arr: Uint32Array,
+  off: number,
+  count: number,
+  labels: Labels,
+): boolean {
+  if (labels.length !== count) return false;
+  for (let i = 0; i < count; i++) {
+    const l = labels[i];
+    if (syms.str(arr[off + 2 * i]) !== l.name || syms.str(arr[off + 2 * i + 1]) !== l.value) return false;
+  }
+  return true;
+}
+
 /** Builds Labels from interned (name, value) symbol pairs. */
 export function labelsFromSyms(syms: SymbolTable, arr: Uint32Array, off: number, count: number): Labels {
   const out: Label[] = new Array(count);

@@ -57,28 +57,46 @@ export class TsdbQuerier implements Querier {
    * series ids (blocks oldest first) and the head ref (−1 when none). Nothing is decoded yet.
    */
   #seriesParts(cms: ReturnType<typeof compileMatchers>, mintMs: number, maxtMs: number): SeriesParts[] {
-    const found = new Map<string, SeriesParts>();
+    // Joined by a hash of the labels (kept per block series) and checked for equality, so a read
+    // builds labels once per series, not once per source, and no string key per source.
+    const found = new Map<number, SeriesParts>();
+    const list: SeriesParts[] = [];
     for (const block of this.#blocks) {
       if (block.meta.maxTime < mintMs || block.meta.minTime > maxtMs) continue;
       const ids = postingsForMatchers(block, cms);
       for (let i = 0; i < ids.length; i++) {
-        const labels = block.labels(ids[i]);
-        const key = labelsKey(labels);
-        const e = found.get(key);
-        if (e) e.parts.push({ block, id: ids[i] });
-        else found.set(key, { labels, parts: [{ block, id: ids[i] }], ref: -1 });
+        const id = ids[i];
+        const h = block.labelsHash(id);
+        let e = found.get(h);
+        while (e && !block.hasLabels(id, e.labels)) e = e.next;
+        if (e) e.parts.push({ block, id });
+        else {
+          const added: SeriesParts = {
+            labels: block.labels(id),
+            parts: [{ block, id }],
+            ref: -1,
+            next: found.get(h),
+          };
+          found.set(h, added);
+          list.push(added);
+        }
       }
     }
-    const head = this.#head;
-    const refs = postingsForMatchers(head.reg, cms);
+    const reg = this.#head.reg;
+    const refs = postingsForMatchers(reg, cms);
     for (let i = 0; i < refs.length; i++) {
-      const labels = head.reg.labels(refs[i]);
-      const key = labelsKey(labels);
-      const e = found.get(key);
-      if (e) e.ref = refs[i];
-      else found.set(key, { labels, parts: [], ref: refs[i] });
+      const ref = refs[i];
+      const h = reg.labelsHash(ref);
+      let e = found.get(h);
+      while (e && !reg.hasLabels(ref, e.labels)) e = e.next;
+      if (e) e.ref = ref;
+      else {
+        const added: SeriesParts = { labels: reg.labels(ref), parts: [], ref, next: found.get(h) };
+        found.set(h, added);
+        list.push(added);
+      }
     }
-    return [...found.values()];
+    return list;
   }
 
   /** A series' samples in [mintMs, maxtMs] from all its sources, merged (`tail`: the head's, if read). */
@@ -238,6 +256,8 @@ interface SeriesParts {
   readonly labels: Labels;
   readonly parts: { block: Block; id: number }[];
   ref: number;
+  /** Another label set with the same hash (a collision), if any. */
+  readonly next: SeriesParts | undefined;
 }
 
 interface LatestColumns {

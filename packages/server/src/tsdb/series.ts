@@ -6,7 +6,7 @@
  * so records written before and after a restart agree.
  */
 import type { Labels } from "../storage/interface.ts";
-import { labelsFromSyms, SymbolTable } from "./labels.ts";
+import { labelsFromSyms, SymbolTable, symsEqual, symsHash } from "./labels.ts";
 import type { PostingsIndex } from "./matchers.ts";
 import { GrowablePostings, type PostingsList } from "./postings.ts";
 
@@ -93,6 +93,16 @@ export class SeriesRegistry implements PostingsIndex {
 
   isAlive(ref: number): boolean {
     return ref < this.cap && this.#alive[ref] === 1;
+  }
+
+  /** symsHash of ref's labels (the same value a block gives for the same label set). */
+  labelsHash(ref: number): number {
+    return symsHash(this.syms, this.#labelArena, this.#labelOff[ref], this.#labelCnt[ref]);
+  }
+
+  /** Whether ref's labels are exactly `labels`, without building them. */
+  hasLabels(ref: number, labels: Labels): boolean {
+    return symsEqual(this.syms, this.#labelArena, this.#labelOff[ref], this.#labelCnt[ref], labels);
   }
 
   /** A fresh Labels array for ref (the caller owns it). */
