@@ -66,7 +66,8 @@ for (const [index, row] of input.rows.entries()) {
     const sizes = await Promise.all(r.group.map((g) => one(g, row.name)));
     return sizes.reduce((a, b) => a + b, 0);
   };
-  for (let i = 0; i < Math.min(100, row.n); i++) await send(i);
+  const warmup = row.warmup ?? Math.min(100, row.n);
+  for (let i = 0; i < warmup; i++) await send(i);
   const latenciesMs = [];
   let bytes = 0;
   await mark({ measuring: index });

@@ -27,11 +27,11 @@
 
 import { spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { monitorEventLoopDelay, PerformanceObserver, performance } from "node:perf_hooks";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { create, toBinary, toJsonString } from "@bufbuild/protobuf";
@@ -371,7 +371,8 @@ try {
     await inspector.post("HeapProfiler.startSampling", {
       samplingInterval: 4096,
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
+      // BENCH_HEAP_PROMOTED=1: only what survived young-generation GCs (what fills the old generation).
+      includeObjectsCollectedByMinorGC: !process.env.BENCH_HEAP_PROMOTED,
     } as never);
   }
   // How long the server's event loop was held up while the load ran (GC pauses, synchronous work).
@@ -379,18 +380,38 @@ try {
   loopDelay.enable();
   // Each request's time inside the server, from Node's "request" event (headers read) to the answer's
   // last byte handed to the socket: what the client sees beyond it is scheduling and transport.
-  const serverMs: number[] = [];
+  const serverMs: Span[] = [];
   t.app.server.server.on("request", (_req: unknown, res: import("node:http").ServerResponse) => {
-    const a = performance.now();
-    res.on("finish", () => serverMs.push(performance.now() - a));
+    const start = performance.now();
+    const h0 = process.hrtime.bigint();
+    const s0 = readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ").map(Number);
+    res.on("finish", () => { const s1 = readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ").map(Number); serverMs.push({ start, end: performance.now(), h0: Number(h0 / 1000n), h1: Number(process.hrtime.bigint() / 1000n), run: (s1[0]-s0[0])/1e6, wait: (s1[1]-s0[1])/1e6 } as Span)});
   });
-  const results = await runLoad(rows, serverMs);
+  // GC pauses of this process while the load ran, to tell how much of the slowest requests they are.
+  const gcPauses: Span[] = [];
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcPauses.push({ start: e.startTime, end: e.startTime + e.duration });
+  });
+  gcObserver.observe({ entryTypes: ["gc"] });
+  const threads = () => { const m = new Map<string, number[]>(); for (const t of readdirSync("/proc/self/task")) { const st = readFileSync(`/proc/self/task/${t}/stat`, "utf8"); const comm = st.slice(st.indexOf("(") + 1, st.lastIndexOf(")")); const f = st.slice(st.lastIndexOf(")") + 2).split(" "); const ss = readFileSync(`/proc/self/task/${t}/schedstat`, "utf8").split(" ").map(Number); m.set(`${t} ${comm}`, [ss[0] / 1e6, ss[1] / 1e6, Number(f[11]) + Number(f[12])]); } return m; };
+  const th0 = threads();
+  let thPrev = th0;
+  const thTimer = process.env.BENCH_MARKS ? setInterval(() => { const now = threads(); let main = 0; let workers = 0; for (const [k, v] of now) { const a = thPrev.get(k) ?? [0, 0, 0]; if (k.startsWith(`${process.pid} `)) main += v[0] - a[0]; else workers += v[0] - a[0]; } thPrev = now; out(`[1s] main ${main.toFixed(0)} ms, other threads ${workers.toFixed(0)} ms, requests so far ${serverMs.length}`); }, 1000) : undefined;
+  const warm = process.env.BENCH_WARMUP ? Number(process.env.BENCH_WARMUP) : undefined;
+  const results = await runLoad(rows.map((r) => ({ ...r, warmup: warm })), serverMs);
+  const th1 = threads();
+  if (process.env.BENCH_MARKS) { const h1 = process.memoryUsage().heapUsed; fullGc(); out(`heap after load ${(h1 / 2 ** 20).toFixed(1)} MiB, after full GC ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(1)} MiB`); }
+  clearInterval(thTimer);
+  for (const [k, v] of th1) { const a = th0.get(k) ?? [0, 0, 0]; if (v[0] - a[0] > 1) out(`thread ${k}: run ${(v[0] - a[0]).toFixed(0)} ms, runqueue wait ${(v[1] - a[1]).toFixed(0)} ms`); }
+  if (process.env.BENCH_SPANS) writeFileSync(process.env.BENCH_SPANS, JSON.stringify({ rows: results.map((r) => r.serverMs), gcPauses }));
   loopDelay.disable();
+  gcObserver.disconnect();
+  out(`gc pauses observed: ${gcPauses.length}, total ${gcPauses.reduce((a, p) => a + p.end - p.start, 0).toFixed(0)} ms`);
   const table: string[][] = [];
   for (const r of results) {
     const lat = r.latenciesMs.sort((x, y) => x - y);
     const q = (f: number) => quantile(lat, f).toFixed(2);
-    const inServer = r.serverMs.sort((x, y) => x - y);
+    const inServer = r.serverMs.map((s) => s.end - s.start).sort((x, y) => x - y);
     table.push([
       r.name,
       String(r.n),
@@ -401,6 +422,7 @@ try {
       (r.n / r.seconds).toFixed(0),
       (r.serverCpuMs / r.n).toFixed(2),
       `${quantile(inServer, 0.5).toFixed(2)} / ${quantile(inServer, 0.99).toFixed(2)}`,
+      slowestGc(r.serverMs, gcPauses),
       (r.bytes / 1024).toFixed(0),
     ]);
   }
@@ -417,9 +439,9 @@ try {
   inspector?.disconnect();
   out(`\n${VMS} VMs, ${DAYS} d of data; shard 0 exported ${exported.toLocaleString("en")} series lines`);
   out(
-    "| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | server CPU ms/req | in server p50 / p99 ms | response KiB |",
+    "| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | server CPU ms/req | in server p50 / p99 ms | slowest 1% in server: mean ms / GC pause in it | response KiB |",
   );
-  out("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  out("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
   for (const r of table) out(`| ${r.join(" | ")} |`);
   out(
     `server event-loop delay during the load: p50 ${(loopDelay.percentile(50) / 1e6).toFixed(2)} ms, ` +
@@ -482,7 +504,30 @@ interface RowResult {
   /** CPU time (user + system, all threads: gzip and GC helpers too) of this process while the row ran. */
   serverCpuMs: number;
   /** Time inside the server of each HTTP request the row's measured phase made (a group's members each). */
-  serverMs: number[];
+  serverMs: Span[];
+}
+
+interface Span {
+  start: number;
+  end: number;
+}
+
+/**
+ * The slowest 1% of a row's in-server spans: their mean time and the mean GC pause time inside them
+ * (from the process's own GC entries), which tells whether the tail is collection or work.
+ */
+function slowestGc(spans: readonly Span[], pauses: readonly Span[]): string {
+  const slow = [...spans]
+    .sort((a, b) => b.end - b.start - (a.end - a.start))
+    .slice(0, Math.ceil(spans.length / 100));
+  if (slow.length === 0) return "";
+  let ms = 0;
+  let gc = 0;
+  for (const s of slow) {
+    ms += s.end - s.start;
+    for (const p of pauses) gc += Math.max(0, Math.min(s.end, p.end) - Math.max(s.start, p.start));
+  }
+  return `${(ms / slow.length).toFixed(2)} / ${(gc / slow.length).toFixed(2)}`;
 }
 
 function quantile(sorted: readonly number[], f: number): number {
@@ -497,13 +542,13 @@ function quantile(sorted: readonly number[], f: number): number {
  * steadier than latency percentiles on a shared 2-core machine, so it shows what a change saves. The
  * in-server times collected into `serverMs` between the same marks are handed out per row too.
  */
-function runLoad(rows: LoadRow[], serverMs: number[]): Promise<RowResult[]> {
+function runLoad(rows: LoadRow[], serverMs: Span[]): Promise<RowResult[]> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [new URL("./load.mjs", import.meta.url).pathname], {
       stdio: ["pipe", "pipe", "inherit"],
     });
     const cpuMs = new Map<number, number>();
-    const inServer = new Map<number, number[]>();
+    const inServer = new Map<number, Span[]>();
     let cpu0 = process.cpuUsage();
     let last = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => {
@@ -512,10 +557,12 @@ function runLoad(rows: LoadRow[], serverMs: number[]): Promise<RowResult[]> {
       for (const line of lines) {
         const e = JSON.parse(line) as { measuring?: number; measured?: number };
         if (e.measuring !== undefined) {
+          if (process.env.BENCH_MARKS) process.stdout.write(`--measuring ${e.measuring}--\n`);
           cpu0 = process.cpuUsage();
           serverMs.length = 0;
         }
         if (e.measured !== undefined) {
+          if (process.env.BENCH_MARKS) process.stdout.write(`--measured ${e.measured}--\n`);
           const c = process.cpuUsage(cpu0);
           cpuMs.set(e.measured, (c.user + c.system) / 1000);
           inServer.set(e.measured, serverMs.splice(0));

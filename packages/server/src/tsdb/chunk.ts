@@ -200,7 +200,9 @@ function peek32(buf: Uint8Array, base: number, pos: number): number {
 /**
  * Decodes `count` samples of the chunk in buf[base...] and appends those with
  * mint ≤ t ≤ maxt (inclusive) to the output arrays at index `at`; returns the new index.
- * Values are written as raw bits through a Uint32Array view, so NaN payloads survive.
+ * Values are written as raw bits through a Uint32Array view, so NaN payloads survive; a caller
+ * that decodes into the same arrays again and again passes that view (`outBits`, over outV's
+ * memory) instead of having one made per call.
  * The output arrays must have room.
  *
  * Hot path of every select: bits are read through 32-bit windows (peek32) with the state in locals
@@ -215,9 +217,10 @@ export function xorDecodeInto(
   outT: Float64Array,
   outV: Float64Array,
   at: number,
+  outBits?: Uint32Array,
 ): number {
   if (count === 0) return at;
-  const ov = new Uint32Array(outV.buffer, outV.byteOffset, outV.length * 2);
+  const ov = outBits ?? new Uint32Array(outV.buffer, outV.byteOffset, outV.length * 2);
   let pos = 0;
   let t = (peek32(buf, base, 0) | 0) * TWO32 + peek32(buf, base, 32);
   let hi = peek32(buf, base, 64);

@@ -63,10 +63,11 @@ export function encodeRollups(r: Rollups): Uint8Array {
   return out;
 }
 
-const scratch = {
-  ends: new Float64Array(64),
-  cols: Array.from({ length: COLUMNS.length }, () => new Float64Array(64)),
-};
+function scratchOf(cap: number) {
+  const cols = Array.from({ length: COLUMNS.length }, () => new Float64Array(cap));
+  return { ends: new Float64Array(cap), cols, bits: cols.map((c) => new Uint32Array(c.buffer)) };
+}
+let scratch = scratchOf(64);
 
 /**
  * Appends the buckets of an encoded series whose end is in [minEnd, maxEnd] to `out` (merging a
@@ -80,13 +81,9 @@ export function decodeRollupsInto(buf: Uint8Array, minEnd: number, maxEnd: numbe
   const R = dv.getUint32(4, true);
   if (R !== out.resolutionMs) return false;
   if (n === 0) return true;
-  if (scratch.ends.length < n) {
-    const cap = Math.max(n, 2 * scratch.ends.length);
-    scratch.ends = new Float64Array(cap);
-    scratch.cols = scratch.cols.map(() => new Float64Array(cap));
-  }
+  if (scratch.ends.length < n) scratch = scratchOf(Math.max(n, 2 * scratch.ends.length));
   // Decoded columns are consumed before this returns, so one scratch set serves every read.
-  const { ends, cols } = scratch;
+  const { ends, cols, bits } = scratch;
   let off = 8;
   let got = 0;
   for (let c = 0; c < COLUMNS.length; c++) {
@@ -97,7 +94,7 @@ export function decodeRollupsInto(buf: Uint8Array, minEnd: number, maxEnd: numbe
       const len = dv.getUint32(off, true);
       const count = dv.getUint16(off + 4, true);
       off += 6;
-      at = xorDecodeInto(buf, off, count, minEnd, maxEnd, ends, cols[c], at);
+      at = xorDecodeInto(buf, off, count, minEnd, maxEnd, ends, cols[c], at, bits[c]);
       off += len;
     }
     got = at;
