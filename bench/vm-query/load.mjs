@@ -2,8 +2,10 @@
 // client's response decoding neither shares the server's event loop nor its heap.
 // stdin: {"rows":[{"name","n","requests":[{"url","method","headers","body"} | {"group":[...]}]}]};
 // requests are sent one at a time (a group's members at once), cycling through each row's list, after
-// min(n, 100) warm-up requests: the server's JIT is still optimizing the row's code paths during the
-// first tens of requests, which is a start-up cost, not the steady state the rows measure.
+// the row's warm-up ("warmup" requests, default min(n, 100), stopped after "warmupMaxMs"): the
+// server's JIT is still optimizing the row's code paths during the first ~2,000 requests, which is a
+// start-up cost, not the steady state the rows measure.
+// stdin rows may carry "warmup" and "warmupMaxMs".
 // stdout: one line {"measuring":i} when row i's measured requests start and {"measured":i} when they end
 // (so the server side can read its CPU time over exactly those requests), then
 // {"rows":[{"name","n","latenciesMs":[...],"seconds","bytes"}]}
@@ -67,7 +69,8 @@ for (const [index, row] of input.rows.entries()) {
     return sizes.reduce((a, b) => a + b, 0);
   };
   const warmup = row.warmup ?? Math.min(100, row.n);
-  for (let i = 0; i < warmup; i++) await send(i);
+  const warmUntil = performance.now() + (row.warmupMaxMs ?? Number.POSITIVE_INFINITY);
+  for (let i = 0; i < warmup && performance.now() < warmUntil; i++) await send(i);
   const latenciesMs = [];
   let bytes = 0;
   await mark({ measuring: index });

@@ -10,7 +10,8 @@
  * formula as ingest. Every VM also carries 34 per-device series over the last 5 minutes so that one
  * export shard (of 4) holds 250 VMs × 40 = 10,000 series. Each row is first checked through the typed
  * SDK client, then measured from a separate client process (load.mjs, node:http keep-alive over
- * loopback, as cheap as wrk, with a browser's Accept-Encoding), one request at a time after 100 warm-up requests, so the
+ * loopback, as cheap as wrk, with a browser's Accept-Encoding), one request at a time after a warm-up
+ * (2,000 requests or 15 s per row; 300 with --quick; BENCH_WARMUP overrides), so the
  * client's decoding shares neither the server's event loop nor its heap. Before measuring, compaction
  * is settled and the load's garbage collected (a full GC).
  *
@@ -22,7 +23,14 @@
  * of the measured requests only (not the data load), for chrome://inspect or `npx speedscope`;
  * BENCH_HEAP_PROFILE=<file.heapprofile> records a sampling heap profile of the same requests,
  * including what young-generation GCs already collected (what makes scavenges frequent);
- * BENCH_ONLY=<regex> runs only the rows whose name it matches.
+ * BENCH_ONLY=<regex> runs only the rows whose name it matches; BENCH_SPANS=<file.json> writes each
+ * measured request's span in the server (start, end, ms waiting for a CPU) and the GC pauses;
+ * BENCH_HEAP_PROMOTED=1 limits the heap profile to what survived young-generation GCs.
+ *
+ * Besides the client's latency, each row shows the server's CPU per request, the time inside the
+ * server, and for its slowest 1% how much of that was GC pause and how much waiting for a CPU
+ * (runqueue time from /proc/self/task/<pid>/schedstat): on a 2-core machine the tail is mostly the
+ * latter.
  */
 
 import { spawn, spawnSync } from "node:child_process";
@@ -52,6 +60,10 @@ const num = (name: string, dflt: number) => (process.env[name] ? Number(process.
 const VMS = num("BENCH_VMS", quick ? 100 : 1000);
 const DAYS = num("BENCH_DAYS", quick ? 1 : 7);
 const ITER = num("BENCH_ITER", quick ? 100 : 400);
+// V8 keeps optimizing the request path for ~2,000 requests (its compiler threads ran ~1 s of CPU
+// over the first 500 7-day requests here, competing for the two cores), so a row is measured after
+// that warm-up: the steady state of a server that has been running, not its first seconds.
+const WARMUP = num("BENCH_WARMUP", quick ? 300 : 2000);
 const STEP_MS = 30_000;
 const S = 1000;
 
@@ -383,9 +395,10 @@ try {
   const serverMs: Span[] = [];
   t.app.server.server.on("request", (_req: unknown, res: import("node:http").ServerResponse) => {
     const start = performance.now();
-    const h0 = process.hrtime.bigint();
-    const s0 = readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ").map(Number);
-    res.on("finish", () => { const s1 = readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ").map(Number); serverMs.push({ start, end: performance.now(), h0: Number(h0 / 1000n), h1: Number(process.hrtime.bigint() / 1000n), run: (s1[0]-s0[0])/1e6, wait: (s1[1]-s0[1])/1e6 } as Span)});
+    const wait0 = runqueueWaitMs();
+    res.on("finish", () =>
+      serverMs.push({ start, end: performance.now(), waitMs: runqueueWaitMs() - wait0 }),
+    );
   });
   // GC pauses of this process while the load ran, to tell how much of the slowest requests they are.
   const gcPauses: Span[] = [];
@@ -393,20 +406,19 @@ try {
     for (const e of list.getEntries()) gcPauses.push({ start: e.startTime, end: e.startTime + e.duration });
   });
   gcObserver.observe({ entryTypes: ["gc"] });
-  const threads = () => { const m = new Map<string, number[]>(); for (const t of readdirSync("/proc/self/task")) { const st = readFileSync(`/proc/self/task/${t}/stat`, "utf8"); const comm = st.slice(st.indexOf("(") + 1, st.lastIndexOf(")")); const f = st.slice(st.lastIndexOf(")") + 2).split(" "); const ss = readFileSync(`/proc/self/task/${t}/schedstat`, "utf8").split(" ").map(Number); m.set(`${t} ${comm}`, [ss[0] / 1e6, ss[1] / 1e6, Number(f[11]) + Number(f[12])]); } return m; };
-  const th0 = threads();
-  let thPrev = th0;
-  const thTimer = process.env.BENCH_MARKS ? setInterval(() => { const now = threads(); let main = 0; let workers = 0; for (const [k, v] of now) { const a = thPrev.get(k) ?? [0, 0, 0]; if (k.startsWith(`${process.pid} `)) main += v[0] - a[0]; else workers += v[0] - a[0]; } thPrev = now; out(`[1s] main ${main.toFixed(0)} ms, other threads ${workers.toFixed(0)} ms, requests so far ${serverMs.length}`); }, 1000) : undefined;
-  const warm = process.env.BENCH_WARMUP ? Number(process.env.BENCH_WARMUP) : undefined;
-  const results = await runLoad(rows.map((r) => ({ ...r, warmup: warm })), serverMs);
-  const th1 = threads();
-  if (process.env.BENCH_MARKS) { const h1 = process.memoryUsage().heapUsed; fullGc(); out(`heap after load ${(h1 / 2 ** 20).toFixed(1)} MiB, after full GC ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(1)} MiB`); }
-  clearInterval(thTimer);
-  for (const [k, v] of th1) { const a = th0.get(k) ?? [0, 0, 0]; if (v[0] - a[0] > 1) out(`thread ${k}: run ${(v[0] - a[0]).toFixed(0)} ms, runqueue wait ${(v[1] - a[1]).toFixed(0)} ms`); }
-  if (process.env.BENCH_SPANS) writeFileSync(process.env.BENCH_SPANS, JSON.stringify({ rows: results.map((r) => r.serverMs), gcPauses }));
+  const threads0 = threadCpuMs();
+  const results = await runLoad(
+    rows.map((r) => ({ ...r, warmup: WARMUP, warmupMaxMs: 15_000 })),
+    serverMs,
+  );
+  const threads1 = threadCpuMs();
   loopDelay.disable();
   gcObserver.disconnect();
-  out(`gc pauses observed: ${gcPauses.length}, total ${gcPauses.reduce((a, p) => a + p.end - p.start, 0).toFixed(0)} ms`);
+  if (process.env.BENCH_SPANS)
+    writeFileSync(
+      process.env.BENCH_SPANS,
+      JSON.stringify({ rows: results.map((r) => r.serverMs), gcPauses }),
+    );
   const table: string[][] = [];
   for (const r of results) {
     const lat = r.latenciesMs.sort((x, y) => x - y);
@@ -439,10 +451,19 @@ try {
   inspector?.disconnect();
   out(`\n${VMS} VMs, ${DAYS} d of data; shard 0 exported ${exported.toLocaleString("en")} series lines`);
   out(
-    "| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | server CPU ms/req | in server p50 / p99 ms | slowest 1% in server: mean ms / GC pause in it | response KiB |",
+    "| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | server CPU ms/req | in server p50 / p99 ms | slowest 1% in server: mean ms / GC pause / waiting for a CPU | response KiB |",
   );
   out("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
   for (const r of table) out(`| ${r.join(" | ")} |`);
+  if (threads0 && threads1) {
+    const main = (threads1.get(process.pid) ?? 0) - (threads0.get(process.pid) ?? 0);
+    let others = 0;
+    for (const [tid, ms] of threads1) if (tid !== process.pid) others += ms - (threads0.get(tid) ?? 0);
+    out(
+      `server threads during the load (warm-ups included): main ${main.toFixed(0)} ms CPU, ` +
+        `${threads1.size - 1} others (V8's compiler and GC helpers, libuv) ${others.toFixed(0)} ms`,
+    );
+  }
   out(
     `server event-loop delay during the load: p50 ${(loopDelay.percentile(50) / 1e6).toFixed(2)} ms, ` +
       `p99 ${(loopDelay.percentile(99) / 1e6).toFixed(2)} ms, max ${(loopDelay.max / 1e6).toFixed(2)} ms`,
@@ -491,6 +512,9 @@ interface LoadRequest {
 interface LoadRow {
   name: string;
   n: number;
+  /** Warm-up requests before measuring, stopped early after warmupMaxMs. */
+  warmup?: number;
+  warmupMaxMs?: number;
   requests: (LoadRequest | { group: LoadRequest[] })[];
 }
 
@@ -510,11 +534,41 @@ interface RowResult {
 interface Span {
   start: number;
   end: number;
+  /** Time the main thread was runnable but waiting for a CPU (Linux schedstat), when known. */
+  waitMs?: number;
 }
 
 /**
- * The slowest 1% of a row's in-server spans: their mean time and the mean GC pause time inside them
- * (from the process's own GC entries), which tells whether the tail is collection or work.
+ * Total time (ms) this process's main thread has spent runnable but waiting for a CPU, from
+ * /proc/self/task/<pid>/schedstat; NaN where the kernel does not offer it.
+ */
+function runqueueWaitMs(): number {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, "utf8").split(" ")[1]) / 1e6;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** CPU time (ms) of each of this process's threads by thread id, or undefined off Linux. */
+function threadCpuMs(): Map<number, number> | undefined {
+  try {
+    const out = new Map<number, number>();
+    for (const tid of readdirSync("/proc/self/task"))
+      out.set(
+        Number(tid),
+        Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]) / 1e6,
+      );
+    return out;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The slowest 1% of a row's in-server spans: their mean time, the mean GC pause time inside them
+ * (from the process's own GC entries) and the mean time the main thread waited for a CPU in them,
+ * which tells whether the tail is collection, contention for the two cores, or work.
  */
 function slowestGc(spans: readonly Span[], pauses: readonly Span[]): string {
   const slow = [...spans]
@@ -523,11 +577,14 @@ function slowestGc(spans: readonly Span[], pauses: readonly Span[]): string {
   if (slow.length === 0) return "";
   let ms = 0;
   let gc = 0;
+  let wait = 0;
   for (const s of slow) {
     ms += s.end - s.start;
+    wait += s.waitMs ?? Number.NaN;
     for (const p of pauses) gc += Math.max(0, Math.min(s.end, p.end) - Math.max(s.start, p.start));
   }
-  return `${(ms / slow.length).toFixed(2)} / ${(gc / slow.length).toFixed(2)}`;
+  const f = (x: number) => (x / slow.length).toFixed(2);
+  return `${f(ms)} / ${f(gc)} / ${f(wait)}`;
 }
 
 function quantile(sorted: readonly number[], f: number): number {
@@ -557,12 +614,10 @@ function runLoad(rows: LoadRow[], serverMs: Span[]): Promise<RowResult[]> {
       for (const line of lines) {
         const e = JSON.parse(line) as { measuring?: number; measured?: number };
         if (e.measuring !== undefined) {
-          if (process.env.BENCH_MARKS) process.stdout.write(`--measuring ${e.measuring}--\n`);
           cpu0 = process.cpuUsage();
           serverMs.length = 0;
         }
         if (e.measured !== undefined) {
-          if (process.env.BENCH_MARKS) process.stdout.write(`--measured ${e.measured}--\n`);
           const c = process.cpuUsage(cpu0);
           cpuMs.set(e.measured, (c.user + c.system) / 1000);
           inServer.set(e.measured, serverMs.splice(0));
