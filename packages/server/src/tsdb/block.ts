@@ -304,7 +304,7 @@ export class Block implements PostingsIndex {
   readonly #labelArena: Uint32Array;
   readonly #labelOff: Uint32Array;
   readonly #labelCnt: Uint16Array;
-  /** labelsHash per series, NaN until first asked. */
+  /** symsHash of each series' labels, NaN until first asked (8 bytes per series). */
   readonly #labelHash: Float64Array;
   /** Chunk metas, flat; series i owns chunks [chunkStart[i], chunkStart[i+1]). */
   readonly #chunkStart: Uint32Array;

@@ -87,7 +87,8 @@ export class SymbolTable {
  * A 53-bit hash of the label set stored as interned (name, value) symbol pairs, over the strings
  * themselves: equal label sets hash equal whichever symbol table (block or head) holds them, so the
  * querier joins a series across sources without building a string key per source and read. Two
- * FNV-1a lanes with different primes; a name ends with 0xff and a value with 0xfe.
+ * FNV-1a-style lanes (FNV's prime and MurmurHash2's multiplier), 32 + 21 bits of them kept; a name
+ * ends with 0xff and a value with 0xfe. Callers still compare labels: the hash only narrows.
  */
 export function symsHash(syms: SymbolTable, arr: Uint32Array, off: number, count: number): number {
   let a = 0x811c9dc5;
