@@ -181,7 +181,10 @@ function writeShifted(hi: number, lo: number, shift: number, n: number): void {
 }
 
 /**
- * The 32 bits of buf[base...] starting at bit `pos`, most significant first, as an unsigned number.
+ * The 32 bits of buf[base...] starting at bit `pos`, most significant first, as a signed int32
+ * (the same bits; callers shift with >>> where they need them unsigned). Signed, because an
+ * unsigned value above 2^31 is not a small integer: each one crossing a call that V8 did not
+ * inline was boxed as a heap number, ~24 bytes of garbage per decoded sample.
  * Bytes past the end of `buf` read as zero (a chunk's last sample may end in its final byte).
  */
 function peek32(buf: Uint8Array, base: number, pos: number): number {
@@ -189,12 +192,12 @@ function peek32(buf: Uint8Array, base: number, pos: number): number {
   const s = pos & 7;
   if (i + 4 < buf.length) {
     const w = (buf[i] << 24) | (buf[i + 1] << 16) | (buf[i + 2] << 8) | buf[i + 3];
-    return s === 0 ? w >>> 0 : ((w << s) | (buf[i + 4] >>> (8 - s))) >>> 0;
+    return s === 0 ? w : (w << s) | (buf[i + 4] >>> (8 - s));
   }
   let w = 0;
   for (let k = 0; k < 5; k++) w = w * 256 + (i + k < buf.length ? buf[i + k] : 0);
   // w holds 40 bits; drop the `s` leading ones already consumed and the 8 - s trailing extra.
-  return Math.floor(w / 2 ** (8 - s)) % 4294967296;
+  return (Math.floor(w / 2 ** (8 - s)) % 4294967296) | 0;
 }
 
 /**
@@ -222,7 +225,7 @@ export function xorDecodeInto(
   if (count === 0) return at;
   const ov = outBits ?? new Uint32Array(outV.buffer, outV.byteOffset, outV.length * 2);
   let pos = 0;
-  let t = (peek32(buf, base, 0) | 0) * TWO32 + peek32(buf, base, 32);
+  let t = peek32(buf, base, 0) * TWO32 + (peek32(buf, base, 32) >>> 0);
   let hi = peek32(buf, base, 64);
   let lo = peek32(buf, base, 96);
   pos = 128;
@@ -255,14 +258,14 @@ export function xorDecodeInto(
       dod = (w << 4) >> 12;
       used = 24;
     } else {
-      dod = (peek32(buf, base, pos + 4) | 0) * TWO32 + peek32(buf, base, pos + 36);
+      dod = peek32(buf, base, pos + 4) * TWO32 + (peek32(buf, base, pos + 36) >>> 0);
       used = 68;
     }
     pos += used;
     tDelta += dod;
     t += tDelta;
     // The value header (at most 15 bits) is usually still in the bits of w the timestamp left over.
-    const x = used <= 16 ? (w << used) >>> 0 : peek32(buf, base, pos);
+    const x = used <= 16 ? w << used : peek32(buf, base, pos);
     if ((x & 0x80000000) === 0) {
       pos += 1; // same value
       continue;
@@ -278,20 +281,20 @@ export function xorDecodeInto(
     let xhi = 0;
     let xlo: number;
     if (n > 32) {
-      xhi = peek32(buf, base, pos) >>> (64 - n);
+      xhi = (peek32(buf, base, pos) >>> (64 - n)) | 0;
       xlo = peek32(buf, base, pos + n - 32);
-    } else xlo = peek32(buf, base, pos) >>> (32 - n);
+    } else xlo = (peek32(buf, base, pos) >>> (32 - n)) | 0;
     pos += n;
     // shift (xhi:xlo) left by trailing
     if (trailing >= 32) {
-      xhi = (xlo << (trailing - 32)) >>> 0;
+      xhi = xlo << (trailing - 32);
       xlo = 0;
     } else if (trailing > 0) {
-      xhi = ((xhi << trailing) | (xlo >>> (32 - trailing))) >>> 0;
-      xlo = (xlo << trailing) >>> 0;
+      xhi = (xhi << trailing) | (xlo >>> (32 - trailing));
+      xlo = xlo << trailing;
     }
-    hi = (hi ^ xhi) >>> 0;
-    lo = (lo ^ xlo) >>> 0;
+    hi ^= xhi;
+    lo ^= xlo;
   }
   return at;
 }
