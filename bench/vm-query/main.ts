@@ -19,13 +19,18 @@
  * remote write, and the six charts of the QueryVMMonitoring row are also asked as the six PromQL range
  * queries of metric-ids.ts, sent at once as a dashboard's panels would be, to Prometheus and to svc's
  * Prometheus API; the last line prints svc's one call against Prometheus's six queries.
- * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER; BENCH_CPU_PROFILE=<file.cpuprofile> records a V8 CPU profile
+ * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER (measured requests per row: 1,000, 100 with --quick);
+ * BENCH_CLIENT_FLAGS (node flags of the load client, default one thread and a large young
+ * generation, so that it takes as little of the cores as it can); BENCH_CPU_PROFILE=<file.cpuprofile> records a V8 CPU profile
  * of the measured requests only (not the data load), for chrome://inspect or `npx speedscope`;
  * BENCH_HEAP_PROFILE=<file.heapprofile> records a sampling heap profile of the same requests,
  * including what young-generation GCs already collected (what makes scavenges frequent);
  * BENCH_ONLY=<regex> runs only the rows whose name it matches; BENCH_SPANS=<file.json> writes each
  * measured request's span in the server (start, end, ms waiting for a CPU) and the GC pauses;
  * BENCH_HEAP_PROMOTED=1 limits the heap profile to what survived young-generation GCs.
+ *
+ * A fixed CPU workload is timed before and after the load ("machine speed"): the same code's
+ * figures moved by ±40% between runs on this machine, and that line tells which runs were slow.
  *
  * Besides the client's latency, each row shows the server's CPU per request, the time inside the
  * server, and for its slowest 1% how much of that was GC pause and how much waiting for a CPU
@@ -59,12 +64,22 @@ const quick = process.argv.includes("--quick");
 const num = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt);
 const VMS = num("BENCH_VMS", quick ? 100 : 1000);
 const DAYS = num("BENCH_DAYS", quick ? 1 : 7);
-const ITER = num("BENCH_ITER", quick ? 100 : 400);
+// 1,000 measured requests per row: the p99 of 400 is the 4th-slowest request, so two or three
+// collector pauses decided it from run to run.
+const ITER = num("BENCH_ITER", quick ? 100 : 1000);
 // V8 keeps optimizing the request path for ~2,000 requests (its compiler threads ran ~1 s of CPU
 // over the first 500 7-day requests here, competing for the two cores), so a row is measured after
 // that warm-up: the steady state of a server that has been running, not its first seconds.
 const WARMUP = num("BENCH_WARMUP", quick ? 300 : 2000);
 const STEP_MS = 30_000;
+// The load client should take as little of the two cores as it can, as wrk would: without these,
+// its own V8 compiler and GC threads ran up to 9 ms inside single measured requests (schedstat of
+// its threads), and its main thread then waited for a CPU while the server's answer sat unread.
+// One thread (GC and compiler on the main thread, warmed up before measuring) and a young
+// generation large enough that it rarely collects. BENCH_CLIENT_FLAGS replaces them.
+const CLIENT_FLAGS = (process.env.BENCH_CLIENT_FLAGS ?? "--single-threaded --max-semi-space-size=64")
+  .split(" ")
+  .filter(Boolean);
 // The main thread's schedstat stays open (-1: none) for the reads around every measured request
 // (schedstat() below); declared here because the bench's body runs before the end of the file.
 const schedBuf = Buffer.alloc(128);
@@ -417,11 +432,14 @@ try {
   });
   gcObserver.observe({ entryTypes: ["gc"] });
   const threads0 = threadCpuMs();
+  calibrationMs(); // once unmeasured, so the figure before the load is of compiled code too
+  const calibration0 = calibrationMs();
   const results = await runLoad(
     rows.map((r) => ({ ...r, warmup: WARMUP, warmupMaxMs: 15_000 })),
     serverMs,
   );
   const threads1 = threadCpuMs();
+  const calibration1 = calibrationMs();
   loopDelay.disable();
   gcObserver.disconnect();
   if (process.env.BENCH_SPANS)
@@ -460,6 +478,9 @@ try {
   }
   inspector?.disconnect();
   out(`\n${VMS} VMs, ${DAYS} d of data; shard 0 exported ${exported.toLocaleString("en")} series lines`);
+  out(
+    `machine speed: a fixed CPU workload took ${calibration0.toFixed(1)} ms before the load and ${calibration1.toFixed(1)} ms after (lower is faster; compare runs by it)`,
+  );
   out(
     "| request | n | p50 ms | p90 ms | p99 ms | max ms | req/s | server CPU ms/req | in server p50 / p99 ms | slowest 1% in server: mean ms / GC pause / waiting for a CPU | response KiB |",
   );
@@ -566,6 +587,26 @@ function runqueueWaitMs(): number {
   return mainSchedFd < 0 ? Number.NaN : schedstat(process.pid, mainSchedFd).waitMs;
 }
 
+/**
+ * Time (ms, best of 5) of a fixed CPU-bound workload: number formatting and a typed-array sweep,
+ * like a query's. This machine's speed moved by ±40% between runs here and every latency moves
+ * with it, so the figure, taken before and after the load, tells a slower machine from a slower svc.
+ */
+function calibrationMs(): number {
+  const values = Float64Array.from({ length: 4096 }, (_, i) => Math.sin(i) * 1000);
+  let best = Number.POSITIVE_INFINITY;
+  let sink = 0;
+  for (let r = 0; r < 5; r++) {
+    const t0 = performance.now();
+    for (let k = 0; k < 40; k++) {
+      sink += JSON.stringify(Array.from(values)).length;
+      for (let i = 1; i < values.length; i++) sink += values[i] > values[i - 1] ? 1 : 0;
+    }
+    best = Math.min(best, performance.now() - t0);
+  }
+  return sink > 0 ? best : Number.NaN;
+}
+
 /** CPU time (ms) of each of this process's threads by thread id, or undefined off Linux. */
 function threadCpuMs(): Map<number, number> | undefined {
   try {
@@ -613,9 +654,13 @@ function quantile(sorted: readonly number[], f: number): number {
  */
 function runLoad(rows: LoadRow[], serverMs: Span[]): Promise<RowResult[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [new URL("./load.mjs", import.meta.url).pathname], {
-      stdio: ["pipe", "pipe", "inherit"],
-    });
+    const child = spawn(
+      process.execPath,
+      [...CLIENT_FLAGS, new URL("./load.mjs", import.meta.url).pathname],
+      {
+        stdio: ["pipe", "pipe", "inherit"],
+      },
+    );
     const cpuMs = new Map<number, number>();
     const inServer = new Map<number, Span[]>();
     let cpu0 = process.cpuUsage();
