@@ -19,8 +19,10 @@ import {
   type RollupSeriesData,
   type SeriesData,
 } from "../storage/interface.ts";
+import { ALL_ROLLUP_COLUMNS } from "../storage/rollups.ts";
 import { regexQuote } from "./latest.ts";
 import {
+  rollupColumnsFor,
   rollupStepAggregate,
   rollupsServe,
   stepAggregate,
@@ -278,8 +280,14 @@ export function createMetricsBackend(deps: {
           // Rollups stand for the raw samples when every window is a union of whole buckets.
           const viaRollups =
             q.selectRollups !== undefined && requests.every((r) => rollupsServe(grid, r.windowMs, rollupMs));
+          // Each metric's series are decoded only in the bucket columns its functions read.
+          const columns = new Map<string, number>();
+          for (const r of requests)
+            columns.set(r.metric, (columns.get(r.metric) ?? 0) | rollupColumnsFor(r.fn));
+          const columnsOf = (labels: Labels) =>
+            columns.get(labelValue(labels, "__name__")) ?? ALL_ROLLUP_COLUMNS;
           const data: RollupSeriesData[] = viaRollups
-            ? (q.selectRollups?.(sel, startMs - widest, lastStep, rollupMs) ?? [])
+            ? (q.selectRollups?.(sel, startMs - widest, lastStep, rollupMs, columnsOf) ?? [])
             : q.select(sel, startMs - widest + 1, lastStep);
           for (const s of data) {
             const labels = stripTenant(s.labels);

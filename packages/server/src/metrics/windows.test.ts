@@ -3,11 +3,12 @@ import { describe, it } from "node:test";
 import type { RangeSeries } from "../promql/index.ts";
 import { MemStorage } from "../promql/testing/memstorage.ts";
 import { type Labels, labelsFromRecord, staleNaN } from "../storage/interface.ts";
+import { RollupColumn, Rollups } from "../storage/rollups.ts";
 import { openTsdb } from "../tsdb/index.ts";
 import { tempDir } from "../tsdb/testutil.ts";
 import { createMetricsBackend, type MetricsBackend } from "./backend.ts";
 import { type MetricDef, metricIds, vmSelector } from "./metric-ids.ts";
-import { ratioOn, stepAggregate } from "./windows.ts";
+import { ratioOn, rollupColumnsFor, rollupStepAggregate, stepAggregate } from "./windows.ts";
 
 const S = 1000;
 const T0 = Date.UTC(2026, 0, 1);
@@ -115,6 +116,24 @@ describe("windowAggregates (one pass over raw samples)", () => {
     const r = stepAggregate(t, v, { startMs: 20, stepMs: 20, points: 5 }, 20, "avg_over_time");
     assert.deepEqual([...r.timestamps], [20, 100]);
     assert.deepEqual([...r.values], [2, 5]);
+  });
+
+  it("refuses rollups read without the columns a function needs, instead of answering from NaN", () => {
+    const r = new Rollups(
+      20,
+      4,
+      rollupColumnsFor("avg_over_time") | RollupColumn.firstT | RollupColumn.lastT,
+    );
+    r.addBucket(20, 2, 11, 1, 19, 3, Number.NaN, 4, Number.NaN);
+    r.addBucket(40, 1, 30, 5, 30, 5, Number.NaN, 5, Number.NaN);
+    const grid = { startMs: 20, stepMs: 20, points: 2 };
+    const avg = rollupStepAggregate(r, grid, 20, "avg_over_time");
+    assert.deepEqual([...avg.values], [2, 5]);
+    assert.throws(
+      () => rollupStepAggregate(r, grid, 20, "max_over_time"),
+      /max_over_time needs rollup columns/,
+    );
+    assert.throws(() => rollupStepAggregate(r, grid, 40, "rate"), /rate needs rollup columns/);
   });
 
   it("reports requests past the deadline as timeout outcomes, keeping what was served before", async () => {

@@ -12,7 +12,7 @@ import { kahanInc, MeanAccumulator } from "../promql/engine/kahan.ts";
 import { extrapolate, extrapolatedRate } from "../promql/engine/rangefuncs.ts";
 import { QueryEvalError } from "../promql/index.ts";
 import { isStaleMarker, type Labels, labelValue } from "../storage/interface.ts";
-import type { Rollups } from "../storage/rollups.ts";
+import { RollupColumn, type Rollups } from "../storage/rollups.ts";
 
 export type WindowFunction = "avg_over_time" | "max_over_time" | "last_over_time" | "rate";
 
@@ -142,6 +142,8 @@ export function rollupStepAggregate(
   windowMs: number,
   fn: WindowFunction,
 ): StepValues {
+  const need = rollupColumnsFor(fn);
+  if ((r.columns & need) !== need) throw new Error(`${fn} needs rollup columns the read left out`);
   return sweep(r.end, r.n, grid, windowMs, (a, b, from, end) => {
     switch (fn) {
       case "avg_over_time": {
@@ -188,6 +190,21 @@ export function rollupStepAggregate(
       }
     }
   });
+}
+
+/** The rollup columns (RollupColumn bits) that rollupStepAggregate reads for `fn`. */
+export function rollupColumnsFor(fn: WindowFunction): number {
+  const C = RollupColumn;
+  switch (fn) {
+    case "avg_over_time":
+      return C.count | C.sum;
+    case "max_over_time":
+      return C.max;
+    case "last_over_time":
+      return C.lastV;
+    case "rate":
+      return C.count | C.firstT | C.firstV | C.lastT | C.lastV | C.resets;
+  }
 }
 
 /** A step series with its labels, as a range query returns it. */

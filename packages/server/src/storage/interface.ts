@@ -90,13 +90,15 @@ export interface Querier {
    * `resolutionMs` (storage/rollups.ts) ending in that range; both bounds must be multiples of the
    * resolution. A series whose samples the buckets cannot stand for exactly (sources that overlap,
    * data written without rollups, non-finite sums) comes back as its raw samples instead. Same order
-   * as `select`.
+   * as `select`. `columnsOf` names the bucket columns (storage/rollups.ts RollupColumn bits) the
+   * caller will read of each series, by its labels; the store may leave the others NaN. Default: all.
    */
   selectRollups?(
     matchers: readonly LabelMatcher[],
     afterMs: number,
     untilMs: number,
     resolutionMs: number,
+    columnsOf?: (labels: Labels) => number,
   ): RollupSeriesData[];
   /** Label names of series matching the matchers (all series when empty) in range, sorted. */
   labelNames(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): string[];

@@ -16,6 +16,23 @@
  */
 import { isStaleMarker } from "./interface.ts";
 
+/**
+ * A bucket's columns as bits, for a reader that uses only some: storage then decodes only those
+ * (`Rollups.columns`). `sum` doubles as the NaN/±Inf detector (`allFinite`), so stored reads always
+ * carry it, and `firstT`/`lastT`, which tell overlapping sources apart.
+ */
+export const RollupColumn = {
+  count: 1,
+  firstT: 2,
+  firstV: 4,
+  lastT: 8,
+  lastV: 16,
+  max: 32,
+  sum: 64,
+  resets: 128,
+} as const;
+export const ALL_ROLLUP_COLUMNS = 255;
+
 export class Rollups {
   n = 0;
   end: Float64Array;
@@ -31,9 +48,14 @@ export class Rollups {
   #c = 0;
   #open = false;
 
+  /**
+   * @param columns the columns a reader will use (RollupColumn bits); a read from storage may leave
+   * the others NaN. Samples added here fill every column.
+   */
   constructor(
     readonly resolutionMs: number,
     capacity = 16,
+    readonly columns: number = ALL_ROLLUP_COLUMNS,
   ) {
     // One allocation for all nine columns: a read builds one Rollups per series.
     const all = new Float64Array(9 * capacity);

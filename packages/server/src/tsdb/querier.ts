@@ -141,12 +141,13 @@ export class TsdbQuerier implements Querier {
     afterMs: number,
     untilMs: number,
     resolutionMs: number,
+    columnsOf?: (labels: Labels) => number,
   ): RollupSeriesData[] {
     const mint = afterMs + 1;
     const buckets = Math.max(1, Math.ceil((untilMs - afterMs) / resolutionMs));
     const entries = this.#seriesParts(compileMatchers(matchers), mint, untilMs).map((series) => ({
       series,
-      r: new Rollups(resolutionMs, buckets + 1),
+      r: new Rollups(resolutionMs, buckets + 1, columnsOf?.(series.labels)),
       exact: true,
     }));
     // Block by block (oldest first), all its series at once, so a block's reads coalesce

@@ -5,11 +5,13 @@
  * Sample times inside a bucket are stored as offsets from the bucket start, small integers that
  * repeat when sampling is regular.
  */
-import type { Rollups } from "../storage/rollups.ts";
+import { RollupColumn, type Rollups } from "../storage/rollups.ts";
 import { encodeChunks, xorDecodeInto } from "./chunk.ts";
 
 /** Column order on disk. */
 const COLUMNS = ["count", "firstT", "firstV", "lastT", "lastV", "max", "sum", "resets"] as const;
+/** Decoded whatever the reader asked for: the overlap check below and `Rollups.allFinite` use them. */
+const ALWAYS_DECODED = RollupColumn.firstT | RollupColumn.lastT | RollupColumn.sum;
 /** Buckets per XOR chunk (the chunk count field is a u16). */
 const BUCKETS_PER_CHUNK = 1000;
 
@@ -71,7 +73,8 @@ let scratch = scratchOf(64);
 
 /**
  * Appends the buckets of an encoded series whose end is in [minEnd, maxEnd] to `out` (merging a
- * bucket split by a block boundary). Returns false, appending nothing, when the stored resolution
+ * bucket split by a block boundary). Only the columns `out.columns` names are decoded (the rest are
+ * skipped over and appended as NaN): an average needs two of the eight. Returns false, appending nothing, when the stored resolution
  * is not `out`'s or when the first bucket's first sample is not after every sample `out` holds (the
  * sources overlap; the caller reads raw samples instead).
  */
@@ -84,21 +87,25 @@ export function decodeRollupsInto(buf: Uint8Array, minEnd: number, maxEnd: numbe
   if (scratch.ends.length < n) scratch = scratchOf(Math.max(n, 2 * scratch.ends.length));
   // Decoded columns are consumed before this returns, so one scratch set serves every read.
   const { ends, cols, bits } = scratch;
+  const wanted = out.columns | ALWAYS_DECODED;
   let off = 8;
   let got = 0;
   for (let c = 0; c < COLUMNS.length; c++) {
     const nchunks = dv.getUint16(off, true);
     off += 2;
+    const decode = (wanted & RollupColumn[COLUMNS[c]]) !== 0;
     let at = 0;
     for (let k = 0; k < nchunks; k++) {
       const len = dv.getUint32(off, true);
       const count = dv.getUint16(off + 4, true);
       off += 6;
-      at = xorDecodeInto(buf, off, count, minEnd, maxEnd, ends, cols[c], at, bits[c]);
+      if (decode) at = xorDecodeInto(buf, off, count, minEnd, maxEnd, ends, cols[c], at, bits[c]);
       off += len;
     }
-    got = at;
+    if (decode) got = at;
   }
+  for (let c = 0; c < COLUMNS.length; c++)
+    if ((wanted & RollupColumn[COLUMNS[c]]) === 0) cols[c].fill(Number.NaN, 0, got);
   const [count, firstOff, firstV, lastOff, lastV, max, sum, resets] = cols;
   // Sources overlap (late samples cut into a later block): buckets cannot be merged exactly.
   if (got > 0 && ends[0] - R + firstOff[0] <= out.lastTime) return false;

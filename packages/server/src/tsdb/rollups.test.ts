@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
-import type { Labels, RollupSeriesData } from "../storage/interface.ts";
-import { type Rollups, rollupsOf } from "../storage/rollups.ts";
+import { type Labels, labelValue, type RollupSeriesData } from "../storage/interface.ts";
+import { RollupColumn, type Rollups, rollupsOf } from "../storage/rollups.ts";
 import { Block } from "./block.ts";
 import { planMerge } from "./compactor.ts";
 import { openTsdb, type Tsdb } from "./index.ts";
@@ -140,6 +140,54 @@ describe("tsdb rollups and block merging", () => {
     const y = two.db.querier().select(sel, -Infinity, Infinity);
     assert.deepEqual(y, x);
     assert.equal(two.db.stats().blockSamples, one.db.stats().blockSamples);
+  });
+
+  it("decodes only the columns a reader names, leaving the others NaN, with the same values in those it reads", async () => {
+    const { db, clock } = await open();
+    await fill(db, clock, 30);
+    const q = db.querier();
+    assert.ok(q.selectRollups);
+    const sel = [{ type: "=" as const, name: "__name__", value: "m" }];
+    const after = T0 - 30 * HOUR;
+    const full = q.selectRollups(sel, after, T0, R);
+    // An average's columns for a, a rate's for b (the series tell which by their labels).
+    const avg = RollupColumn.count | RollupColumn.sum;
+    const rate = RollupColumn.count | RollupColumn.firstT | RollupColumn.firstV | RollupColumn.lastT;
+    const part = q.selectRollups(sel, after, T0, R, (labels) =>
+      labelValue(labels, "vm") === "a" ? avg : rate,
+    );
+    assert.equal(part.length, 2);
+    const decoded = {
+      a: ["count", "firstT", "lastT", "sum"],
+      b: ["count", "firstT", "firstV", "lastT", "sum"],
+    };
+    for (const [k, s] of part.entries()) {
+      const want = full[k].rollups;
+      assert.ok(s.rollups && want, "served from rollups");
+      const vm = labelValue(s.labels, "vm") as "a" | "b";
+      assert.equal(s.rollups.n, want.n);
+      for (const f of [
+        "end",
+        "count",
+        "firstT",
+        "firstV",
+        "lastT",
+        "lastV",
+        "max",
+        "sum",
+        "resets",
+      ] as const) {
+        const got: number[] = Array.from(s.rollups[f].subarray(0, s.rollups.n));
+        if (f === "end" || decoded[vm].includes(f)) {
+          assert.deepEqual(got, [...want[f].subarray(0, want.n)], `${vm}: ${f}`);
+          continue;
+        }
+        // Left out of the blocks' buckets; the newest few come from the head's samples and hold
+        // something, which no reader of these columns looks at.
+        const fromHead = got.findIndex((x) => !Number.isNaN(x));
+        assert.ok(fromHead > got.length / 2, `${vm}: ${f} left out of the stored buckets (${fromHead})`);
+      }
+    }
   });
 
   it("falls back to raw samples where blocks hold no rollups or overlap", async () => {
