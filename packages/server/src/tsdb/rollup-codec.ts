@@ -74,9 +74,9 @@ let scratch = scratchOf(64);
 /**
  * Appends the buckets of an encoded series whose end is in [minEnd, maxEnd] to `out` (merging a
  * bucket split by a block boundary). Only the columns `out.columns` names are decoded (the rest are
- * skipped over and appended as NaN): an average needs two of the eight. Returns false, appending nothing, when the stored resolution
- * is not `out`'s or when the first bucket's first sample is not after every sample `out` holds (the
- * sources overlap; the caller reads raw samples instead).
+ * skipped over and appended as NaN): an average needs two of the eight. Returns false, appending
+ * nothing, when the stored resolution is not `out`'s or when the first bucket's first sample is not
+ * after every sample `out` holds (the sources overlap; the caller reads raw samples instead).
  */
 export function decodeRollupsInto(buf: Uint8Array, minEnd: number, maxEnd: number, out: Rollups): boolean {
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
