@@ -6,7 +6,7 @@
 // server's JIT is still optimizing the row's code paths during the first ~2,000 requests, which is a
 // start-up cost, not the steady state the rows measure.
 // stdin rows may carry "warmup" and "warmupMaxMs".
-// stdout: one line {"measuring":i} when row i's measured requests start and {"measured":i} when they end
+// stdout: one line {"starting":i} before row i's warm-up, {"measuring":i} when its measured requests start and {"measured":i} when they end
 // (so the server side can read its CPU time over exactly those requests), then
 // {"rows":[{"name","n","latenciesMs":[...],"seconds","bytes"}]}
 //
@@ -68,6 +68,7 @@ for (const [index, row] of input.rows.entries()) {
     const sizes = await Promise.all(r.group.map((g) => one(g, row.name)));
     return sizes.reduce((a, b) => a + b, 0);
   };
+  await mark({ starting: index });
   const warmup = row.warmup ?? Math.min(100, row.n);
   const warmUntil = performance.now() + (row.warmupMaxMs ?? Number.POSITIVE_INFINITY);
   for (let i = 0; i < warmup && performance.now() < warmUntil; i++) await send(i);
