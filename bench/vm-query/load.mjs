@@ -6,8 +6,9 @@
 // server's JIT is still optimizing the row's code paths during the first ~2,000 requests, which is a
 // start-up cost, not the steady state the rows measure.
 // stdin rows may carry "warmup" and "warmupMaxMs".
-// stdout: one line {"starting":i} before row i's warm-up, {"measuring":i} when its measured requests start and {"measured":i} when they end
-// (so the server side can read its CPU time over exactly those requests), then
+// stdout: one line {"starting":i} before row i's warm-up (the server side pauses or resumes the peer),
+// {"measuring":i} when its measured requests start and {"measured":i} when they end (so the server
+// side can read its CPU time over exactly those requests), then
 // {"rows":[{"name","n","latenciesMs":[...],"seconds","bytes"}]}
 //
 // node:http over keep-alive connections, not fetch: like wrk, the client should cost as little as

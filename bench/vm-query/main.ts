@@ -21,8 +21,9 @@
  * Prometheus API; the last line prints svc's one call against Prometheus's six queries.
  * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER (measured requests per row: 1,000, 100 with --quick);
  * BENCH_CLIENT_FLAGS (node flags of the load client, default one thread and a large young
- * generation, so that it takes as little of the cores as it can); BENCH_CPU_PROFILE=<file.cpuprofile> records a V8 CPU profile
- * of the measured requests only (not the data load), for chrome://inspect or `npx speedscope`;
+ * generation, so that it takes as little of the cores as it can);
+ * BENCH_CPU_PROFILE=<file.cpuprofile> records a V8 CPU profile of the measured requests only (not
+ * the data load), for chrome://inspect or `npx speedscope`;
  * BENCH_HEAP_PROFILE=<file.heapprofile> records a sampling heap profile of the same requests,
  * including what young-generation GCs already collected (what makes scavenges frequent);
  * BENCH_ONLY=<regex> runs only the rows whose name it matches; BENCH_SPANS=<file.json> writes each
@@ -30,7 +31,8 @@
  * BENCH_HEAP_PROMOTED=1 limits the heap profile to what survived young-generation GCs.
  *
  * A fixed CPU workload is timed before and after the load ("machine speed"): the same code's
- * figures moved by ±40% between runs on this machine, and that line tells which runs were slow.
+ * CPU per request moved by up to 70% between runs on this machine, and that line tells which runs
+ * were slow. The peer is paused (SIGSTOP) outside its own row, as svc is idle during that one.
  *
  * Besides the client's latency, each row shows the server's CPU per request, the time inside the
  * server, and for its slowest 1% how much of that was GC pause and how much waiting for a CPU
@@ -558,9 +560,9 @@ interface LoadRow {
   n: number;
   /** Warm-up requests before measuring, stopped early after warmupMaxMs. */
   warmup?: number;
-  /** Sent to the peer: it runs (SIGCONT) for this row only. */
-  peer?: boolean;
   warmupMaxMs?: number;
+  /** The row's requests go to the peer, which runs (SIGCONT) during this row only. */
+  peer?: boolean;
   requests: (LoadRequest | { group: LoadRequest[] })[];
 }
 
@@ -604,8 +606,9 @@ function runqueueWaitMs(): number {
 
 /**
  * Time (ms, best of 5) of a fixed CPU-bound workload: number formatting and a typed-array sweep,
- * like a query's. This machine's speed moved by ±40% between runs here and every latency moves
- * with it, so the figure, taken before and after the load, tells a slower machine from a slower svc.
+ * like a query's. This machine's speed moved by up to 70% between runs here and every latency
+ * moves with it, so the figure, taken before and after the load, tells a slower machine from a
+ * slower svc.
  */
 function calibrationMs(): number {
   const values = Float64Array.from({ length: 4096 }, (_, i) => Math.sin(i) * 1000);
