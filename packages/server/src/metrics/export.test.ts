@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { staleNaN } from "../storage/interface.ts";
+import { labelsFromRecord, staleNaN } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { pushAll, rwSeries } from "../testing/remote-write.ts";
-import { shardOf } from "./export.ts";
+import { expositionLabels, shardOf } from "./export.ts";
 
 const [sqlite] = await testDialects();
 const S = 1000;
@@ -18,6 +18,22 @@ describe("shardOf()", () => {
       counts[shardOf(n, 4)]++;
     }
     for (const c of counts) assert.ok(c > 60, `uneven shards ${counts}`);
+  });
+});
+
+describe("expositionLabels()", () => {
+  it("escapes backslash, double quote and newline in values, and leaves the name and tenant out", () => {
+    const labels = labelsFromRecord({
+      __name__: "svc_vm_filesystem_used_bytes",
+      project_id: "p",
+      mountpoint: 'C:\\data "x"\nend',
+      vm: "projects/p/locations/dc-1/vms/vm-1",
+    });
+    assert.equal(
+      expositionLabels(labels),
+      '{mountpoint="C:\\\\data \\"x\\"\\nend",vm="projects/p/locations/dc-1/vms/vm-1"}',
+    );
+    assert.equal(expositionLabels(labelsFromRecord({ __name__: "up", project_id: "p" })), "");
   });
 });
 
