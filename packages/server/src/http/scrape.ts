@@ -9,6 +9,7 @@ import {
   renderExportShard,
   scrapeTargets,
 } from "../metrics/export.ts";
+import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
 
 export interface ScrapeHttpDeps extends ExportDeps {
   readonly log: Logger;
@@ -80,8 +81,17 @@ export function scrapeRoutes(deps: ScrapeHttpDeps): FastifyPluginAsync {
     scope.get("/v1/monitoring/projects/:projectId/export", async (req: Req, reply) => {
       try {
         const shard = parseShard(req.query.shard, deps.options.exportShards);
-        const body = await renderExportShard(deps, req.params.projectId, shard);
-        return reply.type(EXPOSITION_CONTENT_TYPE).send(body);
+        const text = await renderExportShard(deps, req.params.projectId, shard);
+        reply.type(EXPOSITION_CONTENT_TYPE).header("vary", "accept-encoding");
+        // Prometheus asks for gzip on every scrape: a shard of 10,000 series is ~1.6 MiB of text and
+        // ~12× smaller gzipped (level 2: ~4 ms, in the thread pool at this size).
+        const coding = negotiateAcceptEncoding(req.headers["accept-encoding"] ?? "", true).split(", ")[0];
+        const compression = connectCompressions.find((c) => c.name === coding);
+        if (!compression || text.length < 1024) return reply.send(text);
+        const body = await compression.compress(Buffer.from(text));
+        return reply
+          .header("content-encoding", compression.name)
+          .send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
       } catch (err) {
         return fail(reply, err);
       }

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { request } from "node:http";
 import { after, before, describe, it } from "node:test";
+import { gunzipSync } from "node:zlib";
 import { labelsFromRecord, staleNaN } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
@@ -179,5 +181,33 @@ describe("ListVMMonitoring (metrics), scrape discovery and export", () => {
     assert.doesNotMatch(later, /svc_vm_cpu_seconds_total\{/);
     assert.match(later, /svc_vm_info/);
     t.clock.advance(-6 * 60 * S);
+  });
+
+  it("answers a scraper that accepts gzip (as Prometheus does) compressed, the same text", async () => {
+    /** Raw bytes and headers: fetch would decompress on its own. */
+    const raw = (acceptEncoding?: string) =>
+      new Promise<{ headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+        const u = new URL(`${t.baseUrl}/v1/monitoring/projects/exp/export?shard=${shardOf(p.vms[0], 4)}`);
+        const headers: Record<string, string> = { authorization: `Bearer ${p.owner.session}` };
+        if (acceptEncoding) headers["accept-encoding"] = acceptEncoding;
+        request({ host: u.hostname, port: u.port, path: u.pathname + u.search, headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+          res.on("error", reject);
+        })
+          .on("error", reject)
+          .end();
+      });
+    const plain = await raw();
+    assert.equal(plain.headers["content-encoding"], undefined);
+    assert.match(plain.body.toString(), /svc_vm_info/);
+    const gz = await raw("gzip");
+    assert.equal(gz.headers["content-encoding"], "gzip");
+    assert.equal(gz.headers.vary, "accept-encoding");
+    assert.ok(gz.body.length < plain.body.length);
+    assert.equal(gunzipSync(gz.body).toString(), plain.body.toString());
+    // Refused by weight: identity.
+    assert.equal((await raw("gzip;q=0")).headers["content-encoding"], undefined);
   });
 });
