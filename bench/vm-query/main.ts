@@ -240,18 +240,18 @@ try {
   // the old generation (192 → 44 MiB after a full GC) that a server ingesting the same data over 7
   // days would long have collected; left in place it roughly doubled the 7-day row's p99 here.
   fullGc();
-  // And the data the load wrote is on disk: left dirty (hundreds of MiB with the peer's), the
-  // kernel's writeback ran during the measured rows, where a server ingesting over 7 days writes
-  // a little at a time.
-  const s0 = performance.now();
-  spawnSync("sync");
-  out(`dirty pages written back in ${((performance.now() - s0) / 1000).toFixed(1)} s`);
   const st = t.app.tsdb.stats();
   out(
     `compaction settled in ${((performance.now() - p0) / 1000).toFixed(1)} s: ${st.blocks} blocks, ` +
       `${(st.blockBytes / 2 ** 20).toFixed(0)} MiB on disk (${((st.blockBytes * 8) / st.blockSamples).toFixed(1)} bits/sample incl. rollups), ` +
       `heap ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB`,
   );
+  // And the data the load wrote is on disk: left dirty (hundreds of MiB with the peer's), the
+  // kernel's writeback ran during the measured rows, where a server ingesting over 7 days writes
+  // a little at a time.
+  const s0 = performance.now();
+  spawnSync("sync");
+  out(`dirty pages written back in ${((performance.now() - s0) / 1000).toFixed(1)} s`);
 
   const key = await t.clients(p.owner.session).keys.createKey({
     parent: p.projectName,
