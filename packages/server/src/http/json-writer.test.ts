@@ -29,6 +29,8 @@ import {
 } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import { compileJsonWriter, type JsonWriterOptions } from "./json-writer.ts";
 
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
 /** A deterministic generator (mulberry32), so that a failure repeats. */
 function rng(seed: number) {
   let a = seed >>> 0;
@@ -191,7 +193,7 @@ describe("compileJsonWriter()", () => {
             assert.throws(() => write(m), `${desc.typeName}: ${(err as Error).message}`);
             continue;
           }
-          assert.equal(write(m), expected, `${desc.typeName} ${JSON.stringify(options)}`);
+          assert.equal(text(write(m)), expected, `${desc.typeName} ${JSON.stringify(options)}`);
           compared++;
         }
       }
@@ -220,7 +222,7 @@ describe("compileJsonWriter()", () => {
     });
     const o = { alwaysEmitImplicit: true };
     assert.equal(
-      compileJsonWriter(QueryVMMonitoringResponseSchema, o)(m),
+      text(compileJsonWriter(QueryVMMonitoringResponseSchema, o)(m)),
       toJsonString(QueryVMMonitoringResponseSchema, m, o),
     );
   });

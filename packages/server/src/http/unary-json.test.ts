@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
-import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -16,7 +16,7 @@ import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import {
   MonitoringService,
   QueryVMMonitoringRequestSchema,
-  type QueryVMMonitoringResponseSchema,
+  type QueryVMMonitoringResponse,
 } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import { connectCompressions } from "./compression.ts";
 import { withJsonWriter } from "./unary-json.ts";
@@ -24,7 +24,7 @@ import { withJsonWriter } from "./unary-json.ts";
 /** Answers by the request's `name`: a success, each kind of failure, or a wait for the deadline. */
 function register(router: ConnectRouter): void {
   router.service(MonitoringService, {
-    async queryVMMonitoring(req, ctx): Promise<MessageInitShape<typeof QueryVMMonitoringResponseSchema>> {
+    async queryVMMonitoring(req, ctx): Promise<Partial<QueryVMMonitoringResponse>> {
       switch (req.name) {
         case "ok":
         case "big": {
