@@ -8,7 +8,6 @@ import type { TokenResolver } from "../iam/principal.ts";
 import { authInterceptor } from "./auth.ts";
 import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
 import { remoteAddressKey } from "./context.ts";
-import { withJsonWriter } from "./unary-json.ts";
 
 /** Keys redacted from every log line: credentials never reach the logs. */
 export const redactPaths = [
@@ -95,10 +94,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         req.headers["accept-encoding"] = negotiateAcceptEncoding(accept, binary);
       }
     });
-    const connectOptions: Parameters<typeof fastifyConnectPlugin>[1] = {
-      // Unary JSON answers are written by svc's compiled writer (unary-json.ts); the options are
-      // shared so that the shutdown signal the plugin adds to them reaches those handlers too.
-      routes: (router) => deps.routes(withJsonWriter(router, connectOptions)),
+    await scope.register(fastifyConnectPlugin, {
+      routes: deps.routes,
       contextValues: (req) => createContextValues().set(remoteAddressKey, req.ip),
       interceptors: [
         authInterceptor({
@@ -114,8 +111,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       acceptCompression: connectCompressions,
       jsonOptions: { alwaysEmitImplicit: true, ignoreUnknownFields: false },
       shutdownTimeoutMs: 10_000,
-    };
-    await scope.register(fastifyConnectPlugin, connectOptions);
+    });
   });
   for (const plugin of deps.plugins ?? []) await app.register(plugin);
   return app;
