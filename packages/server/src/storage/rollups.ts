@@ -31,7 +31,8 @@ export const RollupColumn = {
   sum: 64,
   resets: 128,
 } as const;
-export const ALL_ROLLUP_COLUMNS = 255;
+/** Every column: what a reader that names none gets. */
+export const ALL_ROLLUP_COLUMNS: number = Object.values(RollupColumn).reduce((a, b) => a | b, 0);
 
 export class Rollups {
   n = 0;

@@ -10,6 +10,8 @@ import { encodeChunks, xorDecodeInto } from "./chunk.ts";
 
 /** Column order on disk. */
 const COLUMNS = ["count", "firstT", "firstV", "lastT", "lastV", "max", "sum", "resets"] as const;
+/** Each on-disk column's RollupColumn bit, in COLUMNS order. */
+const COLUMN_BITS = COLUMNS.map((c) => RollupColumn[c]);
 /** Decoded whatever the reader asked for: the overlap check below and `Rollups.allFinite` use them. */
 const ALWAYS_DECODED = RollupColumn.firstT | RollupColumn.lastT | RollupColumn.sum;
 /** Buckets per XOR chunk (the chunk count field is a u16). */
@@ -93,7 +95,7 @@ export function decodeRollupsInto(buf: Uint8Array, minEnd: number, maxEnd: numbe
   for (let c = 0; c < COLUMNS.length; c++) {
     const nchunks = dv.getUint16(off, true);
     off += 2;
-    const decode = (wanted & RollupColumn[COLUMNS[c]]) !== 0;
+    const decode = (wanted & COLUMN_BITS[c]) !== 0;
     let at = 0;
     for (let k = 0; k < nchunks; k++) {
       const len = dv.getUint32(off, true);
@@ -105,7 +107,7 @@ export function decodeRollupsInto(buf: Uint8Array, minEnd: number, maxEnd: numbe
     if (decode) got = at;
   }
   for (let c = 0; c < COLUMNS.length; c++)
-    if ((wanted & RollupColumn[COLUMNS[c]]) === 0) cols[c].fill(Number.NaN, 0, got);
+    if ((wanted & COLUMN_BITS[c]) === 0) cols[c].fill(Number.NaN, 0, got);
   const [count, firstOff, firstV, lastOff, lastV, max, sum, resets] = cols;
   // Sources overlap (late samples cut into a later block): buckets cannot be merged exactly.
   if (got > 0 && ends[0] - R + firstOff[0] <= out.lastTime) return false;
