@@ -10,6 +10,7 @@ import { buildServer, redactPaths } from "./http/server.ts";
 import { registerAdminServices } from "./http/services/admin.ts";
 import { registerAutomationService } from "./http/services/automation.ts";
 import { registerIamServices } from "./http/services/iam.ts";
+import { registerIncidentService } from "./http/services/incidents.ts";
 import { registerMonitoringService } from "./http/services/monitoring.ts";
 import { CiAutomation } from "./iam/ci/service.ts";
 import { pruneIdempotency } from "./iam/idempotency.ts";
@@ -85,6 +86,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     registerIamServices(router, { db: db.db, now });
     registerAdminServices(router, { db: db.db, now });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
+    registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
   };
   const server = await buildServer({
     db: db.db,

@@ -41,5 +41,6 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   CI_SETUP_EXPIRED: { code: "failed_precondition", metadata: ["expireTimeUnix"] },
   CI_TRUST_DISABLED: { code: "permission_denied", metadata: [] },
   CI_TRUST_STATE: { code: "failed_precondition", metadata: ["state"] },
+  INCIDENT_CLOSED: { code: "failed_precondition", metadata: ["state"] },
   INTERNAL: { code: "internal", metadata: [] },
 };
