@@ -12,6 +12,7 @@ import { ProjectService, UserService, VMService } from "./gen/svc/admin/v1/admin
 import { KeyService } from "./gen/svc/iam/v1/key_pb.ts";
 import { ServiceAccountService } from "./gen/svc/iam/v1/service_account_pb.ts";
 import { SessionService } from "./gen/svc/iam/v1/session_pb.ts";
+import { AlertService, IncidentService } from "./gen/svc/monitoring/v1/alerts_pb.ts";
 import { MonitoringService } from "./gen/svc/monitoring/v1/monitoring_pb.ts";
 
 export interface SvcClientOptions {
@@ -82,6 +83,8 @@ export function createSvcTransport(opts: SvcClientOptions): Transport {
 
 export interface SvcClients {
   monitoring: Client<typeof MonitoringService>;
+  alerts: Client<typeof AlertService>;
+  incidents: Client<typeof IncidentService>;
   keys: Client<typeof KeyService>;
   serviceAccounts: Client<typeof ServiceAccountService>;
   sessions: Client<typeof SessionService>;
@@ -100,6 +103,8 @@ export function createSvcClients(opts: SvcClientOptions): SvcClients {
   const c = <S extends DescService>(s: S) => createClient(s, transport);
   return {
     monitoring: c(MonitoringService),
+    alerts: c(AlertService),
+    incidents: c(IncidentService),
     keys: c(KeyService),
     serviceAccounts: c(ServiceAccountService),
     sessions: c(SessionService),

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import type { AlertOptions } from "./alerts/options.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
 
 /** Everything configurable, with its default, read once at start-up from the environment. */
@@ -36,6 +37,10 @@ export interface Config {
   /** CI trust options (iam/ci/options.ts): SVC_CI_ISSUER (default issuer), SVC_CI_ALLOWED_ISSUERS
    * (comma-separated), SVC_CI_JWKS_COOLDOWN_SECONDS. Unset fields take the component's defaults. */
   readonly ci: Partial<CiOptions>;
+  /** Run the alert evaluator's 30 s cycle (SVC_EVALUATOR). Default true; tests drive cycles themselves. */
+  readonly evaluatorAutoStart: boolean;
+  /** Alert limits: SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES (10,000) per project. */
+  readonly alerts: Partial<AlertOptions>;
 }
 
 function persistedSecret(dataDir: string, file: string, make: () => string): string {
@@ -88,6 +93,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       overrides.simulator ??
       (env.SVC_SIMULATOR ? env.SVC_SIMULATOR !== "false" : (overrides.demo ?? env.SVC_DEMO !== "false")),
     ci: overrides.ci ?? ciFromEnv(env),
+    evaluatorAutoStart: overrides.evaluatorAutoStart ?? env.SVC_EVALUATOR !== "false",
+    alerts: overrides.alerts ?? {
+      ...(env.SVC_ALERT_MAX_RULES
+        ? { maxRulesPerProject: positive(env.SVC_ALERT_MAX_RULES, "SVC_ALERT_MAX_RULES", 20) }
+        : {}),
+      ...(env.SVC_ALERT_MAX_INSTANCES
+        ? { maxInstancesPerProject: positive(env.SVC_ALERT_MAX_INSTANCES, "SVC_ALERT_MAX_INSTANCES", 10_000) }
+        : {}),
+    },
   });
 }
 

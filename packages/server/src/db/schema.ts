@@ -17,6 +17,11 @@ export interface Database {
   ci_trusts: CiTrustTable;
   ci_tokens: CiTokenTable;
   ci_assertion_jtis: CiAssertionJtiTable;
+  alert_rules: AlertRuleTable;
+  alert_rule_revisions: AlertRuleRevisionTable;
+  alert_instances: AlertInstanceTable;
+  incidents: IncidentTable;
+  incident_events: IncidentEventTable;
 }
 
 export interface ProjectTable {
@@ -171,4 +176,105 @@ export interface AgentTokenTable {
   token_hash: string;
   create_time: number;
   revoke_time: number | null;
+}
+
+/** An alert rule: its desired (latest) and applied versions (alerts/rules.ts). */
+export interface AlertRuleTable {
+  id: string;
+  project_id: string;
+  latest_version: number;
+  /** 0 until the evaluator applied a revision. */
+  applied_version: number;
+  sync_status: "PENDING" | "APPLIED" | "FAILED";
+  sync_reason: string;
+  create_time: number;
+  update_time: number;
+  /** Set when deleted: the row stays (its instances and incidents point at it) until purged. */
+  delete_time: number | null;
+  last_eval_time: number | null;
+  last_eval_error: string;
+}
+
+/** One accepted save: immutable. */
+export interface AlertRuleRevisionTable {
+  rule_id: string;
+  version: number;
+  project_id: string;
+  /** The normalized spec as JSON (alerts/spec.ts RuleSpec). */
+  spec: string;
+  /** Hash of the fields that decide what fires: a change retires the instances. */
+  condition_key: string;
+  actor: string;
+  request_id: string;
+  create_time: number;
+}
+
+/** One (rule, VM[, mountpoint]) instance; an absent row is INACTIVE with no flag. */
+export interface AlertInstanceTable {
+  rule_id: string;
+  instance_key: string;
+  project_id: string;
+  vm_name: string;
+  mountpoint: string;
+  /** The applied version it was last evaluated under. */
+  revision: number;
+  state: "INACTIVE" | "PENDING" | "FIRING" | "RESOLVED" | "RETIRED";
+  state_since: number;
+  pending_since: number | null;
+  fired_at: number | null;
+  resolved_at: number | null;
+  retire_reason: string;
+  /** "" | "NO_DATA" | "ERROR": the last evaluation's problem, which froze the state. */
+  flag: string;
+  flag_since: number | null;
+  flag_message: string;
+  last_eval_time: number | null;
+  last_value: number | null;
+  incident_id: string | null;
+  update_time: number;
+}
+
+/** One firing episode of an instance. */
+export interface IncidentTable {
+  id: string;
+  project_id: string;
+  rule_id: string;
+  rule_version: number;
+  instance_key: string;
+  vm_name: string;
+  mountpoint: string;
+  state: "OPEN" | "RESOLVED" | "RETIRED";
+  retire_reason: string;
+  rule_display_name: string;
+  severity: string;
+  metric_id: string;
+  operator: string;
+  threshold: number;
+  open_time: number;
+  close_time: number | null;
+  firing_value: number | null;
+  last_value: number | null;
+  /** 0 / 1 */
+  no_data: number;
+  evaluation_error: number;
+  ack_user_id: string | null;
+  ack_time: number | null;
+  snooze_until: number | null;
+  snooze_user_id: string | null;
+  repeat_interval_ms: number;
+  next_notify_time: number | null;
+  update_time: number;
+}
+
+/** A durable transition of an incident; notifications are delivered from these rows. */
+export interface IncidentEventTable {
+  id: string;
+  project_id: string;
+  incident_id: string;
+  rule_id: string;
+  kind: "OPENED" | "RESOLVED" | "RETIRED" | "ACKNOWLEDGED" | "SNOOZED" | "UNSNOOZED" | "REPEAT_DUE";
+  time: number;
+  actor: string;
+  /** JSON object with the event's facts (value, reason, snooze until…). */
+  detail: string;
 }

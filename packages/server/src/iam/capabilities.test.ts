@@ -8,11 +8,14 @@ import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
 import { KeyService } from "@svc/sdk/gen/svc/iam/v1/key_pb";
 import { ServiceAccountService } from "@svc/sdk/gen/svc/iam/v1/service_account_pb";
 import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
+import { AlertService, IncidentService } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import { MonitoringService } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import { methodAccess } from "./capabilities.ts";
 
 const services: DescService[] = [
   MonitoringService,
+  AlertService,
+  IncidentService,
   SessionService,
   ServiceAccountService,
   KeyService,

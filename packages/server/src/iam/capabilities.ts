@@ -24,6 +24,20 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.MonitoringService/ListVMMonitoring": "monitoring.read",
   "svc.monitoring.v1.MonitoringService/EnableExpandedMonitoring": "human",
 
+  "svc.monitoring.v1.AlertService/SaveAlertRule": "monitoring.write",
+  "svc.monitoring.v1.AlertService/DeleteAlertRule": "monitoring.write",
+  "svc.monitoring.v1.AlertService/PreviewAlertRule": "monitoring.read",
+  "svc.monitoring.v1.AlertService/GetAlertRule": "monitoring.read",
+  "svc.monitoring.v1.AlertService/ListAlertRules": "monitoring.read",
+  "svc.monitoring.v1.AlertService/ListAlertRuleTemplates": "monitoring.read",
+
+  "svc.monitoring.v1.IncidentService/ListIncidents": "monitoring.read",
+  "svc.monitoring.v1.IncidentService/GetIncident": "monitoring.read",
+  // Human attention: keys and CI tokens are refused (SPEC §4, "human dashboard operations").
+  "svc.monitoring.v1.IncidentService/AcknowledgeIncident": "human",
+  "svc.monitoring.v1.IncidentService/SnoozeIncident": "human",
+  "svc.monitoring.v1.IncidentService/UnsnoozeIncident": "human",
+
   "svc.iam.v1.SessionService/Login": "public",
   "svc.iam.v1.SessionService/Logout": "human",
   "svc.iam.v1.SessionService/WhoAmI": "authenticated",

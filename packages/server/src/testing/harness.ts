@@ -56,6 +56,7 @@ export async function startTestApp(
       adminToken: ADMIN_TOKEN,
       databaseUrl: database.databaseUrl,
       demo: false,
+      evaluatorAutoStart: false,
       ...overrides,
     },
   );

@@ -1,0 +1,213 @@
+import type { Db } from "../db/database.ts";
+import type { MetricsBackend } from "../metrics/backend.ts";
+import { regexQuote } from "../metrics/latest.ts";
+import type { LabelMatcher, SeriesData } from "../storage/interface.ts";
+import { labelValue } from "../storage/interface.ts";
+import { type RuleMetric, SUPPORTED_FSTYPES, storedSeries } from "./catalog.ts";
+import type { InstanceSeries, VmTimeline } from "./condition.ts";
+
+/** One instance's key: the VM name, and the mountpoint for filesystem rules. */
+export function instanceKey(vmName: string, mountpoint: string): string {
+  return mountpoint ? `${vmName}\u0000${mountpoint}` : vmName;
+}
+
+export interface InstanceData {
+  readonly vmName: string;
+  readonly mountpoint: string;
+  readonly series: InstanceSeries;
+}
+
+/** Sources in the order a rule prefers them when a VM reports a metric from both. */
+const SOURCE_PRIORITY = ["hypervisor", "guest_agent"];
+
+/**
+ * Reads what one rule needs for [fromMs, toMs] in ONE store read for all its VMs (a `vm=~` matcher
+ * when the rule names VMs), and turns it into each instance's values (catalog.ts says how). VMs
+ * without samples are absent from the map; the caller decides they have no data.
+ */
+export async function readRuleData(
+  metrics: MetricsBackend,
+  projectId: string,
+  metric: RuleMetric,
+  vmNames: readonly string[] | undefined,
+  fromMs: number,
+  toMs: number,
+): Promise<Map<string, InstanceData>> {
+  const names = storedSeries(metric);
+  const out = new Map<string, InstanceData>();
+  if (names.length === 0) return out;
+  const matchers: LabelMatcher[] = [{ type: "=~", name: "__name__", value: names.map(regexQuote).join("|") }];
+  if (vmNames) {
+    if (vmNames.length === 0) return out;
+    matchers.push({ type: "=~", name: "vm", value: vmNames.map(regexQuote).join("|") });
+  }
+  if (metric.perMountpoint) matchers.push({ type: "=~", name: "fstype", value: SUPPORTED_FSTYPES.join("|") });
+  // For a rate, the sample before the window gives the first window sample its increase.
+  const data = await metrics.select(projectId, matchers, fromMs, toMs);
+  // instance → source → stored name → series
+  const grouped = new Map<string, { vm: string; mountpoint: string; bySource: Map<string, SeriesData[]> }>();
+  for (const s of data) {
+    const vm = labelValue(s.labels, "vm");
+    if (!vm) continue;
+    const mountpoint = metric.perMountpoint ? labelValue(s.labels, "mountpoint") : "";
+    const key = instanceKey(vm, mountpoint);
+    let g = grouped.get(key);
+    if (!g) {
+      g = { vm, mountpoint, bySource: new Map() };
+      grouped.set(key, g);
+    }
+    const source = labelValue(s.labels, "source");
+    let list = g.bySource.get(source);
+    if (!list) {
+      list = [];
+      g.bySource.set(source, list);
+    }
+    list.push(s);
+  }
+  for (const [key, g] of grouped) {
+    const source = SOURCE_PRIORITY.find((p) => g.bySource.has(p)) ?? [...g.bySource.keys()].sort()[0];
+    const series = derive(metric, g.bySource.get(source) ?? []);
+    if (series.t.length > 0) out.set(key, { vmName: g.vm, mountpoint: g.mountpoint, series });
+  }
+  return out;
+}
+
+/** Finite samples only: staleness markers and NaN are not values. */
+function finite(s: SeriesData): { t: number[]; v: number[] } {
+  const t: number[] = [];
+  const v: number[] = [];
+  for (let i = 0; i < s.timestamps.length; i++) {
+    const x = s.values[i];
+    if (Number.isFinite(x)) {
+      t.push(s.timestamps[i]);
+      v.push(x);
+    }
+  }
+  return { t, v };
+}
+
+function derive(metric: RuleMetric, list: readonly SeriesData[]): InstanceSeries {
+  const name = (s: SeriesData) => labelValue(s.labels, "__name__");
+  switch (metric.kind) {
+    case "gauge":
+    case "telemetry_age":
+      // One series per instance is expected; with several (e.g. two devices on one mountpoint) the
+      // largest value at each time counts, so a breach of any of them is seen.
+      return combine(list.map(finite), Math.max);
+    case "ratio": {
+      const num = combine(list.filter((s) => name(s) === metric.num).map(finite), Math.max);
+      const den = combine(list.filter((s) => name(s) === metric.den).map(finite), Math.max);
+      const t: number[] = [];
+      const v: number[] = [];
+      let j = 0;
+      for (let i = 0; i < num.t.length; i++) {
+        while (j < den.t.length && den.t[j] < num.t[i]) j++;
+        // Only readings taken together make a ratio; a missing side is no sample, never 0.
+        if (j < den.t.length && den.t[j] === num.t[i] && den.v[j] > 0) {
+          t.push(num.t[i]);
+          v.push((100 * num.v[i]) / den.v[j]);
+        }
+      }
+      return { t, v };
+    }
+    case "rate":
+      return combine(
+        list.map((s) => perSecondIncrease(finite(s))),
+        (a, b) => a + b,
+      );
+    case "unexpected_stop":
+      return { t: [], v: [] };
+  }
+}
+
+/** Per-second increase between consecutive counter samples; a reset counts the new value as the increase. */
+function perSecondIncrease(s: { t: number[]; v: number[] }): InstanceSeries {
+  const t: number[] = [];
+  const v: number[] = [];
+  for (let i = 1; i < s.t.length; i++) {
+    const dt = (s.t[i] - s.t[i - 1]) / 1000;
+    if (dt <= 0) continue;
+    const inc = s.v[i] >= s.v[i - 1] ? s.v[i] - s.v[i - 1] : s.v[i];
+    t.push(s.t[i]);
+    v.push(inc / dt);
+  }
+  return { t, v };
+}
+
+/** Merges series on equal timestamps with `fn` (the only series is returned as is). */
+function combine(list: readonly InstanceSeries[], fn: (a: number, b: number) => number): InstanceSeries {
+  if (list.length === 1) return list[0];
+  const byTime = new Map<number, number>();
+  for (const s of list) {
+    for (let i = 0; i < s.t.length; i++) {
+      const prev = byTime.get(s.t[i]);
+      byTime.set(s.t[i], prev === undefined ? s.v[i] : fn(prev, s.v[i]));
+    }
+  }
+  const t = [...byTime.keys()].sort((a, b) => a - b);
+  return { t, v: t.map((x) => byTime.get(x) as number) };
+}
+
+export interface ProjectVm {
+  readonly name: string;
+  readonly state: string;
+  readonly createTime: number;
+}
+
+/** The VM timelines of a project (state events and maintenance windows), for inventory rules. */
+export async function readTimelines(
+  db: Db,
+  projectId: string,
+  vms: readonly ProjectVm[],
+  toMs: number,
+): Promise<Map<string, VmTimeline>> {
+  const [events, windows] = await Promise.all([
+    db
+      .selectFrom("vm_state_events")
+      .select(["vm_id", "state", "stop_reason", "time"])
+      .where("project_id", "=", projectId)
+      .where("time", "<=", toMs)
+      .orderBy("time")
+      .orderBy("id")
+      .execute(),
+    db
+      .selectFrom("maintenance_windows")
+      .select(["vm_ids", "start_time", "end_time"])
+      .where("project_id", "=", projectId)
+      .execute(),
+  ]);
+  const out = new Map<string, VmTimeline>();
+  const byId = new Map<string, { time: number; state: string; stopReason: string }[]>();
+  for (const e of events) {
+    let list = byId.get(e.vm_id);
+    if (!list) {
+      list = [];
+      byId.set(e.vm_id, list);
+    }
+    list.push({ time: e.time, state: e.state, stopReason: e.stop_reason });
+  }
+  const maintenance = new Map<string, { start: number; end: number }[]>();
+  for (const w of windows) {
+    for (const vm of JSON.parse(w.vm_ids) as string[]) {
+      let list = maintenance.get(vm);
+      if (!list) {
+        list = [];
+        maintenance.set(vm, list);
+      }
+      list.push({ start: w.start_time, end: w.end_time });
+    }
+  }
+  for (const vm of vms) {
+    const vmId = vm.name.slice(vm.name.lastIndexOf("/") + 1);
+    const ev = byId.get(vmId) ?? [];
+    out.set(vm.name, {
+      events: ev,
+      // A VM with recorded events was running before the first of them (it was created running or
+      // its first event says otherwise from then on); without events, its current state stands.
+      initialState: ev.length > 0 ? "RUNNING" : vm.state,
+      initialStopReason: "",
+      maintenance: maintenance.get(vm.name) ?? [],
+    });
+  }
+  return out;
+}

@@ -1,0 +1,181 @@
+import { createHash } from "node:crypto";
+import { invalidArgument } from "../errors.ts";
+import { parseVmName } from "../inventory/names.ts";
+import { type RuleMetric, ruleMetrics } from "./catalog.ts";
+import type { AlertOptions } from "./options.ts";
+
+export const operators = [
+  "GREATER_THAN",
+  "GREATER_THAN_OR_EQUAL",
+  "LESS_THAN",
+  "LESS_THAN_OR_EQUAL",
+] as const;
+export type Operator = (typeof operators)[number];
+export const severities = ["INFO", "WARNING", "CRITICAL"] as const;
+export type Severity = (typeof severities)[number];
+
+export const MAX_DISPLAY_NAME = 200;
+export const MAX_VM_NAMES = 1_000;
+export const MAX_DESTINATIONS = 5;
+export const MAX_REPEAT_INTERVAL_SECONDS = 7 * 86_400;
+export const MIN_REPEAT_INTERVAL_SECONDS = 60;
+
+/** A validated, normalized rule spec: what a revision stores and the evaluator runs. */
+export interface RuleSpec {
+  readonly displayName: string;
+  readonly metricId: string;
+  readonly operator: Operator;
+  readonly threshold: number;
+  readonly sustainedSeconds: number;
+  readonly severity: Severity;
+  readonly allVms: boolean;
+  /** Sorted, unique; empty when allVms. */
+  readonly vmNames: readonly string[];
+  readonly enabled: boolean;
+  readonly repeatIntervalSeconds: number;
+  /** Sorted, unique. */
+  readonly destinationNames: readonly string[];
+}
+
+/** The wire shape (the generated message's fields) that validateSpec reads. */
+export interface SpecInput {
+  displayName: string;
+  metricId: string;
+  operator: string;
+  threshold: number;
+  sustainedSeconds: number;
+  severity: string;
+  allVms: boolean;
+  vmNames: readonly string[];
+  enabled?: boolean;
+  repeatIntervalSeconds: number;
+  destinationNames: readonly string[];
+}
+
+/**
+ * Checks every field of a spec for a rule of `projectId`, naming the field (`<prefix>.<field>`) in
+ * the error, and returns it normalized. VM existence is the caller's check (it needs the inventory).
+ */
+export function validateSpec(
+  input: SpecInput | undefined,
+  projectId: string,
+  opts: Pick<AlertOptions, "maxSustainedSeconds">,
+  prefix = "spec",
+): RuleSpec {
+  const f = (name: string) => `${prefix}.${name}`;
+  if (!input) throw invalidArgument(prefix, "is required");
+  const displayName = input.displayName.trim();
+  if (!displayName) throw invalidArgument(f("displayName"), "is required");
+  if (displayName.length > MAX_DISPLAY_NAME)
+    throw invalidArgument(f("displayName"), `must be at most ${MAX_DISPLAY_NAME} characters`);
+  const metric = ruleMetrics.get(input.metricId);
+  if (!metric) {
+    throw invalidArgument(
+      f("metricId"),
+      input.metricId
+        ? `${JSON.stringify(input.metricId)} is not a metric alert rules can watch (one of ${[...ruleMetrics.keys()].join(", ")})`
+        : "is required",
+    );
+  }
+  if (!(operators as readonly string[]).includes(input.operator))
+    throw invalidArgument(f("operator"), `must be one of ${operators.join(", ")}`);
+  if (!Number.isFinite(input.threshold)) throw invalidArgument(f("threshold"), "must be a finite number");
+  if (!Number.isInteger(input.sustainedSeconds) || input.sustainedSeconds < 0)
+    throw invalidArgument(f("sustainedSeconds"), "must be an integer ≥ 0");
+  if (input.sustainedSeconds > opts.maxSustainedSeconds)
+    throw invalidArgument(f("sustainedSeconds"), `must be at most ${opts.maxSustainedSeconds}`);
+  if (!(severities as readonly string[]).includes(input.severity))
+    throw invalidArgument(f("severity"), `must be one of ${severities.join(", ")}`);
+  const vmNames = uniqueSorted(input.vmNames, f("vmNames"));
+  if (input.allVms && vmNames.length > 0)
+    throw invalidArgument(f("vmNames"), "must be empty when allVms is true");
+  if (!input.allVms && vmNames.length === 0)
+    throw invalidArgument(f("vmNames"), "must name at least one VM when allVms is false");
+  if (vmNames.length > MAX_VM_NAMES)
+    throw invalidArgument(f("vmNames"), `must hold at most ${MAX_VM_NAMES} VMs`);
+  for (const [i, name] of vmNames.entries()) {
+    const field = `${f("vmNames")}[${i}]`;
+    if (parseVmName(name, field).projectId !== projectId)
+      throw invalidArgument(field, `${name} belongs to another project`);
+  }
+  const r = input.repeatIntervalSeconds;
+  if (
+    !Number.isInteger(r) ||
+    r < 0 ||
+    (r > 0 && r < MIN_REPEAT_INTERVAL_SECONDS) ||
+    r > MAX_REPEAT_INTERVAL_SECONDS
+  ) {
+    throw invalidArgument(
+      f("repeatIntervalSeconds"),
+      `must be 0 (never) or ${MIN_REPEAT_INTERVAL_SECONDS}..${MAX_REPEAT_INTERVAL_SECONDS}`,
+    );
+  }
+  const destinationNames = uniqueSorted(input.destinationNames, f("destinationNames"));
+  if (destinationNames.length > MAX_DESTINATIONS)
+    throw invalidArgument(f("destinationNames"), `must hold at most ${MAX_DESTINATIONS} destinations`);
+  for (const [i, d] of destinationNames.entries()) {
+    const m = /^projects\/([^/]+)\/destinations\/([A-Za-z0-9-]{1,64})$/.exec(d);
+    const field = `${f("destinationNames")}[${i}]`;
+    if (!m) throw invalidArgument(field, "must be projects/<project_id>/destinations/<id>");
+    if (m[1] !== projectId) throw invalidArgument(field, `${d} belongs to another project`);
+  }
+  checkMetricSemantics(metric, input, f);
+  return {
+    displayName,
+    metricId: metric.id,
+    operator: input.operator as Operator,
+    threshold: input.threshold,
+    sustainedSeconds: input.sustainedSeconds,
+    severity: input.severity as Severity,
+    allVms: input.allVms,
+    vmNames,
+    enabled: input.enabled ?? true,
+    repeatIntervalSeconds: r,
+    destinationNames,
+  };
+}
+
+function checkMetricSemantics(m: RuleMetric, input: SpecInput, f: (n: string) => string): void {
+  if (m.kind === "unexpected_stop" && !(input.operator === "GREATER_THAN" && input.threshold === 0)) {
+    throw invalidArgument(f("operator"), "vm_unexpected_stop is 0 or 1: use GREATER_THAN with threshold 0");
+  }
+  if (m.kind === "telemetry_age" && !(input.operator.startsWith("GREATER_THAN") && input.threshold > 0)) {
+    throw invalidArgument(
+      f("threshold"),
+      "telemetry_age_seconds needs GREATER_THAN (or _OR_EQUAL) and a threshold > 0 seconds",
+    );
+  }
+}
+
+function uniqueSorted(values: readonly string[], field: string): string[] {
+  const seen = new Set<string>();
+  for (const [i, v] of values.entries()) {
+    if (seen.has(v)) throw invalidArgument(`${field}[${i}]`, `${v} is listed twice`);
+    seen.add(v);
+  }
+  return [...seen].sort();
+}
+
+/** Whether `value` breaches `threshold` under `operator`. */
+export function breaches(operator: Operator, value: number, threshold: number): boolean {
+  switch (operator) {
+    case "GREATER_THAN":
+      return value > threshold;
+    case "GREATER_THAN_OR_EQUAL":
+      return value >= threshold;
+    case "LESS_THAN":
+      return value < threshold;
+    case "LESS_THAN_OR_EQUAL":
+      return value <= threshold;
+  }
+}
+
+/**
+ * The fields that decide what fires. A revision whose key differs from the applied one retires the
+ * rule's instances; edits of the name, severity, destinations, repeat interval or VM selection keep
+ * them (VMs dropped from the selection retire on their own).
+ */
+export function conditionKey(s: RuleSpec): string {
+  const c = [s.metricId, s.operator, s.threshold, s.sustainedSeconds, s.enabled];
+  return createHash("sha256").update(JSON.stringify(c)).digest("hex").slice(0, 32);
+}
