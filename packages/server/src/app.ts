@@ -3,11 +3,15 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import pino, { type Logger } from "pino";
 import { collectDefaultMetrics, Registry } from "prom-client";
+import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
+import { purgeIncidentHistory } from "./alerts/incidents.ts";
+import { resolveAlertOptions } from "./alerts/options.ts";
 import type { Config } from "./config.ts";
 import { type DbHandle, openDb } from "./db/database.ts";
 import { scrapeRoutes } from "./http/scrape.ts";
 import { buildServer, redactPaths } from "./http/server.ts";
 import { registerAdminServices } from "./http/services/admin.ts";
+import { registerAlertService } from "./http/services/alerts.ts";
 import { registerAutomationService } from "./http/services/automation.ts";
 import { registerIamServices } from "./http/services/iam.ts";
 import { registerIncidentService } from "./http/services/incidents.ts";
@@ -31,6 +35,8 @@ export interface App {
   readonly metrics: MetricsBackend;
   /** Per-project query concurrency shared by the RPCs and the Prometheus API. */
   readonly limiter: ProjectLimiter;
+  /** The alert evaluator (its 30 s timer runs when config.evaluatorAutoStart). */
+  readonly evaluator: Evaluator;
   readonly server: FastifyInstance;
   readonly log: Logger;
   close(): Promise<void>;
@@ -74,6 +80,18 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     pruneIdempotency(db.db, now()).catch((err: unknown) => log.warn({ err }, "idempotency pruning failed"));
   const pruneTimer = setInterval(prune, 3_600_000);
   pruneTimer.unref();
+  const alertOptions = resolveAlertOptions({ ...config.alerts, metricsRetentionMs: config.retentionMs });
+  const evaluator = createEvaluator({
+    db: db.db,
+    metrics,
+    now,
+    log,
+    options: alertOptions,
+    // Resolved and retired incidents and their events are kept 90 days (SPEC §8), then purged.
+    purge: async (atMs) => {
+      await purgeIncidentHistory(db.db, atMs, alertOptions.historyRetentionMs);
+    },
+  });
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, {
       db: db.db,
@@ -86,6 +104,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     registerIamServices(router, { db: db.db, now });
     registerAdminServices(router, { db: db.db, now });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
+    registerAlertService(router, {
+      db: db.db,
+      metrics,
+      options: alertOptions,
+      pageKey: config.secretKey,
+      now,
+      onChange: () => evaluator.nudge(),
+    });
     registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
   };
   const server = await buildServer({
@@ -125,16 +151,19 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       }),
     ],
   });
+  if (config.evaluatorAutoStart) evaluator.start();
   return {
     config,
     db,
     tsdb,
     metrics,
     limiter,
+    evaluator,
     server,
     log,
     async close() {
       clearInterval(pruneTimer);
+      await evaluator.stop();
       await server.close();
       await tsdb.close();
       await db.close();
