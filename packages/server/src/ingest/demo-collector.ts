@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { pushRemoteWrite } from "@svc/remotewrite";
 import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
+import { DEMO_PROJECT } from "../demo.ts";
 import { vmName } from "../inventory/names.ts";
 import { recordStateEvent } from "../inventory/vms.ts";
 import { createSimulator, type ScenarioEvent, type SimVm } from "./simulator/index.ts";
@@ -18,7 +19,7 @@ export interface DemoCollectorOptions {
   readonly backfillMs?: number;
   /** Sampling interval, ms. Default 30 s. */
   readonly intervalMs?: number;
-  /** Progress lines during the backfill ("backfill 40% …"). */
+  /** Progress lines during the backfill ("backfill 40% …"), and the hot VM's schedule after it. */
   readonly onProgress?: (line: string) => void;
 }
 
@@ -30,6 +31,49 @@ interface SimState {
 }
 
 const HOUR = 3_600_000;
+const MINUTE = 60_000;
+
+/**
+ * The demo VM that misbehaves on schedule, so that a CPU rule (`cpu_utilization_pct > 90` sustained
+ * 300 s) opens an incident a few minutes after `npm start` and again every half hour.
+ */
+export const HOT_VM = { projectId: DEMO_PROJECT, vmId: "web-2" } as const;
+
+/**
+ * When the hot VM runs hot: episodes of `durationMs` every `periodMs`, the first `firstAfterMs` after
+ * the live start, on the same grid back through the backfilled history, up to `aheadMs` after the
+ * live start (a process that runs longer sees no further episodes until it is restarted).
+ */
+export const HOT_SCHEDULE = {
+  firstAfterMs: MINUTE,
+  periodMs: 30 * MINUTE,
+  durationMs: 8 * MINUTE,
+  utilization: 0.97,
+  aheadMs: 7 * 24 * HOUR,
+} as const;
+
+/**
+ * The hot VM's load episodes that overlap [fromMs, untilMs]: they start at
+ * liveStartMs + firstAfterMs + k × periodMs (k any integer, negative ones in the history) and last
+ * durationMs. A pure function of its arguments.
+ */
+export function demoLoadSchedule(
+  vm: string,
+  liveStartMs: number,
+  fromMs: number,
+  untilMs: number,
+): ScenarioEvent[] {
+  const { firstAfterMs, periodMs, durationMs, utilization } = HOT_SCHEDULE;
+  const first = liveStartMs + firstAfterMs;
+  const out: ScenarioEvent[] = [];
+  for (let k = Math.floor((fromMs - durationMs - first) / periodMs); ; k++) {
+    const start = first + k * periodMs;
+    if (start > untilMs) break;
+    if (start + durationMs <= fromMs) continue;
+    out.push({ kind: "load", vm, fromMs: start, toMs: start + durationMs, utilization });
+  }
+  return out;
+}
 
 /**
  * The demo's hypervisor collector: simulates every running VM of the inventory and sends the samples
@@ -64,6 +108,14 @@ export async function startDemoCollector(opts: DemoCollectorOptions): Promise<{ 
   }));
   const scenarios = demoScenarios(vms, state.anchorMs);
   if (first) await recordScenarioStops(opts.db, scenarios, now());
+
+  // History from where the previous run stopped (or backfillMs on the first start) up to `to`; live
+  // ticks follow. The hot VM's episodes are placed relative to `to`, the start of live operation,
+  // on every start: the first one begins a minute into live operation.
+  const to = now();
+  const from = Math.max(state.watermarkMs + 1, to - (opts.backfillMs ?? 24 * HOUR));
+  const hot = rows.findIndex((r) => r.project_id === HOT_VM.projectId && r.vm_id === HOT_VM.vmId);
+  if (hot >= 0) scenarios.push(...demoLoadSchedule(vms[hot].name, to, from, to + HOT_SCHEDULE.aheadMs));
   const sim = createSimulator({ vms, seed: 7, intervalMs, scenarios });
   const url = `${opts.baseUrl}/v1/ingest/prometheus/api/v1/write`;
   const send = async (req: Parameters<typeof pushRemoteWrite>[2]) => {
@@ -75,8 +127,6 @@ export async function startDemoCollector(opts: DemoCollectorOptions): Promise<{ 
       );
   };
 
-  const to = now();
-  const from = Math.max(state.watermarkMs + 1, to - (opts.backfillMs ?? 24 * HOUR));
   if (vms.length > 0 && from < to) {
     let last = -1;
     for await (const req of sim.backfill(from, to)) {
@@ -94,6 +144,13 @@ export async function startDemoCollector(opts: DemoCollectorOptions): Promise<{ 
   }
   state.watermarkMs = to;
   save();
+  if (hot >= 0) {
+    const { firstAfterMs, periodMs, durationMs, utilization } = HOT_SCHEDULE;
+    opts.onProgress?.(
+      `simulated load: ${HOT_VM.vmId} runs at ${Math.round(utilization * 100)}% CPU for ${durationMs / MINUTE} min every ` +
+        `${periodMs / MINUTE} min, next from ${new Date(to + firstAfterMs).toISOString()}`,
+    );
+  }
 
   let busy = false;
   const timer = setInterval(async () => {

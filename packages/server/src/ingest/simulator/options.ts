@@ -21,6 +21,10 @@ export interface SimVm {
  * - gap: the VM runs (counters advance) but no telemetry is emitted in the range; no markers.
  * - late: samples of the range are held back and emitted, with their original timestamps, in the first
  *   batch whose step is at or after `deliverAtMs` (as a collector's buffer would).
+ * - load: the VM runs hot in the range: the CPU busy fraction of every sampling interval ending at a
+ *   step of the range is `utilization` (0 < utilization ≤ 1) with a little noise (±0.03 at most,
+ *   never above 1), instead of its usual curve; disk and network follow, memory use rises a little.
+ *   Overlapping loads: the highest wins. Counters continue; after the range the usual curve returns.
  */
 export type ScenarioEvent =
   | {
@@ -39,6 +43,14 @@ export type ScenarioEvent =
       readonly fromMs: number;
       readonly toMs: number;
       readonly deliverAtMs: number;
+    }
+  | {
+      readonly kind: "load";
+      readonly vm: string;
+      readonly fromMs: number;
+      readonly toMs: number;
+      /** CPU busy fraction of the VM's vCPUs in the range, in (0, 1]. */
+      readonly utilization: number;
     };
 
 export interface SimulatorOptions {
@@ -94,6 +106,9 @@ export function resolveSimulatorOptions(
       throw new SimulatorError(`${e.kind} of ${e.vm}: fromMs must be < toMs`);
     if (e.kind === "late" && e.deliverAtMs < e.toMs) {
       throw new SimulatorError(`late of ${e.vm}: deliverAtMs must be >= toMs`);
+    }
+    if (e.kind === "load" && !(e.utilization > 0 && e.utilization <= 1)) {
+      throw new SimulatorError(`load of ${e.vm}: utilization must be > 0 and <= 1`);
     }
   }
   return Object.freeze(r);

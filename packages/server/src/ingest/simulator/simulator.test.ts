@@ -223,6 +223,76 @@ describe("createSimulator()", () => {
           assert.ok(ts.samples[i].timestampMs > ts.samples[i - 1].timestampMs);
   });
 
+  it("runs a VM hot in a load range: > 90 % at every step inside, its usual curve again after", async () => {
+    const from = T0 + 14 * H + 7_000; // the afternoon peak of the diurnal curve, off the step grid
+    const to = from + 8 * 60_000;
+    const v = VMS[0];
+    const load: ScenarioEvent = { kind: "load", vm: v.name, fromMs: from, toMs: to, utilization: 0.97 };
+    const hot = await collect(
+      createSimulator({ vms: VMS, seed: 7, scenarios: [load] }).backfill(T0, T0 + 24 * H),
+    );
+    const calm = await collect(createSimulator({ vms: VMS, seed: 7 }).backfill(T0, T0 + 24 * H));
+    /** Utilisation per step, %, as ingest derives it: Δcpu / (Δt × vCPUs). */
+    const util = (reqs: WriteRequest[], name: string, vcpus: number) => {
+      const cpu = points(reqs, "svc_vm_cpu_seconds_total", name);
+      return new Map(cpu.slice(1).map((p, i) => [p.t, ((p.v - cpu[i].v) / (30 * vcpus)) * 100]));
+    };
+    const hotU = util(hot, v.name, v.vcpus);
+    const calmU = util(calm, v.name, v.vcpus);
+    const inside = [...hotU].filter(([t]) => t >= from && t < to);
+    assert.equal(inside.length, 16, "8 minutes of 30 s steps");
+    for (const [t, u] of inside) assert.ok(u > 90 && u <= 100, `${u} % at ${t}`);
+    assert.ok(Math.abs(inside.reduce((n, [, u]) => n + u, 0) / inside.length - 97) < 1, "≈ 97 % on average");
+    assert.ok(new Set(inside.map(([, u]) => u.toFixed(2))).size > 8, "with a little noise");
+    // Outside the range the VM is exactly as without the scenario (up to the counters' 1 ms rounding):
+    // its usual, much lower load (the afternoon peak of this VM stays under 60 %).
+    for (const [t, u] of hotU) {
+      if (t >= from && t < to) continue;
+      assert.ok(Math.abs(u - calmU.get(t)!) < 1e-4, `unchanged at ${t}`);
+    }
+    const after = [...hotU].filter(([t]) => t >= to && t < to + 30 * 60_000).map(([, u]) => u);
+    assert.ok(Math.max(...after) < 60, `normal after the range: max ${Math.max(...after)} %`);
+    const before = [...calmU].filter(([t]) => t >= from && t < to).map(([, u]) => u);
+    assert.ok(Math.max(...before) < 60, "the same steps without the scenario are not hot");
+    // Memory use rises a little under load; other VMs are untouched.
+    const used = (reqs: WriteRequest[]) => {
+      const free = points(reqs, "svc_vm_memory_free_bytes", v.name).filter((p) => p.t >= from && p.t < to);
+      return free.reduce((n, p) => n + (v.memoryBytes - p.v), 0);
+    };
+    assert.ok(used(hot) > used(calm));
+    for (const other of VMS.slice(1))
+      assert.deepEqual(
+        points(hot, "svc_vm_cpu_seconds_total", other.name),
+        points(calm, "svc_vm_cpu_seconds_total", other.name),
+      );
+  });
+
+  it("validates load scenarios: fromMs < toMs and 0 < utilization <= 1", () => {
+    const load = (over: Partial<{ fromMs: number; toMs: number; utilization: number }>): ScenarioEvent => ({
+      kind: "load",
+      vm: vm(1).name,
+      fromMs: T0,
+      toMs: T0 + H,
+      utilization: 0.5,
+      ...over,
+    });
+    for (const bad of [
+      { utilization: 0 },
+      { utilization: -0.1 },
+      { utilization: 1.01 },
+      { utilization: Number.NaN },
+      { toMs: T0 },
+      { fromMs: T0 + 2 * H },
+    ]) {
+      assert.throws(
+        () => createSimulator({ vms: [vm(1)], scenarios: [load(bad)] }),
+        SimulatorError,
+        JSON.stringify(bad),
+      );
+    }
+    createSimulator({ vms: [vm(1)], scenarios: [load({ utilization: 1 })] });
+  });
+
   it("is deterministic for a seed, whether backfilled or ticked, and differs across seeds", async () => {
     const scen: ScenarioEvent[] = [{ kind: "restart", vm: VMS[0].name, atMs: T0 + 30 * 60_000 }];
     const a = await collect(createSimulator({ vms: VMS, seed: 42, scenarios: scen }).backfill(T0, T0 + H));

@@ -13,6 +13,8 @@ export type Emit = (ref: SeriesRef, sample: Sample) => void;
 
 const DAY_MS = 86_400_000;
 const PAGE = 4096;
+/** gauss() slot of the load scenario's noise, apart from every slot the usual curve draws. */
+const LOAD_NOISE_SLOT = 1000;
 
 interface DiskCounters {
   readBytes: number;
@@ -171,6 +173,7 @@ export class VmModel {
     let stopNow = false;
     let gap = false;
     let late: number | undefined;
+    let load: number | undefined;
     for (const e of this.#events) {
       if (e.kind === "resize" && t >= e.atMs && !this.#applied.has(e)) {
         this.#applied.add(e);
@@ -182,6 +185,7 @@ export class VmModel {
       } else if (e.kind === "stop" && this.#in(e, t)) stopNow = true;
       else if (e.kind === "gap" && this.#in(e, t)) gap = true;
       else if (e.kind === "late" && this.#in(e, t)) late = e.deliverAtMs;
+      else if (e.kind === "load" && this.#in(e, t)) load = Math.max(load ?? 0, e.utilization);
     }
 
     // A collector's buffer is flushed whatever the VM does now; older samples go first.
@@ -207,7 +211,7 @@ export class VmModel {
     }
     if (reset) this.#resetCounters();
 
-    const samples = this.#advance(t, step);
+    const samples = this.#advance(t, step, load);
     if (gap) return;
     for (const [ref, value] of samples) {
       const sample = { value, timestampMs: t };
@@ -224,8 +228,11 @@ export class VmModel {
       Object.assign(n, { rxBytes: 0, txBytes: 0, rxPackets: 0, txPackets: 0 });
   }
 
-  /** Advances the counters over the interval ending at `t` and returns every series' value at `t`. */
-  #advance(t: number, step: number): [SeriesRef, number][] {
+  /**
+   * Advances the counters over the interval ending at `t` and returns every series' value at `t`.
+   * `load`: a load scenario's CPU busy fraction for this interval, replacing the usual curve.
+   */
+  #advance(t: number, step: number, load: number | undefined): [SeriesRef, number][] {
     const s = this.#seed;
     const k = this.#key;
     const dt = this.#intervalMs / 1000;
@@ -234,12 +241,16 @@ export class VmModel {
     let u = this.#base + this.#amp * diurnal + 0.04 * gauss(s, k, step, 0);
     if (rand(s, k, step, 1) < 0.005) u = 0.85 + 0.15 * rand(s, k, step, 2); // occasional burst
     u = Math.min(0.99, Math.max(0.005, u));
+    // Under load the busy fraction sits at the scenario's level; the noise (|x| < 0.028) keeps 0.97
+    // above 0.94, so a "> 90 %" rule sees every point of the range.
+    if (load !== undefined)
+      u = Math.min(1, Math.max(0.005, load + 0.008 * gauss(s, k, step, LOAD_NOISE_SLOT)));
     this.#cpuSeconds = Math.round((this.#cpuSeconds + u * this.#vcpus * dt) * 1000) / 1000;
 
     const total = this.#memoryBytes;
     const usedFrac = Math.min(
       0.9,
-      Math.max(0.05, this.#memBase + 0.15 * diurnal + 0.01 * gauss(s, k, step, 1)),
+      Math.max(0.05, this.#memBase + 0.15 * diurnal + 0.01 * gauss(s, k, step, 1) + 0.1 * (load ?? 0)),
     );
     const cacheFrac = Math.min(0.95 - usedFrac, 0.1 + 0.2 * rand(s, k, Math.floor(step / 120), 3));
     const cached = Math.floor((total * cacheFrac) / PAGE) * PAGE;
