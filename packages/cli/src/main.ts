@@ -1,5 +1,7 @@
 import { Command, CommanderError } from "commander";
+import { registerAlertCommands } from "./commands/alerts.ts";
 import { registerAuthCommands } from "./commands/auth.ts";
+import { registerIncidentCommands } from "./commands/incidents.ts";
 import { registerKeyCommands } from "./commands/keys.ts";
 import { registerMonitoringCommands } from "./commands/monitoring.ts";
 import { UsageError } from "./common.ts";
@@ -19,6 +21,8 @@ export function buildProgram(): Command {
   registerAuthCommands(program);
   registerMonitoringCommands(program);
   registerKeyCommands(program);
+  registerAlertCommands(program);
+  registerIncidentCommands(program);
   return program;
 }
 
