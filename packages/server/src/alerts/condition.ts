@@ -8,9 +8,8 @@ import { breaches, type RuleSpec } from "./spec.ts";
  * S = sustainedSeconds and G = maxGapMs (90 s, three sampling intervals),
  *   1. the newest sample at or before t is at most G old and breaches (else `false`, or `no_data`
  *      when there is no such sample);
- *   2. every sample in the window (t − S, t] breaches;
- *   3. the samples cover the window: no two consecutive ones are more than G apart, and the oldest
- *      one in the window is at most G after t − S.
+ *   2. the breach has been observed for S: the run of consecutive breaching samples that ends with
+ *      the newest one, with no gap longer than G between them, began at least S before t.
  * With S = 0 only rule 1 applies. Nothing is interpolated and a missing sample never counts as a value.
  */
 export type Result = "true" | "false" | "no_data" | "error";
@@ -60,17 +59,16 @@ export function evaluateSamples(s: InstanceSeries, atMs: number, c: Condition, m
   }
   const value = s.v[last];
   if (!breaches(c.operator, value, c.threshold)) return { result: "false", holds: false, value };
-  const windowStart = atMs - c.sustainedSeconds * 1000;
   if (c.sustainedSeconds === 0) return { result: "true", holds: true, value };
+  const needSince = atMs - c.sustainedSeconds * 1000;
+  // Walk back along the breaching run until it reaches S before t (holds) or breaks (pending).
   let j = last;
-  while (j > 0 && s.t[j - 1] > windowStart) {
-    if (!breaches(c.operator, s.v[j - 1], c.threshold)) return { result: "true", holds: false, value };
-    if (s.t[j] - s.t[j - 1] > maxGapMs)
-      return { result: "true", holds: false, value, message: "gap in the window" };
+  while (s.t[j] > needSince) {
+    if (j === 0 || s.t[j] - s.t[j - 1] > maxGapMs || !breaches(c.operator, s.v[j - 1], c.threshold))
+      return { result: "true", holds: false, value };
     j--;
   }
-  const covered = s.t[j] - windowStart <= maxGapMs;
-  return { result: "true", holds: covered, value };
+  return { result: "true", holds: true, value };
 }
 
 /** A VM's state over time, from the inventory (state events and maintenance windows). */

@@ -8,7 +8,7 @@ import type { InstanceSeries, VmTimeline } from "./condition.ts";
 
 /** One instance's key: the VM name, and the mountpoint for filesystem rules. */
 export function instanceKey(vmName: string, mountpoint: string): string {
-  return mountpoint ? `${vmName}\u0000${mountpoint}` : vmName;
+  return mountpoint ? `${vmName}#${mountpoint}` : vmName;
 }
 
 export interface InstanceData {

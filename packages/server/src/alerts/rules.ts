@@ -216,8 +216,9 @@ export async function saveAlertRule(
     if (now) throw versionConflict(now.latest_version, `expectedVersion is ${expected}`);
     throw err;
   }
+  const view = await ruleView(deps, await loadRule(db, projectId, id), nowMs);
   deps.onChange?.();
-  return ruleView(deps, await loadRule(db, projectId, id), nowMs);
+  return view;
 }
 
 function actorOf(p: Principal): string {

@@ -23,7 +23,10 @@ export class TestClock {
 }
 
 export interface TestApp {
+  /** The running app (a new one after restart()). */
   readonly app: App;
+  /** Closes the app and opens a new one on the same data directory and database (state must survive). */
+  restart(): Promise<void>;
   readonly baseUrl: string;
   readonly clock: TestClock;
   readonly admin: SvcClients["admin"];
@@ -60,18 +63,26 @@ export async function startTestApp(
       ...overrides,
     },
   );
-  const app = await createApp(config, {
-    now: clock.now,
-    logger: opts.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" }),
-  });
+  const logger = opts.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+  let app = await createApp(config, { now: clock.now, logger });
   const address = await app.server.listen({ host: "127.0.0.1", port: 0 });
   const baseUrl = address.replace("localhost", "127.0.0.1");
+  const port = Number(new URL(baseUrl).port);
   const clients = (token?: string, opts: { useBinaryFormat?: boolean } = {}) =>
     createSvcClients({ baseUrl, token, maxRetries: 0, ...opts });
   const admin = clients(ADMIN_TOKEN).admin;
   let userSeq = 0;
   return {
-    app,
+    get app() {
+      return app;
+    },
+    async restart() {
+      await app.close();
+      app = await createApp(config, { now: clock.now, logger });
+      await app.server.listen({ host: "127.0.0.1", port });
+      // Let clients notice their keep-alive sockets to the old server closed before they reuse one.
+      await new Promise((r) => setTimeout(r, 100));
+    },
     baseUrl,
     clock,
     admin,
