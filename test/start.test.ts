@@ -99,6 +99,23 @@ describe("npm start", () => {
         (JSON.parse(stdout) as { vms: { name: string }[] }).vms.map((v) => v.name),
         body.vms.map((v) => v.name),
       );
+
+      // The demo's two alert rules, and the curl recipe of docs/alerts.md, run as written.
+      const doc = readFileSync(join(root, "docs/alerts.md"), "utf8");
+      const block = /<!-- the block below is run by test\/start\.test\.ts -->\n```sh\n([\s\S]*?)```/.exec(
+        doc,
+      )?.[1];
+      assert.ok(block, "docs/alerts.md has its tested block");
+      const script = block
+        .replaceAll("http://127.0.0.1:8080", creds.baseUrl)
+        .replaceAll("./.data/", `${dataDir}/`);
+      const run = await promisify(execFile)("bash", ["-euo", "pipefail", "-c", script], { cwd: root });
+      assert.match(run.stdout, /"templates":\[/);
+      assert.match(run.stdout, /High CPU utilization/);
+      assert.match(run.stdout, /VM stopped unexpectedly/);
+      assert.match(run.stdout, /"queryStatus":"OK"/);
+      assert.match(run.stdout, /"version":"2"/);
+      assert.match(run.stdout, /"retiredInstances":/);
     } finally {
       await stop(first.child);
     }

@@ -1,6 +1,9 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { resolveAlertOptions } from "./alerts/options.ts";
+import { saveAlertRule } from "./alerts/rules.ts";
+import { ruleTemplates } from "./alerts/templates.ts";
 import type { Db } from "./db/database.ts";
 import { createKey } from "./iam/keys.ts";
 import { createServiceAccount } from "./iam/service-accounts.ts";
@@ -76,6 +79,9 @@ export const demoVms = [
     state: "STOPPED",
   },
 ] as const;
+
+/** The demo project's alert rules, by template. */
+export const DEMO_RULE_TEMPLATES = ["cpu", "unexpected-stop"] as const;
 
 export function credentialsPath(dataDir: string): string {
   return join(dataDir, "demo-credentials.json");
@@ -154,6 +160,25 @@ export async function ensureDemo(
     },
     nowMs,
   );
+  // Two rules from the templates, so the demo VM that runs hot on schedule (demo-collector.ts) opens an
+  // incident within a few minutes of the first start.
+  const owner = { kind: "HUMAN_SESSION" as const, userId: actor.userId, sessionId: "" };
+  for (const id of DEMO_RULE_TEMPLATES) {
+    const template = ruleTemplates.find((t) => t.id === id);
+    if (!template) continue;
+    await saveAlertRule(
+      { db, options: resolveAlertOptions() },
+      owner,
+      {
+        projectName,
+        id: randomUUID(),
+        requestId: randomUUID(),
+        expectedVersion: "0",
+        spec: { ...template.spec },
+      },
+      nowMs,
+    );
+  }
   const credentials: DemoCredentials = {
     baseUrl,
     projectName,
