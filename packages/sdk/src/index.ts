@@ -9,3 +9,14 @@ export {
   verifyCITrustSetup,
 } from "./ci.ts";
 export { createSvcClients, createSvcTransport, type SvcClientOptions, type SvcClients } from "./client.ts";
+export {
+  MAX_WEBHOOK_BODY_BYTES,
+  readRawBody,
+  type VerifiedWebhook,
+  VerifyWebhook,
+  type VerifyWebhookOptions,
+  verifyWebhook,
+  type WebhookHeaders,
+  WebhookVerificationError,
+  type WebhookVerificationReason,
+} from "./webhooks.ts";
