@@ -4,7 +4,7 @@
  *
  *   npm run bench:alerts              1,000 VMs × 1 h at 30 s, 10 rules = 10,000 instances, 30 cycles
  *   npm run bench:alerts -- --quick   100 VMs (1,000 instances), 10 cycles
- *   flags: --no-peer (svc only), --no-svc (data and Prometheus only)
+ *   flags: --no-peer (svc only), --no-svc (data and Prometheus only), --prom-for
  *
  * Data: per VM the 10 stored series the rules read (CPU utilization, memory used and total, disk
  * read/written counters of two devices, network receive/transmit counters of one interface, the
@@ -28,7 +28,7 @@
  * `for: 5m` does less per evaluation: it reads the newest sample per series and keeps the pending time
  * in memory (measured too with --prom-for, as information). The equivalent that reads the same
  * series over the same window, and so decides from the data as svc does, is a range function over
- * S + 30 s without `for` (the table's ratio is against this group):
+ * S + 30 s without `for` (the goal's ratio is against this group):
  *   gauge > X for S        min_over_time(m[S+30s]) > X
  *   ratio > X for S        100 * min_over_time(num[S+30s]) / max_over_time(den[S+30s]) > X (the same
  *                          two series over the same window; with a constant total, as here, the same
@@ -39,12 +39,17 @@
  *   telemetry age > X      time() - max_over_time(last_observation[390s]) > X (svc's read window:
  *                          X + 90 s; Prometheus does not see a VM silent for longer than that, svc
  *                          still does from the inventory)
- * That is what the ratio is computed against. Prometheus's duration is its rule group's
- * `evaluationTime` (/api/v1/rules) over N evaluations at a 3 s `evaluation_interval`, after warm-up
- * evaluations; svc's is the wall time of `evaluator.runCycle(t)`, and process CPU per cycle
- * (process.cpuUsage, all threads). Prometheus's CPU per evaluation is its process CPU over the
- * measured evaluations / N (so it includes its idle work between them). Each side runs alone:
- * svc is idle during Prometheus's phase, and Prometheus is paused (SIGSTOP) during svc's.
+ *
+ * Prometheus's duration is its rule group's `evaluationTime` (/api/v1/rules) over N evaluations at
+ * a 3 s `evaluation_interval`, after warm-up evaluations; svc's is the wall time of
+ * `evaluator.runCycle(t)`, and process CPU per cycle (process.cpuUsage, all threads), with the GC
+ * pauses that fell inside the cycles. Prometheus's CPU per evaluation is its process CPU over the
+ * measured evaluations / their number, minus its idle CPU rate (measured before, with the same
+ * polling). Each side runs alone: svc is idle during Prometheus's phase, and Prometheus is paused
+ * (SIGSTOP) during svc's. The first cycle after the rules are applied (every breaching instance's
+ * first state written) is shown apart. At the end, each rule's firing/pending/no-data instances in svc
+ * are printed beside the series Prometheus's expression selects at the last cycle's time, and a
+ * "machine speed" line as bench/vm-query prints it (this machine's speed moves between runs).
  *
  * Env: BENCH_VMS, BENCH_CYCLES (measured svc cycles and Prometheus evaluations: 30, 10 with --quick),
  * BENCH_WARM (warm-up cycles/evaluations: 3), BENCH_PROM_INTERVAL_S (3),
