@@ -13,6 +13,7 @@ import { KeyService } from "./gen/svc/iam/v1/key_pb.ts";
 import { ServiceAccountService } from "./gen/svc/iam/v1/service_account_pb.ts";
 import { SessionService } from "./gen/svc/iam/v1/session_pb.ts";
 import { AlertService, IncidentService } from "./gen/svc/monitoring/v1/alerts_pb.ts";
+import { DestinationService } from "./gen/svc/monitoring/v1/destinations_pb.ts";
 import { MonitoringService } from "./gen/svc/monitoring/v1/monitoring_pb.ts";
 
 export interface SvcClientOptions {
@@ -85,6 +86,7 @@ export interface SvcClients {
   monitoring: Client<typeof MonitoringService>;
   alerts: Client<typeof AlertService>;
   incidents: Client<typeof IncidentService>;
+  destinations: Client<typeof DestinationService>;
   keys: Client<typeof KeyService>;
   serviceAccounts: Client<typeof ServiceAccountService>;
   sessions: Client<typeof SessionService>;
@@ -105,6 +107,7 @@ export function createSvcClients(opts: SvcClientOptions): SvcClients {
     monitoring: c(MonitoringService),
     alerts: c(AlertService),
     incidents: c(IncidentService),
+    destinations: c(DestinationService),
     keys: c(KeyService),
     serviceAccounts: c(ServiceAccountService),
     sessions: c(SessionService),

@@ -13,6 +13,7 @@ import { buildServer, redactPaths } from "./http/server.ts";
 import { registerAdminServices } from "./http/services/admin.ts";
 import { registerAlertService } from "./http/services/alerts.ts";
 import { registerAutomationService } from "./http/services/automation.ts";
+import { registerDestinationService } from "./http/services/destinations.ts";
 import { registerIamServices } from "./http/services/iam.ts";
 import { registerIncidentService } from "./http/services/incidents.ts";
 import { registerMonitoringService } from "./http/services/monitoring.ts";
@@ -24,6 +25,11 @@ import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts"
 import { createProjectLimiter, type ProjectLimiter } from "./metrics/concurrency.ts";
 import { latestVmMetrics } from "./metrics/latest.ts";
 import { resolveMetricsOptions } from "./metrics/options.ts";
+import { createLogSender, createSmtpSender } from "./notify/channels/email.ts";
+import { createDispatcher, type Dispatcher } from "./notify/dispatcher.ts";
+import { postJson } from "./notify/http.ts";
+import { resolveNotifyOptions } from "./notify/options.ts";
+import { createSealer } from "./notify/seal.ts";
 import { promApiRoutes } from "./promapi/plugin.ts";
 import { openTsdb, type Tsdb } from "./tsdb/index.ts";
 
@@ -37,6 +43,8 @@ export interface App {
   readonly limiter: ProjectLimiter;
   /** The alert evaluator (its 30 s timer runs when config.evaluatorAutoStart). */
   readonly evaluator: Evaluator;
+  /** The notification dispatcher (polls the outbox when config.notify.dispatcherAutoStart). */
+  readonly dispatcher: Dispatcher;
   readonly server: FastifyInstance;
   readonly log: Logger;
   close(): Promise<void>;
@@ -92,6 +100,25 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       await purgeIncidentHistory(db.db, atMs, alertOptions.historyRetentionMs);
     },
   });
+  const notifyOptions = resolveNotifyOptions(config.notify.options);
+  const sealer = createSealer(config.secretKey);
+  const mailer = config.notify.smtpUrl ? createSmtpSender(config.notify.smtpUrl) : createLogSender(log);
+  const publicOrigin = config.baseUrl ?? `http://${config.host}:${config.port}`;
+  const dispatcher = createDispatcher({
+    db: db.db,
+    options: notifyOptions,
+    sealer,
+    mailer,
+    post: (url, body, headers) =>
+      postJson(url, body, headers, {
+        timeoutMs: notifyOptions.requestTimeoutMs,
+        allowHosts: notifyOptions.allowHosts,
+        ca: config.notify.ca,
+      }),
+    baseUrl: publicOrigin,
+    now,
+    log,
+  });
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, {
       db: db.db,
@@ -111,6 +138,16 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       pageKey: config.secretKey,
       now,
       onChange: () => evaluator.nudge(),
+    });
+    registerDestinationService(router, {
+      db: db.db,
+      options: notifyOptions,
+      sealer,
+      mailer,
+      baseUrl: publicOrigin,
+      now,
+      pageKey: config.secretKey,
+      onQueued: () => dispatcher.nudge(),
     });
     registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
   };
@@ -152,6 +189,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     ],
   });
   if (config.evaluatorAutoStart) evaluator.start();
+  if (config.notify.dispatcherAutoStart) dispatcher.start();
   return {
     config,
     db,
@@ -159,11 +197,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     metrics,
     limiter,
     evaluator,
+    dispatcher,
     server,
     log,
     async close() {
       clearInterval(pruneTimer);
       await evaluator.stop();
+      await dispatcher.stop();
       await server.close();
       await tsdb.close();
       await db.close();

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { AlertOptions } from "./alerts/options.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
+import type { NotifyOptions } from "./notify/options.ts";
 
 /** Everything configurable, with its default, read once at start-up from the environment. */
 export interface Config {
@@ -41,6 +42,15 @@ export interface Config {
   readonly evaluatorAutoStart: boolean;
   /** Alert limits: SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES (10,000) per project. */
   readonly alerts: Partial<AlertOptions>;
+  /** Notifications: SVC_SMTP_URL (smtp://… ; unset = emails are logged), SVC_EMAIL_FROM,
+   * SVC_NOTIFY_ALLOW_HOSTS (comma-separated hosts allowed although loopback/private; off by default),
+   * SVC_NOTIFY_CA_FILE (extra CA for webhook TLS, PEM), SVC_MAX_DESTINATIONS (5), SVC_DISPATCHER (true). */
+  readonly notify: {
+    readonly smtpUrl?: string;
+    readonly ca?: string;
+    readonly dispatcherAutoStart: boolean;
+    readonly options: Partial<NotifyOptions>;
+  };
 }
 
 function persistedSecret(dataDir: string, file: string, make: () => string): string {
@@ -94,6 +104,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       (env.SVC_SIMULATOR ? env.SVC_SIMULATOR !== "false" : (overrides.demo ?? env.SVC_DEMO !== "false")),
     ci: overrides.ci ?? ciFromEnv(env),
     evaluatorAutoStart: overrides.evaluatorAutoStart ?? env.SVC_EVALUATOR !== "false",
+    notify: overrides.notify ?? notifyFromEnv(env),
     alerts: overrides.alerts ?? {
       ...(env.SVC_ALERT_MAX_RULES
         ? { maxRulesPerProject: positive(env.SVC_ALERT_MAX_RULES, "SVC_ALERT_MAX_RULES", 20) }
@@ -126,4 +137,21 @@ function ciFromEnv(env: NodeJS.ProcessEnv): Partial<CiOptions> {
     ci.jwksCooldownMs = s * 1000;
   }
   return ci;
+}
+
+function notifyFromEnv(env: NodeJS.ProcessEnv): Config["notify"] {
+  const options: { -readonly [K in keyof NotifyOptions]?: NotifyOptions[K] } = {};
+  if (env.SVC_NOTIFY_ALLOW_HOSTS)
+    options.allowHosts = env.SVC_NOTIFY_ALLOW_HOSTS.split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+  if (env.SVC_EMAIL_FROM) options.emailFrom = env.SVC_EMAIL_FROM;
+  if (env.SVC_MAX_DESTINATIONS)
+    options.maxDestinationsPerProject = positive(env.SVC_MAX_DESTINATIONS, "SVC_MAX_DESTINATIONS", 5);
+  return {
+    smtpUrl: env.SVC_SMTP_URL || undefined,
+    ca: env.SVC_NOTIFY_CA_FILE ? readFileSync(env.SVC_NOTIFY_CA_FILE, "utf8") : undefined,
+    dispatcherAutoStart: env.SVC_DISPATCHER !== "false",
+    options,
+  };
 }

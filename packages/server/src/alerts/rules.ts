@@ -128,6 +128,7 @@ export async function saveAlertRule(
   const replay = await findReplay<{ version: number }>(db, scope, input.requestId, hash);
   if (replay) return { ...(await ruleView(deps, await loadRule(db, projectId, id), nowMs)), replayed: true };
   await checkVmsExist(db, projectId, spec.vmNames);
+  await checkDestinationsExist(db, projectId, spec.destinationNames);
   const existing = await db.selectFrom("alert_rules").selectAll().where("id", "=", id).executeTakeFirst();
   if (expected === 0) {
     if (existing && existing.project_id === projectId && existing.delete_time === null)
@@ -241,6 +242,30 @@ async function checkVmsExist(db: Db, projectId: string, vmNames: readonly string
   for (const [i, name] of vmNames.entries()) {
     if (!live.has(name))
       throw invalidArgument(`spec.vmNames[${i}]`, `${name} is not a VM of this project (or it was deleted)`);
+  }
+}
+
+/** Every named destination exists in the project (a deleted one is gone: its rule must drop it). */
+async function checkDestinationsExist(db: Db, projectId: string, names: readonly string[]): Promise<void> {
+  if (names.length === 0) return;
+  const ids = names.map((n) => n.slice(n.lastIndexOf("/") + 1));
+  const live = new Set(
+    (
+      await db
+        .selectFrom("destinations")
+        .select("id")
+        .where("project_id", "=", projectId)
+        .where("id", "in", ids)
+        .where("delete_time", "is", null)
+        .execute()
+    ).map((r) => r.id),
+  );
+  for (const [i, id] of ids.entries()) {
+    if (!live.has(id))
+      throw invalidArgument(
+        `spec.destinationNames[${i}]`,
+        `${names[i]} is not a destination of this project`,
+      );
   }
 }
 

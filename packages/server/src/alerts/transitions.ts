@@ -13,11 +13,11 @@ export const EVALUATOR_ACTOR = "evaluator";
 
 export async function insertEvent(
   tx: Db,
-  e: Omit<IncidentEventTable, "id" | "detail"> & { detail?: Record<string, unknown> },
+  e: Omit<IncidentEventTable, "id" | "detail" | "fanout_time"> & { detail?: Record<string, unknown> },
 ): Promise<void> {
   await tx
     .insertInto("incident_events")
-    .values({ ...e, id: randomUUID(), detail: JSON.stringify(e.detail ?? {}) })
+    .values({ ...e, id: randomUUID(), detail: JSON.stringify(e.detail ?? {}), fanout_time: null })
     .execute();
 }
 

@@ -22,6 +22,11 @@ export interface Database {
   alert_instances: AlertInstanceTable;
   incidents: IncidentTable;
   incident_events: IncidentEventTable;
+  destinations: DestinationTable;
+  destination_recipients: DestinationRecipientTable;
+  destination_secrets: DestinationSecretTable;
+  deliveries: DeliveryTable;
+  delivery_attempts: DeliveryAttemptTable;
 }
 
 export interface ProjectTable {
@@ -277,4 +282,75 @@ export interface IncidentEventTable {
   actor: string;
   /** JSON object with the event's facts (value, reason, snooze until…). */
   detail: string;
+  /** When the outbox turned it into deliveries; null until then. */
+  fanout_time: number | null;
+}
+
+/** A notification destination (notify/destinations.ts). */
+export interface DestinationTable {
+  id: string;
+  project_id: string;
+  kind: "EMAIL" | "WEBHOOK" | "SLACK" | "TEAMS" | "DISCORD";
+  display_name: string;
+  /** 0 / 1 */
+  paused: number;
+  /** What may be shown: the webhook URL, or only the host of a chat URL. */
+  url_display: string;
+  /** The URL sealed (notify/seal.ts); "" for email. */
+  sealed_url: string;
+  create_time: number;
+  update_time: number;
+  delete_time: number | null;
+}
+
+/** An email recipient and its double opt-in. */
+export interface DestinationRecipientTable {
+  destination_id: string;
+  user_id: string;
+  code_hash: string;
+  code_expire_time: number;
+  verify_time: number | null;
+  create_time: number;
+}
+
+/** A webhook signing secret, sealed; expire_time null while current. */
+export interface DestinationSecretTable {
+  id: string;
+  destination_id: string;
+  sealed_secret: string;
+  create_time: number;
+  expire_time: number | null;
+}
+
+/** One (event, destination) message of the outbox; its id is the DeliveryID. */
+export interface DeliveryTable {
+  id: string;
+  project_id: string;
+  destination_id: string;
+  /** The incident event, or "test:<uuid>" for a test send. */
+  event_id: string;
+  incident_id: string | null;
+  event_type: string;
+  /** The NotificationMessage as JSON (notify/message.ts). */
+  message: string;
+  state: "PENDING" | "SENT" | "FAILED" | "SKIPPED";
+  skip_reason: string;
+  create_time: number;
+  expire_time: number;
+  next_attempt_time: number;
+  attempt_count: number;
+  /** Claimed by a dispatcher until this time (a crashed claim expires and the delivery is retried). */
+  lease_until: number | null;
+  update_time: number;
+}
+
+export interface DeliveryAttemptTable {
+  /** The attempt ID (svc-attempt-id). */
+  id: string;
+  delivery_id: string;
+  time: number;
+  status: "SENT" | "FAILED" | "SKIPPED";
+  response_code: number;
+  detail: string;
+  duration_ms: number;
 }

@@ -9,6 +9,7 @@ import { KeyService } from "@svc/sdk/gen/svc/iam/v1/key_pb";
 import { ServiceAccountService } from "@svc/sdk/gen/svc/iam/v1/service_account_pb";
 import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
 import { AlertService, IncidentService } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
+import { DestinationService } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import { MonitoringService } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import { methodAccess } from "./capabilities.ts";
 
@@ -16,6 +17,7 @@ const services: DescService[] = [
   MonitoringService,
   AlertService,
   IncidentService,
+  DestinationService,
   SessionService,
   ServiceAccountService,
   KeyService,

@@ -38,6 +38,18 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.IncidentService/SnoozeIncident": "human",
   "svc.monitoring.v1.IncidentService/UnsnoozeIncident": "human",
 
+  "svc.monitoring.v1.DestinationService/CreateDestination": "monitoring.write",
+  "svc.monitoring.v1.DestinationService/UpdateDestination": "monitoring.write",
+  "svc.monitoring.v1.DestinationService/DeleteDestination": "monitoring.write",
+  "svc.monitoring.v1.DestinationService/RotateWebhookSecret": "monitoring.write",
+  "svc.monitoring.v1.DestinationService/GetDestination": "monitoring.read",
+  "svc.monitoring.v1.DestinationService/ListDestinations": "monitoring.read",
+  "svc.monitoring.v1.DestinationService/ListDeliveries": "monitoring.read",
+  "svc.monitoring.v1.DestinationService/GetDelivery": "monitoring.read",
+  // Human dashboard operations (SPEC §4): a recipient verifies their own address; test sends.
+  "svc.monitoring.v1.DestinationService/VerifyDestination": "human",
+  "svc.monitoring.v1.DestinationService/SendTestNotification": "human",
+
   "svc.iam.v1.SessionService/Login": "public",
   "svc.iam.v1.SessionService/Logout": "human",
   "svc.iam.v1.SessionService/WhoAmI": "authenticated",

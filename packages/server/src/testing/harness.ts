@@ -60,6 +60,7 @@ export async function startTestApp(
       databaseUrl: database.databaseUrl,
       demo: false,
       evaluatorAutoStart: false,
+      notify: { dispatcherAutoStart: false, options: {} },
       ...overrides,
     },
   );

@@ -3,6 +3,7 @@ import * as m0001 from "./0001_foundation.ts";
 import * as m0002 from "./0002_ci_trust.ts";
 import * as m0003 from "./0003_agent_tokens.ts";
 import * as m0004 from "./0004_alerts.ts";
+import * as m0005 from "./0005_notifications.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   "0002_ci_trust": m0002,
   "0003_agent_tokens": m0003,
   "0004_alerts": m0004,
+  "0005_notifications": m0005,
 };

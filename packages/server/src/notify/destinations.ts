@@ -1,0 +1,561 @@
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import type { Db } from "../db/database.ts";
+import type { DestinationTable } from "../db/schema.ts";
+import { invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
+import { bodyHash, findReplay } from "../iam/idempotency.ts";
+import { roleOf } from "../iam/membership.ts";
+import { authorizeProject, type Principal } from "../iam/principal.ts";
+import { parseProjectName } from "../inventory/names.ts";
+import type { MailSender } from "./channels/email.ts";
+import { renderVerificationEmail } from "./channels/email.ts";
+import { checkDestinationUrl } from "./http.ts";
+import type { NotifyOptions } from "./options.ts";
+import type { Sealer } from "./seal.ts";
+import { generateWebhookSecret } from "./signing.ts";
+
+export const destinationKinds = ["EMAIL", "WEBHOOK", "SLACK", "TEAMS", "DISCORD"] as const;
+export type DestinationKind = (typeof destinationKinds)[number];
+export const MAX_OVERLAP_SECONDS = 86_400;
+const MAX_RECIPIENTS = 50;
+const ID = /^[a-z0-9]{8,64}$/;
+
+export interface DestinationsDeps {
+  readonly db: Db;
+  readonly options: NotifyOptions;
+  readonly sealer: Sealer;
+  readonly mailer: MailSender;
+  /** Public origin, for links in emails. */
+  readonly baseUrl: string;
+  readonly now: () => number;
+  /** Told when a delivery was queued (a test send), so the dispatcher does not wait for its poll. */
+  readonly onQueued?: () => void;
+}
+
+export function destinationName(projectId: string, id: string): string {
+  return `projects/${projectId}/destinations/${id}`;
+}
+
+export function parseDestinationName(name: string, field = "name"): { projectId: string; id: string } {
+  const m = /^projects\/([^/]+)\/destinations\/([^/]+)$/.exec(name);
+  if (!m || !ID.test(m[2]))
+    throw invalidArgument(field, name ? "must be projects/<project_id>/destinations/<id>" : "is required");
+  return { projectId: parseProjectName(`projects/${m[1]}`, field), id: m[2] };
+}
+
+export interface DestinationView {
+  name: string;
+  displayName: string;
+  kind: string;
+  paused: boolean;
+  recipients: { user: string; email: string; verified: boolean; verifyTimeUnix: bigint }[];
+  url: string;
+  secrets: { id: string; createTimeUnix: bigint; expireTimeUnix: bigint }[];
+  createTimeUnix: bigint;
+  updateTimeUnix: bigint;
+}
+
+const sec = (ms: number | null | undefined) => BigInt(Math.floor((ms ?? 0) / 1000));
+const hashCode = (code: string) => createHash("sha256").update(code).digest("hex");
+
+async function view(db: Db, d: DestinationTable, nowMs: number): Promise<DestinationView> {
+  const recipients =
+    d.kind === "EMAIL"
+      ? await db
+          .selectFrom("destination_recipients as r")
+          .innerJoin("users as u", "u.id", "r.user_id")
+          .select(["r.user_id", "u.email", "r.verify_time"])
+          .where("r.destination_id", "=", d.id)
+          .orderBy("u.email")
+          .execute()
+      : [];
+  const secrets =
+    d.kind === "WEBHOOK"
+      ? await db
+          .selectFrom("destination_secrets")
+          .select(["id", "create_time", "expire_time"])
+          .where("destination_id", "=", d.id)
+          .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", nowMs)]))
+          .orderBy("create_time", "desc")
+          .execute()
+      : [];
+  return {
+    name: destinationName(d.project_id, d.id),
+    displayName: d.display_name,
+    kind: d.kind,
+    paused: d.paused === 1,
+    recipients: recipients.map((r) => ({
+      user: `users/${r.user_id}`,
+      email: r.email,
+      verified: r.verify_time !== null,
+      verifyTimeUnix: sec(r.verify_time),
+    })),
+    url: d.url_display,
+    secrets: secrets.map((s) => ({
+      id: s.id,
+      createTimeUnix: sec(s.create_time),
+      expireTimeUnix: sec(s.expire_time),
+    })),
+    createTimeUnix: sec(d.create_time),
+    updateTimeUnix: sec(d.update_time),
+  };
+}
+
+function projectOf(p: Principal, projectName: string): string {
+  if (projectName) return parseProjectName(projectName);
+  if (p.kind === "PERSONAL_KEY" || p.kind === "SERVICE_ACCOUNT_KEY" || p.kind === "CI_TOKEN")
+    return p.projectId;
+  throw invalidArgument("projectName", "is required (projects/<project_id>) for a console session");
+}
+
+async function loadDestination(db: Db, projectId: string, id: string): Promise<DestinationTable> {
+  const d = await db
+    .selectFrom("destinations")
+    .selectAll()
+    .where("id", "=", id)
+    .where("project_id", "=", projectId)
+    .where("delete_time", "is", null)
+    .executeTakeFirst();
+  if (!d) throw notFound(destinationName(projectId, id));
+  return d;
+}
+
+function checkDisplayName(s: string): string {
+  const v = s.trim();
+  if (!v) throw invalidArgument("displayName", "is required");
+  if (v.length > 200) throw invalidArgument("displayName", "must be at most 200 characters");
+  return v;
+}
+
+/** Users of `names` (users/<id>) who are members of the project; the error names the field. */
+async function checkRecipients(db: Db, projectId: string, names: readonly string[]): Promise<string[]> {
+  if (names.length === 0)
+    throw invalidArgument("recipients", "an email destination needs at least one recipient");
+  if (names.length > MAX_RECIPIENTS)
+    throw invalidArgument("recipients", `must hold at most ${MAX_RECIPIENTS} users`);
+  const ids: string[] = [];
+  for (const [i, n] of names.entries()) {
+    const m = /^users\/([A-Za-z0-9_-]{1,64})$/.exec(n);
+    if (!m) throw invalidArgument(`recipients[${i}]`, "must be users/<id>");
+    if (ids.includes(m[1])) throw invalidArgument(`recipients[${i}]`, `${n} is listed twice`);
+    if (!(await roleOf(db, projectId, m[1])))
+      throw invalidArgument(`recipients[${i}]`, `${n} is not a member of the project`);
+    ids.push(m[1]);
+  }
+  return ids;
+}
+
+async function checkUrl(
+  kind: DestinationKind,
+  url: string,
+  options: NotifyOptions,
+): Promise<{ display: string }> {
+  if (!url) throw invalidArgument("url", `is required for a ${kind} destination`);
+  if (url.length > 2048) throw invalidArgument("url", "must be at most 2048 characters");
+  await checkDestinationUrl(url, options.allowHosts);
+  const u = new URL(url);
+  const hosts: Partial<Record<DestinationKind, RegExp>> = {
+    SLACK: /^hooks\.slack\.com$/,
+    DISCORD: /^(discord\.com|discordapp\.com)$/,
+  };
+  const want = hosts[kind];
+  if (want && !want.test(u.hostname) && !options.allowHosts.includes(u.hostname))
+    throw invalidArgument(
+      "url",
+      `must be the provider's incoming-webhook URL (${want.source.replace(/\\/g, "")})`,
+    );
+  // A webhook URL is shown as given; a chat URL is a secret in itself, so only its host is shown.
+  return { display: kind === "WEBHOOK" ? url : `https://${u.host}/…` };
+}
+
+export interface CreateInput {
+  projectName: string;
+  displayName: string;
+  kind: string;
+  recipients: string[];
+  url: string;
+  requestId: string;
+}
+
+export async function createDestination(
+  deps: DestinationsDeps,
+  p: Principal,
+  input: CreateInput,
+): Promise<{ destination: DestinationView; webhookSecret: string; replayed: boolean }> {
+  const { db, options } = deps;
+  const nowMs = deps.now();
+  const projectId = projectOf(p, input.projectName);
+  await authorizeProject(db, p, projectId, "monitoring.write");
+  if (!/^[0-9a-f-]{36}$/i.test(input.requestId))
+    throw invalidArgument("requestId", "is required (a client-generated UUID)");
+  const kind = input.kind as DestinationKind;
+  if (!(destinationKinds as readonly string[]).includes(kind))
+    throw invalidArgument("kind", `must be one of ${destinationKinds.join(", ")}`);
+  const displayName = checkDisplayName(input.displayName);
+  const scope = `destinations:${projectId}`;
+  const hash = bodyHash({ projectId, displayName, kind, recipients: input.recipients, url: input.url });
+  const replay = await findReplay<{ id: string }>(db, scope, input.requestId, hash);
+  if (replay)
+    return {
+      destination: await view(db, await loadDestination(db, projectId, replay.id), nowMs),
+      webhookSecret: "",
+      replayed: true,
+    };
+  let userIds: string[] = [];
+  let display = "";
+  if (kind === "EMAIL") {
+    if (input.url) throw invalidArgument("url", "is not used by an email destination");
+    userIds = await checkRecipients(db, projectId, input.recipients);
+  } else {
+    if (input.recipients.length > 0) throw invalidArgument("recipients", `are only for EMAIL destinations`);
+    display = (await checkUrl(kind, input.url, options)).display;
+  }
+  const count = await db
+    .selectFrom("destinations")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("project_id", "=", projectId)
+    .where("delete_time", "is", null)
+    .executeTakeFirstOrThrow();
+  if (Number(count.n) >= options.maxDestinationsPerProject) {
+    throw new SvcError(
+      "failed_precondition",
+      `the project has ${count.n} destinations, the limit is ${options.maxDestinationsPerProject} (in-app needs none)`,
+      {
+        reason: "DESTINATION_LIMIT_EXCEEDED",
+        metadata: { limit: String(options.maxDestinationsPerProject), count: String(count.n) },
+      },
+    );
+  }
+  const id = randomBytes(10).toString("hex");
+  const secret = kind === "WEBHOOK" ? generateWebhookSecret() : "";
+  const codes = new Map(userIds.map((u) => [u, randomBytes(6).toString("base64url")]));
+  await db.transaction().execute(async (tx) => {
+    await tx
+      .insertInto("idempotency_records")
+      .values({
+        scope,
+        request_id: input.requestId,
+        body_hash: hash,
+        result: JSON.stringify({ id }),
+        create_time: nowMs,
+      })
+      .execute();
+    await tx
+      .insertInto("destinations")
+      .values({
+        id,
+        project_id: projectId,
+        kind,
+        display_name: displayName,
+        paused: 0,
+        url_display: display,
+        sealed_url: input.url ? deps.sealer.seal(input.url) : "",
+        create_time: nowMs,
+        update_time: nowMs,
+        delete_time: null,
+      })
+      .execute();
+    if (secret) {
+      await tx
+        .insertInto("destination_secrets")
+        .values({
+          id: randomBytes(6).toString("hex"),
+          destination_id: id,
+          sealed_secret: deps.sealer.seal(secret),
+          create_time: nowMs,
+          expire_time: null,
+        })
+        .execute();
+    }
+    for (const [userId, code] of codes) {
+      await tx
+        .insertInto("destination_recipients")
+        .values({
+          destination_id: id,
+          user_id: userId,
+          code_hash: hashCode(code),
+          code_expire_time: nowMs + options.verificationTtlMs,
+          verify_time: null,
+          create_time: nowMs,
+        })
+        .execute();
+    }
+  });
+  const d = await loadDestination(db, projectId, id);
+  await sendVerifications(deps, d, codes);
+  return { destination: await view(db, d, nowMs), webhookSecret: secret, replayed: false };
+}
+
+/** The double opt-in: each new recipient gets a code by email; VerifyDestination completes it. */
+async function sendVerifications(
+  deps: DestinationsDeps,
+  d: DestinationTable,
+  codes: Map<string, string>,
+): Promise<void> {
+  for (const [userId, code] of codes) {
+    const u = await deps.db.selectFrom("users").select("email").where("id", "=", userId).executeTakeFirst();
+    if (!u) continue;
+    const mail = renderVerificationEmail({
+      projectName: `projects/${d.project_id}`,
+      destinationName: d.display_name,
+      code,
+      link: `${deps.baseUrl}/#/destinations/${d.id}/verify`,
+    });
+    // A failed send leaves the recipient unverified; updating the recipients sends a new code.
+    await deps.mailer.sendMail({ from: deps.options.emailFrom, to: u.email, ...mail }).catch(() => {});
+  }
+}
+
+export async function getDestination(
+  deps: Pick<DestinationsDeps, "db" | "now">,
+  p: Principal,
+  name: string,
+): Promise<DestinationView> {
+  const { projectId, id } = parseDestinationName(name);
+  await authorizeProject(deps.db, p, projectId, "monitoring.read");
+  return view(deps.db, await loadDestination(deps.db, projectId, id), deps.now());
+}
+
+export async function listDestinations(
+  deps: Pick<DestinationsDeps, "db" | "now">,
+  p: Principal,
+  projectName: string,
+): Promise<DestinationView[]> {
+  const projectId = parseProjectName(projectName);
+  await authorizeProject(deps.db, p, projectId, "monitoring.read");
+  const rows = await deps.db
+    .selectFrom("destinations")
+    .selectAll()
+    .where("project_id", "=", projectId)
+    .where("delete_time", "is", null)
+    .orderBy("create_time")
+    .orderBy("id")
+    .execute();
+  const out: DestinationView[] = [];
+  for (const r of rows) out.push(await view(deps.db, r, deps.now()));
+  return out;
+}
+
+export interface UpdateInput {
+  name: string;
+  displayName?: string;
+  paused?: boolean;
+  recipients: string[];
+  updateRecipients: boolean;
+  url?: string;
+}
+
+export async function updateDestination(
+  deps: DestinationsDeps,
+  p: Principal,
+  input: UpdateInput,
+): Promise<DestinationView> {
+  const { db, options } = deps;
+  const nowMs = deps.now();
+  const { projectId, id } = parseDestinationName(input.name);
+  await authorizeProject(db, p, projectId, "monitoring.write");
+  const d = await loadDestination(db, projectId, id);
+  const set: Partial<DestinationTable> = { update_time: nowMs };
+  if (input.displayName !== undefined) set.display_name = checkDisplayName(input.displayName);
+  if (input.paused !== undefined) set.paused = input.paused ? 1 : 0;
+  if (input.url !== undefined) {
+    if (d.kind === "EMAIL") throw invalidArgument("url", "is not used by an email destination");
+    set.url_display = (await checkUrl(d.kind, input.url, options)).display;
+    set.sealed_url = deps.sealer.seal(input.url);
+  }
+  const codes = new Map<string, string>();
+  if (input.updateRecipients) {
+    if (d.kind !== "EMAIL") throw invalidArgument("recipients", "are only for EMAIL destinations");
+    const ids = await checkRecipients(db, projectId, input.recipients);
+    const existing = new Set(
+      (
+        await db
+          .selectFrom("destination_recipients")
+          .select("user_id")
+          .where("destination_id", "=", id)
+          .execute()
+      ).map((r) => r.user_id),
+    );
+    for (const u of ids) if (!existing.has(u)) codes.set(u, randomBytes(6).toString("base64url"));
+    await db.transaction().execute(async (tx) => {
+      const removed = [...existing].filter((u) => !ids.includes(u));
+      if (removed.length > 0)
+        await tx
+          .deleteFrom("destination_recipients")
+          .where("destination_id", "=", id)
+          .where("user_id", "in", removed)
+          .execute();
+      for (const [userId, code] of codes) {
+        await tx
+          .insertInto("destination_recipients")
+          .values({
+            destination_id: id,
+            user_id: userId,
+            code_hash: hashCode(code),
+            code_expire_time: nowMs + options.verificationTtlMs,
+            verify_time: null,
+            create_time: nowMs,
+          })
+          .execute();
+      }
+    });
+  }
+  await db.updateTable("destinations").set(set).where("id", "=", id).execute();
+  const updated = await loadDestination(db, projectId, id);
+  await sendVerifications(deps, updated, codes);
+  return view(db, updated, nowMs);
+}
+
+export async function deleteDestination(
+  deps: DestinationsDeps,
+  p: Principal,
+  name: string,
+): Promise<{ name: string; skippedDeliveries: number }> {
+  const { db } = deps;
+  const nowMs = deps.now();
+  const { projectId, id } = parseDestinationName(name);
+  await authorizeProject(db, p, projectId, "monitoring.write");
+  await loadDestination(db, projectId, id);
+  await db
+    .updateTable("destinations")
+    .set({ delete_time: nowMs, update_time: nowMs })
+    .where("id", "=", id)
+    .execute();
+  const pending = await db
+    .selectFrom("deliveries")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("destination_id", "=", id)
+    .where("state", "=", "PENDING")
+    .executeTakeFirstOrThrow();
+  // Pending deliveries are skipped by the dispatcher's recheck (DESTINATION_DELETED), each recorded.
+  return { name, skippedDeliveries: Number(pending.n) };
+}
+
+/** Completes the caller's own email verification with the code from the email. */
+export async function verifyDestination(
+  deps: DestinationsDeps,
+  human: { userId: string },
+  name: string,
+  code: string,
+): Promise<DestinationView> {
+  const { db } = deps;
+  const nowMs = deps.now();
+  const { projectId, id } = parseDestinationName(name);
+  if (!(await roleOf(db, projectId, human.userId)))
+    throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
+  const d = await loadDestination(db, projectId, id);
+  if (d.kind !== "EMAIL") throw invalidArgument("name", "only email destinations are verified");
+  const r = await db
+    .selectFrom("destination_recipients")
+    .selectAll()
+    .where("destination_id", "=", id)
+    .where("user_id", "=", human.userId)
+    .executeTakeFirst();
+  if (!r)
+    throw permissionDenied(
+      "CAPABILITY",
+      "you are not a recipient of this destination; each recipient verifies their own address",
+    );
+  if (r.verify_time === null) {
+    const want = Buffer.from(r.code_hash, "hex");
+    const got = Buffer.from(hashCode(code), "hex");
+    if (!code || !timingSafeEqual(want, got))
+      throw invalidArgument("code", "does not match the code sent to you");
+    if (r.code_expire_time <= nowMs)
+      throw invalidArgument(
+        "code",
+        "has expired; ask for a new one by updating the destination's recipients",
+      );
+    await db
+      .updateTable("destination_recipients")
+      .set({ verify_time: nowMs })
+      .where("destination_id", "=", id)
+      .where("user_id", "=", human.userId)
+      .execute();
+  }
+  return view(db, d, nowMs);
+}
+
+export async function rotateWebhookSecret(
+  deps: DestinationsDeps,
+  p: Principal,
+  name: string,
+  overlapSeconds: number,
+): Promise<{ destination: DestinationView; webhookSecret: string }> {
+  const { db } = deps;
+  const nowMs = deps.now();
+  const { projectId, id } = parseDestinationName(name);
+  await authorizeProject(db, p, projectId, "monitoring.write");
+  const d = await loadDestination(db, projectId, id);
+  if (d.kind !== "WEBHOOK") throw invalidArgument("name", "only webhook destinations have a signing secret");
+  if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > MAX_OVERLAP_SECONDS)
+    throw invalidArgument("overlapSeconds", `must be 0..${MAX_OVERLAP_SECONDS}`);
+  const secret = generateWebhookSecret();
+  const until = nowMs + overlapSeconds * 1000;
+  await db.transaction().execute(async (tx) => {
+    // Older secrets keep signing until the overlap ends (0: discarded now); none ever outlives a later one.
+    await tx
+      .updateTable("destination_secrets")
+      .set({ expire_time: until })
+      .where("destination_id", "=", id)
+      .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", until)]))
+      .execute();
+    await tx
+      .insertInto("destination_secrets")
+      .values({
+        id: randomBytes(6).toString("hex"),
+        destination_id: id,
+        sealed_secret: deps.sealer.seal(secret),
+        create_time: nowMs,
+        expire_time: null,
+      })
+      .execute();
+  });
+  return { destination: await view(db, d, nowMs), webhookSecret: secret };
+}
+
+/** Queues a test notification to the destination now; the dispatcher sends it like any other. */
+export async function sendTestNotification(
+  deps: DestinationsDeps,
+  human: { userId: string },
+  name: string,
+): Promise<string> {
+  const { db, options } = deps;
+  const nowMs = deps.now();
+  const { projectId, id } = parseDestinationName(name);
+  const role = await roleOf(db, projectId, human.userId);
+  if (!role) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
+  if (role === "viewer")
+    throw permissionDenied("CAPABILITY", "your role viewer does not grant monitoring.write");
+  const d = await loadDestination(db, projectId, id);
+  const deliveryId = `dlv_${randomUUID()}`;
+  const message = {
+    type: "test",
+    deliveryId,
+    timeUnix: Math.floor(nowMs / 1000),
+    project: `projects/${projectId}`,
+    summary: `Test notification for ${d.display_name} (projects/${projectId})`,
+    link: `${deps.baseUrl}/#/destinations/${id}`,
+  };
+  await db
+    .insertInto("deliveries")
+    .values({
+      id: deliveryId,
+      project_id: projectId,
+      destination_id: id,
+      event_id: `test:${randomUUID()}`,
+      incident_id: null,
+      event_type: "test",
+      message: JSON.stringify(message),
+      state: "PENDING",
+      skip_reason: "",
+      create_time: nowMs,
+      expire_time: nowMs + options.messageTtlMs,
+      next_attempt_time: nowMs,
+      attempt_count: 0,
+      lease_until: null,
+      update_time: nowMs,
+    })
+    .execute();
+  deps.onQueued?.();
+  return deliveryId;
+}

@@ -1,0 +1,379 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { verifyWebhook } from "@svc/sdk";
+import { labelsFromRecord } from "../storage/interface.ts";
+import { testDialects } from "../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
+import { fanout } from "./outbox.ts";
+
+const S = 1000;
+const tls = makeCertificate();
+
+async function rejects(p: Promise<unknown>, code: Code, reason: string): Promise<ConnectError> {
+  try {
+    await p;
+  } catch (err) {
+    const e = ConnectError.from(err);
+    assert.equal(e.code, code, e.message);
+    assert.match(e.rawMessage, new RegExp(`\\[${reason}\\]$`), e.message);
+    return e;
+  }
+  assert.fail("expected a refusal");
+}
+
+for (const { dialect, skip } of await testDialects()) {
+  describe(`notifications (${dialect.name})`, { skip }, () => {
+    let t: TestApp;
+    let p: SeededProject;
+    let peer: HttpsPeer;
+    const projectId = "notify";
+    let vm1: string;
+
+    before(async () => {
+      peer = await startHttpsPeer(tls);
+      t = await startTestApp(dialect, {
+        notify: { dispatcherAutoStart: false, ca: tls.cert, options: { allowHosts: ["127.0.0.1"] } },
+      });
+      p = await t.seedProject(projectId, ["vm-1"]);
+      [vm1] = p.vms;
+    });
+    after(async () => {
+      await t?.close();
+      await peer?.close();
+    });
+    beforeEach(() => {
+      peer.received.length = 0;
+      peer.respond = () => ({ status: 204 });
+    });
+
+    const owner = () => t.clients(p.owner.session);
+    async function cpu(fromMs: number, toMs: number, v: number) {
+      const a = t.app.tsdb.appender();
+      const labels = labelsFromRecord({
+        __name__: "svc_vm_cpu_utilization_pct",
+        project_id: projectId,
+        vm: vm1,
+        vm_id: "vm-1",
+        location: "dc-1",
+        source: "hypervisor",
+      });
+      for (let ts = fromMs; ts < toMs; ts += 30 * S) a.append(labels, ts, v);
+      await a.commit();
+    }
+    async function webhook(path = "/hooks/svc") {
+      return owner().destinations.createDestination({
+        projectName: p.projectName,
+        displayName: "ops webhook",
+        kind: "WEBHOOK",
+        url: `${peer.url}${path}`,
+        requestId: randomUUID(),
+      });
+    }
+    /** A rule on vm-1 that fires at once, notifying `destination`; returns the incident after it fired. */
+    async function fire(destination: string) {
+      const t0 = t.clock.ms + 3600 * S;
+      t.clock.ms = t0;
+      const rule = await owner().alerts.saveAlertRule({
+        projectName: p.projectName,
+        id: randomUUID(),
+        requestId: randomUUID(),
+        expectedVersion: "0",
+        spec: {
+          displayName: "CPU high",
+          metricId: "cpu_utilization_pct",
+          operator: "GREATER_THAN",
+          threshold: 90,
+          sustainedSeconds: 0,
+          severity: "CRITICAL",
+          allVms: true,
+          destinationNames: [destination],
+        },
+      });
+      await cpu(t0 - 60 * S, t0 + 30 * S, 97);
+      await t.app.evaluator.runCycle(t0);
+      const { incidents } = await owner().incidents.listIncidents({
+        projectName: p.projectName,
+        rule: rule.name,
+      });
+      assert.equal(incidents.length, 1);
+      return { t0, rule, incident: incidents[0] };
+    }
+    async function deliveries(destination: string) {
+      return (await owner().destinations.listDeliveries({ projectName: p.projectName, destination }))
+        .deliveries;
+    }
+    async function cleanup(rule: string, destination: string) {
+      await owner().alerts.deleteAlertRule({ name: rule });
+      await owner().destinations.deleteDestination({ name: destination });
+      await t.app.dispatcher.runOnce(t.clock.ms);
+    }
+
+    it("a firing incident reaches a signed HTTPS webhook that verifies with the SDK; the secret is sealed and shown once", async () => {
+      const created = await webhook();
+      const d = created.destination?.name ?? "";
+      assert.match(created.webhookSecret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+      const stored = await t.app.db.db.selectFrom("destination_secrets").select("sealed_secret").execute();
+      assert.ok(
+        stored.every((s) => !s.sealed_secret.includes(created.webhookSecret.slice(6))),
+        "sealed at rest",
+      );
+      assert.ok(
+        !JSON.stringify(await owner().destinations.getDestination({ name: d }), (_k, v) =>
+          typeof v === "bigint" ? String(v) : v,
+        ).includes("whsec_"),
+      );
+      const { t0, rule, incident } = await fire(d);
+      const r = await t.app.dispatcher.runOnce(t0);
+      assert.equal(r.sent, 1);
+      assert.equal(peer.received.length, 1);
+      const got = peer.received[0];
+      assert.equal(got.path, "/hooks/svc");
+      const v = verifyWebhook(got.body, got.headers as Record<string, string>, created.webhookSecret, {
+        now: () => t0,
+      });
+      const payload = v.payload as {
+        type: string;
+        incident: { name: string; firingValue: number };
+        rule: { name: string };
+      };
+      assert.equal(payload.type, "incident.opened");
+      assert.equal(payload.incident.name, incident.name);
+      assert.equal(payload.incident.firingValue, 97);
+      assert.equal(payload.rule.name, rule.name);
+      const [dl] = await deliveries(d);
+      assert.deepEqual(
+        [dl.state, dl.deliveryId, dl.attempts.length, dl.attempts[0].responseCode],
+        ["SENT", v.deliveryId, 1, 204],
+      );
+      assert.equal(dl.attempts[0].attemptId, v.attemptId);
+      await cleanup(rule.name, d);
+    });
+
+    it("retries keep the DeliveryID with a new attempt ID: about 5 s after a 500, at least 60 s (or Retry-After) after a 429, and a 3xx is a failure that is not followed", async () => {
+      const created = await webhook();
+      const d = created.destination?.name ?? "";
+      const { t0, rule } = await fire(d);
+      const answers: { status: number; headers?: Record<string, string> }[] = [
+        { status: 500 },
+        { status: 429 },
+        { status: 429, headers: { "retry-after": "300" } },
+        { status: 302, headers: { location: "https://127.0.0.1:1/elsewhere" } },
+        { status: 200 },
+      ];
+      peer.respond = () => answers.shift() ?? { status: 200 };
+      await t.app.dispatcher.runOnce(t0);
+      let [dl] = await deliveries(d);
+      const next1 = Number(dl.nextAttemptTimeUnix) * 1000 - t0;
+      assert.ok(next1 >= 3 * S && next1 <= 7 * S, `about 5 s, got ${next1} ms`);
+      // Next attempt times are whole seconds in the API: run one second after.
+      const due = (x: typeof dl) => (Number(x.nextAttemptTimeUnix) + 1) * 1000;
+      const at2 = due(dl);
+      await t.app.dispatcher.runOnce(at2);
+      [dl] = await deliveries(d);
+      assert.ok(due(dl) - at2 >= 60 * S, `a 429 waits at least 60 s, got ${due(dl) - at2} ms`);
+      const at3 = due(dl);
+      await t.app.dispatcher.runOnce(at3);
+      [dl] = await deliveries(d);
+      assert.ok(due(dl) - at3 >= 300 * S, "Retry-After: 300 is honoured");
+      await t.app.dispatcher.runOnce(due(dl));
+      [dl] = await deliveries(d);
+      assert.equal(dl.attempts.at(-1)?.responseCode, 302);
+      assert.match(dl.attempts.at(-1)?.detail ?? "", /redirect/);
+      assert.equal(peer.received.filter((r) => r.path === "/elsewhere").length, 0);
+      await t.app.dispatcher.runOnce(due(dl));
+      [dl] = await deliveries(d);
+      assert.equal(dl.state, "SENT");
+      assert.equal(peer.received.length, 5);
+      const ids = new Set(peer.received.map((r) => r.headers["webhook-id"]));
+      const attempts = new Set(peer.received.map((r) => r.headers["svc-attempt-id"]));
+      assert.deepEqual([ids.size, attempts.size], [1, 5]);
+      await cleanup(rule.name, d);
+    });
+
+    it("before every attempt it rechecks: paused, recovered, snoozed, expired and deleted each skip with the reason and send nothing", async () => {
+      const created = await webhook();
+      const d = created.destination?.name ?? "";
+      // Paused.
+      const { t0, rule, incident } = await fire(d);
+      await owner().destinations.updateDestination({ name: d, paused: true });
+      await t.app.dispatcher.runOnce(t0);
+      const [paused] = await deliveries(d);
+      assert.deepEqual([paused.state, paused.skipReason], ["SKIPPED", "DESTINATION_PAUSED"]);
+      await owner().destinations.updateDestination({ name: d, paused: false });
+      // Recovered before the firing message went out: the OPENED delivery is skipped, RESOLVED is sent.
+      await cpu(t0 + 30 * S, t0 + 60 * S, 10);
+      peer.respond = () => ({ status: 500 });
+      await t.app.evaluator.runCycle(t0 + 30 * S);
+      await owner().alerts.saveAlertRule({
+        projectName: p.projectName,
+        id: rule.id,
+        requestId: randomUUID(),
+        expectedVersion: "1",
+        spec: { ...(rule.spec as object), displayName: "CPU high!" },
+      });
+      await cpu(t0 + 60 * S, t0 + 90 * S, 99);
+      await t.app.evaluator.runCycle(t0 + 60 * S);
+      await t.app.dispatcher.runOnce(t0 + 60 * S); // RESOLVED fails (500), second OPENED fails
+      await cpu(t0 + 90 * S, t0 + 120 * S, 5);
+      await t.app.evaluator.runCycle(t0 + 90 * S);
+      peer.respond = () => ({ status: 204 });
+      await t.app.dispatcher.runOnce(t0 + 100 * S);
+      const all = await deliveries(d);
+      const opened2 = all.find((x) => x.eventType === "incident.opened" && x.incident !== incident.name);
+      assert.deepEqual([opened2?.state, opened2?.skipReason], ["SKIPPED", "INCIDENT_RECOVERED"]);
+      assert.ok(all.filter((x) => x.eventType === "incident.resolved").every((x) => x.state === "SENT"));
+      // Snoozed.
+      await cpu(t0 + 120 * S, t0 + 150 * S, 99);
+      await t.app.evaluator.runCycle(t0 + 120 * S);
+      const open = (await owner().incidents.listIncidents({ projectName: p.projectName, state: "OPEN" }))
+        .incidents[0];
+      t.clock.ms = t0 + 121 * S;
+      await owner().incidents.snoozeIncident({
+        name: open.name,
+        snoozeUntilUnix: BigInt((t0 + 3600 * S) / 1000),
+      });
+      await t.app.dispatcher.runOnce(t0 + 122 * S);
+      const snoozed = (await deliveries(d)).find(
+        (x) => x.incident === open.name && x.eventType === "incident.opened",
+      );
+      assert.deepEqual([snoozed?.state, snoozed?.skipReason], ["SKIPPED", "INCIDENT_SNOOZED"]);
+      // Expired: a message that could not be sent within 24 h is never sent later.
+      await owner().incidents.unsnoozeIncident({ name: open.name });
+      await cpu(t0 + 150 * S, t0 + 180 * S, 5);
+      await t.app.evaluator.runCycle(t0 + 150 * S);
+      await t.app.dispatcher.runOnce(t0 + 150 * S + 25 * 3600 * S);
+      const expired = (await deliveries(d)).find(
+        (x) => x.incident === open.name && x.eventType === "incident.resolved",
+      );
+      assert.deepEqual([expired?.state, expired?.skipReason], ["SKIPPED", "EXPIRED"]);
+      // Deleted while a delivery waits for its retry.
+      await cpu(t0 + 180 * S, t0 + 210 * S, 99);
+      await t.app.evaluator.runCycle(t0 + 180 * S);
+      peer.respond = () => ({ status: 503 });
+      await t.app.dispatcher.runOnce(t0 + 181 * S);
+      const sentBefore = peer.received.length;
+      await owner().destinations.deleteDestination({ name: d });
+      await t.app.dispatcher.runOnce(t0 + 200 * S);
+      const rows = await t.app.db.db
+        .selectFrom("deliveries")
+        .select(["state", "skip_reason"])
+        .where("create_time", "=", t0 + 181 * S)
+        .execute();
+      assert.deepEqual(
+        rows.map((r) => [r.state, r.skip_reason]),
+        [["SKIPPED", "DESTINATION_DELETED"]],
+      );
+      assert.equal(peer.received.length, sentBefore);
+      await owner().alerts.deleteAlertRule({ name: rule.name });
+    });
+
+    it("a delivery claimed by a process that died is resent after its lease with the same DeliveryID, also across a restart", async () => {
+      const created = await webhook();
+      const d = created.destination?.name ?? "";
+      const { t0, rule } = await fire(d);
+      // Fan out, then pretend a dispatcher claimed the delivery and was killed before recording anything.
+      await fanout({ db: t.app.db.db, baseUrl: t.baseUrl, messageTtlMs: 86_400_000 }, t0);
+      await t.app.db.db
+        .updateTable("deliveries")
+        .set({ lease_until: t0 + 60 * S })
+        .where("state", "=", "PENDING")
+        .execute();
+      await t.app.dispatcher.runOnce(t0 + 1 * S);
+      assert.equal(peer.received.length, 0, "another dispatcher's claim is respected");
+      const before = peer.received.length;
+      await t.restart();
+      await t.app.dispatcher.runOnce(t0 + 61 * S);
+      const [dl] = await deliveries(d);
+      assert.equal(dl.state, "SENT");
+      assert.ok(peer.received.length >= before + 1);
+      assert.equal(peer.received.at(-1)?.headers["webhook-id"], dl.deliveryId);
+      await cleanup(rule.name, d);
+    });
+
+    it("rotation signs with both secrets during the overlap (plus the legacy signature) and with the new one only after", async () => {
+      const created = await webhook();
+      const d = created.destination?.name ?? "";
+      const rotated = await owner().destinations.rotateWebhookSecret({ name: d, overlapSeconds: 86_400 });
+      const { t0, rule } = await fire(d);
+      await t.app.dispatcher.runOnce(t0);
+      const got = peer.received.at(-1);
+      assert.ok(got);
+      assert.equal(String(got.headers["svc-signature-v2"]).split(" ").length, 2);
+      assert.match(String(got.headers["svc-signature-256"]), /^sha256=[0-9a-f]{64}$/);
+      verifyWebhook(got.body, got.headers as Record<string, string>, created.webhookSecret, {
+        now: () => t0,
+      });
+      verifyWebhook(got.body, got.headers as Record<string, string>, rotated.webhookSecret, {
+        now: () => t0,
+      });
+      const now = await owner().destinations.rotateWebhookSecret({ name: d, overlapSeconds: 0 });
+      assert.equal(now.destination?.secrets.length, 1);
+      await cleanup(rule.name, d);
+    });
+
+    it("chat destinations get the provider's payload, and their URL is never shown again", async () => {
+      for (const [kind, check] of [
+        ["SLACK", (b: Record<string, unknown>) => Array.isArray(b.blocks) && typeof b.text === "string"],
+        ["TEAMS", (b: Record<string, unknown>) => b.type === "message" && Array.isArray(b.attachments)],
+        ["DISCORD", (b: Record<string, unknown>) => Array.isArray(b.embeds)],
+      ] as const) {
+        const secretPath = `/services/T000/B000/${randomUUID()}`;
+        const c = await owner().destinations.createDestination({
+          projectName: p.projectName,
+          displayName: kind,
+          kind,
+          url: `${peer.url}${secretPath}`,
+          requestId: randomUUID(),
+        });
+        const d = c.destination?.name ?? "";
+        assert.ok(!c.destination?.url.includes(secretPath));
+        const { t0, rule } = await fire(d);
+        await t.app.dispatcher.runOnce(t0);
+        const got = peer.received.at(-1);
+        assert.equal(got?.path, secretPath);
+        assert.ok(check(JSON.parse(got?.body.toString() ?? "{}")), kind);
+        await cleanup(rule.name, d);
+        peer.received.length = 0;
+      }
+    });
+
+    it("test sends and verification are human operations; keys are refused; a destination URL to a private address is refused", async () => {
+      const created = await webhook();
+      const d = created.destination?.name ?? "";
+      const key = (
+        await owner().keys.createKey({
+          parent: p.projectName,
+          displayName: "k",
+          capabilities: ["monitoring.read", "monitoring.write"],
+          requestId: randomUUID(),
+        })
+      ).secret;
+      const auto = t.clients(key);
+      await rejects(auto.destinations.sendTestNotification({ name: d }), Code.PermissionDenied, "HUMAN_ONLY");
+      await rejects(
+        auto.destinations.verifyDestination({ name: d, code: "x" }),
+        Code.PermissionDenied,
+        "HUMAN_ONLY",
+      );
+      const test = await owner().destinations.sendTestNotification({ name: d });
+      assert.equal(test.eventType, "test");
+      await t.app.dispatcher.runOnce(t.clock.ms);
+      const got = peer.received.at(-1);
+      assert.equal(JSON.parse(got?.body.toString() ?? "{}").type, "test");
+      await rejects(
+        auto.destinations.createDestination({
+          displayName: "meta",
+          kind: "WEBHOOK",
+          url: "https://169.254.169.254/latest",
+          requestId: randomUUID(),
+        }),
+        Code.InvalidArgument,
+        "INVALID_FIELD",
+      );
+      await owner().destinations.deleteDestination({ name: d });
+    });
+  });
+}

@@ -1,0 +1,89 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import type { IncomingHttpHeaders } from "node:http";
+import { createServer, type Server } from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** A self-signed certificate for 127.0.0.1 / localhost, made now with openssl. */
+export function makeCertificate(): { key: string; cert: string } {
+  const dir = mkdtempSync(join(tmpdir(), "svc-cert-"));
+  try {
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        "-keyout",
+        join(dir, "key.pem"),
+        "-out",
+        join(dir, "cert.pem"),
+      ],
+      { stdio: "ignore" },
+    );
+    return {
+      key: readFileSync(join(dir, "key.pem"), "utf8"),
+      cert: readFileSync(join(dir, "cert.pem"), "utf8"),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export interface Received {
+  readonly path: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+}
+
+/** An HTTPS receiver on 127.0.0.1 that records requests and answers what `respond` says (default 204). */
+export interface HttpsPeer {
+  readonly url: string;
+  readonly received: Received[];
+  respond: (r: Received) => { status: number; headers?: Record<string, string>; delayMs?: number };
+  close(): Promise<void>;
+}
+
+export async function startHttpsPeer(tls: { key: string; cert: string }): Promise<HttpsPeer> {
+  const peer = {
+    received: [] as Received[],
+    respond: (_r: Received) =>
+      ({ status: 204 }) as { status: number; headers?: Record<string, string>; delayMs?: number },
+  };
+  const server: Server = createServer(tls, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const r = { path: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks) };
+      peer.received.push(r);
+      const a = peer.respond(r);
+      setTimeout(() => {
+        if (res.destroyed) return;
+        res.writeHead(a.status, a.headers ?? {});
+        res.end();
+      }, a.delayMs ?? 0);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return Object.assign(peer, {
+    url: `https://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  });
+}
