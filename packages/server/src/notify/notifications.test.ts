@@ -73,7 +73,7 @@ for (const { dialect, skip } of await testDialects()) {
       });
     }
     /** A rule on vm-1 that fires at once, notifying `destination`; returns the incident after it fired. */
-    async function fire(destination: string) {
+    async function fire(destination: string, repeatIntervalSeconds = 0) {
       const t0 = t.clock.ms + 3600 * S;
       t.clock.ms = t0;
       const rule = await owner().alerts.saveAlertRule({
@@ -90,6 +90,7 @@ for (const { dialect, skip } of await testDialects()) {
           severity: "CRITICAL",
           allVms: true,
           destinationNames: [destination],
+          repeatIntervalSeconds,
         },
       });
       await cpu(t0 - 60 * S, t0 + 30 * S, 97);
@@ -311,6 +312,31 @@ for (const { dialect, skip } of await testDialects()) {
       });
       const now = await owner().destinations.rotateWebhookSecret({ name: d, overlapSeconds: 0 });
       assert.equal(now.destination?.secrets.length, 1);
+      await cleanup(rule.name, d);
+    });
+
+    it("a still-firing incident notifies again after repeatIntervalSeconds, but not while snoozed", async () => {
+      const created = await webhook();
+      const d = created.destination?.name ?? "";
+      const { t0, rule, incident } = await fire(d, 60);
+      await cpu(t0 + 30 * S, t0 + 200 * S, 97);
+      await t.app.dispatcher.runOnce(t0);
+      await t.app.evaluator.runCycle(t0 + 60 * S);
+      await t.app.dispatcher.runOnce(t0 + 60 * S);
+      const types = () => peer.received.map((r) => JSON.parse(r.body.toString()).type);
+      assert.deepEqual(types(), ["incident.opened", "incident.repeat"]);
+      t.clock.ms = t0 + 61 * S;
+      await owner().incidents.snoozeIncident({
+        name: incident.name,
+        snoozeUntilUnix: BigInt((t0 + 600 * S) / 1000),
+      });
+      await t.app.evaluator.runCycle(t0 + 120 * S);
+      await t.app.dispatcher.runOnce(t0 + 120 * S);
+      assert.deepEqual(
+        types(),
+        ["incident.opened", "incident.repeat"],
+        "a snoozed repeat is skipped, not queued",
+      );
       await cleanup(rule.name, d);
     });
 
