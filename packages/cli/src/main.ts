@@ -1,6 +1,8 @@
 import { Command, CommanderError } from "commander";
 import { registerAlertCommands } from "./commands/alerts.ts";
 import { registerAuthCommands } from "./commands/auth.ts";
+import { registerDeliveryCommands } from "./commands/deliveries.ts";
+import { registerDestinationCommands } from "./commands/destinations.ts";
 import { registerIncidentCommands } from "./commands/incidents.ts";
 import { registerKeyCommands } from "./commands/keys.ts";
 import { registerMonitoringCommands } from "./commands/monitoring.ts";
@@ -23,6 +25,8 @@ export function buildProgram(): Command {
   registerKeyCommands(program);
   registerAlertCommands(program);
   registerIncidentCommands(program);
+  registerDestinationCommands(program);
+  registerDeliveryCommands(program);
   return program;
 }
 
