@@ -340,6 +340,58 @@ for (const { dialect, skip } of await testDialects()) {
       await cleanup(rule.name, d);
     });
 
+    it("one slow destination does not hold up another: both are attempted at once", async () => {
+      const slow = await webhook("/slow");
+      const fast = await webhook("/fast");
+      const ds = [slow.destination?.name ?? "", fast.destination?.name ?? ""];
+      let slowAnswered = false;
+      let fastBeforeSlowAnswered = false;
+      peer.respond = (r) => {
+        if (r.path === "/slow") {
+          setTimeout(() => {
+            slowAnswered = true;
+          }, 1000);
+          return { status: 204, delayMs: 1000 };
+        }
+        fastBeforeSlowAnswered = !slowAnswered;
+        return { status: 204 };
+      };
+      const t0 = t.clock.ms + 3600 * S;
+      t.clock.ms = t0;
+      const rule = await owner().alerts.saveAlertRule({
+        projectName: p.projectName,
+        id: randomUUID(),
+        requestId: randomUUID(),
+        expectedVersion: "0",
+        spec: {
+          displayName: "CPU high",
+          metricId: "cpu_utilization_pct",
+          operator: "GREATER_THAN",
+          threshold: 90,
+          sustainedSeconds: 0,
+          severity: "CRITICAL",
+          allVms: true,
+          destinationNames: ds,
+        },
+      });
+      await cpu(t0 - 60 * S, t0 + 30 * S, 97);
+      await t.app.evaluator.runCycle(t0);
+      // The slow destination's delivery is due first, so a dispatcher that sent one at a time would
+      // make the fast one wait for the slow answer.
+      await fanout({ db: t.app.db.db, baseUrl: t.baseUrl, messageTtlMs: 86_400_000 }, t0);
+      const slowId = (ds[0] ?? "").split("/").pop() ?? "";
+      await t.app.db.db
+        .updateTable("deliveries")
+        .set({ next_attempt_time: t0 - 1000 })
+        .where("destination_id", "=", slowId)
+        .execute();
+      const r = await t.app.dispatcher.runOnce(t0);
+      assert.equal(r.sent, 2);
+      assert.ok(fastBeforeSlowAnswered, "the fast destination did not wait for the slow one's answer");
+      await owner().alerts.deleteAlertRule({ name: rule.name });
+      for (const d of ds) await owner().destinations.deleteDestination({ name: d });
+    });
+
     it("chat destinations get the provider's payload, and their URL is never shown again", async () => {
       for (const [kind, check] of [
         ["SLACK", (b: Record<string, unknown>) => Array.isArray(b.blocks) && typeof b.text === "string"],
