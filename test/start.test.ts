@@ -100,6 +100,35 @@ describe("npm start", () => {
         body.vms.map((v) => v.name),
       );
 
+      // The demo's notifications: a webhook, an email and a chat destination, all on the CPU rule.
+      const read = async (method: string, body: object) => {
+        const r = await fetch(`${creds.baseUrl}/svc.monitoring.v1.${method}`, {
+          method: "POST",
+          headers: {
+            "Content-Type": "application/json",
+            "Connect-Protocol-Version": "1",
+            Authorization: `Bearer ${creds.readKey}`,
+          },
+          body: JSON.stringify(body),
+        });
+        assert.equal(r.status, 200, method);
+        return r.json();
+      };
+      const { destinations } = (await read("DestinationService/ListDestinations", {
+        projectName: "projects/demo",
+      })) as { destinations: { name: string; kind: string }[] };
+      assert.deepEqual(destinations.map((d) => d.kind).sort(), ["EMAIL", "SLACK", "WEBHOOK"]);
+      const { rules } = (await read("AlertService/ListAlertRules", { projectName: "projects/demo" })) as {
+        rules: { spec: { metricId: string; destinationNames: string[] } }[];
+      };
+      const cpu = rules.find((r) => r.spec.metricId === "cpu_utilization_pct");
+      assert.deepEqual(
+        [...(cpu?.spec.destinationNames ?? [])].sort(),
+        destinations.map((d) => d.name).sort(),
+        "the CPU rule notifies the three demo destinations",
+      );
+      assert.match(first.out(), /demo notifications: .*ListDeliveries/);
+
       // The demo's two alert rules, and the curl recipe of docs/alerts.md, run as written.
       const doc = readFileSync(join(root, "docs/alerts.md"), "utf8");
       const block = /<!-- the block below is run by test\/start\.test\.ts -->\n```sh\n([\s\S]*?)```/.exec(

@@ -1,6 +1,10 @@
-import { randomBytes, randomUUID } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { randomBytes, randomUUID, X509Certificate } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { createServer, type Server } from "node:https";
 import { join } from "node:path";
+import { readRawBody, verifyWebhook, WebhookVerificationError } from "@svc/sdk";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import { saveAlertRule } from "./alerts/rules.ts";
 import { ruleTemplates } from "./alerts/templates.ts";
@@ -9,6 +13,7 @@ import { createKey } from "./iam/keys.ts";
 import { createServiceAccount } from "./iam/service-accounts.ts";
 import { createProject, createUser, setMember } from "./inventory/projects.ts";
 import { createVm } from "./inventory/vms.ts";
+import { createDestination, type DestinationsDeps, updateDestination } from "./notify/destinations.ts";
 
 export const DEMO_PROJECT = "demo";
 
@@ -90,6 +95,7 @@ export function credentialsPath(dataDir: string): string {
 /**
  * On an empty control plane, creates the demo project, its owner, VMs, a `Metrics scraper` and an
  * `Alert manager` service account with one key each, and writes them to demo-credentials.json (0600).
+ * With `notify`, it also creates the email, webhook and chat destinations that the CPU rule notifies.
  * Returns the credentials and whether they were created now (so the caller prints secrets only once).
  */
 export async function ensureDemo(
@@ -99,10 +105,12 @@ export async function ensureDemo(
   adminToken: string,
   collectorToken: string,
   nowMs: number,
+  notify?: DemoNotify,
 ): Promise<{ created: boolean; credentials?: DemoCredentials }> {
   const path = credentialsPath(dataDir);
   const anyProject = await db.selectFrom("projects").select("id").limit(1).executeTakeFirst();
   if (anyProject) {
+    if (notify) await reconnectDemoDestinations(dataDir, notify);
     if (!existsSync(path)) return { created: false };
     const credentials = JSON.parse(readFileSync(path, "utf8")) as DemoCredentials;
     if (credentials.baseUrl !== baseUrl || credentials.collectorToken !== collectorToken) {
@@ -161,8 +169,9 @@ export async function ensureDemo(
     nowMs,
   );
   // Two rules from the templates, so the demo VM that runs hot on schedule (demo-collector.ts) opens an
-  // incident within a few minutes of the first start.
+  // incident within a few minutes of the first start. The CPU rule notifies the demo's destinations.
   const owner = { kind: "HUMAN_SESSION" as const, userId: actor.userId, sessionId: "" };
+  const destinationNames = notify ? await createDemoDestinations(db, dataDir, notify, actor.userId) : [];
   for (const id of DEMO_RULE_TEMPLATES) {
     const template = ruleTemplates.find((t) => t.id === id);
     if (!template) continue;
@@ -174,7 +183,7 @@ export async function ensureDemo(
         id: randomUUID(),
         requestId: randomUUID(),
         expectedVersion: "0",
-        spec: { ...template.spec },
+        spec: { ...template.spec, ...(id === "cpu" ? { destinationNames } : {}) },
       },
       nowMs,
     );
@@ -191,4 +200,269 @@ export async function ensureDemo(
   };
   writeFileSync(path, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
   return { created: true, credentials };
+}
+
+// ---- the demo's notifications ---------------------------------------------------------------------
+
+/** What the demo needs to create (or re-point) its destinations. */
+export interface DemoNotify {
+  /** destinations.ts's dependencies, built from the app's configuration (same sealing key). */
+  readonly deps: DestinationsDeps;
+  /** The loopback receivers; undefined without openssl (the demo then has its email destination only). */
+  readonly receivers?: DemoReceivers;
+  /** Prints a line (what went wrong re-pointing a destination on a later start). */
+  readonly note: (line: string) => void;
+}
+
+/** The demo's in-process loopback receivers, served over HTTPS with a certificate kept in the data dir. */
+export interface DemoReceivers {
+  /** The receivers' self-signed certificate (PEM): the dispatcher must trust it (config.notify.ca). */
+  readonly cert: string;
+  /** The signed-webhook receiver: verifies each delivery with the SDK's verifyWebhook. */
+  readonly webhookUrl: string;
+  /** A Slack-style incoming-webhook endpoint: logs the message's `text`. */
+  readonly chatUrl: string;
+  /** The webhook destination's secret, once it exists; until then every delivery is refused. */
+  setWebhookSecret(secret: string): void;
+  close(): Promise<void>;
+}
+
+/** Ports, destination names and the webhook secret of the demo's notifications (0600, in the data dir). */
+interface DemoNotifyState {
+  webhookPort?: number;
+  chatPort?: number;
+  ownerUserId?: string;
+  webhookSecret?: string;
+  /** The URLs the destinations were last given (a later start re-points them when a port changed). */
+  webhookUrl?: string;
+  chatUrl?: string;
+  destinations?: { email?: string; webhook?: string; chat?: string };
+}
+
+const notifyStatePath = (dataDir: string) => join(dataDir, "demo-notify.json");
+
+function readNotifyState(dataDir: string): DemoNotifyState {
+  const path = notifyStatePath(dataDir);
+  return existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as DemoNotifyState) : {};
+}
+
+function writeNotifyState(dataDir: string, patch: DemoNotifyState): DemoNotifyState {
+  const state = { ...readNotifyState(dataDir), ...patch };
+  writeFileSync(notifyStatePath(dataDir), `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+  return state;
+}
+
+/**
+ * The receivers' certificate: demo-tls/{cert,key}.pem in the data dir, made with openssl on first use
+ * (node:crypto can sign but not build an X.509 certificate) and remade when it is about to expire.
+ * Undefined when openssl is missing.
+ */
+function demoCertificate(dataDir: string): { key: string; cert: string } | undefined {
+  const dir = join(dataDir, "demo-tls");
+  const keyPath = join(dir, "key.pem");
+  const certPath = join(dir, "cert.pem");
+  if (existsSync(keyPath) && existsSync(certPath)) {
+    const cert = readFileSync(certPath, "utf8");
+    if (Date.parse(new X509Certificate(cert).validTo) > Date.now() + 86_400_000)
+      return { key: readFileSync(keyPath, "utf8"), cert };
+  }
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=svc demo receivers",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+        "-keyout",
+        keyPath,
+        "-out",
+        certPath,
+      ],
+      { stdio: "ignore" },
+    );
+  } catch {
+    return undefined;
+  }
+  return { key: readFileSync(keyPath, "utf8"), cert: readFileSync(certPath, "utf8") };
+}
+
+/** Listens on 127.0.0.1:`port` when it is free, else on any free port; resolves the port. */
+function listenLoopback(server: Server, port: number | undefined): Promise<number> {
+  const at = (p: number) =>
+    new Promise<number>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(p, "127.0.0.1", () => {
+        server.off("error", reject);
+        const a = server.address();
+        resolve(typeof a === "object" && a ? a.port : p);
+      });
+    });
+  return port ? at(port).catch(() => at(0)) : at(0);
+}
+
+/**
+ * Starts the demo's receivers before the app (whose dispatcher must trust their certificate), on the
+ * ports of the previous start when they are free. `out` prints one line per delivery received.
+ * Undefined, with a printed note, when no certificate can be made.
+ */
+export async function startDemoReceivers(
+  dataDir: string,
+  out: (line: string) => void,
+): Promise<DemoReceivers | undefined> {
+  const tls = demoCertificate(dataDir);
+  if (!tls) {
+    out("demo notifications: openssl not found, so the demo has no webhook or chat destination (email only)");
+    return undefined;
+  }
+  const secrets: string[] = [];
+  const seen = new Set<string>();
+  const answer = (res: ServerResponse, status: number, body = "") =>
+    res.writeHead(status, body ? { "content-type": "text/plain" } : {}).end(body);
+  const webhook = createServer(tls, (req: IncomingMessage, res: ServerResponse) => {
+    void (async () => {
+      try {
+        const body = await readRawBody(req);
+        if (secrets.length === 0) return answer(res, 503, "the demo destination is not ready");
+        const v = verifyWebhook(body, req.headers, secrets);
+        const p = v.payload as { type?: string; summary?: string };
+        const repeat = seen.has(v.deliveryId) ? " (a retry of a delivery already received)" : "";
+        seen.add(v.deliveryId);
+        out(`demo webhook receiver: verified ${p.type} "${p.summary}" ${v.deliveryId}${repeat}`);
+        answer(res, 204);
+      } catch (e) {
+        const why = e instanceof Error ? e.message : String(e);
+        out(`demo webhook receiver: refused a request: ${why}`);
+        answer(res, e instanceof WebhookVerificationError ? 400 : 500, why);
+      }
+    })();
+  });
+  const chat = createServer(tls, (req: IncomingMessage, res: ServerResponse) => {
+    void (async () => {
+      try {
+        const m = JSON.parse((await readRawBody(req)).toString("utf8")) as { text?: unknown };
+        if (typeof m.text !== "string") return answer(res, 400, "no_text");
+        // Slack renders the three mrkdwn escapes; so does this line.
+        const text = m.text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+        out(`demo chat receiver (Slack-style): ${text}`);
+        answer(res, 200, "ok"); // what Slack answers
+      } catch {
+        answer(res, 400, "invalid_payload");
+      }
+    })();
+  });
+  const state = readNotifyState(dataDir);
+  const webhookPort = await listenLoopback(webhook, state.webhookPort);
+  const chatPort = await listenLoopback(chat, state.chatPort);
+  writeNotifyState(dataDir, { webhookPort, chatPort });
+  const close = (s: Server) =>
+    new Promise<void>((r) => {
+      s.closeAllConnections();
+      s.close(() => r());
+    });
+  return {
+    cert: tls.cert,
+    webhookUrl: `https://127.0.0.1:${webhookPort}/svc-webhook`,
+    chatUrl: `https://127.0.0.1:${chatPort}/services/demo`,
+    setWebhookSecret(secret) {
+      secrets.splice(0, secrets.length, secret);
+    },
+    close: async () => {
+      await Promise.all([close(webhook), close(chat)]);
+    },
+  };
+}
+
+/** Creates the demo's email, webhook and chat destinations; returns their names for the CPU rule. */
+async function createDemoDestinations(
+  db: Db,
+  dataDir: string,
+  notify: DemoNotify,
+  ownerUserId: string,
+): Promise<string[]> {
+  const owner = { kind: "HUMAN_SESSION" as const, userId: ownerUserId, sessionId: "" };
+  const create = (displayName: string, kind: string, url: string, recipients: string[] = []) =>
+    createDestination(notify.deps, owner, {
+      projectName: `projects/${DEMO_PROJECT}`,
+      displayName,
+      kind,
+      recipients,
+      url,
+      requestId: randomUUID(),
+    });
+  const email = await create("Demo owner's email", "EMAIL", "", [`users/${ownerUserId}`]);
+  // This stands in for the opt-in click: the owner would confirm the code from the verification email
+  // with VerifyDestination. The demo is created in-process, so its owner's address is marked verified.
+  await db
+    .updateTable("destination_recipients")
+    .set({ verify_time: notify.deps.now() })
+    .where("destination_id", "=", email.destination.name.slice(email.destination.name.lastIndexOf("/") + 1))
+    .where("user_id", "=", ownerUserId)
+    .execute();
+  const destinations: DemoNotifyState["destinations"] = { email: email.destination.name };
+  const r = notify.receivers;
+  let webhookSecret: string | undefined;
+  if (r) {
+    const hook = await create("Demo webhook receiver (loopback)", "WEBHOOK", r.webhookUrl);
+    webhookSecret = hook.webhookSecret;
+    r.setWebhookSecret(webhookSecret);
+    destinations.webhook = hook.destination.name;
+    destinations.chat = (
+      await create("Demo Slack-style chat (loopback)", "SLACK", r.chatUrl)
+    ).destination.name;
+  }
+  writeNotifyState(dataDir, {
+    ownerUserId,
+    destinations,
+    ...(r ? { webhookSecret, webhookUrl: r.webhookUrl, chatUrl: r.chatUrl } : {}),
+  });
+  return [destinations.webhook, destinations.email, destinations.chat].filter((n): n is string => !!n);
+}
+
+/** The start-up line that says what the demo notifies and where its deliveries show; undefined without any. */
+export function demoNotifyLine(dataDir: string, smtp: boolean): string | undefined {
+  const d = readNotifyState(dataDir).destinations;
+  if (!d) return undefined;
+  const loopback = [d.webhook ? "a signed webhook" : "", d.chat ? "a Slack-style chat endpoint" : ""]
+    .filter(Boolean)
+    .join(" and ");
+  const parts = [
+    loopback ? `${loopback} (receivers on 127.0.0.1 that print each delivery here)` : "",
+    d.email ? `the owner's email (${smtp ? "through SVC_SMTP_URL" : "logged: no SVC_SMTP_URL"})` : "",
+  ].filter(Boolean);
+  return (
+    `demo notifications: the CPU rule notifies ${parts.join(" and ")}; ` +
+    "its deliveries: DestinationService/ListDeliveries with the read key (docs/notifications.md)"
+  );
+}
+
+/** A later start: hands the stored secret to the receiver and re-points destinations whose port changed. */
+async function reconnectDemoDestinations(dataDir: string, notify: DemoNotify): Promise<void> {
+  const state = readNotifyState(dataDir);
+  const r = notify.receivers;
+  if (!r || !state.ownerUserId || !state.destinations) return;
+  if (state.webhookSecret) r.setWebhookSecret(state.webhookSecret);
+  const owner = { kind: "HUMAN_SESSION" as const, userId: state.ownerUserId, sessionId: "" };
+  const moves = [
+    [state.destinations.webhook, state.webhookUrl, r.webhookUrl, "webhookUrl"],
+    [state.destinations.chat, state.chatUrl, r.chatUrl, "chatUrl"],
+  ] as const;
+  for (const [name, was, now, key] of moves) {
+    if (!name || was === now) continue;
+    await updateDestination(notify.deps, owner, { name, url: now, recipients: [], updateRecipients: false })
+      .then(() => writeNotifyState(dataDir, { [key]: now }))
+      .catch((e: unknown) =>
+        notify.note(`demo notifications: could not re-point ${name}: ${e instanceof Error ? e.message : e}`),
+      );
+  }
 }

@@ -1,17 +1,42 @@
+import { rootCertificates } from "node:tls";
 import { createApp } from "./app.ts";
-import { loadConfig } from "./config.ts";
-import { credentialsPath, ensureDemo } from "./demo.ts";
+import { type Config, loadConfig } from "./config.ts";
+import { credentialsPath, demoNotifyLine, ensureDemo, startDemoReceivers } from "./demo.ts";
 import { startDemoCollector } from "./ingest/demo-collector.ts";
+import { resolveNotifyOptions } from "./notify/options.ts";
+import { createSealer } from "./notify/seal.ts";
+
+/**
+ * The demo's notify settings: its dispatcher trusts the loopback receivers' certificate and may reach
+ * 127.0.0.1. Only with the demo; otherwise the allowlist stays as configured (empty by default).
+ */
+function withDemoNotify(config: Config, cert: string): Config {
+  return Object.freeze({
+    ...config,
+    notify: {
+      ...config.notify,
+      // A `ca` replaces Node's bundled roots, so they stay beside the demo's certificate.
+      ca: `${config.notify.ca ?? rootCertificates.join("\n")}\n${cert}`,
+      options: {
+        ...config.notify.options,
+        allowHosts: [...(config.notify.options.allowHosts ?? []), "127.0.0.1"],
+      },
+    },
+  });
+}
 
 /** `npm start`: every role in one process on HOST:PORT, with the demo project on an empty data directory. */
 async function main(): Promise<void> {
-  const config = loadConfig();
+  const out = (line: string) => process.stdout.write(`${line}\n`);
+  const loaded = loadConfig();
+  // The demo's receivers listen before the app starts, whose dispatcher must trust their certificate.
+  const receivers = loaded.demo ? await startDemoReceivers(loaded.dataDir, out) : undefined;
+  const config = receivers ? withDemoNotify(loaded, receivers.cert) : loaded;
   const app = await createApp(config);
   const address = await app.server.listen({ host: config.host, port: config.port });
   const url = new URL(address);
   const baseUrl =
     config.baseUrl ?? `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${url.port}`;
-  const out = (line: string) => process.stdout.write(`${line}\n`);
   out(`svc listening on ${baseUrl}`);
   if (config.demo) {
     const demo = await ensureDemo(
@@ -21,6 +46,19 @@ async function main(): Promise<void> {
       config.adminToken,
       config.collectorToken,
       Date.now(),
+      {
+        deps: {
+          db: app.db.db,
+          options: resolveNotifyOptions(config.notify.options),
+          sealer: createSealer(config.secretKey),
+          // No verification email: the demo marks its owner's address verified itself (demo.ts).
+          mailer: { sendMail: async () => ({}) },
+          baseUrl,
+          now: Date.now,
+        },
+        receivers,
+        note: out,
+      },
     );
     if (demo.created && demo.credentials) {
       const c = demo.credentials;
@@ -35,6 +73,8 @@ async function main(): Promise<void> {
         `demo project: ${demo.credentials.projectName} (existing data; keys in ${credentialsPath(config.dataDir)})`,
       );
     }
+    const notifyLine = demoNotifyLine(config.dataDir, config.notify.smtpUrl !== undefined);
+    if (notifyLine) out(notifyLine);
   }
   const collector = config.simulator
     ? await startDemoCollector({
@@ -55,6 +95,7 @@ async function main(): Promise<void> {
     force.unref();
     collector?.stop();
     await app.close();
+    await receivers?.close();
     process.exit(0);
   };
   process.on("SIGINT", () => void shutdown("SIGINT"));
