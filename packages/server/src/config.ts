@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { rootCertificates } from "node:tls";
 import type { AlertOptions } from "./alerts/options.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
@@ -150,7 +151,10 @@ function notifyFromEnv(env: NodeJS.ProcessEnv): Config["notify"] {
     options.maxDestinationsPerProject = positive(env.SVC_MAX_DESTINATIONS, "SVC_MAX_DESTINATIONS", 5);
   return {
     smtpUrl: env.SVC_SMTP_URL || undefined,
-    ca: env.SVC_NOTIFY_CA_FILE ? readFileSync(env.SVC_NOTIFY_CA_FILE, "utf8") : undefined,
+    // Added to Node's public roots (a `ca` option alone would replace them).
+    ca: env.SVC_NOTIFY_CA_FILE
+      ? `${rootCertificates.join("\n")}\n${readFileSync(env.SVC_NOTIFY_CA_FILE, "utf8")}`
+      : undefined,
     dispatcherAutoStart: env.SVC_DISPATCHER !== "false",
     options,
   };

@@ -297,7 +297,8 @@ class DispatcherImpl implements Dispatcher {
         detail: `SMTP: ${err instanceof Error ? err.message : String(err)}`,
       };
     }
-    return { status: "SENT", code: 0, detail: `accepted by the SMTP server for ${to.length} recipient(s)` };
+    const by = this.#deps.mailer.acceptedBy ?? "the SMTP server";
+    return { status: "SENT", code: 0, detail: `accepted by ${by} for ${to.length} recipient(s)` };
   }
 
   async #purge(atMs: number): Promise<void> {

@@ -14,6 +14,8 @@ export interface Mail {
 /** The slice of nodemailer's transporter that notifications use. */
 export interface MailSender {
   sendMail(mail: Mail): Promise<unknown>;
+  /** Who accepted a sent mail, for delivery history ("the SMTP server", or that it was only logged). */
+  readonly acceptedBy?: string;
 }
 
 /** Timeouts of one SMTP exchange, ms (nodemailer's defaults wait minutes). */
@@ -51,6 +53,7 @@ export interface InfoLogger {
  */
 export function createLogSender(log: InfoLogger): MailSender {
   return {
+    acceptedBy: "the server log (no SMTP server configured: nothing was sent)",
     async sendMail(mail) {
       log.info(
         { mail: { from: mail.from, to: mail.to, subject: mail.subject, textChars: mail.text.length } },
