@@ -94,39 +94,50 @@ class DispatcherImpl implements Dispatcher {
 
   async #run(atMs: number) {
     const { db, options } = this.#deps;
-    while (
-      (await fanout({ db, baseUrl: this.#deps.baseUrl, messageTtlMs: options.messageTtlMs }, atMs)) > 0
-    ) {}
-    const due = await db
-      .selectFrom("deliveries")
-      .select(["id", "destination_id"])
-      .where("state", "=", "PENDING")
-      .where("next_attempt_time", "<=", atMs)
-      .where((eb) => eb.or([eb("lease_until", "is", null), eb("lease_until", "<", atMs)]))
-      .orderBy("next_attempt_time")
-      .limit(options.concurrency * 8)
-      .execute();
-    const byDestination = new Map<string, string[]>();
-    for (const d of due) {
-      const list = byDestination.get(d.destination_id) ?? [];
-      list.push(d.id);
-      byDestination.set(d.destination_id, list);
-    }
+    const batch = options.concurrency * 8;
     const totals = { attempted: 0, sent: 0, skipped: 0, failed: 0 };
-    const queues = [...byDestination.values()];
-    const worker = async () => {
-      for (let q = queues.shift(); q; q = queues.shift()) {
-        for (const id of q) {
-          const r = await this.#attempt(id, atMs);
-          if (!r) continue;
-          totals.attempted++;
-          if (r === "SENT") totals.sent++;
-          else if (r === "SKIPPED") totals.skipped++;
-          else totals.failed++;
-        }
+    // Fan-out and sending alternate in batches, so the first deliveries of a burst of transitions do
+    // not wait for the whole burst to be fanned out; a full batch is followed at once by the next.
+    for (;;) {
+      const fanned = await fanout(
+        { db, baseUrl: this.#deps.baseUrl, messageTtlMs: options.messageTtlMs },
+        atMs,
+        batch,
+      );
+      const due = await db
+        .selectFrom("deliveries")
+        .select(["id", "destination_id"])
+        .where("state", "=", "PENDING")
+        .where("next_attempt_time", "<=", atMs)
+        .where((eb) => eb.or([eb("lease_until", "is", null), eb("lease_until", "<", atMs)]))
+        .orderBy("next_attempt_time")
+        .limit(batch)
+        .execute();
+      const byDestination = new Map<string, string[]>();
+      for (const d of due) {
+        const list = byDestination.get(d.destination_id) ?? [];
+        list.push(d.id);
+        byDestination.set(d.destination_id, list);
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(options.concurrency, queues.length) }, worker));
+      const queues = [...byDestination.values()];
+      let claimed = 0;
+      const worker = async () => {
+        for (let q = queues.shift(); q; q = queues.shift()) {
+          for (const id of q) {
+            const r = await this.#attempt(id, atMs);
+            if (!r) continue;
+            claimed++;
+            totals.attempted++;
+            if (r === "SENT") totals.sent++;
+            else if (r === "SKIPPED") totals.skipped++;
+            else totals.failed++;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(options.concurrency, queues.length) }, worker));
+      // Done when nothing is left to fan out and the due ones were all held by someone else or sent.
+      if (fanned < batch && (due.length < batch || claimed === 0)) break;
+    }
     if (atMs - this.#lastPurge >= 3_600_000) {
       this.#lastPurge = atMs;
       await this.#purge(atMs).catch((err: unknown) =>

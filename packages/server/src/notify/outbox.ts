@@ -41,9 +41,11 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
     .orderBy("id")
     .limit(limit)
     .execute();
-  for (const e of events) {
-    const type = EVENT_TYPES[e.kind];
-    await db.transaction().execute(async (tx) => {
+  if (events.length === 0) return 0;
+  // One transaction for the batch: a failure leaves every event of it for the next pass.
+  await db.transaction().execute(async (tx) => {
+    for (const e of events) {
+      const type = EVENT_TYPES[e.kind];
       // Human operations (acknowledge, snooze) notify nobody: the incident list is their in-app record.
       if (type) {
         const inc = await tx
@@ -143,8 +145,16 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
             .execute();
         }
       }
-      await tx.updateTable("incident_events").set({ fanout_time: nowMs }).where("id", "=", e.id).execute();
-    });
-  }
+    }
+    await tx
+      .updateTable("incident_events")
+      .set({ fanout_time: nowMs })
+      .where(
+        "id",
+        "in",
+        events.map((e) => e.id),
+      )
+      .execute();
+  });
   return events.length;
 }
