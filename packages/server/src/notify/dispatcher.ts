@@ -156,9 +156,10 @@ class DispatcherImpl implements Dispatcher {
       .where("id", "=", id)
       .where("state", "=", "PENDING")
       .where((eb) => eb.or([eb("lease_until", "is", null), eb("lease_until", "<", atMs)]))
+      .returningAll()
       .executeTakeFirst();
-    if (Number(claimed.numUpdatedRows) !== 1) return undefined;
-    const d = await db.selectFrom("deliveries").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
+    if (!claimed) return undefined;
+    const d = claimed;
     const attemptId = `att_${randomUUID()}`;
     const started = performance.now();
     let outcome: Outcome;
