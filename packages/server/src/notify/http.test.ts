@@ -7,7 +7,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { SvcError } from "../errors.ts";
-import { checkDestinationUrl, parseRetryAfter, postJson, specialAddressReason } from "./http.ts";
+import {
+  checkDestinationUrl,
+  closeIdleConnections,
+  parseRetryAfter,
+  postJson,
+  specialAddressReason,
+} from "./http.ts";
 
 interface Seen {
   method: string;
@@ -22,6 +28,8 @@ describe("notify/http", () => {
   let server: Server;
   let port: number;
   const seen: Seen[] = [];
+  /** TLS connections the receiver has accepted (a handshake each). */
+  let handshakes = 0;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "svc-notify-http-"));
@@ -76,11 +84,13 @@ describe("notify/http", () => {
         }
       });
     });
+    server.on("secureConnection", () => handshakes++);
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     port = (server.address() as AddressInfo).port;
   });
 
   after(() => {
+    closeIdleConnections();
     server?.closeAllConnections();
     server?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -251,6 +261,68 @@ describe("notify/http", () => {
     );
     assert.equal(o.kind, "error");
     assert.match(o.kind === "error" ? o.error : "", /certificate/);
+  });
+
+  it("postJson reuses one TLS connection for sequential posts to the same receiver", async () => {
+    closeIdleConnections();
+    const first = handshakes;
+    const before = seen.length;
+    for (let i = 0; i < 3; i++) {
+      const o = await postJson(
+        `https://127.0.0.1:${port}/ok/${i}`,
+        body,
+        {},
+        { timeoutMs: 5_000, allowHosts: local, ca },
+      );
+      assert.equal(o.kind === "response" && o.status, 200);
+    }
+    assert.equal(seen.length - before, 3);
+    assert.equal(handshakes - first, 1, "one handshake for three posts");
+  });
+
+  it("postJson retries once on a new connection when the server has closed the idle one", async () => {
+    closeIdleConnections();
+    const opts = { timeoutMs: 5_000, allowHosts: local, ca };
+    const o1 = await postJson(`https://127.0.0.1:${port}/ok/1`, body, {}, opts);
+    assert.equal(o1.kind === "response" && o1.status, 200);
+    const first = handshakes;
+    const before = seen.length;
+    // The server drops the kept-alive connection; the post that follows (in the same tick, before
+    // the client can see the close) goes out on the dead socket, fails, and is sent again.
+    server.closeIdleConnections();
+    const o2 = await postJson(`https://127.0.0.1:${port}/ok/2`, body, {}, opts);
+    assert.equal(o2.kind === "response" && o2.status, 200);
+    assert.deepEqual(
+      seen.slice(before).map((s) => s.url),
+      ["/ok/2"],
+    );
+    assert.equal(handshakes - first, 1);
+  });
+
+  it("postJson does not share a connection between different allowlists", async () => {
+    closeIdleConnections();
+    const lookup = async () => [{ address: "127.0.0.1", family: 4 }];
+    const allowed = await postJson(
+      `https://localhost:${port}/ok`,
+      body,
+      {},
+      { timeoutMs: 5_000, allowHosts: ["localhost"], ca, lookup },
+    );
+    assert.equal(allowed.kind === "response" && allowed.status, 200);
+    // Same host, CA and resolver, an idle connection to it in a pool: still refused at connect time.
+    const before = seen.length;
+    const refused = await postJson(
+      `https://localhost:${port}/ok`,
+      body,
+      {},
+      { timeoutMs: 5_000, allowHosts: [], ca, lookup },
+    );
+    assert.equal(refused.kind, "error");
+    assert.match(
+      refused.kind === "error" ? refused.error : "",
+      /refused: host localhost resolves to 127\.0\.0\.1/,
+    );
+    assert.equal(seen.length, before);
   });
 
   // checkDestinationUrl: every special address is refused with a clear reason; no network is used

@@ -1,6 +1,8 @@
 import { lookup as dnsLookup } from "node:dns";
-import { request } from "node:https";
-import { isIP } from "node:net";
+import type { ClientRequest } from "node:http";
+import { Agent, request } from "node:https";
+import { isIP, type LookupFunction } from "node:net";
+import { createSecureContext, type SecureContext } from "node:tls";
 import { invalidArgument } from "../errors.ts";
 
 /**
@@ -8,8 +10,10 @@ import { invalidArgument } from "../errors.ts";
  * against SSRF (DESIGN §11). HTTPS only; no redirects followed (a 3xx comes back as a response and
  * the caller counts it as a failure); one deadline covers connect, TLS, request and response; at most
  * 64 KiB of the answer is read. Every address the host resolves to is checked when the socket
- * connects, inside the `lookup` handed to https.request, so a name that resolves to a public address
- * at save time and to 127.0.0.1 later (DNS rebinding) is still refused.
+ * connects, inside the `lookup` of the connection pool's agent, so a name that resolves to a public
+ * address at save time and to 127.0.0.1 later (DNS rebinding) is still refused. Connections are kept
+ * alive (a TLS handshake per delivery was most of the dispatcher's CPU) in pools that never mix
+ * options; closeIdleConnections() ends them.
  */
 
 export type HttpOutcome =
@@ -71,15 +75,15 @@ export async function postJson(
 ): Promise<HttpOutcome> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
-  const allow = allowList(opts.allowHosts ?? []);
-  const resolve = opts.lookup ?? systemResolve;
   const secrets = secretsOf(url, headers);
 
   let target: Target;
+  let pool: Pool;
   try {
     target = parseTarget(url);
+    pool = poolFor(opts);
     // An IP literal never reaches `lookup` (net.connect skips it), so it is checked here.
-    if (target.ip && !allow.host(target.host)) refuseIfSpecial(target.ip, allow);
+    if (target.ip && !pool.allow.host(target.host)) refuseIfSpecial(target.ip, pool.allow);
   } catch (e) {
     return { kind: "error", error: describeError(e, secrets), durationMs: elapsed() };
   }
@@ -89,6 +93,7 @@ export async function postJson(
     let timer: NodeJS.Timeout | undefined;
     let status: number | undefined;
     let retryAfterSeconds: number | undefined;
+    let current: ClientRequest | undefined;
     const finish = (o: HttpOutcome) => {
       if (done) return;
       done = true;
@@ -108,78 +113,194 @@ export async function postJson(
         durationMs: elapsed(),
       });
 
-    const hostAllowed = allow.host(target.host);
-    const guardedLookup = (
-      hostname: string,
-      options: { family?: number | string; all?: boolean },
-      callback: (err: Error | null, address: string | ResolvedAddress[], family?: number) => void,
-    ) => {
-      resolve(hostname)
-        .then((addresses) => {
-          if (addresses.length === 0) throw new Error(`${hostname} has no address`);
-          if (!hostAllowed) for (const a of addresses) refuseIfSpecial(a.address, allow, hostname);
-          const family =
-            options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family ?? 0);
-          const usable =
-            family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
-          if (usable.length === 0) throw new Error(`${hostname} has no IPv${family} address`);
-          if (options.all)
-            callback(
-              null,
-              usable.map((a) => ({ address: a.address, family: a.family })),
-            );
-          else callback(null, usable[0].address, usable[0].family);
-        })
-        .catch((e: unknown) => callback(e instanceof Error ? e : new Error(String(e)), ""));
+    const send = (fresh: boolean) => {
+      let req: ClientRequest;
+      try {
+        req = request({
+          method: "POST",
+          host: target.host,
+          port: target.port,
+          path: target.path,
+          headers: {
+            "content-type": "application/json",
+            "user-agent": "svc-notify/1",
+            ...headers,
+            "content-length": String(Buffer.byteLength(body)),
+          },
+          // The pool's agent, or a one-off socket for the retry below. Its lookup and TLS context
+          // are the pool's either way (the agent's own options win over these for pooled sockets).
+          agent: fresh ? false : pool.agent,
+          lookup: pool.lookup,
+          ...(pool.secureContext ? { secureContext: pool.secureContext } : {}),
+          ...(target.ip ? {} : { servername: target.host }),
+        });
+      } catch (e) {
+        // Invalid header names or values throw synchronously.
+        finish({ kind: "error", error: describeError(e, secrets), durationMs: elapsed() });
+        return;
+      }
+      current = req;
+
+      req.on("error", (e: unknown) => {
+        if (req !== current || done) return;
+        // A kept-alive socket the server has just closed (its idle timeout racing our reuse) fails
+        // with ECONNRESET / "socket hang up" before any byte of a response. Retried once, at once,
+        // on a new socket: the server closed that connection without reading the request, so it
+        // never reached the endpoint's application, and a delivery is at-least-once anyway should
+        // it have. Not retried on a new socket, after a response began, or on the deadline (that
+        // error has no code).
+        if (!fresh && req.reusedSocket && status === undefined && isStaleSocketError(e)) {
+          send(true);
+          return;
+        }
+        fail(e);
+      });
+      req.on("response", (res) => {
+        status = res.statusCode ?? 0;
+        const ra = res.headers["retry-after"];
+        retryAfterSeconds = ra === undefined ? undefined : parseRetryAfter(ra, Date.now());
+        // The body is read to its end (the socket then goes back to the pool) or, past
+        // MAX_RESPONSE_BYTES, the socket is destroyed: it never returns with unread bytes.
+        let read = 0;
+        res.on("data", (chunk: Buffer) => {
+          read += chunk.length;
+          if (read >= MAX_RESPONSE_BYTES) {
+            respond();
+            res.destroy();
+          }
+        });
+        res.on("end", respond);
+        res.on("error", fail);
+        res.on("close", respond);
+      });
+      req.end(body);
     };
 
-    let req: ReturnType<typeof request>;
-    try {
-      req = request({
-        method: "POST",
-        host: target.host,
-        port: target.port,
-        path: target.path,
-        headers: {
-          "content-type": "application/json",
-          "user-agent": "svc-notify/1",
-          ...headers,
-          "content-length": String(Buffer.byteLength(body)),
-        },
-        // No pooled sockets: each attempt connects (and is checked) anew, whatever allowlist it has.
-        agent: false,
-        lookup: guardedLookup,
-        ...(opts.ca === undefined ? {} : { ca: opts.ca }),
-        ...(target.ip ? {} : { servername: target.host }),
-      });
-    } catch (e) {
-      // Invalid header names or values throw synchronously.
-      finish({ kind: "error", error: describeError(e, secrets), durationMs: elapsed() });
-      return;
-    }
+    send(false);
+    if (done) return;
+    // One deadline for the whole exchange, the retry included; destroying the request destroys its
+    // socket, so a timed-out socket is never reused.
     timer = setTimeout(() => {
-      req.destroy(new Error(`timed out after ${opts.timeoutMs} ms`));
+      current?.destroy(new Error(`timed out after ${opts.timeoutMs} ms`));
     }, opts.timeoutMs);
-
-    req.on("error", fail);
-    req.on("response", (res) => {
-      status = res.statusCode ?? 0;
-      const ra = res.headers["retry-after"];
-      retryAfterSeconds = ra === undefined ? undefined : parseRetryAfter(ra, Date.now());
-      let read = 0;
-      res.on("data", (chunk: Buffer) => {
-        read += chunk.length;
-        if (read >= MAX_RESPONSE_BYTES) {
-          respond();
-          res.destroy();
-        }
-      });
-      res.on("end", respond);
-      res.on("error", fail);
-      res.on("close", respond);
-    });
-    req.end(body);
   });
+}
+
+/**
+ * Destroys every pooled connection (and the agents holding them); the app calls it on shutdown.
+ * Later posts open new connections.
+ */
+export function closeIdleConnections(): void {
+  for (const p of pools.values()) p.agent.destroy();
+  pools.clear();
+}
+
+// ---- connection pools -----------------------------------------------------------------------------
+
+/** Sockets per pool (host:port) at most; the dispatcher sends one delivery at a time per destination. */
+const POOL_MAX_SOCKETS = 16;
+/** Idle sockets are closed after this, below the usual 5 s keep-alive timeout of servers. */
+const POOL_IDLE_MS = 4_000;
+const POOL_KEEPALIVE_MSECS = 1_000;
+
+interface Pool {
+  readonly agent: Agent;
+  readonly allow: AllowList;
+  readonly lookup: LookupFunction;
+  readonly secureContext?: SecureContext;
+}
+
+/**
+ * One keep-alive agent per set of options that decides which connections may be trusted: the CA,
+ * the allowHosts list and the resolver. Different options never share a socket: a socket opened
+ * under an allowlist that admits 127.0.0.1 is never handed to a request whose allowlist does not.
+ */
+const pools = new Map<string, Pool>();
+/** TLS contexts by CA text: the CA (Node's roots plus one, ~200 KB) is parsed once, not per connection. */
+const secureContexts = new Map<string, { readonly id: number; readonly context: SecureContext }>();
+const resolverIds = new WeakMap<ResolveHost, number>();
+let lastId = 0;
+
+function poolFor(opts: PostJsonOptions): Pool {
+  const resolve = opts.lookup ?? systemResolve;
+  let resolverId = resolverIds.get(resolve);
+  if (resolverId === undefined) {
+    resolverId = ++lastId;
+    resolverIds.set(resolve, resolverId);
+  }
+  let tls: { readonly id: number; readonly context: SecureContext } | undefined;
+  if (opts.ca !== undefined) {
+    const caText = typeof opts.ca === "string" ? opts.ca : opts.ca.toString("latin1");
+    tls = secureContexts.get(caText);
+    if (!tls) {
+      tls = { id: ++lastId, context: createSecureContext({ ca: opts.ca }) };
+      secureContexts.set(caText, tls);
+    }
+  }
+  const hosts = opts.allowHosts ?? [];
+  const key = `${tls?.id ?? 0} ${resolverId} ${JSON.stringify([...hosts].sort())}`;
+  let pool = pools.get(key);
+  if (!pool) {
+    const allow = allowList(hosts);
+    const lookup = guardedLookup(allow, resolve);
+    pool = {
+      allow,
+      lookup,
+      ...(tls ? { secureContext: tls.context } : {}),
+      // The SSRF check stays on the address actually connected: `lookup` is the agent's own, so it
+      // runs for every NEW socket at connect time (a name that now resolves to a refused address
+      // fails there); a reused socket is one that was checked when it was opened, and its peer
+      // address cannot change. IP literals are checked in postJson before every request.
+      agent: new Agent({
+        keepAlive: true,
+        keepAliveMsecs: POOL_KEEPALIVE_MSECS,
+        maxSockets: POOL_MAX_SOCKETS,
+        // On a free socket, the agent's timeout closes it after this much idleness.
+        timeout: POOL_IDLE_MS,
+        scheduling: "lifo",
+        lookup,
+        ...(tls ? { secureContext: tls.context } : {}),
+      }),
+    };
+    pools.set(key, pool);
+  }
+  return pool;
+}
+
+function isStaleSocketError(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === "ECONNRESET" || code === "EPIPE";
+}
+
+/**
+ * net.connect's `lookup`: resolves with `resolve` and refuses the connection when any address of a
+ * host that is not allowlisted is special, so every address a socket connects to has been checked.
+ */
+function guardedLookup(allow: AllowList, resolve: ResolveHost): LookupFunction {
+  const lookup = (
+    hostname: string,
+    options: { family?: number | string; all?: boolean },
+    callback: (err: Error | null, address: string | ResolvedAddress[], family?: number) => void,
+  ) => {
+    resolve(hostname)
+      .then((addresses) => {
+        if (addresses.length === 0) throw new Error(`${hostname} has no address`);
+        if (!allow.host(hostname)) for (const a of addresses) refuseIfSpecial(a.address, allow, hostname);
+        const family =
+          options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family ?? 0);
+        const usable =
+          family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
+        if (usable.length === 0) throw new Error(`${hostname} has no IPv${family} address`);
+        if (options.all)
+          callback(
+            null,
+            usable.map((a) => ({ address: a.address, family: a.family })),
+          );
+        else callback(null, usable[0].address, usable[0].family);
+      })
+      .catch((e: unknown) => callback(e instanceof Error ? e : new Error(String(e)), ""));
+  };
+  return lookup as unknown as LookupFunction;
 }
 
 /**
