@@ -12,11 +12,12 @@
  *
  * The app: startTestApp (SQLite, the bench process), notify `{ ca: <receiver's certificate>,
  * allowHosts: ["127.0.0.1"] }`, its clock following the wall clock. The dispatcher is the app's
- * (`app.dispatcher`, the real postJson: node:https, no pooling, the SSRF lookup, one deadline).
+ * (`app.dispatcher`, the real postJson: node:https, keep-alive agents per CA/allowlist/resolver, the SSRF
+ * lookup on every new socket, one deadline).
  *
  * The receiver: a plain node:https server answering 204 as soon as the body is read, recording the
  * `webhook-id` header and Date.now() at the answer. It runs in a **separate process** (spawned
- * `node -e`): the server side of every TLS handshake (one per delivery: svc does not pool) costs
+ * `node -e`): the server side of every TLS handshake (one per delivery before svc pooled connections) costs
  * about as much CPU as the client side, and in the bench process it would take event-loop time from
  * the dispatcher and the bare client it is measuring. Its CPU is reported per row. Both processes
  * read the same system clock (Date.now(), 1 ms resolution).

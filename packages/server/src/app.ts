@@ -27,7 +27,7 @@ import { latestVmMetrics } from "./metrics/latest.ts";
 import { resolveMetricsOptions } from "./metrics/options.ts";
 import { createLogSender, createSmtpSender } from "./notify/channels/email.ts";
 import { createDispatcher, type Dispatcher } from "./notify/dispatcher.ts";
-import { postJson } from "./notify/http.ts";
+import { closeIdleConnections, postJson } from "./notify/http.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
 import { promApiRoutes } from "./promapi/plugin.ts";
@@ -204,6 +204,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       clearInterval(pruneTimer);
       await evaluator.stop();
       await dispatcher.stop();
+      closeIdleConnections();
       await server.close();
       await tsdb.close();
       await db.close();
