@@ -58,6 +58,8 @@ class DispatcherImpl implements Dispatcher {
   #running: Promise<unknown> = Promise.resolve();
   #pending = false;
   #lastPurge = 0;
+  /** Unsealed signing secrets by destination, for one batch of attempts only. */
+  readonly #secrets = new Map<string, string[]>();
 
   constructor(deps: DispatcherDeps) {
     this.#deps = deps;
@@ -120,6 +122,7 @@ class DispatcherImpl implements Dispatcher {
         byDestination.set(d.destination_id, list);
       }
       const queues = [...byDestination.values()];
+      this.#secrets.clear();
       let claimed = 0;
       const worker = async () => {
         for (let q = queues.shift(); q; q = queues.shift()) {
@@ -135,6 +138,7 @@ class DispatcherImpl implements Dispatcher {
         }
       };
       await Promise.all(Array.from({ length: Math.min(options.concurrency, queues.length) }, worker));
+      this.#secrets.clear();
       // Done when nothing is left to fan out and the due ones were all held by someone else or sent.
       if (fanned < batch && (due.length < batch || claimed === 0)) break;
     }
@@ -263,16 +267,21 @@ class DispatcherImpl implements Dispatcher {
     atMs: number,
     body: string,
   ) {
-    const rows = await this.#deps.db
-      .selectFrom("destination_secrets")
-      .select(["sealed_secret", "expire_time"])
-      .where("destination_id", "=", destinationId)
-      .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", atMs)]))
-      .orderBy("create_time", "desc")
-      .execute();
-    const secrets = rows.map((r) => this.#deps.sealer.open(r.sealed_secret));
+    // Read and unsealed once per batch of the destination's deliveries (a rotation lands in the next batch).
+    let secrets = this.#secrets.get(destinationId);
+    if (!secrets) {
+      const rows = await this.#deps.db
+        .selectFrom("destination_secrets")
+        .select(["sealed_secret", "expire_time"])
+        .where("destination_id", "=", destinationId)
+        .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", atMs)]))
+        .orderBy("create_time", "desc")
+        .execute();
+      secrets = rows.map((r) => this.#deps.sealer.open(r.sealed_secret));
+      this.#secrets.set(destinationId, secrets);
+    }
     // The legacy raw-body signature uses the previous secret, and only while its overlap lasts.
-    const legacySecret = rows.length > 1 ? secrets[1] : undefined;
+    const legacySecret = secrets.length > 1 ? secrets[1] : undefined;
     return signDelivery({
       deliveryId,
       attemptId,

@@ -44,6 +44,35 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
   if (events.length === 0) return 0;
   // One transaction for the batch: a failure leaves every event of it for the next pass.
   await db.transaction().execute(async (tx) => {
+    const byRule = new Map<string, { id: string }[]>();
+    const liveDestinationsOf = async (ruleId: string, projectId: string): Promise<{ id: string }[]> => {
+      const known = byRule.get(ruleId);
+      if (known) return known;
+      const rule = await tx
+        .selectFrom("alert_rules as r")
+        .innerJoin("alert_rule_revisions as v", (j) =>
+          j.onRef("v.rule_id", "=", "r.id").onRef("v.version", "=", "r.applied_version"),
+        )
+        .select(["v.spec"])
+        .where("r.id", "=", ruleId)
+        .executeTakeFirst();
+      const names: string[] = rule
+        ? ((JSON.parse(rule.spec) as { destinationNames?: string[] }).destinationNames ?? [])
+        : [];
+      const ids = names.map((n) => n.slice(n.lastIndexOf("/") + 1));
+      const live =
+        ids.length > 0
+          ? await tx
+              .selectFrom("destinations")
+              .select("id")
+              .where("project_id", "=", projectId)
+              .where("id", "in", ids)
+              .where("delete_time", "is", null)
+              .execute()
+          : [];
+      byRule.set(ruleId, live);
+      return live;
+    };
     for (const e of events) {
       const type = EVENT_TYPES[e.kind];
       // Human operations (acknowledge, snooze) notify nobody: the incident list is their in-app record.
@@ -53,30 +82,8 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
           .selectAll()
           .where("id", "=", e.incident_id)
           .executeTakeFirst();
-        const rule = inc
-          ? await tx
-              .selectFrom("alert_rules as r")
-              .innerJoin("alert_rule_revisions as v", (j) =>
-                j.onRef("v.rule_id", "=", "r.id").onRef("v.version", "=", "r.applied_version"),
-              )
-              .select(["v.spec"])
-              .where("r.id", "=", inc.rule_id)
-              .executeTakeFirst()
-          : undefined;
-        const names: string[] = rule
-          ? ((JSON.parse(rule.spec) as { destinationNames?: string[] }).destinationNames ?? [])
-          : [];
-        const ids = names.map((n) => n.slice(n.lastIndexOf("/") + 1));
-        const live =
-          inc && ids.length > 0
-            ? await tx
-                .selectFrom("destinations")
-                .select("id")
-                .where("project_id", "=", inc.project_id)
-                .where("id", "in", ids)
-                .where("delete_time", "is", null)
-                .execute()
-            : [];
+        // A batch usually holds many events of few rules: each rule's destinations are read once.
+        const live = inc ? await liveDestinationsOf(inc.rule_id, inc.project_id) : [];
         for (const d of live) {
           if (!inc) break;
           const deliveryId = `dlv_${randomUUID()}`;
