@@ -74,7 +74,7 @@ describe("docs/examples/webhook-receiver.ts", () => {
     await receiver.drain();
     assert.equal(handled.length, 1);
 
-    const db = new Database(dbPath, { readonly: true });
+    const db = new Database(dbPath, { fileMustExist: true });
     const rows = db.prepare("SELECT delivery_id, attempt_id, body, processed_at FROM webhook_inbox").all();
     db.close();
     assert.equal(rows.length, 1);

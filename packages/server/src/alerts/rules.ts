@@ -2,7 +2,7 @@ import type { Db } from "../db/database.ts";
 import type { AlertRuleRevisionTable, AlertRuleTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { bodyHash, findReplay } from "../iam/idempotency.ts";
-import { authorizeProject, type Principal } from "../iam/principal.ts";
+import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
@@ -68,14 +68,6 @@ export interface SaveInput {
   spec?: SpecInput;
 }
 
-/** The project a save is for: the given name, or the one project the credential is bound to. */
-function saveProject(p: Principal, projectName: string): string {
-  if (projectName) return parseProjectName(projectName);
-  if (p.kind === "PERSONAL_KEY" || p.kind === "SERVICE_ACCOUNT_KEY" || p.kind === "CI_TOKEN")
-    return p.projectId;
-  throw invalidArgument("projectName", "is required (projects/<project_id>) for a console session");
-}
-
 function parseVersion(v: string, field: string): number {
   if (!/^(0|[1-9][0-9]{0,8})$/.test(v))
     throw invalidArgument(field, 'must be a version number as a decimal string ("0" to create)');
@@ -106,7 +98,7 @@ export async function saveAlertRule(
   nowMs: number,
 ): Promise<RuleView> {
   const { db, options } = deps;
-  const projectId = saveProject(p, input.projectName);
+  const projectId = projectOfRequest(p, input.projectName);
   await authorizeProject(db, p, projectId, "monitoring.write");
   if (!UUID.test(input.id))
     throw invalidArgument(

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import type { Db } from "../db/database.ts";
-import { permissionDenied, unauthenticated } from "../errors.ts";
+import { invalidArgument, permissionDenied, unauthenticated } from "../errors.ts";
+import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, rolePermissions } from "./capabilities.ts";
 import { requireMember, roleOf } from "./membership.ts";
 import { hashSecret, parseSecret } from "./secrets.ts";
@@ -183,4 +184,15 @@ export async function authorizeProject(
       return;
     }
   }
+}
+
+/**
+ * The project a request is for: `projectName` when given, else the one project a key or CI token is
+ * bound to (a console session must name it). Authorization still follows (authorizeProject).
+ */
+export function projectOfRequest(p: Principal, projectName: string): string {
+  if (projectName) return parseProjectName(projectName);
+  if (p.kind === "PERSONAL_KEY" || p.kind === "SERVICE_ACCOUNT_KEY" || p.kind === "CI_TOKEN")
+    return p.projectId;
+  throw invalidArgument("projectName", "is required (projects/<project_id>) for a console session");
 }

@@ -4,7 +4,7 @@ import type { DestinationTable } from "../db/schema.ts";
 import { invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
 import { bodyHash, findReplay } from "../iam/idempotency.ts";
 import { roleOf } from "../iam/membership.ts";
-import { authorizeProject, type Principal } from "../iam/principal.ts";
+import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import type { MailSender } from "./channels/email.ts";
 import { renderVerificationEmail } from "./channels/email.ts";
@@ -100,13 +100,6 @@ async function view(db: Db, d: DestinationTable, nowMs: number): Promise<Destina
   };
 }
 
-function projectOf(p: Principal, projectName: string): string {
-  if (projectName) return parseProjectName(projectName);
-  if (p.kind === "PERSONAL_KEY" || p.kind === "SERVICE_ACCOUNT_KEY" || p.kind === "CI_TOKEN")
-    return p.projectId;
-  throw invalidArgument("projectName", "is required (projects/<project_id>) for a console session");
-}
-
 async function loadDestination(db: Db, projectId: string, id: string): Promise<DestinationTable> {
   const d = await db
     .selectFrom("destinations")
@@ -183,7 +176,7 @@ export async function createDestination(
 ): Promise<{ destination: DestinationView; webhookSecret: string; replayed: boolean }> {
   const { db, options } = deps;
   const nowMs = deps.now();
-  const projectId = projectOf(p, input.projectName);
+  const projectId = projectOfRequest(p, input.projectName);
   await authorizeProject(db, p, projectId, "monitoring.write");
   if (!/^[0-9a-f-]{36}$/i.test(input.requestId))
     throw invalidArgument("requestId", "is required (a client-generated UUID)");
