@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
@@ -37,6 +37,25 @@ function start(dataDir: string): Promise<{ child: ChildProcess; out: () => strin
   });
 }
 
+/** The messages in a demo mailbox directory, with their raw text. */
+function mailbox(dir: string): { path: string; text: string }[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".eml"))
+    .map((f) => ({ path: join(dir, f), text: readFileSync(join(dir, f), "utf8") }));
+}
+
+/** Polls `check` until it returns a non-empty list, for up to a minute (slow machines included). */
+async function waitFor<T>(what: string, check: () => T[] | Promise<T[]>): Promise<T[]> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const found = await check();
+    if (found.length > 0) return found;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((r) => child.on("exit", r));
@@ -56,6 +75,8 @@ describe("npm start", () => {
       readKey: string;
       writeKey: string;
       adminToken: string;
+      consoleEmail: string;
+      consolePassword: string;
     };
     try {
       const path = join(dataDir, "demo-credentials.json");
@@ -128,6 +149,54 @@ describe("npm start", () => {
         "the CPU rule notifies the three demo destinations",
       );
       assert.match(first.out(), /demo notifications: .*ListDeliveries/);
+
+      // Without SVC_SMTP_URL the demo's emails go through real SMTP to its catcher, which keeps each
+      // message in the data dir and prints its subject and recipient, never its body.
+      const mailDir = join(dataDir, "demo-mail");
+      const [verification] = await waitFor("the verification email in the demo mailbox", () =>
+        mailbox(mailDir).filter((m) => m.text.includes("Subject: [svc] Confirm alert emails")),
+      );
+      assert.equal(statSync(verification.path).mode & 0o777, 0o600);
+      assert.match(verification.text, /^To: demo@example\.com\r?$/m);
+      const mailText = verification.text.replace(/=\r?\n/g, ""); // quoted-printable soft line breaks
+      const code = /confirm with this code:\s+(\S+)/.exec(mailText)?.[1] ?? "";
+      assert.ok(code, "the verification email holds its code");
+      assert.match(
+        first.out(),
+        /demo mailbox: "\[svc\] Confirm alert emails from project demo" to demo@example\.com/,
+      );
+      assert.ok(!first.out().includes(code), "the code is not printed");
+      // A test send to the email destination: a delivery from the outbox, sent through SMTP.
+      const login = await fetch(`${creds.baseUrl}/svc.iam.v1.SessionService/Login`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1" },
+        body: JSON.stringify({ email: creds.consoleEmail, password: creds.consolePassword }),
+      });
+      assert.equal(login.status, 200);
+      const { sessionToken } = (await login.json()) as { sessionToken: string };
+      const email = destinations.find((d) => d.kind === "EMAIL")?.name ?? "";
+      const test = await fetch(`${creds.baseUrl}/svc.monitoring.v1.DestinationService/SendTestNotification`, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          "Connect-Protocol-Version": "1",
+          Authorization: `Bearer ${sessionToken}`,
+        },
+        body: JSON.stringify({ name: email }),
+      });
+      assert.equal(test.status, 200);
+      const { name: deliveryName } = (await test.json()) as { name: string };
+      type Delivery = { state: string; attempts: { status: string; detail: string }[] };
+      const sent = await waitFor("the test email delivery to be sent", async () => {
+        const d = (await read("DestinationService/GetDelivery", { name: deliveryName })) as Delivery;
+        return d.state === "PENDING" ? [] : [d];
+      });
+      assert.equal(sent[0].state, "SENT", JSON.stringify(sent[0]));
+      assert.match(sent[0].attempts[0].detail, /^accepted by the SMTP server for 1 recipient/);
+      await waitFor("the test email in the demo mailbox", () =>
+        mailbox(mailDir).filter((m) => m.text.includes("Subject: [svc] Test notification for")),
+      );
+      assert.match(first.out(), /demo mailbox: "\[svc\] Test notification for .*" to demo@example\.com/);
 
       // The demo's two alert rules, and the curl recipe of docs/alerts.md, run as written.
       const doc = readFileSync(join(root, "docs/alerts.md"), "utf8");

@@ -402,7 +402,8 @@ async function createDemoDestinations(
     });
   const email = await create("Demo owner's email", "EMAIL", "", [`users/${ownerUserId}`]);
   // This stands in for the opt-in click: the owner would confirm the code from the verification email
-  // with VerifyDestination. The demo is created in-process, so its owner's address is marked verified.
+  // (in the demo's mailbox, main.ts) with VerifyDestination. The demo is created in-process, so its
+  // owner's address is marked verified.
   await db
     .updateTable("destination_recipients")
     .set({ verify_time: notify.deps.now() })
@@ -429,8 +430,11 @@ async function createDemoDestinations(
   return [destinations.webhook, destinations.email, destinations.chat].filter((n): n is string => !!n);
 }
 
-/** The start-up line that says what the demo notifies and where its deliveries show; undefined without any. */
-export function demoNotifyLine(dataDir: string, smtp: boolean): string | undefined {
+/**
+ * The start-up line that says what the demo notifies and where its deliveries show; undefined without any.
+ * `mailboxDir`: where the demo's SMTP catcher keeps what it receives (unset: SVC_SMTP_URL is configured).
+ */
+export function demoNotifyLine(dataDir: string, mailboxDir: string | undefined): string | undefined {
   const d = readNotifyState(dataDir).destinations;
   if (!d) return undefined;
   const loopback = [d.webhook ? "a signed webhook" : "", d.chat ? "a Slack-style chat endpoint" : ""]
@@ -438,7 +442,9 @@ export function demoNotifyLine(dataDir: string, smtp: boolean): string | undefin
     .join(" and ");
   const parts = [
     loopback ? `${loopback} (receivers on 127.0.0.1 that print each delivery here)` : "",
-    d.email ? `the owner's email (${smtp ? "through SVC_SMTP_URL" : "logged: no SVC_SMTP_URL"})` : "",
+    d.email
+      ? `the owner's email (${mailboxDir ? `through the demo's SMTP catcher on 127.0.0.1, into ${mailboxDir}` : "through SVC_SMTP_URL"})`
+      : "",
   ].filter(Boolean);
   return (
     `demo notifications: the CPU rule notifies ${parts.join(" and ")}; ` +

@@ -3,24 +3,32 @@ import { createApp } from "./app.ts";
 import { type Config, loadConfig } from "./config.ts";
 import { credentialsPath, demoNotifyLine, ensureDemo, startDemoReceivers } from "./demo.ts";
 import { startDemoCollector } from "./ingest/demo-collector.ts";
+import { createSmtpSender } from "./notify/channels/email.ts";
+import { startDemoMailbox } from "./notify/demo-mailbox.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
 
 /**
  * The demo's notify settings: its dispatcher trusts the loopback receivers' certificate and may reach
- * 127.0.0.1. Only with the demo; otherwise the allowlist stays as configured (empty by default).
+ * 127.0.0.1, and its emails go to the demo's mailbox when no SVC_SMTP_URL is set. Only with the demo;
+ * otherwise the allowlist stays as configured (empty by default).
  */
-function withDemoNotify(config: Config, cert: string): Config {
+function withDemoNotify(config: Config, demo: { cert?: string; smtpUrl?: string }): Config {
   return Object.freeze({
     ...config,
     notify: {
       ...config.notify,
-      // A `ca` replaces Node's bundled roots, so they stay beside the demo's certificate.
-      ca: `${config.notify.ca ?? rootCertificates.join("\n")}\n${cert}`,
-      options: {
-        ...config.notify.options,
-        allowHosts: [...(config.notify.options.allowHosts ?? []), "127.0.0.1"],
-      },
+      smtpUrl: config.notify.smtpUrl ?? demo.smtpUrl,
+      ...(demo.cert
+        ? {
+            // A `ca` replaces Node's bundled roots, so they stay beside the demo's certificate.
+            ca: `${config.notify.ca ?? rootCertificates.join("\n")}\n${demo.cert}`,
+            options: {
+              ...config.notify.options,
+              allowHosts: [...(config.notify.options.allowHosts ?? []), "127.0.0.1"],
+            },
+          }
+        : {}),
     },
   });
 }
@@ -31,7 +39,12 @@ async function main(): Promise<void> {
   const loaded = loadConfig();
   // The demo's receivers listen before the app starts, whose dispatcher must trust their certificate.
   const receivers = loaded.demo ? await startDemoReceivers(loaded.dataDir, out) : undefined;
-  const config = receivers ? withDemoNotify(loaded, receivers.cert) : loaded;
+  // Without SVC_SMTP_URL, the demo's emails go through real SMTP to a catcher that keeps them on disk.
+  const mailbox =
+    loaded.demo && !loaded.notify.smtpUrl ? await startDemoMailbox(loaded.dataDir, out) : undefined;
+  const config = loaded.demo
+    ? withDemoNotify(loaded, { cert: receivers?.cert, smtpUrl: mailbox?.smtpUrl })
+    : loaded;
   const app = await createApp(config);
   const address = await app.server.listen({ host: config.host, port: config.port });
   const url = new URL(address);
@@ -51,8 +64,9 @@ async function main(): Promise<void> {
           db: app.db.db,
           options: resolveNotifyOptions(config.notify.options),
           sealer: createSealer(config.secretKey),
-          // No verification email: the demo marks its owner's address verified itself (demo.ts).
-          mailer: { sendMail: async () => ({}) },
+          // The verification email goes to the demo's mailbox (none to a configured SMTP server: the
+          // owner's address is example.com's); either way the demo marks the address verified (demo.ts).
+          mailer: mailbox ? createSmtpSender(mailbox.smtpUrl) : { sendMail: async () => ({}) },
           baseUrl,
           now: Date.now,
         },
@@ -73,7 +87,7 @@ async function main(): Promise<void> {
         `demo project: ${demo.credentials.projectName} (existing data; keys in ${credentialsPath(config.dataDir)})`,
       );
     }
-    const notifyLine = demoNotifyLine(config.dataDir, config.notify.smtpUrl !== undefined);
+    const notifyLine = demoNotifyLine(config.dataDir, mailbox?.dir);
     if (notifyLine) out(notifyLine);
   }
   const collector = config.simulator
@@ -96,6 +110,7 @@ async function main(): Promise<void> {
     collector?.stop();
     await app.close();
     await receivers?.close();
+    await mailbox?.close();
     process.exit(0);
   };
   process.on("SIGINT", () => void shutdown("SIGINT"));
