@@ -9,6 +9,7 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   REQUEST_ID_REUSED: { code: "invalid_argument", metadata: ["field"] },
   EXPIRY_TOO_LONG: { code: "invalid_argument", metadata: ["field", "maxDays"] },
   REQUEST_TOO_LARGE: { code: "invalid_argument", metadata: [] },
+  RESPONSE_TOO_LARGE: { code: "invalid_argument", metadata: ["maxBytes", "responseBytes"] },
   INVALID_PAGE_TOKEN: { code: "invalid_argument", metadata: ["field"] },
   POINT_BUDGET_EXCEEDED: {
     code: "invalid_argument",

@@ -1,9 +1,11 @@
-import { type ConnectRouter, createContextValues } from "@connectrpc/connect";
+import { toBinary, toJsonString } from "@bufbuild/protobuf";
+import { type ConnectRouter, createContextValues, type Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from "fastify";
 import type { Logger } from "pino";
 import { Counter, Histogram, type Registry } from "prom-client";
 import type { Db } from "../db/database.ts";
+import { SvcError } from "../errors.ts";
 import type { TokenResolver } from "../iam/principal.ts";
 import { authInterceptor } from "./auth.ts";
 import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
@@ -23,12 +25,19 @@ export const redactPaths = [
   "*.sessionToken",
 ];
 
+/** SPEC §8: the largest RPC answer, before compression. */
+export const MAX_RPC_RESPONSE_BYTES = 4 * 1024 * 1024;
+
+const jsonOptions = { alwaysEmitImplicit: true, ignoreUnknownFields: false } as const;
+
 export interface ServerDeps {
   readonly db: Db;
   readonly log: Logger;
   readonly registry: Registry;
   readonly operatorToken: string;
   readonly maxRequestBytes: number;
+  /** Default {@link MAX_RPC_RESPONSE_BYTES}. */
+  readonly maxResponseBytes?: number;
   readonly now: () => number;
   /** Connect services; each domain adds its own. */
   readonly routes: (router: ConnectRouter) => void;
@@ -105,14 +114,47 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           log: deps.log,
           ciTokenResolver: deps.ciTokenResolver,
         }),
+        responseLimit(deps.maxResponseBytes ?? MAX_RPC_RESPONSE_BYTES),
       ],
       requireConnectProtocolHeader: true,
       readMaxBytes: deps.maxRequestBytes,
       acceptCompression: connectCompressions,
-      jsonOptions: { alwaysEmitImplicit: true, ignoreUnknownFields: false },
+      jsonOptions,
       shutdownTimeoutMs: 10_000,
     });
   });
   for (const plugin of deps.plugins ?? []) await app.register(plugin);
   return app;
+}
+
+/**
+ * Refuses an answer larger than `maxBytes` (encoded as the client asked, before compression) with
+ * RESPONSE_TOO_LARGE, which the auth interceptor around it maps like any domain error. Connect's own
+ * `writeMaxBytes` checks the same size, but only after every interceptor has run, and answers a bare
+ * resource_exhausted (HTTP 429) that clients read as "retry later"; svc keeps 429 for rate limiting,
+ * and a too-large answer is the same on every retry, so it is a request to narrow, like the point budget.
+ */
+function responseLimit(maxBytes: number): Interceptor {
+  return (next) => async (req) => {
+    const res = await next(req);
+    if (res.stream) return res;
+    const binary =
+      req.requestMethod === "GET"
+        ? new URL(req.url).searchParams.get("encoding") === "proto"
+        : /^application\/(?:connect\+)?proto\b/.test(req.header.get("content-type") ?? "");
+    const bytes = binary
+      ? toBinary(res.method.output, res.message).byteLength
+      : Buffer.byteLength(toJsonString(res.method.output, res.message, jsonOptions));
+    if (bytes > maxBytes) {
+      throw new SvcError(
+        "invalid_argument",
+        `the answer of ${bytes} bytes exceeds the RPC limit of ${maxBytes} bytes; ask for less: a smaller pageSize, fewer metricIds, a shorter range or a larger stepSeconds`,
+        {
+          reason: "RESPONSE_TOO_LARGE",
+          metadata: { maxBytes: String(maxBytes), responseBytes: String(bytes) },
+        },
+      );
+    }
+    return res;
+  };
 }

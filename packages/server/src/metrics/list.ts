@@ -1,6 +1,6 @@
 import type { Db } from "../db/database.ts";
 import type { VmTable } from "../db/schema.ts";
-import { SvcError } from "../errors.ts";
+import { invalidArgument, SvcError } from "../errors.ts";
 import { parseProjectName, parseVmName, vmName } from "../inventory/names.ts";
 import { pageVms } from "../inventory/vms.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
@@ -43,6 +43,8 @@ export async function listVmMonitoring(
   latest?: LatestVmMetrics,
 ): Promise<{ vms: VmMonitoringView[]; nextPageToken?: string }> {
   const projectId = parseProjectName(input.projectName);
+  // AIP-158: a negative page size is an error; 0 (unset) means the maximum, more than it is clamped.
+  if (input.pageSize < 0) throw invalidArgument("pageSize", "must be 0 (the default of 50) or more");
   const size = clampPageSize(input.pageSize);
   const scope = `ListVMMonitoring:${projectId}`;
   const after = input.pageToken

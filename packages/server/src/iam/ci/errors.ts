@@ -43,6 +43,31 @@ export class CiAssertionInvalidError extends SvcError {
   }
 }
 
+/** Assertion problems found before or by the signature check (see {@link CiUnverifiedExchangeError}). */
+export const UNVERIFIED_PROBLEMS: ReadonlySet<string> = new Set([
+  "missing",
+  "too_large",
+  "malformed",
+  "alg",
+  "kid",
+  "signature",
+]);
+
+/**
+ * The exchange's one answer for an unknown (or deleted) trust name and for an assertion whose
+ * signature has not verified: code, reason, metadata and message are the same, so the exchange cannot
+ * be used to probe which trust names exist. Detailed problems are given only once the signature holds.
+ */
+export class CiUnverifiedExchangeError extends CiAssertionInvalidError {
+  constructor() {
+    super(
+      "unverified",
+      "it could not be verified for this trust name; check the trust name, request the identity token with the connection's audience just before the exchange, and send it unchanged",
+    );
+    this.name = "CiUnverifiedExchangeError";
+  }
+}
+
 /** The assertion's jti was used before (a replay, or a second exchange of one token). */
 export class CiAssertionReplayedError extends SvcError {
   constructor() {

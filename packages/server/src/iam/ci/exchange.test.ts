@@ -291,19 +291,19 @@ for (const { dialect, skip } of await testDialects()) {
           exchange(trust.name, unsigned(oidc.claims(trust.audience), oidc.keys[0].kid)),
           Code.Unauthenticated,
           "CI_ASSERTION_INVALID",
-          { problem: "alg" },
+          { problem: "unverified" },
         );
       });
       it("refuses HS256 signed with the issuer's public key", async () => {
         const a = await hs256(oidc.claims(trust.audience), oidc.keys[0].publicPem, oidc.keys[0].kid);
         await rejects(exchange(trust.name, a), Code.Unauthenticated, "CI_ASSERTION_INVALID", {
-          problem: "alg",
+          problem: "unverified",
         });
       });
       it("refuses a token without kid", async () => {
         const a = await oidc.sign(oidc.claims(trust.audience), { kid: null });
         await rejects(exchange(trust.name, a), Code.Unauthenticated, "CI_ASSERTION_INVALID", {
-          problem: "kid",
+          problem: "unverified",
         });
       });
       it("refuses a bad signature", async () => {
@@ -311,14 +311,14 @@ for (const { dialect, skip } of await testDialects()) {
         const [h, b] = a.split(".");
         const forged = `${h}.${b}.${Buffer.from("x".repeat(256)).toString("base64url")}`;
         await rejects(exchange(trust.name, forged), Code.Unauthenticated, "CI_ASSERTION_INVALID", {
-          problem: "signature",
+          problem: "unverified",
         });
       });
       it("refuses an unknown kid, then accepts it once the issuer rotates and the cooldown passed", async () => {
         const next = await oidc.addKey(false);
         const a = await oidc.sign(oidc.claims(trust.audience), { key: next });
         await rejects(exchange(trust.name, a), Code.Unauthenticated, "CI_ASSERTION_INVALID", {
-          problem: "kid",
+          problem: "unverified",
         });
         oidc.published.add(next.kid);
         // Inside the cooldown an unknown kid cannot force a refetch.
@@ -326,7 +326,7 @@ for (const { dialect, skip } of await testDialects()) {
         const b = await oidc.sign(oidc.claims(trust.audience), { key: next });
         t.clock.advance(1000);
         await rejects(exchange(trust.name, b), Code.Unauthenticated, "CI_ASSERTION_INVALID", {
-          problem: "kid",
+          problem: "unverified",
         });
         assert.equal(oidc.jwksFetches, fetches);
         t.clock.advance(MIN);
@@ -341,7 +341,7 @@ for (const { dialect, skip } of await testDialects()) {
           exchange(trust.name, await oidc.sign(oidc.claims(trust.audience), { key: oidc.keys[0] })),
           Code.Unauthenticated,
           "CI_ASSERTION_INVALID",
-          { problem: "kid" },
+          { problem: "unverified" },
         );
         oidc.published.add(oidc.keys[0].kid);
         t.clock.advance(MIN);
@@ -445,12 +445,33 @@ for (const { dialect, skip } of await testDialects()) {
           expected: "9001",
         });
       });
-      it("refuses an unknown trust name", async () => {
-        await rejects(
+      it("answers an unknown trust name exactly as a bad assertion (no probing which trusts exist)", async () => {
+        const unknown = await rejects(
           exchange("projects/acme/ciTrusts/nosuchtrust", await oidc.token(trust.audience)),
-          Code.NotFound,
-          "NOT_FOUND",
+          Code.Unauthenticated,
+          "CI_ASSERTION_INVALID",
+          { problem: "unverified" },
         );
+        const a = await oidc.token(trust.audience);
+        const [h, b] = a.split(".");
+        const cases = [
+          "x",
+          "",
+          unsigned(oidc.claims(trust.audience), oidc.keys[0].kid),
+          `${h}.${b}.${Buffer.from("y".repeat(256)).toString("base64url")}`,
+        ];
+        for (const bad of cases) {
+          const known = await rejects(
+            exchange(trust.name, bad),
+            Code.Unauthenticated,
+            "CI_ASSERTION_INVALID",
+          );
+          assert.equal(known.message, unknown.message);
+          const info = (e: ConnectError) => e.findDetails(ErrorInfoSchema)[0];
+          assert.deepEqual({ ...info(known)?.metadata }, { ...info(unknown)?.metadata });
+        }
+        // A malformed name says nothing about which trusts exist and stays a field error.
+        await rejects(exchange("nope", a), Code.InvalidArgument, "INVALID_FIELD", { field: "trustName" });
       });
     });
 
@@ -494,7 +515,14 @@ for (const { dialect, skip } of await testDialects()) {
         "CREDENTIAL_EXPIRED",
       );
       await rejects(owner.getCITrust({ name }), Code.NotFound, "NOT_FOUND");
-      await rejects(exchange(name, await oidc.token(audience)), Code.NotFound, "NOT_FOUND");
+      await rejects(
+        exchange(name, await oidc.token(audience)),
+        Code.Unauthenticated,
+        "CI_ASSERTION_INVALID",
+        {
+          problem: "unverified",
+        },
+      );
     });
 
     it("invalidates outstanding tokens when the trust's permissions are edited", async () => {
@@ -715,7 +743,11 @@ describe("CI endpoint rate limits (sqlite)", () => {
     const anon = t.clients().client(AutomationService);
     const name = "projects/acme/ciTrusts/abc";
     for (let i = 0; i < 3; i++) {
-      await rejects(anon.exchangeCIToken({ trustName: name, assertion: "x" }), Code.NotFound, "NOT_FOUND");
+      await rejects(
+        anon.exchangeCIToken({ trustName: name, assertion: "x" }),
+        Code.Unauthenticated,
+        "CI_ASSERTION_INVALID",
+      );
     }
     const err = await rejects(
       anon.exchangeCIToken({ trustName: name, assertion: "x" }),
@@ -727,10 +759,14 @@ describe("CI endpoint rate limits (sqlite)", () => {
     // Another trust has its own bucket; time refills this one.
     await rejects(
       anon.exchangeCIToken({ trustName: "projects/acme/ciTrusts/def", assertion: "x" }),
-      Code.NotFound,
-      "NOT_FOUND",
+      Code.Unauthenticated,
+      "CI_ASSERTION_INVALID",
     );
     t.clock.advance(10_000);
-    await rejects(anon.exchangeCIToken({ trustName: name, assertion: "x" }), Code.NotFound, "NOT_FOUND");
+    await rejects(
+      anon.exchangeCIToken({ trustName: name, assertion: "x" }),
+      Code.Unauthenticated,
+      "CI_ASSERTION_INVALID",
+    );
   });
 });

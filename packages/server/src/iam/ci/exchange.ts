@@ -5,10 +5,16 @@ import type { Capability } from "../capabilities.ts";
 import type { CiTokenPrincipal, TokenResolver } from "../principal.ts";
 import { generateSecret, hashSecret, newId } from "../secrets.ts";
 import { verifyAssertion } from "./assertion.ts";
-import { CiTrustDisabledError, CiTrustStateError } from "./errors.ts";
+import {
+  CiAssertionInvalidError,
+  CiTrustDisabledError,
+  CiTrustStateError,
+  CiUnverifiedExchangeError,
+  UNVERIFIED_PROBLEMS,
+} from "./errors.ts";
 import { checkAgainstApproved, type ObservedIdentity } from "./identity.ts";
 import { consumeJti } from "./jti.ts";
-import { type CiContext, intendedOf, loadTrust, stateOf } from "./trusts.ts";
+import { type CiContext, findTrust, intendedOf, stateOf } from "./trusts.ts";
 
 export interface ExchangedToken {
   /** svct_…; returned once, stored only as a hash. */
@@ -22,6 +28,10 @@ export interface ExchangedToken {
  * the approved identity claim by claim; the trust must be approved and its service account active.
  * The token carries the approved permissions of this moment; every request intersects them with the
  * account's current permissions (see {@link ciTokenResolver}).
+ *
+ * Until the signature has verified, an unknown trust name and a bad assertion get the same answer
+ * ({@link CiUnverifiedExchangeError}); a malformed trust name is still invalid_argument, as its syntax
+ * says nothing about which trusts exist.
  */
 export async function exchange(
   ctx: CiContext,
@@ -29,13 +39,18 @@ export async function exchange(
 ): Promise<ExchangedToken> {
   const { db, options } = ctx;
   const now = ctx.now();
-  const r = await loadTrust(db, input.trustName);
+  const r = await findTrust(db, input.trustName, "trustName");
+  if (!r) throw new CiUnverifiedExchangeError();
   const claims = await verifyAssertion(ctx.jwks, input.assertion, {
     issuer: r.issuer,
     audience: r.audience,
     nowMs: now,
     leewaySeconds: options.leewaySeconds,
     maxLifetimeSeconds: options.maxAssertionLifetimeSeconds,
+  }).catch((err: unknown) => {
+    if (err instanceof CiAssertionInvalidError && UNVERIFIED_PROBLEMS.has(err.metadata.problem ?? ""))
+      throw new CiUnverifiedExchangeError();
+    throw err;
   });
   const state = stateOf(r, now);
   if (state === "DISABLED") throw new CiTrustDisabledError();

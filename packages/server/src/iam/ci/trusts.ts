@@ -137,15 +137,21 @@ function requireTrustOwner(db: Db, userId: string, projectId: string): Promise<v
 
 /** A live (not deleted) trust, or not_found. */
 export async function loadTrust(db: Db, name: string): Promise<CiTrustTable> {
-  const { projectId, id } = parseTrustName(name);
+  const r = await findTrust(db, name);
+  if (!r) throw notFound(name);
+  return r;
+}
+
+/** The trust row, or undefined when there is none or it was deleted. */
+export async function findTrust(db: Db, name: string, field = "name"): Promise<CiTrustTable | undefined> {
+  const { projectId, id } = parseTrustName(name, field);
   const r = await db
     .selectFrom("ci_trusts")
     .selectAll()
     .where("project_id", "=", projectId)
     .where("id", "=", id)
     .executeTakeFirst();
-  if (!r || r.state === "DELETED") throw notFound(name);
-  return r;
+  return !r || r.state === "DELETED" ? undefined : r;
 }
 
 export interface StartSetupInput {
