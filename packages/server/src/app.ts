@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { join } from "node:path";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
@@ -7,6 +8,7 @@ import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import type { Config } from "./config.ts";
+import { consoleRoutes } from "./console/routes.ts";
 import { type DbHandle, openDb } from "./db/database.ts";
 import { scrapeRoutes } from "./http/scrape.ts";
 import { buildServer, redactPaths } from "./http/server.ts";
@@ -151,6 +153,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     });
     registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
   };
+  // The console's CSRF tokens get a key of their own, derived from the secret key.
+  const consoleKey = createHmac("sha256", config.secretKey).update("svc console csrf").digest();
   const server = await buildServer({
     db: db.db,
     log,
@@ -160,6 +164,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     now,
     routes,
     ciTokenResolver: ci.resolver,
+    consoleKey,
     plugins: [
       ingestRoutes({
         db: db.db,
@@ -186,6 +191,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         ciTokenResolver: ci.resolver,
         options: { retentionMs: config.retentionMs },
       }),
+      consoleRoutes({ db: db.db, log, now, consoleKey, publicOrigin, distDir: config.consoleDir }),
     ],
   });
   if (config.evaluatorAutoStart) evaluator.start();

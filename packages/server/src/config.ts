@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { rootCertificates } from "node:tls";
+import { fileURLToPath } from "node:url";
 import type { AlertOptions } from "./alerts/options.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
@@ -43,6 +44,8 @@ export interface Config {
   readonly evaluatorAutoStart: boolean;
   /** Alert limits: SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES (10,000) per project. */
   readonly alerts: Partial<AlertOptions>;
+  /** The built console served at / (SVC_CONSOLE_DIR). Default packages/console/dist of this checkout. */
+  readonly consoleDir: string;
   /** Notifications: SVC_SMTP_URL (smtp://… ; unset = emails are logged), SVC_EMAIL_FROM,
    * SVC_NOTIFY_ALLOW_HOSTS (comma-separated hosts allowed although loopback/private; off by default),
    * SVC_NOTIFY_CA_FILE (extra CA for webhook TLS, PEM), SVC_MAX_DESTINATIONS (5), SVC_DISPATCHER (true). */
@@ -85,6 +88,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     port,
     baseUrl: overrides.baseUrl ?? env.SVC_BASE_URL,
     dataDir,
+    consoleDir: resolve(
+      overrides.consoleDir ??
+        env.SVC_CONSOLE_DIR ??
+        fileURLToPath(new URL("../../console/dist", import.meta.url)),
+    ),
     databaseUrl: overrides.databaseUrl ?? env.SVC_DATABASE_URL,
     adminToken,
     secretKey,

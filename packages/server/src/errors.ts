@@ -65,7 +65,8 @@ export type DenialReason =
   | "IDENTITY_DISABLED"
   | "GRANT_REMOVED"
   | "HUMAN_ONLY"
-  | "OPERATOR_ONLY";
+  | "OPERATOR_ONLY"
+  | "CSRF_REJECTED";
 
 export function permissionDenied(reason: DenialReason, message: string): SvcError {
   return new SvcError("permission_denied", message, { reason });

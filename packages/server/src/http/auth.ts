@@ -1,5 +1,6 @@
 import type { Interceptor } from "@connectrpc/connect";
 import type { Logger } from "pino";
+import { CSRF_HEADER, checkCsrf, sessionTokenFromCookie } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
 import { permissionDenied } from "../errors.ts";
 import { type MethodAccess, methodAccess } from "../iam/capabilities.ts";
@@ -14,6 +15,8 @@ export interface AuthDeps {
   readonly log: Logger;
   /** Resolves svct_ CI tokens once the CI exchange is wired in. */
   readonly ciTokenResolver?: TokenResolver;
+  /** Signs the console's CSRF tokens (console/session-cookie.ts). */
+  readonly consoleKey: Buffer;
 }
 
 /**
@@ -29,15 +32,10 @@ export function authInterceptor(deps: AuthDeps): Interceptor {
       const access = methodAccess[method];
       if (access === undefined) throw permissionDenied("CAPABILITY", `${method} is not callable`);
       if (access !== "public") {
-        const principal = await authenticate(
-          deps.db,
-          bearerToken(req.header.get("authorization")),
-          deps.now(),
-          {
-            operatorToken: deps.operatorToken,
-            ciTokenResolver: deps.ciTokenResolver,
-          },
-        );
+        const principal = await authenticate(deps.db, credentialOf(req.header, deps.consoleKey), deps.now(), {
+          operatorToken: deps.operatorToken,
+          ciTokenResolver: deps.ciTokenResolver,
+        });
         checkKind(access, principal);
         req.contextValues.set(principalKey, principal);
       }
@@ -46,6 +44,18 @@ export function authInterceptor(deps: AuthDeps): Interceptor {
       throw toConnectError(err, deps.log, method);
     }
   };
+}
+
+/**
+ * The bearer token, or else the console's session cookie with its CSRF header. An Authorization
+ * header wins, so an automation client never needs (or gets) the cookie path.
+ */
+function credentialOf(header: Headers, consoleKey: Buffer): string | undefined {
+  const authorization = header.get("authorization");
+  if (authorization) return bearerToken(authorization);
+  const session = sessionTokenFromCookie(header.get("cookie"));
+  if (session) checkCsrf(consoleKey, session, header.get(CSRF_HEADER));
+  return session;
 }
 
 function checkKind(access: MethodAccess, p: Principal): void {

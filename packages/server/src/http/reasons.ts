@@ -29,6 +29,7 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   GRANT_REMOVED: { code: "permission_denied", metadata: [] },
   HUMAN_ONLY: { code: "permission_denied", metadata: [] },
   OPERATOR_ONLY: { code: "permission_denied", metadata: [] },
+  CSRF_REJECTED: { code: "permission_denied", metadata: [] },
   VERSION_CONFLICT: { code: "aborted", metadata: ["currentVersion"] },
   RATE_LIMITED: { code: "resource_exhausted", metadata: ["retryAfterSeconds"] },
   QUERY_TIMEOUT: { code: "deadline_exceeded", metadata: ["timeoutSeconds"] },

@@ -45,6 +45,8 @@ export interface ServerDeps {
   readonly plugins?: readonly FastifyPluginAsync[];
   readonly ready?: () => boolean;
   readonly ciTokenResolver?: TokenResolver;
+  /** Signs the console's CSRF tokens. */
+  readonly consoleKey: Buffer;
 }
 
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
@@ -113,6 +115,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           now: deps.now,
           log: deps.log,
           ciTokenResolver: deps.ciTokenResolver,
+          consoleKey: deps.consoleKey,
         }),
         responseLimit(deps.maxResponseBytes ?? MAX_RPC_RESPONSE_BYTES),
       ],

@@ -46,11 +46,13 @@ export interface SeededProject {
 export async function startTestApp(
   dialect: TestDialect,
   overrides: Partial<Config> = {},
-  opts: { logger?: Logger } = {},
+  opts: { logger?: Logger; wallClock?: boolean } = {},
 ): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
   const database = await dialect.create();
   const clock = new TestClock();
+  // Browser tests follow the wall clock: the page computes its time ranges from the browser's Date.now().
+  if (opts.wallClock) clock.now = () => Date.now();
   const config = loadConfig(
     {},
     {

@@ -1,0 +1,181 @@
+import { type ReactNode, useEffect, useRef, useState } from "react";
+import { describeError } from "../api.ts";
+
+/** Shared building blocks: page frame, tables, errors, buttons, dialogs, a secret shown once. */
+
+export function Page(props: {
+  title: string;
+  actions?: ReactNode;
+  children: ReactNode;
+  subtitle?: ReactNode;
+}) {
+  useEffect(() => {
+    document.title = `${props.title} · svc`;
+  }, [props.title]);
+  return (
+    <section className="page">
+      <header className="page-header">
+        <div>
+          <h1>{props.title}</h1>
+          {props.subtitle ? <p className="subtitle">{props.subtitle}</p> : null}
+        </div>
+        {props.actions ? <div className="page-actions">{props.actions}</div> : null}
+      </header>
+      {props.children}
+    </section>
+  );
+}
+
+export function ErrorBanner(props: { error: unknown; title?: string }) {
+  if (!props.error) return null;
+  const e = describeError(props.error);
+  return (
+    <div className="banner banner-error" role="alert">
+      <strong>{props.title ?? "Request failed"}:</strong> {e.message}
+      {e.field ? (
+        <span className="muted">
+          {" "}
+          (field <code>{e.field}</code>)
+        </span>
+      ) : null}
+      {e.reason ? <span className="reason">{e.reason}</span> : null}
+    </div>
+  );
+}
+
+export function Loading(props: { what?: string }) {
+  return <p className="muted loading">Loading {props.what ?? ""}…</p>;
+}
+
+export function Empty(props: { children: ReactNode }) {
+  return <p className="empty">{props.children}</p>;
+}
+
+export function Badge(props: {
+  tone?: "ok" | "warn" | "bad" | "info" | "muted";
+  children: ReactNode;
+  title?: string;
+}) {
+  return (
+    <span className={`badge badge-${props.tone ?? "muted"}`} title={props.title}>
+      {props.children}
+    </span>
+  );
+}
+
+export function Button(
+  props: {
+    kind?: "primary" | "danger" | "plain";
+    busy?: boolean;
+  } & React.ButtonHTMLAttributes<HTMLButtonElement>,
+) {
+  const { kind, busy, children, className, disabled, ...rest } = props;
+  return (
+    <button
+      type="button"
+      {...rest}
+      disabled={disabled || busy}
+      className={`btn btn-${kind ?? "plain"} ${className ?? ""}`}
+    >
+      {busy ? "…" : children}
+    </button>
+  );
+}
+
+export function CopyButton(props: { text: string; label?: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <Button
+      onClick={async () => {
+        await navigator.clipboard?.writeText(props.text).catch(() => {});
+        setCopied(true);
+        setTimeout(() => setCopied(false), 1500);
+      }}
+    >
+      {copied ? "Copied" : (props.label ?? "Copy")}
+    </Button>
+  );
+}
+
+/** A secret or command that the server returns once: shown with a copy button and a warning. */
+export function ShownOnce(props: { label: string; value: string; onDone?: () => void }) {
+  return (
+    <div className="shown-once" data-testid="shown-once">
+      <p>
+        <strong>{props.label}</strong> — shown only now. Copy it; svc keeps only a hash and cannot show it
+        again.
+      </p>
+      <div className="secret-row">
+        <code className="secret">{props.value}</code>
+        <CopyButton text={props.value} />
+      </div>
+      {props.onDone ? (
+        <Button kind="primary" onClick={props.onDone}>
+          I have copied it
+        </Button>
+      ) : null}
+    </div>
+  );
+}
+
+export function Dialog(props: { title: string; open: boolean; onClose: () => void; children: ReactNode }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    if (props.open && !d.open) d.showModal();
+    if (!props.open && d.open) d.close();
+  }, [props.open]);
+  return (
+    <dialog ref={ref} className="dialog" onClose={props.onClose} aria-label={props.title}>
+      <header>
+        <h2>{props.title}</h2>
+        <button type="button" className="close" aria-label="Close" onClick={props.onClose}>
+          ×
+        </button>
+      </header>
+      {props.open ? props.children : null}
+    </dialog>
+  );
+}
+
+export function Field(props: { label: string; hint?: ReactNode; children: ReactNode; error?: string }) {
+  return (
+    // biome-ignore lint/a11y/noLabelWithoutControl: the control is the child
+    <label className="field">
+      <span className="field-label">{props.label}</span>
+      {props.children}
+      {props.hint ? <span className="hint">{props.hint}</span> : null}
+      {props.error ? <span className="field-error">{props.error}</span> : null}
+    </label>
+  );
+}
+
+/** Pages through a List RPC: keeps the tokens seen so far so "Previous" works. */
+export function usePager() {
+  const [tokens, setTokens] = useState<string[]>([""]);
+  const token = tokens[tokens.length - 1];
+  return {
+    token,
+    page: tokens.length,
+    next: (t: string | undefined) => t && setTokens([...tokens, t]),
+    prev: () => tokens.length > 1 && setTokens(tokens.slice(0, -1)),
+    reset: () => setTokens([""]),
+  };
+}
+
+export function Pager(props: { pager: ReturnType<typeof usePager>; nextToken?: string }) {
+  const { pager, nextToken } = props;
+  if (pager.page === 1 && !nextToken) return null;
+  return (
+    <div className="pager">
+      <Button onClick={pager.prev} disabled={pager.page === 1}>
+        ← Previous
+      </Button>
+      <span className="muted">Page {pager.page}</span>
+      <Button onClick={() => pager.next(nextToken)} disabled={!nextToken}>
+        Next →
+      </Button>
+    </div>
+  );
+}

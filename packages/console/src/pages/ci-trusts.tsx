@@ -1,0 +1,3 @@
+export function CiTrustsPage() {
+  return <p className="empty">CI trusts: not built yet.</p>;
+}

@@ -1,0 +1,3 @@
+export function ConnectToolsPage() {
+  return <p className="empty">Connect your tools: not built yet.</p>;
+}

@@ -1,0 +1,3 @@
+export function KeysPage() {
+  return <p className="empty">API keys: not built yet.</p>;
+}

@@ -1,0 +1,3 @@
+export function ServiceAccountsPage() {
+  return <p className="empty">Service accounts: not built yet.</p>;
+}

@@ -1,0 +1,171 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { testDialects } from "../testing/dialects.ts";
+import { startTestApp, type TestApp } from "../testing/harness.ts";
+import { CONTENT_SECURITY_POLICY } from "./routes.ts";
+
+const dialects = await testDialects();
+
+async function login(t: TestApp, email: string, password: string, headers: Record<string, string> = {}) {
+  return fetch(`${t.baseUrl}/console/api/session`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ email, password }),
+  });
+}
+
+function cookieOf(r: Response): string {
+  const c = r.headers.get("set-cookie") ?? "";
+  return c.split(";")[0];
+}
+
+async function rpc(t: TestApp, method: string, body: unknown, headers: Record<string, string>) {
+  return fetch(`${t.baseUrl}/${method}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "connect-protocol-version": "1", ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+for (const { dialect, skip } of dialects) {
+  describe(`console session (${dialect.name})`, { skip }, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await startTestApp(dialect);
+    });
+    after(() => t?.close());
+
+    it("sets an HttpOnly, SameSite=Strict cookie and never returns the session token in the body", async () => {
+      const p = await t.seedProject("cookie");
+      const r = await login(t, p.owner.email, p.owner.password);
+      assert.equal(r.status, 200);
+      const setCookie = r.headers.get("set-cookie") ?? "";
+      assert.match(setCookie, /^svc_session=svch_/);
+      assert.match(setCookie, /HttpOnly/);
+      assert.match(setCookie, /SameSite=Strict/);
+      // The test origin is http://, so the cookie is not Secure (it is when SVC_BASE_URL is https).
+      assert.doesNotMatch(setCookie, /Secure/);
+      const text = await r.text();
+      assert.ok(!text.includes(cookieOf(r).split("=")[1]), "the token stays out of the page's reach");
+      const body = JSON.parse(text) as { csrfToken: string; projects: { name: string; role: string }[] };
+      assert.ok(body.csrfToken.length > 20);
+      assert.deepEqual(body.projects, [{ name: p.projectName, displayName: "cookie", role: "owner" }]);
+    });
+
+    it("answers a wrong password with 401 and no cookie", async () => {
+      const p = await t.seedProject("wrongpw");
+      const r = await login(t, p.owner.email, "not-it");
+      assert.equal(r.status, 401);
+      assert.equal(r.headers.get("set-cookie"), null);
+      const body = (await r.json()) as { message: string };
+      assert.ok(!JSON.stringify(body).includes("not-it"), "the password is not echoed");
+    });
+
+    it("refuses a sign-in posted from another site", async () => {
+      const p = await t.seedProject("crosssite");
+      const a = await login(t, p.owner.email, p.owner.password, { origin: "https://evil.example" });
+      assert.equal(a.status, 403);
+      assert.equal(((await a.json()) as { reason: string }).reason, "CSRF_REJECTED");
+      const b = await login(t, p.owner.email, p.owner.password, { "sec-fetch-site": "cross-site" });
+      assert.equal(b.status, 403);
+    });
+
+    it("accepts an RPC with the cookie only together with the CSRF token", async () => {
+      const p = await t.seedProject("csrf");
+      const r = await login(t, p.owner.email, p.owner.password);
+      const cookie = cookieOf(r);
+      const { csrfToken } = (await r.json()) as { csrfToken: string };
+      const body = { projectName: p.projectName, inventoryOnly: true };
+      const without = await rpc(t, "svc.monitoring.v1.MonitoringService/ListVMMonitoring", body, { cookie });
+      assert.equal(without.status, 403);
+      assert.match(await without.text(), /CSRF_REJECTED/);
+      const wrong = await rpc(t, "svc.monitoring.v1.MonitoringService/ListVMMonitoring", body, {
+        cookie,
+        "x-svc-csrf": `${csrfToken.slice(0, -2)}xx`,
+      });
+      assert.equal(wrong.status, 403);
+      const ok = await rpc(t, "svc.monitoring.v1.MonitoringService/ListVMMonitoring", body, {
+        cookie,
+        "x-svc-csrf": csrfToken,
+      });
+      assert.equal(ok.status, 200);
+      assert.equal(((await ok.json()) as { vms: unknown[] }).vms.length, 2);
+      // A human-only method works from the console: the cookie is a human session.
+      const who = await rpc(t, "svc.iam.v1.SessionService/WhoAmI", {}, { cookie, "x-svc-csrf": csrfToken });
+      assert.equal(((await who.json()) as { kind: string }).kind, "HUMAN_SESSION");
+    });
+
+    it("ignores an API key placed in the cookie", async () => {
+      const p = await t.seedProject("keycookie");
+      const sa = await t.clients(p.owner.session).serviceAccounts.createServiceAccount({
+        parent: p.projectName,
+        displayName: "s",
+        template: "Metrics scraper",
+      });
+      const { secret } = await t.clients(p.owner.session).keys.createKey({
+        parent: sa.name,
+        displayName: "k",
+        capabilities: ["monitoring.read"],
+        requestId: crypto.randomUUID(),
+      });
+      const r = await rpc(
+        t,
+        "svc.monitoring.v1.MonitoringService/ListVMMonitoring",
+        { projectName: p.projectName, inventoryOnly: true },
+        { cookie: `svc_session=${secret}` },
+      );
+      assert.equal(r.status, 401);
+    });
+
+    it("signs out: the session is revoked and the cookie cleared", async () => {
+      const p = await t.seedProject("logout");
+      const r = await login(t, p.owner.email, p.owner.password);
+      const cookie = cookieOf(r);
+      const { csrfToken } = (await r.json()) as { csrfToken: string };
+      const noCsrf = await fetch(`${t.baseUrl}/console/api/session`, {
+        method: "DELETE",
+        headers: { cookie },
+      });
+      assert.equal(noCsrf.status, 403, "logout needs the CSRF token too");
+      const out = await fetch(`${t.baseUrl}/console/api/session`, {
+        method: "DELETE",
+        headers: { cookie, "x-svc-csrf": csrfToken },
+      });
+      assert.equal(out.status, 204);
+      assert.match(out.headers.get("set-cookie") ?? "", /svc_session=;.*Max-Age=0/);
+      const after = await fetch(`${t.baseUrl}/console/api/session`, { headers: { cookie } });
+      assert.equal(after.status, 401);
+      const call = await rpc(
+        t,
+        "svc.iam.v1.SessionService/WhoAmI",
+        {},
+        {
+          cookie,
+          "x-svc-csrf": csrfToken,
+        },
+      );
+      assert.equal(call.status, 401);
+    });
+  });
+}
+
+describe("console pages", () => {
+  let t: TestApp;
+  before(async () => {
+    t = await startTestApp(dialects[0].dialect, { consoleDir: "/nonexistent-console-dist" });
+  });
+  after(() => t?.close());
+
+  it("says the console is not built instead of a blank page, with the CSP", async () => {
+    const r = await fetch(`${t.baseUrl}/projects/x/vms`, { headers: { accept: "text/html" } });
+    assert.equal(r.status, 503);
+    assert.match(await r.text(), /npm run build:console/);
+    assert.equal(r.headers.get("content-security-policy"), CONTENT_SECURITY_POLICY);
+  });
+
+  it("keeps API 404s as JSON and never answers the page for them", async () => {
+    const r = await fetch(`${t.baseUrl}/v1/nothing-here`, { headers: { accept: "text/html" } });
+    assert.equal(r.status, 404);
+    assert.match(r.headers.get("content-type") ?? "", /json/);
+  });
+});

@@ -1,0 +1,220 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { codeFromString, codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
+import fastifyStatic from "@fastify/static";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { Logger } from "pino";
+import type { Db } from "../db/database.ts";
+import { invalidArgument, SvcError, unauthenticated } from "../errors.ts";
+import { authenticate } from "../iam/principal.ts";
+import { login, logout } from "../iam/sessions.ts";
+import {
+  CSRF_HEADER,
+  checkCsrf,
+  clearedSessionCookie,
+  csrfTokenFor,
+  sessionCookie,
+  sessionTokenFromCookie,
+} from "./session-cookie.ts";
+
+export interface ConsoleDeps {
+  readonly db: Db;
+  readonly log: Logger;
+  readonly now: () => number;
+  /** Signs CSRF tokens; the same key on every replica. */
+  readonly consoleKey: Buffer;
+  /** The public origin; cookies are Secure when it is HTTPS. */
+  readonly publicOrigin: string;
+  /** The built console (packages/console/dist); undefined or missing answers a page that says so. */
+  readonly distDir: string | undefined;
+}
+
+/** The console's only script, style and data sources are its own origin. */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+/** Paths that belong to APIs: an unknown one is a 404, never the console's page. */
+const API_PREFIXES = ["/v1/", "/api/", "/console/api/", "/svc.", "/metrics", "/healthz", "/readyz"];
+
+/**
+ * The console in its own Fastify scope: the session endpoints (login sets the cookie, the session
+ * read hands the page its CSRF token, logout revokes) and the built single-page app, with a CSP and
+ * caching fit for hashed assets. Every RPC the page makes goes to the Connect routes with the cookie.
+ */
+export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
+  const secure = deps.publicOrigin.startsWith("https:");
+  const built = deps.distDir !== undefined && existsSync(join(deps.distDir, "index.html"));
+
+  const fail = (reply: FastifyReply, err: unknown) => {
+    if (!(err instanceof SvcError)) {
+      deps.log.error({ err }, "console session endpoint: unexpected error");
+      return reply.code(500).send({ code: "internal", message: "internal error" });
+    }
+    const code = codeFromString(err.code);
+    return reply.code(code === undefined ? 500 : codeToHttpStatus(code)).send({
+      code: err.code,
+      message: err.message,
+      reason: err.reason,
+    });
+  };
+
+  /** Refuses a cross-site caller before any work: the browser says where a request comes from. */
+  const sameOrigin = (req: FastifyRequest) => {
+    const site = req.headers["sec-fetch-site"];
+    if (site !== undefined && site !== "same-origin" && site !== "none")
+      throw new SvcError("permission_denied", "console requests must come from the console's own origin", {
+        reason: "CSRF_REJECTED",
+      });
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== "null") {
+      const host = req.headers.host ?? "";
+      if (new URL(origin).host !== host && origin !== deps.publicOrigin)
+        throw new SvcError("permission_denied", "console requests must come from the console's own origin", {
+          reason: "CSRF_REJECTED",
+        });
+    }
+  };
+
+  const currentSession = async (req: FastifyRequest) => {
+    const token = sessionTokenFromCookie(req.headers.cookie);
+    if (!token) throw unauthenticated("not signed in");
+    const p = await authenticate(deps.db, token, deps.now());
+    if (p.kind !== "HUMAN_SESSION") throw unauthenticated("not signed in");
+    return { token, principal: p };
+  };
+
+  return async (scope) => {
+    scope.addHook("onSend", async (_req, reply) => {
+      reply.header("content-security-policy", CONTENT_SECURITY_POLICY);
+      reply.header("x-content-type-options", "nosniff");
+      reply.header("referrer-policy", "same-origin");
+      reply.header("x-frame-options", "DENY");
+    });
+
+    scope.post<{ Body: { email?: unknown; password?: unknown } }>(
+      "/console/api/session",
+      async (req, reply) => {
+        try {
+          sameOrigin(req);
+          const body = req.body ?? {};
+          if (typeof body.email !== "string") throw invalidArgument("email", "is required");
+          if (typeof body.password !== "string") throw invalidArgument("password", "is required");
+          const s = await login(deps.db, body.email, body.password, deps.now());
+          const maxAge = Math.floor((s.expireTimeMs - deps.now()) / 1000);
+          reply.header("set-cookie", sessionCookie(s.sessionToken, maxAge, secure));
+          reply.header("cache-control", "no-store");
+          return await describeSession(deps, s.sessionToken, s.userId, s.expireTimeMs);
+        } catch (err) {
+          return fail(reply, err);
+        }
+      },
+    );
+
+    scope.get("/console/api/session", async (req, reply) => {
+      try {
+        const { token, principal } = await currentSession(req);
+        const row = await deps.db
+          .selectFrom("sessions")
+          .select("expire_time")
+          .where("id", "=", principal.sessionId)
+          .executeTakeFirstOrThrow();
+        reply.header("cache-control", "no-store");
+        return await describeSession(deps, token, principal.userId, row.expire_time);
+      } catch (err) {
+        return fail(reply, err);
+      }
+    });
+
+    scope.delete("/console/api/session", async (req, reply) => {
+      try {
+        sameOrigin(req);
+        const { token, principal } = await currentSession(req);
+        checkCsrf(deps.consoleKey, token, req.headers[CSRF_HEADER] as string | undefined);
+        await logout(deps.db, principal.sessionId, deps.now());
+        reply.header("set-cookie", clearedSessionCookie(secure));
+        return reply.code(204).send();
+      } catch (err) {
+        // A stale cookie is cleared whatever went wrong.
+        if (err instanceof SvcError && err.code === "unauthenticated")
+          reply.header("set-cookie", clearedSessionCookie(secure));
+        return fail(reply, err);
+      }
+    });
+
+    if (built && deps.distDir) {
+      await scope.register(fastifyStatic, {
+        root: deps.distDir,
+        prefix: "/",
+        // One route per built file, found at start-up; the SPA fallback below answers the rest.
+        wildcard: false,
+        index: false,
+        // The headers below decide caching, not send's defaults.
+        cacheControl: false,
+        setHeaders: (res, path) => {
+          // Vite names assets by content hash: they never change, so they are cached for a year.
+          const immutable = path.includes(`${join(deps.distDir ?? "", "assets")}`);
+          res.setHeader("cache-control", immutable ? "public, max-age=31536000, immutable" : "no-cache");
+        },
+      });
+    }
+
+    const page = async (req: FastifyRequest, reply: FastifyReply) => {
+      const path = req.url.split("?")[0];
+      const wantsHtml = (req.headers.accept ?? "").includes("text/html");
+      if (API_PREFIXES.some((p) => path.startsWith(p)) || !wantsHtml || /\.[a-z0-9]+$/i.test(path)) {
+        return reply.code(404).send({ code: "not_found", message: `${req.method} ${path} not found` });
+      }
+      if (!built) {
+        return reply
+          .code(503)
+          .type("text/html; charset=utf-8")
+          .header("cache-control", "no-store")
+          .send(
+            "<!doctype html><title>svc</title><p>The console is not built. Run <code>npm run build:console</code> (npm start does it) and reload.</p>",
+          );
+      }
+      reply.header("cache-control", "no-cache");
+      return reply.sendFile("index.html", { cacheControl: false });
+    };
+    scope.get("/", page);
+    scope.get("/*", page);
+  };
+}
+
+async function describeSession(deps: ConsoleDeps, token: string, userId: string, expireTimeMs: number) {
+  const user = await deps.db
+    .selectFrom("users")
+    .select(["email", "display_name"])
+    .where("id", "=", userId)
+    .executeTakeFirstOrThrow();
+  const projects = await deps.db
+    .selectFrom("memberships as m")
+    .innerJoin("projects as p", "p.id", "m.project_id")
+    .select(["m.project_id", "m.role", "p.display_name"])
+    .where("m.user_id", "=", userId)
+    .orderBy("m.project_id")
+    .execute();
+  return {
+    user: `users/${userId}`,
+    email: user.email,
+    displayName: user.display_name,
+    csrfToken: csrfTokenFor(deps.consoleKey, token),
+    expireTime: new Date(expireTimeMs).toISOString(),
+    apiOrigin: deps.publicOrigin,
+    projects: projects.map((p) => ({
+      name: `projects/${p.project_id}`,
+      displayName: p.display_name,
+      role: p.role,
+    })),
+  };
+}

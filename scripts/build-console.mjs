@@ -1,0 +1,42 @@
+// Builds the web console (packages/console → packages/console/dist) when its sources, or the SDK's
+// generated code it bundles, are newer than the last build. `npm start` runs it first, so a fresh
+// clone serves the console with no extra command; `--force` always builds.
+import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+const root = join(import.meta.dirname, "..");
+const consoleDir = join(root, "packages", "console");
+const stamp = join(consoleDir, "dist", ".build-stamp");
+const sources = [
+  join(consoleDir, "src"),
+  join(consoleDir, "index.html"),
+  join(consoleDir, "vite.config.ts"),
+  join(consoleDir, "package.json"),
+  join(root, "packages", "sdk", "src", "gen"),
+];
+
+function newest(path) {
+  if (!existsSync(path)) return 0;
+  const s = statSync(path);
+  if (!s.isDirectory()) return s.mtimeMs;
+  let m = s.mtimeMs;
+  for (const e of readdirSync(path)) m = Math.max(m, newest(join(path, e)));
+  return m;
+}
+
+const force = process.argv.includes("--force");
+if (!force && existsSync(stamp) && statSync(stamp).mtimeMs >= Math.max(...sources.map(newest))) {
+  process.exit(0);
+}
+process.stdout.write("building the console (vite)…\n");
+const vite = join(root, "node_modules", "vite", "bin", "vite.js");
+const r = spawnSync(process.execPath, [vite, "build", "--logLevel", "warn"], {
+  cwd: consoleDir,
+  stdio: "inherit",
+});
+if (r.status !== 0) {
+  process.stderr.write("the console failed to build\n");
+  process.exit(r.status ?? 1);
+}
+writeFileSync(stamp, `${new Date().toISOString()}\n`);

@@ -1,0 +1,77 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import type { Browser } from "playwright-core";
+import {
+  browserUnavailable,
+  buildConsole,
+  CONSOLE_DIST,
+  launchBrowser,
+  openPage,
+  signIn,
+} from "../../packages/server/src/testing/browser.ts";
+import { testDialects } from "../../packages/server/src/testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+
+const [sqlite] = await testDialects();
+const skip = browserUnavailable();
+
+describe("console in Chromium: sign-in, the VM list, sign-out", { skip }, () => {
+  let t: TestApp;
+  let browser: Browser;
+  before(async () => {
+    buildConsole();
+    t = await startTestApp(sqlite.dialect, { consoleDir: CONSOLE_DIST }, { wallClock: true });
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it("signs in with a cookie the page cannot read, lists VMs, and signs out", async () => {
+    const p = await t.seedProject("browser", ["web-a", "web-b"]);
+    const { page, problems } = await openPage(browser);
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    assert.match(page.url(), /\/projects\/browser\/vms$/);
+    const rows = page.getByTestId("vm-table").locator("tbody tr");
+    await rows.first().waitFor();
+    assert.equal(await rows.count(), 2);
+    // No telemetry yet: the latest CPU is a dash, never 0 %.
+    const cpu = await rows.first().locator("td").nth(4).textContent();
+    assert.equal(cpu, "—");
+
+    const cookies = await page.context().cookies();
+    const session = cookies.find((c) => c.name === "svc_session");
+    assert.ok(session, "the session cookie is set");
+    assert.equal(session.httpOnly, true);
+    assert.equal(session.sameSite, "Strict");
+    // A string expression: the page's globals are the browser's, not this process's.
+    const visible = (await page.evaluate(`({
+      cookie: document.cookie,
+      local: JSON.stringify(window.localStorage),
+      sessionStorage: JSON.stringify(window.sessionStorage),
+      html: document.documentElement.outerHTML,
+      url: window.location.href,
+    })`)) as Record<string, string>;
+    for (const [where, text] of Object.entries(visible))
+      assert.ok(!text.includes(session.value), `the session token is not in ${where}`);
+
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign in" }).waitFor();
+    const left = (await page.context().cookies()).find((c) => c.name === "svc_session");
+    assert.ok(!left || left.value === "", "the cookie is cleared");
+    assert.deepEqual(problems, []);
+  });
+
+  it("serves hashed assets as immutable and the page with no-cache and a CSP", async () => {
+    const html = await fetch(`${t.baseUrl}/projects/browser/vms`, { headers: { accept: "text/html" } });
+    assert.equal(html.status, 200);
+    assert.equal(html.headers.get("cache-control"), "no-cache");
+    assert.match(html.headers.get("content-security-policy") ?? "", /script-src 'self'/);
+    const asset = /src="(\/assets\/[^"]+\.js)"/.exec(await html.text())?.[1];
+    assert.ok(asset, "the page loads a hashed script");
+    const js = await fetch(`${t.baseUrl}${asset}`);
+    assert.equal(js.status, 200);
+    assert.equal(js.headers.get("cache-control"), "public, max-age=31536000, immutable");
+  });
+});
