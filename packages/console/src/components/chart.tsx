@@ -1,0 +1,149 @@
+import { useEffect, useRef } from "react";
+import uPlot from "uplot";
+
+/**
+ * A time-series chart on uPlot. Missing samples are `null` and drawn as gaps, never joined and never
+ * as zero. Optional shaded intervals (e.g. when a rule would have fired) and a threshold line.
+ */
+export interface ChartSeries {
+  label: string;
+  /** One value per x; null where there is no sample. */
+  values: (number | null)[];
+  color?: string;
+}
+
+export interface ChartInterval {
+  start: number;
+  end: number;
+  label?: string;
+}
+
+export interface ChartProps {
+  /** Unix seconds, ascending. */
+  x: number[];
+  series: ChartSeries[];
+  /** Formats an axis tick or legend value. */
+  format?: (v: number) => string;
+  height?: number;
+  /** Shaded spans, Unix seconds. */
+  intervals?: ChartInterval[];
+  threshold?: number;
+  /** Fixed lower and upper bounds of the y axis (e.g. 0–100 for percentages). */
+  yRange?: [number, number];
+  testId?: string;
+}
+
+const PALETTE = ["#2f6fed", "#e8590c", "#2b8a3e", "#ae3ec9", "#0c8599", "#c92a2a", "#5f3dc4", "#d9480f"];
+
+/** Aligns points to the step grid of [start, end]: one x per step, null where no point exists. */
+export function alignPoints(
+  startUnix: number,
+  endUnix: number,
+  stepSeconds: number,
+  series: { points: { timeUnix: bigint; value: number }[] }[],
+): { x: number[]; values: (number | null)[][] } {
+  const x: number[] = [];
+  for (let t = startUnix; t <= endUnix; t += stepSeconds) x.push(t);
+  const index = new Map(x.map((t, i) => [t, i]));
+  const values = series.map((s) => {
+    const v: (number | null)[] = new Array(x.length).fill(null);
+    for (const p of s.points) {
+      const i = index.get(Number(p.timeUnix));
+      if (i !== undefined) v[i] = p.value;
+    }
+    return v;
+  });
+  return { x, values };
+}
+
+export function Chart(props: ChartProps) {
+  const ref = useRef<HTMLDivElement>(null);
+  const plot = useRef<uPlot | null>(null);
+
+  useEffect(() => {
+    const el = ref.current;
+    if (!el) return;
+    const format = props.format ?? ((v: number) => v.toFixed(1));
+    const intervals = props.intervals ?? [];
+    const threshold = props.threshold;
+    const opts: uPlot.Options = {
+      width: Math.max(el.clientWidth, 300),
+      height: props.height ?? 220,
+      legend: { show: true, live: true },
+      cursor: { drag: { x: true, y: false } },
+      scales: {
+        x: { time: true },
+        y: props.yRange ? { range: props.yRange } : { auto: true },
+      },
+      axes: [
+        { stroke: "#667085", grid: { stroke: "#eef0f3" } },
+        {
+          stroke: "#667085",
+          grid: { stroke: "#eef0f3" },
+          size: 70,
+          values: (_u, ticks) => ticks.map((t) => format(t)),
+        },
+      ],
+      series: [
+        {},
+        ...props.series.map((s, i) => ({
+          label: s.label,
+          stroke: s.color ?? PALETTE[i % PALETTE.length],
+          width: 1.5,
+          // A gap stays a gap: uPlot draws null as a break unless spanGaps is set.
+          spanGaps: false,
+          points: { show: false },
+          value: (_u: uPlot, v: number | null) => (v === null || v === undefined ? "—" : format(v)),
+        })),
+      ],
+      hooks: {
+        drawClear: [
+          (u) => {
+            if (intervals.length === 0) return;
+            const ctx = u.ctx;
+            ctx.save();
+            ctx.fillStyle = "rgba(229, 72, 77, 0.14)";
+            for (const iv of intervals) {
+              const x0 = u.valToPos(iv.start, "x", true);
+              const x1 = u.valToPos(iv.end, "x", true);
+              const left = Math.max(x0, u.bbox.left);
+              const right = Math.min(x1, u.bbox.left + u.bbox.width);
+              if (right > left) ctx.fillRect(left, u.bbox.top, Math.max(right - left, 2), u.bbox.height);
+            }
+            ctx.restore();
+          },
+        ],
+        draw: [
+          (u) => {
+            if (threshold === undefined) return;
+            const y = u.valToPos(threshold, "y", true);
+            if (y < u.bbox.top || y > u.bbox.top + u.bbox.height) return;
+            const ctx = u.ctx;
+            ctx.save();
+            ctx.strokeStyle = "#c92a2a";
+            ctx.setLineDash([6, 4]);
+            ctx.lineWidth = 1.5;
+            ctx.beginPath();
+            ctx.moveTo(u.bbox.left, y);
+            ctx.lineTo(u.bbox.left + u.bbox.width, y);
+            ctx.stroke();
+            ctx.restore();
+          },
+        ],
+      },
+    };
+    const data: uPlot.AlignedData = [props.x, ...props.series.map((s) => s.values)];
+    plot.current = new uPlot(opts, data, el);
+    const observer = new ResizeObserver(() => {
+      plot.current?.setSize({ width: Math.max(el.clientWidth, 300), height: props.height ?? 220 });
+    });
+    observer.observe(el);
+    return () => {
+      observer.disconnect();
+      plot.current?.destroy();
+      plot.current = null;
+    };
+  }, [props.x, props.series, props.format, props.height, props.intervals, props.threshold, props.yRange]);
+
+  return <div ref={ref} className="chart" data-testid={props.testId} />;
+}
