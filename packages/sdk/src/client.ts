@@ -9,6 +9,7 @@ import {
 } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { ProjectService, UserService, VMService } from "./gen/svc/admin/v1/admin_pb.ts";
+import { AutomationService } from "./gen/svc/iam/v1/automation_pb.ts";
 import { KeyService } from "./gen/svc/iam/v1/key_pb.ts";
 import { ServiceAccountService } from "./gen/svc/iam/v1/service_account_pb.ts";
 import { SessionService } from "./gen/svc/iam/v1/session_pb.ts";
@@ -90,6 +91,8 @@ export interface SvcClients {
   keys: Client<typeof KeyService>;
   serviceAccounts: Client<typeof ServiceAccountService>;
   sessions: Client<typeof SessionService>;
+  /** CI trust connections and the keyless exchange. */
+  automation: Client<typeof AutomationService>;
   admin: {
     projects: Client<typeof ProjectService>;
     users: Client<typeof UserService>;
@@ -111,6 +114,7 @@ export function createSvcClients(opts: SvcClientOptions): SvcClients {
     keys: c(KeyService),
     serviceAccounts: c(ServiceAccountService),
     sessions: c(SessionService),
+    automation: c(AutomationService),
     admin: { projects: c(ProjectService), users: c(UserService), vms: c(VMService) },
     client: c,
   };

@@ -10,6 +10,15 @@ export {
 } from "./ci.ts";
 export { createSvcClients, createSvcTransport, type SvcClientOptions, type SvcClients } from "./client.ts";
 export {
+  AMBIGUOUS_CODES,
+  createKeyWithRecovery,
+  type IssuedKey,
+  isAmbiguous,
+  type KeyRecoveryOptions,
+  recoverLostKey,
+  rotateKeyWithRecovery,
+} from "./keys.ts";
+export {
   MAX_WEBHOOK_BODY_BYTES,
   readRawBody,
   type VerifiedWebhook,

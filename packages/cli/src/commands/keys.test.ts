@@ -4,8 +4,10 @@ import { randomUUID } from "node:crypto";
 import { resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { Command } from "commander";
 import { testDialects } from "../../../server/src/testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
+import { registerKeyCommands } from "./keys.ts";
 
 const bin = resolve(fileURLToPath(import.meta.url), "../../../bin/svc.js");
 
@@ -63,25 +65,93 @@ describe("svc keys and svc monitoring (CLI against an in-process server)", async
     assert.match(list.stdout, /ACTIVE\tmonitoring\.read/);
   });
 
-  it("recovers a lost create exactly as documented: revoke the lost key, then a replacement", async () => {
+  it("create --request-id: a rerun after a lost answer revokes the lost key and prints a replacement", async () => {
     const requestId = randomUUID();
-    const first = await svc(
-      ["keys", "create", "--parent", saName, "--display-name", "lost", "--request-id", requestId],
-      env,
-    );
+    const args = ["keys", "create", "--parent", saName, "--display-name", "lost", "--request-id", requestId];
+    const first = await svc(args, env);
+    assert.match(first.stderr, new RegExp(`run it again with --request-id ${requestId}`));
     const lost = first.stdout.trim();
     assert.ok(await works(lost));
     // The caller never saw that answer and runs the same command again with the same request id.
-    const again = await svc(
-      ["keys", "create", "--parent", saName, "--display-name", "lost", "--request-id", requestId],
-      env,
-    );
+    const again = await svc(args, env);
     assert.equal(again.code, 0, again.stderr);
-    assert.match(again.stderr, /earlier attempt whose answer was lost; revoking it/);
+    assert.match(again.stderr, /earlier attempt .* whose answer was lost; its secret cannot be shown again/);
     const replacement = again.stdout.trim();
+    assert.match(replacement, /^svcs_/);
     assert.notEqual(replacement, lost);
     assert.equal(await works(lost), false, "the lost key is revoked");
     assert.ok(await works(replacement));
+  });
+
+  it("rotate --request-id: a rerun after a lost answer revokes the lost key and prints a replacement", async () => {
+    const created = await svc(["keys", "create", "--parent", saName, "--display-name", "rot", "--json"], env);
+    const { key, secret: original } = JSON.parse(created.stdout) as { key: { name: string }; secret: string };
+    const requestId = randomUUID();
+    const args = ["keys", "rotate", "--name", key.name, "--overlap", "3600", "--request-id", requestId];
+    const lost = (await svc(args, env)).stdout.trim();
+    const again = await svc([...args, "--json"], env);
+    assert.equal(again.code, 0, again.stderr);
+    const res = JSON.parse(again.stdout) as {
+      secret: string;
+      requestId: string;
+      revokedKey: { state: string };
+    };
+    assert.equal(res.requestId, requestId);
+    assert.equal(res.revokedKey.state, "REVOKED");
+    assert.equal(await works(lost), false, "the lost key is revoked");
+    assert.ok(await works(res.secret));
+    assert.ok(await works(original), "the key rotated from keeps its overlap");
+  });
+
+  it("retries an ambiguous failure itself with the same request id, then recovers (in-process)", async () => {
+    const ids: string[] = [];
+    let dropped = false;
+    // The first CreateKey reaches the server, which issues the key; its answer never comes back.
+    const lossy: typeof globalThis.fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (String(input).endsWith("/CreateKey")) {
+        ids.push(JSON.parse(new TextDecoder().decode(init?.body as Uint8Array)).requestId);
+        if (!dropped) {
+          dropped = true;
+          await res.arrayBuffer();
+          throw new TypeError("fetch failed");
+        }
+      }
+      return res;
+    };
+    const out: string[] = [];
+    const err: string[] = [];
+    const program = new Command("svc").option("--base-url <url>").exitOverride();
+    registerKeyCommands(program, {
+      fetch: lossy,
+      sleep: async () => {},
+      stdout: (s) => out.push(s),
+      stderr: (s) => err.push(s),
+    });
+    const saved = process.env.SVC_TOKEN;
+    process.env.SVC_TOKEN = p.owner.session;
+    try {
+      await program.parseAsync(
+        ["--base-url", t.baseUrl, "keys", "create", "--parent", saName, "--display-name", "flaky"],
+        { from: "user" },
+      );
+    } finally {
+      if (saved === undefined) delete process.env.SVC_TOKEN;
+      else process.env.SVC_TOKEN = saved;
+    }
+    assert.equal(ids.length, 2);
+    assert.equal(ids[0], ids[1], "one request id per invocation");
+    assert.match(err.join(""), new RegExp(`retrying with the same request id ${ids[0]}`));
+    const secret = out.join("").trim();
+    assert.ok(await works(secret));
+    const flaky = (await t.clients(p.owner.session).keys.listKeys({ parent: saName })).keys.filter(
+      (k) => k.displayName === "flaky",
+    );
+    assert.deepEqual(
+      flaky.map((k) => k.state),
+      ["REVOKED", "ACTIVE"],
+      "the lost key is revoked, the replacement works",
+    );
   });
 
   it("revokes at once and refuses to take a token from the command line", async () => {

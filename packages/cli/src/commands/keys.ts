@@ -1,21 +1,71 @@
 import { randomUUID } from "node:crypto";
-import { Code, ConnectError } from "@connectrpc/connect";
-import { createSvcClients } from "@svc/sdk";
+import type { JsonValue } from "@bufbuild/protobuf";
+import {
+  createKeyWithRecovery,
+  type IssuedKey,
+  type KeyRecoveryOptions,
+  recoverLostKey,
+  rotateKeyWithRecovery,
+} from "@svc/sdk";
+import { type Key, KeySchema } from "@svc/sdk/gen/svc/iam/v1/key_pb";
 import type { Command } from "commander";
-import { baseUrlOf, UsageError } from "../common.ts";
-import { tokenOf } from "./token.ts";
+import { UsageError } from "../common.ts";
+import { type CliIo, clientsOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
-/** Failures after which the request may or may not have been applied: retry with the same requestId. */
-const ambiguous = new Set([
-  Code.Unavailable,
-  Code.DeadlineExceeded,
-  Code.Unknown,
-  Code.Internal,
-  Code.Aborted,
-]);
+const REQUEST_ID = /^[0-9A-Za-z][0-9A-Za-z._:-]{7,127}$/;
 
-export function registerKeyCommands(program: Command): void {
-  const keys = program.command("keys").description("scoped keys (console session token in SVC_TOKEN)");
+function requestIdOf(opts: { requestId?: string }, flag = "--request-id"): string {
+  const id = opts.requestId ?? randomUUID();
+  if (!REQUEST_ID.test(id)) throw new UsageError(`${flag} must be 8..128 letters, digits or ._:- (a UUID)`);
+  return id;
+}
+
+function expireDaysOf(s: string): number {
+  const n = Number(s);
+  if (!Number.isInteger(n) || n < 0 || n > 365) throw new UsageError("--expire-days must be 1..365 (0 = 90)");
+  return n;
+}
+
+/** The retry and recovery notes a user needs to finish by hand if this run is cut short. */
+function recoveryHooks(err: (s: string) => void, io: CliIo): KeyRecoveryOptions {
+  return {
+    sleep: io.sleep,
+    onRetry: ({ requestId, error }) =>
+      err(`no clear answer (${error.rawMessage}); retrying with the same request id ${requestId}\n`),
+    onRecover: ({ lostKey, lostRequestId }) =>
+      err(
+        `${lostKey?.name ?? "a key"} was issued by an earlier attempt (request id ${lostRequestId}) whose answer ` +
+          `was lost; its secret cannot be shown again, so svc revokes it and issues a replacement\n`,
+      ),
+  };
+}
+
+function printIssued(cmd: Command, io: CliIo, verb: string, r: IssuedKey): void {
+  const { out, err } = outOf(io);
+  if (cmd.opts().json) {
+    const value: Record<string, JsonValue> = {
+      key: jsonOf(KeySchema, r.key),
+      secret: r.secret,
+      requestId: r.requestId,
+    };
+    if (r.revokedKey) value.revokedKey = jsonOf(KeySchema, r.revokedKey);
+    printJson(out, value);
+    return;
+  }
+  if (r.revokedKey) err(`revoked ${r.revokedKey.name} (its secret was lost)\n`);
+  err(`${verb} ${r.key.name} (expires ${iso(r.key.expireTimeUnix)}); the secret is shown once:\n`);
+  out(`${r.secret}\n`);
+}
+
+function keyLine(k: Key): string {
+  return `${k.name}\t${k.state}\t${k.capabilities.join(",")}\t${k.secretHint}\t${iso(k.expireTimeUnix)}\t${k.displayName}`;
+}
+
+export function registerKeyCommands(program: Command, io: CliIo = {}): void {
+  const { out, err } = outOf(io);
+  const keys = program
+    .command("keys")
+    .description("scoped keys: create, list, rotate, revoke, recover (a console session in SVC_TOKEN)");
 
   keys
     .command("create")
@@ -23,63 +73,56 @@ export function registerKeyCommands(program: Command): void {
     .requiredOption("--parent <name>", "projects/<p> (personal key) or projects/<p>/serviceAccounts/<id>")
     .requiredOption("--display-name <name>", "a name to recognise the key by")
     .option("--capability <cap...>", "monitoring.read, monitoring.write", ["monitoring.read"])
-    .option("--expire-days <n>", "1..365 (default 90)", "0")
-    .option("--request-id <id>", "reuse after an interrupted run: the lost key is revoked and replaced")
+    .option("--expire-days <n>", "1..365 (0 = the default of 90)", "0")
+    .option(
+      "--request-id <id>",
+      "the id printed by an interrupted run: its key is revoked and replaced (default: a new UUID)",
+    )
+    .option("--json", "print {key, secret, requestId} as JSON")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  svc keys create --parent projects/demo/serviceAccounts/abc --display-name ci > key.txt
+  svc keys create --parent projects/demo --display-name laptop --capability monitoring.read monitoring.write
+  # the run was interrupted after "request id R": run it again with the same id
+  svc keys create --parent projects/demo/serviceAccounts/abc --display-name ci --request-id R`,
+    )
     .action(async (opts, cmd: Command) => {
-      const clients = createSvcClients({ baseUrl: baseUrlOf(cmd), token: tokenOf() });
-      const body = {
-        parent: opts.parent as string,
-        displayName: opts.displayName as string,
-        capabilities: opts.capability as string[],
-        expireDays: Number(opts.expireDays),
-      };
-      if (!Number.isInteger(body.expireDays)) throw new UsageError("--expire-days must be a whole number");
-      const requestId = (opts.requestId as string | undefined) ?? randomUUID();
-      let res = await createWithRetry(clients, { ...body, requestId });
-      if (res.secret === undefined && res.key) {
-        // The documented recovery: the earlier attempt created the key but its secret never reached
-        // us and cannot be retrieved. Revoke it first, then create a replacement under a new requestId.
-        process.stderr.write(
-          `key ${res.key.name} was created by an earlier attempt whose answer was lost; revoking it\n`,
-        );
-        await clients.keys.revokeKey({ name: res.key.name });
-        res = await createWithRetry(clients, { ...body, requestId: randomUUID() });
-      }
-      if (!res.key || res.secret === undefined) throw new Error("the server returned no secret");
-      process.stderr.write(
-        `created ${res.key.name} (expires ${new Date(Number(res.key.expireTimeUnix) * 1000).toISOString()}); the secret is shown once:\n`,
+      const requestId = requestIdOf(opts);
+      const expireDays = expireDaysOf(opts.expireDays);
+      const clients = clientsOf(cmd, io);
+      err(
+        `request id ${requestId} (if this run is interrupted, run it again with --request-id ${requestId})\n`,
       );
-      process.stdout.write(`${res.secret}\n`);
+      const r = await createKeyWithRecovery(
+        clients.keys,
+        { parent: opts.parent, displayName: opts.displayName, capabilities: opts.capability, expireDays },
+        { ...recoveryHooks(err, io), requestId },
+      );
+      printIssued(cmd, io, "created", r);
     });
 
   keys
     .command("list")
     .description("list keys (never their secrets)")
-    .requiredOption("--parent <name>", "projects/<p> or projects/<p>/serviceAccounts/<id>")
+    .requiredOption(
+      "--parent <name>",
+      "projects/<p> (your personal keys) or projects/<p>/serviceAccounts/<id>",
+    )
     .option("--json", "print JSON")
+    .addHelpText(
+      "after",
+      "\nExample:\n  svc keys list --parent projects/demo/serviceAccounts/abc --output yaml",
+    )
     .action(async (opts, cmd: Command) => {
-      const clients = createSvcClients({ baseUrl: baseUrlOf(cmd), token: tokenOf() });
-      const { keys: list } = await clients.keys.listKeys({ parent: opts.parent });
-      if (opts.json) {
-        process.stdout.write(
-          `${JSON.stringify(
-            list.map((k) => ({
-              ...k,
-              createTimeUnix: String(k.createTimeUnix),
-              expireTimeUnix: String(k.expireTimeUnix),
-              revokeTimeUnix: String(k.revokeTimeUnix),
-            })),
-            null,
-            2,
-          )}\n`,
+      const { keys: list } = await clientsOf(cmd, io).keys.listKeys({ parent: opts.parent });
+      if (opts.json)
+        return printJson(
+          out,
+          list.map((k) => jsonOf(KeySchema, k)),
         );
-        return;
-      }
-      for (const k of list) {
-        process.stdout.write(
-          `${k.name}\t${k.state}\t${k.capabilities.join(",")}\t${k.secretHint}\t${k.displayName}\n`,
-        );
-      }
+      for (const k of list) out(`${keyLine(k)}\n`);
     });
 
   keys
@@ -87,44 +130,74 @@ export function registerKeyCommands(program: Command): void {
     .description("issue a replacement; older keys of the lineage stop after the overlap")
     .requiredOption("--name <key>", "the key to rotate")
     .option("--overlap <seconds>", "0..86400; 0 stops older keys at once", "0")
-    .option("--expire-days <n>", "1..365 (default 90)", "0")
+    .option("--expire-days <n>", "1..365 (0 = the default of 90)", "0")
+    .option(
+      "--request-id <id>",
+      "the id printed by an interrupted run: its new key is revoked and replaced (default: a new UUID)",
+    )
+    .option("--json", "print {key, secret, requestId} as JSON")
+    .addHelpText(
+      "after",
+      `
+Examples:
+  svc keys rotate --name projects/demo/serviceAccounts/abc/keys/k1 --overlap 3600 > new-key.txt
+  svc keys rotate --name projects/demo/serviceAccounts/abc/keys/k1 --request-id R   # after an interrupted run`,
+    )
     .action(async (opts, cmd: Command) => {
-      const clients = createSvcClients({ baseUrl: baseUrlOf(cmd), token: tokenOf() });
-      const res = await clients.keys.rotateKey({
-        name: opts.name,
-        overlapSeconds: Number(opts.overlap),
-        expireDays: Number(opts.expireDays),
-        requestId: randomUUID(),
-      });
-      process.stderr.write(`rotated to ${res.key?.name}; the secret is shown once:\n`);
-      process.stdout.write(`${res.secret}\n`);
+      const overlapSeconds = Number(opts.overlap);
+      if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > 86_400)
+        throw new UsageError("--overlap must be 0..86400 seconds");
+      const requestId = requestIdOf(opts);
+      const expireDays = expireDaysOf(opts.expireDays);
+      const clients = clientsOf(cmd, io);
+      err(
+        `request id ${requestId} (if this run is interrupted, run it again with --request-id ${requestId})\n`,
+      );
+      const r = await rotateKeyWithRecovery(
+        clients.keys,
+        { name: opts.name, overlapSeconds, expireDays },
+        { ...recoveryHooks(err, io), requestId },
+      );
+      printIssued(cmd, io, "rotated to", r);
+    });
+
+  keys
+    .command("recover")
+    .description(
+      "revoke the key an earlier create, rotate or recover issued (its answer was lost) and issue its replacement, in one step",
+    )
+    .requiredOption("--lost-request-id <id>", "the request id of the run whose answer was lost")
+    .option(
+      "--request-id <id>",
+      "this recovery's own id, to retry an interrupted recovery (default: a new UUID)",
+    )
+    .option("--json", "print {key, secret, requestId, revokedKey} as JSON")
+    .addHelpText(
+      "after",
+      `
+Usually not needed: "svc keys create|rotate --request-id R" recovers by itself. Example:
+  svc keys recover --lost-request-id 0b6f3c1e-5d0e-4c53-a1a4-1f0c2d9e7b10 > key.txt`,
+    )
+    .action(async (opts, cmd: Command) => {
+      const lost = requestIdOf({ requestId: opts.lostRequestId }, "--lost-request-id");
+      const requestId = requestIdOf(opts);
+      const clients = clientsOf(cmd, io);
+      err(
+        `recovery request id ${requestId} (if this run is interrupted, run it again with --request-id ${requestId})\n`,
+      );
+      const r = await recoverLostKey(clients.keys, lost, { ...recoveryHooks(err, io), requestId });
+      printIssued(cmd, io, "issued", r);
     });
 
   keys
     .command("revoke")
     .description("revoke a key at once")
     .requiredOption("--name <key>", "the key to revoke")
+    .option("--json", "print the key as JSON")
+    .addHelpText("after", "\nExample:\n  svc keys revoke --name projects/demo/serviceAccounts/abc/keys/k1")
     .action(async (opts, cmd: Command) => {
-      const clients = createSvcClients({ baseUrl: baseUrlOf(cmd), token: tokenOf() });
-      const k = await clients.keys.revokeKey({ name: opts.name });
-      process.stdout.write(`${k.name}\t${k.state}\n`);
+      const k = await clientsOf(cmd, io).keys.revokeKey({ name: opts.name });
+      if (opts.json) return printJson(out, jsonOf(KeySchema, k));
+      out(`${k.name}\t${k.state}\n`);
     });
-}
-
-async function createWithRetry(
-  clients: ReturnType<typeof createSvcClients>,
-  req: { parent: string; displayName: string; capabilities: string[]; expireDays: number; requestId: string },
-) {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await clients.keys.createKey(req);
-    } catch (e) {
-      const err = ConnectError.from(e);
-      if (attempt >= 3 || !ambiguous.has(err.code)) throw err;
-      process.stderr.write(
-        `no clear answer (${err.code === Code.Unavailable ? "unavailable" : err.rawMessage}); retrying with the same request id\n`,
-      );
-      await new Promise((r) => setTimeout(r, attempt * 1000));
-    }
-  }
 }

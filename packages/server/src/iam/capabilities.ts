@@ -64,6 +64,7 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.iam.v1.KeyService/ListKeys": "human",
   "svc.iam.v1.KeyService/RotateKey": "human",
   "svc.iam.v1.KeyService/RevokeKey": "human",
+  "svc.iam.v1.KeyService/RecoverLostKey": "human",
 
   "svc.iam.v1.AutomationService/StartCITrustSetup": "human",
   "svc.iam.v1.AutomationService/VerifyCITrustSetup": "public",

@@ -7,10 +7,10 @@ export const IDEMPOTENCY_RETENTION_MS = 48 * 3600 * 1000;
 
 const UUID_LIKE = /^[0-9A-Za-z][0-9A-Za-z._:-]{7,127}$/;
 
-export function validateRequestId(requestId: string): void {
-  if (!requestId) throw invalidArgument("requestId", "is required (a client-generated UUID)");
+export function validateRequestId(requestId: string, field = "requestId"): void {
+  if (!requestId) throw invalidArgument(field, "is required (a client-generated UUID)");
   if (!UUID_LIKE.test(requestId)) {
-    throw invalidArgument("requestId", "must be 8..128 characters of letters, digits and ._:-");
+    throw invalidArgument(field, "must be 8..128 characters of letters, digits and ._:-");
   }
 }
 

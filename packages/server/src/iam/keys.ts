@@ -171,6 +171,8 @@ interface IssueSpec {
   rotationGroup: string;
   /** Rotation: keys of the group other than the new one stop at this time. */
   retireOthersAtMs?: number;
+  /** Recovery: this key (whose secret was lost) is revoked in the same transaction, before the insert. */
+  revokeKeyId?: string;
 }
 
 async function issue(
@@ -209,10 +211,20 @@ async function issue(
           scope,
           request_id: requestId,
           body_hash: hash,
-          result: JSON.stringify({ keyId: row.id }),
+          result: JSON.stringify(
+            spec.revokeKeyId ? { keyId: row.id, lostKeyId: spec.revokeKeyId } : { keyId: row.id },
+          ),
           create_time: nowMs,
         })
         .execute();
+      if (spec.revokeKeyId !== undefined) {
+        await tx
+          .updateTable("api_keys")
+          .set({ revoke_time: nowMs })
+          .where("id", "=", spec.revokeKeyId)
+          .where((eb) => eb.or([eb("revoke_time", "is", null), eb("revoke_time", ">", nowMs)]))
+          .execute();
+      }
       await tx.insertInto("api_keys").values(row).execute();
       if (spec.retireOthersAtMs !== undefined) {
         const at = spec.retireOthersAtMs;
@@ -318,4 +330,118 @@ export async function revokeKey(db: Db, actor: Actor, name: string, nowMs: numbe
     r.revoke_time = nowMs;
   }
   return keyView(r, nowMs);
+}
+
+export interface RecoverLostKeyInput {
+  lostRequestId: string;
+  requestId: string;
+}
+
+export interface RecoveredKey extends CreatedKey {
+  /** The key whose secret was lost, now revoked. */
+  revokedKey: KeyView;
+}
+
+/** Scopes whose request ids can name a lost key, newest kind last. */
+const recoverableScopes = ["CreateKey", "RotateKey", "RecoverLostKey"] as const;
+
+/**
+ * SPEC §5.6 in one server step: the key issued by the caller's earlier create, rotate or recovery with
+ * `lostRequestId` is revoked and a replacement with the same parent, display name, capabilities,
+ * lifetime and rotation lineage is issued, in one transaction (revocation first). Other keys of the
+ * lineage keep their own end times. The recovery is itself idempotent on `requestId`.
+ */
+export async function recoverLostKey(
+  db: Db,
+  actor: Actor,
+  input: RecoverLostKeyInput,
+  nowMs: number,
+): Promise<RecoveredKey> {
+  validateRequestId(input.requestId);
+  validateRequestId(input.lostRequestId, "lostRequestId");
+  if (input.lostRequestId === input.requestId)
+    throw invalidArgument("requestId", "must differ from lostRequestId (a new id for the recovery)");
+  const scope = `RecoverLostKey:${actor.userId}`;
+  const hash = bodyHash({ ...input, requestId: undefined });
+  const replay = await findReplay<{ keyId: string; lostKeyId: string }>(db, scope, input.requestId, hash);
+  if (replay) return recoveredReplay(db, replay, nowMs);
+  const found: string[] = [];
+  for (const kind of recoverableScopes) {
+    const r = await db
+      .selectFrom("idempotency_records")
+      .select(["result"])
+      .where("scope", "=", `${kind}:${actor.userId}`)
+      .where("request_id", "=", input.lostRequestId)
+      .executeTakeFirst();
+    if (r) found.push((JSON.parse(r.result) as { keyId: string }).keyId);
+  }
+  if (found.length === 0) {
+    throw new SvcError(
+      "not_found",
+      "lostRequestId: no key create, rotation or recovery of yours used this request id in the last 48 hours; if the original request never reached svc, retry it with the same requestId",
+      { reason: "NOT_FOUND" },
+    );
+  }
+  if (found.length > 1) {
+    throw invalidArgument(
+      "lostRequestId",
+      "names more than one of your requests; revoke the lost key by name and create a new one",
+    );
+  }
+  const lostRow = await db.selectFrom("api_keys").selectAll().where("id", "=", found[0]).executeTakeFirst();
+  if (!lostRow) throw notFound(`the key of request ${input.lostRequestId}`);
+  const lost = await loadKey(db, actor, keyName(lostRow));
+  // A key is recovered once: recovering it again under a new id would leave the first replacement,
+  // whose secret may be lost as well, active. That replacement is the one to recover now.
+  const earlier = await db
+    .selectFrom("idempotency_records")
+    .select(["request_id"])
+    .where("scope", "=", scope)
+    .where("result", "like", `%"lostKeyId":"${lost.id}"%`)
+    .executeTakeFirst();
+  if (earlier) {
+    throw invalidArgument(
+      "lostRequestId",
+      `this key was already recovered by request ${earlier.request_id}; retry that recovery with the same requestId, or recover its replacement with lostRequestId ${earlier.request_id}`,
+    );
+  }
+  const allowed = await checkActorCanManage(db, actor, {
+    projectId: lost.project_id,
+    serviceAccountId: lost.service_account_id,
+  });
+  const caps = validateCapabilities(JSON.parse(lost.capabilities) as string[], allowed);
+  const days = Math.max(1, Math.round((lost.expire_time - lost.create_time) / DAY_MS));
+  const created = await issue(db, actor, scope, input.requestId, hash, nowMs, {
+    projectId: lost.project_id,
+    serviceAccountId: lost.service_account_id,
+    displayName: lost.display_name,
+    caps,
+    days: Math.min(days, MAX_EXPIRE_DAYS),
+    rotationGroup: lost.rotation_group,
+    revokeKeyId: lost.id,
+  });
+  if (created.replayed) {
+    const again = await findReplay<{ keyId: string; lostKeyId: string }>(db, scope, input.requestId, hash);
+    if (again) return recoveredReplay(db, again, nowMs);
+  }
+  const revoked = await db
+    .selectFrom("api_keys")
+    .selectAll()
+    .where("id", "=", lost.id)
+    .executeTakeFirstOrThrow();
+  return { ...created, revokedKey: keyView(revoked, nowMs) };
+}
+
+async function recoveredReplay(
+  db: Db,
+  r: { keyId: string; lostKeyId: string },
+  nowMs: number,
+): Promise<RecoveredKey> {
+  const created = await replayed(db, r.keyId, nowMs);
+  const lost = await db
+    .selectFrom("api_keys")
+    .selectAll()
+    .where("id", "=", r.lostKeyId)
+    .executeTakeFirstOrThrow();
+  return { ...created, revokedKey: keyView(lost, nowMs) };
 }

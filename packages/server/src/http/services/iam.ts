@@ -65,5 +65,6 @@ export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: 
     listKeys: async (r, ctx) => ({ keys: await keys.listKeys(db, humanOf(ctx), r.parent, now()) }),
     rotateKey: (r, ctx) => keys.rotateKey(db, humanOf(ctx), r, now()),
     revokeKey: (r, ctx) => keys.revokeKey(db, humanOf(ctx), r.name, now()),
+    recoverLostKey: (r, ctx) => keys.recoverLostKey(db, humanOf(ctx), r, now()),
   });
 }

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/iam/v1/key.proto.
  */
 export const file_svc_iam_v1_key: GenFile = /*@__PURE__*/
-  fileDesc("ChRzdmMvaWFtL3YxL2tleS5wcm90bxIKc3ZjLmlhbS52MSLQAQoDS2V5EgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEgwKBGtpbmQYAyABKAkSFAoMY2FwYWJpbGl0aWVzGAQgAygJEhMKC3NlY3JldF9oaW50GAUgASgJEhgKEGNyZWF0ZV90aW1lX3VuaXgYBiABKAMSGAoQZXhwaXJlX3RpbWVfdW5peBgHIAEoAxINCgVzdGF0ZRgIIAEoCRIYChByZXZva2VfdGltZV91bml4GAkgASgDEg8KB2NyZWF0b3IYCiABKAkidwoQQ3JlYXRlS2V5UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRITCgtleHBpcmVfZGF5cxgEIAEoBRISCgpyZXF1ZXN0X2lkGAUgASgJImMKEUNyZWF0ZUtleVJlc3BvbnNlEhwKA2tleRgBIAEoCzIPLnN2Yy5pYW0udjEuS2V5EhMKBnNlY3JldBgCIAEoCUgAiAEBEhAKCHJlcGxheWVkGAMgASgIQgkKB19zZWNyZXQiIQoPTGlzdEtleXNSZXF1ZXN0Eg4KBnBhcmVudBgBIAEoCSIxChBMaXN0S2V5c1Jlc3BvbnNlEh0KBGtleXMYASADKAsyDy5zdmMuaWFtLnYxLktleSJiChBSb3RhdGVLZXlSZXF1ZXN0EgwKBG5hbWUYASABKAkSFwoPb3ZlcmxhcF9zZWNvbmRzGAIgASgFEhMKC2V4cGlyZV9kYXlzGAMgASgFEhIKCnJlcXVlc3RfaWQYBCABKAkiIAoQUmV2b2tlS2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJMqMCCgpLZXlTZXJ2aWNlEkgKCUNyZWF0ZUtleRIcLnN2Yy5pYW0udjEuQ3JlYXRlS2V5UmVxdWVzdBodLnN2Yy5pYW0udjEuQ3JlYXRlS2V5UmVzcG9uc2USRQoITGlzdEtleXMSGy5zdmMuaWFtLnYxLkxpc3RLZXlzUmVxdWVzdBocLnN2Yy5pYW0udjEuTGlzdEtleXNSZXNwb25zZRJICglSb3RhdGVLZXkSHC5zdmMuaWFtLnYxLlJvdGF0ZUtleVJlcXVlc3QaHS5zdmMuaWFtLnYxLkNyZWF0ZUtleVJlc3BvbnNlEjoKCVJldm9rZUtleRIcLnN2Yy5pYW0udjEuUmV2b2tlS2V5UmVxdWVzdBoPLnN2Yy5pYW0udjEuS2V5YgZwcm90bzM");
+  fileDesc("ChRzdmMvaWFtL3YxL2tleS5wcm90bxIKc3ZjLmlhbS52MSLQAQoDS2V5EgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEgwKBGtpbmQYAyABKAkSFAoMY2FwYWJpbGl0aWVzGAQgAygJEhMKC3NlY3JldF9oaW50GAUgASgJEhgKEGNyZWF0ZV90aW1lX3VuaXgYBiABKAMSGAoQZXhwaXJlX3RpbWVfdW5peBgHIAEoAxINCgVzdGF0ZRgIIAEoCRIYChByZXZva2VfdGltZV91bml4GAkgASgDEg8KB2NyZWF0b3IYCiABKAkidwoQQ3JlYXRlS2V5UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRITCgtleHBpcmVfZGF5cxgEIAEoBRISCgpyZXF1ZXN0X2lkGAUgASgJImMKEUNyZWF0ZUtleVJlc3BvbnNlEhwKA2tleRgBIAEoCzIPLnN2Yy5pYW0udjEuS2V5EhMKBnNlY3JldBgCIAEoCUgAiAEBEhAKCHJlcGxheWVkGAMgASgIQgkKB19zZWNyZXQiIQoPTGlzdEtleXNSZXF1ZXN0Eg4KBnBhcmVudBgBIAEoCSIxChBMaXN0S2V5c1Jlc3BvbnNlEh0KBGtleXMYASADKAsyDy5zdmMuaWFtLnYxLktleSJiChBSb3RhdGVLZXlSZXF1ZXN0EgwKBG5hbWUYASABKAkSFwoPb3ZlcmxhcF9zZWNvbmRzGAIgASgFEhMKC2V4cGlyZV9kYXlzGAMgASgFEhIKCnJlcXVlc3RfaWQYBCABKAkiIAoQUmV2b2tlS2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJIkQKFVJlY292ZXJMb3N0S2V5UmVxdWVzdBIXCg9sb3N0X3JlcXVlc3RfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSKOAQoWUmVjb3Zlckxvc3RLZXlSZXNwb25zZRIcCgNrZXkYASABKAsyDy5zdmMuaWFtLnYxLktleRITCgZzZWNyZXQYAiABKAlIAIgBARIQCghyZXBsYXllZBgDIAEoCBIkCgtyZXZva2VkX2tleRgEIAEoCzIPLnN2Yy5pYW0udjEuS2V5QgkKB19zZWNyZXQy/AIKCktleVNlcnZpY2USSAoJQ3JlYXRlS2V5Ehwuc3ZjLmlhbS52MS5DcmVhdGVLZXlSZXF1ZXN0Gh0uc3ZjLmlhbS52MS5DcmVhdGVLZXlSZXNwb25zZRJFCghMaXN0S2V5cxIbLnN2Yy5pYW0udjEuTGlzdEtleXNSZXF1ZXN0Ghwuc3ZjLmlhbS52MS5MaXN0S2V5c1Jlc3BvbnNlEkgKCVJvdGF0ZUtleRIcLnN2Yy5pYW0udjEuUm90YXRlS2V5UmVxdWVzdBodLnN2Yy5pYW0udjEuQ3JlYXRlS2V5UmVzcG9uc2USOgoJUmV2b2tlS2V5Ehwuc3ZjLmlhbS52MS5SZXZva2VLZXlSZXF1ZXN0Gg8uc3ZjLmlhbS52MS5LZXkSVwoOUmVjb3Zlckxvc3RLZXkSIS5zdmMuaWFtLnYxLlJlY292ZXJMb3N0S2V5UmVxdWVzdBoiLnN2Yy5pYW0udjEuUmVjb3Zlckxvc3RLZXlSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * @generated from message svc.iam.v1.Key
@@ -244,6 +244,74 @@ export const RevokeKeyRequestSchema: GenMessage<RevokeKeyRequest> = /*@__PURE__*
   messageDesc(file_svc_iam_v1_key, 6);
 
 /**
+ * @generated from message svc.iam.v1.RecoverLostKeyRequest
+ */
+export type RecoverLostKeyRequest = Message<"svc.iam.v1.RecoverLostKeyRequest"> & {
+  /**
+   * The request_id of your CreateKey, RotateKey or RecoverLostKey whose answer (and secret) was lost;
+   * kept 48 hours.
+   *
+   * @generated from field: string lost_request_id = 1;
+   */
+  lostRequestId: string;
+
+  /**
+   * Client-generated id of this recovery; a retry with it returns the metadata, never the secret (a
+   * lost recovery is recovered in turn with lost_request_id = this id).
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message svc.iam.v1.RecoverLostKeyRequest.
+ * Use `create(RecoverLostKeyRequestSchema)` to create a new message.
+ */
+export const RecoverLostKeyRequestSchema: GenMessage<RecoverLostKeyRequest> = /*@__PURE__*/
+  messageDesc(file_svc_iam_v1_key, 7);
+
+/**
+ * @generated from message svc.iam.v1.RecoverLostKeyResponse
+ */
+export type RecoverLostKeyResponse = Message<"svc.iam.v1.RecoverLostKeyResponse"> & {
+  /**
+   * The replacement.
+   *
+   * @generated from field: svc.iam.v1.Key key = 1;
+   */
+  key?: Key | undefined;
+
+  /**
+   * Present only in the first response; never in a retry.
+   *
+   * @generated from field: optional string secret = 2;
+   */
+  secret?: string | undefined;
+
+  /**
+   * True when this answer is a retry of an earlier request_id.
+   *
+   * @generated from field: bool replayed = 3;
+   */
+  replayed: boolean;
+
+  /**
+   * The key whose secret was lost, now revoked.
+   *
+   * @generated from field: svc.iam.v1.Key revoked_key = 4;
+   */
+  revokedKey?: Key | undefined;
+};
+
+/**
+ * Describes the message svc.iam.v1.RecoverLostKeyResponse.
+ * Use `create(RecoverLostKeyResponseSchema)` to create a new message.
+ */
+export const RecoverLostKeyResponseSchema: GenMessage<RecoverLostKeyResponse> = /*@__PURE__*/
+  messageDesc(file_svc_iam_v1_key, 8);
+
+/**
  * Scoped keys: personal keys (parent projects/<p>) act within their owner's current access;
  * service-account keys (parent projects/<p>/serviceAccounts/<sa>) within the account's.
  * Human-only: keys cannot manage keys.
@@ -288,6 +356,20 @@ export const KeyService: GenService<{
     methodKind: "unary";
     input: typeof RevokeKeyRequestSchema;
     output: typeof KeySchema;
+  },
+  /**
+   * Recovery of an uncertain create or rotate (SPEC §5.6) in one server step: the key issued by the
+   * earlier CreateKey, RotateKey or RecoverLostKey with lost_request_id (whose secret never reached the
+   * caller) is revoked, and a replacement with the same parent, display name, capabilities, lifetime
+   * and rotation lineage is issued, in one transaction. Call it after a retry of the lost request
+   * answered replayed = true (metadata, no secret).
+   *
+   * @generated from rpc svc.iam.v1.KeyService.RecoverLostKey
+   */
+  recoverLostKey: {
+    methodKind: "unary";
+    input: typeof RecoverLostKeyRequestSchema;
+    output: typeof RecoverLostKeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_svc_iam_v1_key, 0);
