@@ -61,6 +61,19 @@ for (const { dialect, skip } of dialects) {
       assert.ok(!JSON.stringify(body).includes("not-it"), "the password is not echoed");
     });
 
+    it("slows password guessing: 429 with Retry-After after a burst for one account", async () => {
+      const p = await t.seedProject("guessing");
+      let limited: Response | undefined;
+      for (let i = 0; i < 12 && !limited; i++) {
+        const r = await login(t, p.owner.email, `guess-${i}`);
+        if (r.status === 429) limited = r;
+        else assert.equal(r.status, 401);
+      }
+      assert.ok(limited, "the account's burst ran out");
+      assert.ok(Number(limited.headers.get("retry-after")) >= 1);
+      assert.equal(((await limited.json()) as { reason: string }).reason, "RATE_LIMITED");
+    });
+
     it("refuses a sign-in posted from another site", async () => {
       const p = await t.seedProject("crosssite");
       const a = await login(t, p.owner.email, p.owner.password, { origin: "https://evil.example" });

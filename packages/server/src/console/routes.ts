@@ -6,6 +6,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
 import { invalidArgument, SvcError, unauthenticated } from "../errors.ts";
+import { TokenBuckets } from "../iam/ci/ratelimit.ts";
 import { authenticate } from "../iam/principal.ts";
 import { login, logout } from "../iam/sessions.ts";
 import {
@@ -53,6 +54,10 @@ const API_PREFIXES = ["/v1/", "/api/", "/console/api/", "/svc.", "/metrics", "/h
  */
 export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
   const secure = deps.publicOrigin.startsWith("https:");
+  // Password guessing is slowed per client address and per account (each a burst, then one a minute
+  // per 10 s): a wrong password costs the same as a right one (iam/sessions.ts), so only the rate helps.
+  const byAddress = new TokenBuckets(20, 6, deps.now);
+  const byEmail = new TokenBuckets(10, 6, deps.now);
   const built = deps.distDir !== undefined && existsSync(join(deps.distDir, "index.html"));
 
   const fail = (reply: FastifyReply, err: unknown) => {
@@ -60,6 +65,7 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
       deps.log.error({ err }, "console session endpoint: unexpected error");
       return reply.code(500).send({ code: "internal", message: "internal error" });
     }
+    if (err.retryAfterSeconds !== undefined) reply.header("retry-after", String(err.retryAfterSeconds));
     const code = codeFromString(err.code);
     return reply.code(code === undefined ? 500 : codeToHttpStatus(code)).send({
       code: err.code,
@@ -109,6 +115,8 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
           const body = req.body ?? {};
           if (typeof body.email !== "string") throw invalidArgument("email", "is required");
           if (typeof body.password !== "string") throw invalidArgument("password", "is required");
+          byAddress.take(req.ip, "sign-in attempts from this address");
+          byEmail.take(body.email.trim().toLowerCase(), "sign-in attempts for this account");
           const s = await login(deps.db, body.email, body.password, deps.now());
           const maxAge = Math.floor((s.expireTimeMs - deps.now()) / 1000);
           reply.header("set-cookie", sessionCookie(s.sessionToken, maxAge, secure));
