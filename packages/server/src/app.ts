@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import pino, { type Logger } from "pino";
+import pretty from "pino-pretty";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
@@ -57,12 +58,18 @@ export interface AppOptions {
   readonly logger?: Logger;
 }
 
-export function createLogger(level: string): Logger {
-  return pino({ level, redact: { paths: redactPaths, censor: "[redacted]" } });
+export function createLogger(level: string, format: "json" | "pretty" = "json"): Logger {
+  const options = { level, redact: { paths: redactPaths, censor: "[redacted]" } };
+  if (format === "json") return pino(options);
+  // Readable lines for a person at a terminal; synchronous, so the last lines before an exit are kept.
+  return pino(
+    options,
+    pretty({ sync: true, translateTime: "SYS:HH:MM:ss", ignore: "pid,hostname", singleLine: true }),
+  );
 }
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
-  const log = opts.logger ?? createLogger(config.logLevel);
+  const log = opts.logger ?? createLogger(config.logLevel, config.logFormat);
   const now = opts.now ?? Date.now;
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   const tsdb = await openTsdb(join(config.dataDir, "tsdb"), {

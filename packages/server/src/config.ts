@@ -25,6 +25,9 @@ export interface Config {
   readonly secretKey: Buffer;
   /** pino level. */
   readonly logLevel: string;
+  /** SVC_LOG_FORMAT: `json` (one JSON object per line) or `pretty` (readable lines). Default: pretty on a
+   * terminal, json otherwise (files, pipes, log collectors). */
+  readonly logFormat: "json" | "pretty";
   /** Largest request body accepted on RPC routes, bytes. */
   readonly maxRequestBytes: number;
   /** Create the demo project on an empty data directory. Default true. */
@@ -55,6 +58,12 @@ export interface Config {
     readonly dispatcherAutoStart: boolean;
     readonly options: Partial<NotifyOptions>;
   };
+}
+
+function logFormatOf(v: string | undefined): "json" | "pretty" {
+  if (v === undefined || v === "") return process.stdout.isTTY ? "pretty" : "json";
+  if (v === "json" || v === "pretty") return v;
+  throw new Error("SVC_LOG_FORMAT: must be json or pretty");
 }
 
 function persistedSecret(dataDir: string, file: string, make: () => string): string {
@@ -97,6 +106,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     adminToken,
     secretKey,
     logLevel: overrides.logLevel ?? env.SVC_LOG_LEVEL ?? "info",
+    logFormat: overrides.logFormat ?? logFormatOf(env.SVC_LOG_FORMAT),
     maxRequestBytes: overrides.maxRequestBytes ?? 4 * 1024 * 1024,
     demo: overrides.demo ?? env.SVC_DEMO !== "false",
     collectorToken:

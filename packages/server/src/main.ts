@@ -51,6 +51,7 @@ async function main(): Promise<void> {
   const baseUrl =
     config.baseUrl ?? `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${url.port}`;
   out(`svc listening on ${baseUrl}`);
+  out(`console: ${baseUrl}/`);
   if (config.demo) {
     const demo = await ensureDemo(
       app.db.db,
@@ -86,6 +87,7 @@ async function main(): Promise<void> {
       out(
         `demo project: ${demo.credentials.projectName} (existing data; keys in ${credentialsPath(config.dataDir)})`,
       );
+      out(`console login: ${demo.credentials.consoleEmail} / ${demo.credentials.consolePassword}`);
     }
     const notifyLine = demoNotifyLine(config.dataDir, mailbox?.dir);
     if (notifyLine) out(notifyLine);

@@ -1,7 +1,12 @@
 import { toBinary, toJsonString } from "@bufbuild/protobuf";
 import { type ConnectRouter, createContextValues, type Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginAsync } from "fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyPluginAsync,
+  LogController,
+} from "fastify";
 import type { Logger } from "pino";
 import { Counter, Histogram, type Registry } from "prom-client";
 import type { Db } from "../db/database.ts";
@@ -55,6 +60,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     bodyLimit: deps.maxRequestBytes,
     // Error messages from Fastify's own parsers go to the client; never include request data in them.
     return503OnClosing: true,
+    // One debug line per request (below), instead of Fastify's two info lines.
+    logController: new LogController({ disableRequestLogging: true }),
   });
   const requests = new Counter({
     name: "svc_http_requests_total",
@@ -71,6 +78,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
   app.addHook("onResponse", async (req, reply) => {
     const route = req.routeOptions.url ?? "unmatched";
+    req.log.debug(
+      { method: req.method, route, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      "request",
+    );
     requests.inc({ route, code: String(reply.statusCode) });
     duration.observe({ route }, reply.elapsedTime / 1000);
   });
