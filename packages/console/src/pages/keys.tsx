@@ -1,3 +1,596 @@
+import type { Key } from "@gen/svc/iam/v1/key_pb.ts";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { type ReactNode, useState } from "react";
+import { Link } from "wouter";
+import { api } from "../api.ts";
+import {
+  CAPABILITIES,
+  CapabilityBadges,
+  ConfirmDialog,
+  isUncertain,
+  TEMPLATES,
+  Time,
+} from "../components/access-ui.tsx";
+import {
+  Badge,
+  Button,
+  Dialog,
+  Empty,
+  ErrorBanner,
+  Field,
+  Loading,
+  Page,
+  ShownOnce,
+} from "../components/ui.tsx";
+import { lastSegment, newRequestId } from "../format.ts";
+import { useProject } from "../session.tsx";
+
+/** Limits of KeyService (packages/server/src/iam/keys.ts). */
+const DEFAULT_DAYS = 90;
+const MAX_DAYS = 365;
+const MAX_OVERLAP_HOURS = 24;
+/** An active key this close to its expiry is shown as expiring. */
+const EXPIRING_SECONDS = 14 * 86_400;
+
+export const keysQueryKey = (parent: string) => ["keys", parent];
+
+/** The user's personal keys, and (for owners) the keys of each service account of the project. */
 export function KeysPage() {
-  return <p className="empty">API keys: not built yet.</p>;
+  const project = useProject();
+  const isOwner = project.role === "owner";
+  const accounts = useQuery({
+    queryKey: ["serviceAccounts", project.name],
+    queryFn: () => api.serviceAccounts.listServiceAccounts({ parent: project.name }),
+  });
+  const personalCaps = project.canWrite ? ["monitoring.read", "monitoring.write"] : ["monitoring.read"];
+  return (
+    <Page
+      title="API keys"
+      subtitle="Scoped keys for automation in this project. A secret is shown once, when it is created or rotated; svc keeps only a hash."
+    >
+      <KeyList
+        parent={project.name}
+        title="Your personal keys"
+        description={
+          <>
+            Act within your own access ({project.role}) in <code>{project.name}</code>, limited to the
+            capabilities chosen; if your access shrinks, so does the key's.
+          </>
+        }
+        allowed={personalCaps}
+        canManage
+      />
+      <h2 className="access-section-title">Service-account keys</h2>
+      {!isOwner ? (
+        <p className="banner banner-info">
+          Only project owners manage service accounts and their keys; you are{" "}
+          {project.role === "editor" ? "an" : "a"} {project.role}.
+        </p>
+      ) : (
+        <>
+          <ErrorBanner error={accounts.error} title="Could not list service accounts" />
+          {accounts.isPending ? (
+            <Loading what="service accounts" />
+          ) : accounts.data?.serviceAccounts.length === 0 ? (
+            <Empty>
+              No service accounts yet. <Link href="/service-accounts">Create one from a template</Link> to
+              give a tool its own identity.
+            </Empty>
+          ) : (
+            accounts.data?.serviceAccounts.map((sa) => (
+              <KeyList
+                key={sa.name}
+                parent={sa.name}
+                title={
+                  <>
+                    {sa.displayName} <Badge tone="muted">{sa.template}</Badge>{" "}
+                    {sa.state === "DISABLED" ? <Badge tone="bad">disabled</Badge> : null}
+                  </>
+                }
+                description={
+                  sa.state === "DISABLED" ? (
+                    <>This account is disabled: its keys are refused until it is enabled again.</>
+                  ) : (
+                    <>
+                      Service account <code>{lastSegment(sa.name)}</code>; keys never exceed its permissions.
+                    </>
+                  )
+                }
+                allowed={sa.permissions}
+                defaultTemplate={sa.template}
+                canManage
+              />
+            ))
+          )}
+        </>
+      )}
+    </Page>
+  );
+}
+
+type KeyStatus = { label: string; tone: "ok" | "warn" | "bad" | "muted"; title?: string };
+
+export function keyStatus(k: Key, nowMs = Date.now()): KeyStatus {
+  if (k.state === "REVOKED") return { label: "revoked", tone: "bad" };
+  if (k.state === "EXPIRED") return { label: "expired", tone: "muted" };
+  const left = Number(k.expireTimeUnix) - nowMs / 1000;
+  if (left < EXPIRING_SECONDS)
+    return { label: "expiring", tone: "warn", title: "expires within 14 days: rotate it" };
+  return { label: "active", tone: "ok" };
+}
+
+/**
+ * The keys of one parent (`projects/<p>` for the user's personal keys, or a service account) with
+ * create, rotate and revoke. Exported for the service-accounts page.
+ */
+export function KeyList(props: {
+  parent: string;
+  title: ReactNode;
+  description?: ReactNode;
+  /** Capabilities the parent's identity has: a key may carry a subset. */
+  allowed: readonly string[];
+  defaultTemplate?: string;
+  canManage: boolean;
+}) {
+  const q = useQuery({
+    queryKey: keysQueryKey(props.parent),
+    queryFn: () => api.keys.listKeys({ parent: props.parent }),
+  });
+  const [creating, setCreating] = useState(false);
+  const [rotating, setRotating] = useState<Key>();
+  const [revoking, setRevoking] = useState<Key>();
+  const [showInactive, setShowInactive] = useState(false);
+  const queries = useQueryClient();
+  const keys = [...(q.data?.keys ?? [])].sort(
+    (a, b) =>
+      Number(a.state !== "ACTIVE") - Number(b.state !== "ACTIVE") ||
+      Number(b.createTimeUnix - a.createTimeUnix),
+  );
+  const inactive = keys.filter((k) => k.state !== "ACTIVE").length;
+  const shown = showInactive ? keys : keys.filter((k) => k.state === "ACTIVE");
+  const testId = `keys-${props.parent.replaceAll("/", "-")}`;
+  return (
+    <section className="card access-keys" data-testid={testId} aria-label={`Keys of ${props.parent}`}>
+      <header className="access-card-header">
+        <div>
+          <h2>{props.title}</h2>
+          {props.description ? <p className="muted small access-desc">{props.description}</p> : null}
+        </div>
+        <div className="row">
+          {inactive > 0 ? (
+            <label className="access-toggle small">
+              <input
+                type="checkbox"
+                checked={showInactive}
+                onChange={(e) => setShowInactive(e.target.checked)}
+              />{" "}
+              Show revoked and expired ({inactive})
+            </label>
+          ) : null}
+          {props.canManage ? (
+            <Button kind="primary" onClick={() => setCreating(true)}>
+              Create key
+            </Button>
+          ) : null}
+        </div>
+      </header>
+      <ErrorBanner error={q.error} title="Could not list keys" />
+      {q.isPending ? (
+        <Loading what="keys" />
+      ) : shown.length === 0 ? (
+        <p className="muted access-none">
+          {keys.length === 0 ? "No keys yet." : "No active keys (revoked and expired ones are hidden)."}
+        </p>
+      ) : (
+        <table className="table access-table">
+          <thead>
+            <tr>
+              <th>Name</th>
+              <th>Capabilities</th>
+              <th>Created</th>
+              <th>Expires</th>
+              <th>State</th>
+              {props.canManage ? <th className="access-actions-col">Actions</th> : null}
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((k) => {
+              const st = keyStatus(k);
+              return (
+                <tr key={k.name} className={k.state === "ACTIVE" ? "" : "access-inactive"}>
+                  <td>
+                    <div>{k.displayName}</div>
+                    <div className="muted small mono" title="the non-secret start of the secret">
+                      {k.secretHint}…
+                    </div>
+                  </td>
+                  <td>
+                    <CapabilityBadges capabilities={k.capabilities} />
+                  </td>
+                  <td>
+                    <Time unix={k.createTimeUnix} />
+                  </td>
+                  <td>
+                    <Time unix={k.expireTimeUnix} />
+                  </td>
+                  <td>
+                    <Badge tone={st.tone} title={st.title}>
+                      {st.label}
+                    </Badge>
+                    {k.state === "REVOKED" ? (
+                      <div className="muted small">
+                        <Time unix={k.revokeTimeUnix} />
+                      </div>
+                    ) : null}
+                  </td>
+                  {props.canManage ? (
+                    <td className="access-actions-col">
+                      {k.state === "ACTIVE" ? (
+                        <div className="row access-row-actions">
+                          <Button onClick={() => setRotating(k)} aria-label={`Rotate ${k.displayName}`}>
+                            Rotate
+                          </Button>
+                          <Button
+                            kind="danger"
+                            onClick={() => setRevoking(k)}
+                            aria-label={`Revoke ${k.displayName}`}
+                          >
+                            Revoke
+                          </Button>
+                        </div>
+                      ) : null}
+                    </td>
+                  ) : null}
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+      <Dialog title="Create key" open={creating} onClose={() => setCreating(false)}>
+        <CreateKeyForm
+          parent={props.parent}
+          allowed={props.allowed}
+          defaultTemplate={props.defaultTemplate}
+          onClose={() => setCreating(false)}
+        />
+      </Dialog>
+      <Dialog
+        title={`Rotate ${rotating?.displayName ?? "key"}`}
+        open={rotating !== undefined}
+        onClose={() => setRotating(undefined)}
+      >
+        {rotating ? <RotateKeyForm k={rotating} onClose={() => setRotating(undefined)} /> : null}
+      </Dialog>
+      <ConfirmDialog
+        open={revoking !== undefined}
+        title={`Revoke ${revoking?.displayName ?? "key"}`}
+        confirmLabel="Revoke now"
+        danger
+        onClose={() => setRevoking(undefined)}
+        onConfirm={async () => {
+          if (!revoking) return;
+          await api.keys.revokeKey({ name: revoking.name });
+          await queries.invalidateQueries({ queryKey: keysQueryKey(props.parent) });
+        }}
+      >
+        <p>
+          Revoke <strong>{revoking?.displayName}</strong> (<code>{revoking?.secretHint}…</code>)? The very
+          next request with it is refused, without waiting for its expiry. This cannot be undone.
+        </p>
+      </ConfirmDialog>
+    </section>
+  );
+}
+
+interface Issued {
+  key?: Key;
+  secret?: string;
+  replayed: boolean;
+}
+
+/**
+ * Create and rotate carry a requestId (SPEC §5.6). One id per user action: the dialog keeps it across
+ * retries, and after an uncertain failure (the answer was lost) the form is frozen so the retry is the
+ * exact same request. A retry that answers `replayed` (metadata, no secret) means the key exists but its
+ * secret never arrived: RecoverLostKey revokes it and issues a replacement in one step.
+ *
+ * The secret is never put in the query or mutation cache: the mutation returns metadata only and the
+ * secret lives in this component's state, gone when the dialog closes.
+ */
+function useIssue(parent: string, call: (requestId: string) => Promise<Issued>) {
+  const queries = useQueryClient();
+  const [requestId, setRequestId] = useState(newRequestId);
+  const [lostRequestId, setLostRequestId] = useState<string>();
+  const [uncertain, setUncertain] = useState(false);
+  const [secret, setSecret] = useState<{ value: string; key?: Key }>();
+  const m = useMutation({
+    gcTime: 0,
+    mutationFn: async () => {
+      const r: Issued = lostRequestId
+        ? await api.keys.recoverLostKey({ lostRequestId, requestId })
+        : await call(requestId);
+      if (r.secret) setSecret({ value: r.secret, key: r.key });
+      return { key: r.key, replayed: r.replayed && !r.secret };
+    },
+    onSuccess: (r) => {
+      setUncertain(false);
+      if (r.replayed) {
+        // The earlier attempt issued the key; its secret is lost. Next: recover it with a new id.
+        setLostRequestId(requestId);
+        setRequestId(newRequestId());
+      }
+    },
+    onError: (e) => setUncertain(isUncertain(e)),
+    onSettled: () => queries.invalidateQueries({ queryKey: keysQueryKey(parent) }),
+  });
+  return {
+    secret,
+    /** The form may no longer change: the server may have acted on it. */
+    frozen: uncertain || lostRequestId !== undefined,
+    uncertain,
+    lost: lostRequestId !== undefined && !secret,
+    submit: () => m.mutate(),
+    busy: m.isPending,
+    error: m.error,
+    requestId,
+    lostRequestId,
+  };
+}
+
+function IssueStatus(props: { issue: ReturnType<typeof useIssue>; what: string }) {
+  const { issue } = props;
+  return (
+    <>
+      {issue.lost ? (
+        <div className="banner banner-warn" role="status" data-testid="key-lost">
+          svc had already {props.what} this key (request <code>{issue.lostRequestId}</code>), but its secret
+          never reached this page and cannot be shown again. <strong>Recover</strong> revokes that key and
+          issues a replacement with the same name, capabilities and lifetime.
+        </div>
+      ) : null}
+      <ErrorBanner error={issue.error} />
+      {issue.uncertain ? (
+        <p className="banner banner-warn" role="status">
+          The answer was lost, so svc may or may not have {props.what} the key. Retry sends the exact same
+          request (same request ID), so it can never issue a second key.
+        </p>
+      ) : null}
+    </>
+  );
+}
+
+function submitLabel(issue: ReturnType<typeof useIssue>, label: string): string {
+  if (issue.lost) return "Recover: revoke and replace";
+  if (issue.uncertain) return "Retry the same request";
+  return label;
+}
+
+function CreateKeyForm(props: {
+  parent: string;
+  allowed: readonly string[];
+  defaultTemplate?: string;
+  onClose: () => void;
+}) {
+  const usable = TEMPLATES.filter((t) => t.capabilities.every((c) => props.allowed.includes(c)));
+  const [name, setName] = useState("");
+  const [template, setTemplate] = useState(
+    usable.find((t) => t.name === props.defaultTemplate)?.name ?? usable[0]?.name ?? "",
+  );
+  const [days, setDays] = useState(String(DEFAULT_DAYS));
+  const [touched, setTouched] = useState(false);
+  const caps = TEMPLATES.find((t) => t.name === template)?.capabilities ?? [];
+  const nameError =
+    name.trim().length === 0
+      ? "A name is required"
+      : name.trim().length > 100
+        ? "At most 100 characters"
+        : undefined;
+  const daysNum = Number(days);
+  const daysError =
+    !Number.isInteger(daysNum) || daysNum < 1 || daysNum > MAX_DAYS
+      ? `A whole number of days from 1 to ${MAX_DAYS}`
+      : undefined;
+  const issue = useIssue(props.parent, (requestId) =>
+    api.keys.createKey({
+      parent: props.parent,
+      displayName: name.trim(),
+      capabilities: caps,
+      expireDays: daysNum,
+      requestId,
+    }),
+  );
+  if (issue.secret) {
+    return (
+      <div>
+        <p>
+          Created <strong>{issue.secret.key?.displayName}</strong> with{" "}
+          <CapabilityBadges capabilities={issue.secret.key?.capabilities ?? []} />, expiring{" "}
+          <Time unix={issue.secret.key?.expireTimeUnix} />.
+        </p>
+        <ShownOnce label="Secret" value={issue.secret.value} onDone={props.onClose} />
+      </div>
+    );
+  }
+  return (
+    <form
+      noValidate
+      onSubmit={(e) => {
+        e.preventDefault();
+        setTouched(true);
+        if (!issue.frozen && (nameError || daysError || caps.length === 0)) return;
+        issue.submit();
+      }}
+    >
+      <p className="muted small access-desc">
+        For <code>{props.parent}</code>.
+      </p>
+      <Field label="Name" hint="What uses the key, e.g. grafana-prod" error={touched ? nameError : undefined}>
+        <input
+          value={name}
+          maxLength={100}
+          disabled={issue.frozen}
+          onChange={(e) => setName(e.target.value)}
+        />
+      </Field>
+      <fieldset className="access-templates" disabled={issue.frozen}>
+        <legend className="field-label">Template</legend>
+        {TEMPLATES.map((t) => {
+          const ok = usable.includes(t);
+          return (
+            <label key={t.name} className={`access-template ${template === t.name ? "selected" : ""}`}>
+              <input
+                type="radio"
+                name="template"
+                value={t.name}
+                checked={template === t.name}
+                disabled={!ok}
+                onChange={() => setTemplate(t.name)}
+              />
+              <span>
+                <strong>{t.name}</strong> <CapabilityBadges capabilities={t.capabilities} />
+                <span className="hint">
+                  {ok ? t.blurb : `Not available: the identity has only ${props.allowed.join(", ")}.`}
+                </span>
+              </span>
+            </label>
+          );
+        })}
+      </fieldset>
+      <Field
+        label="Expires after (days)"
+        hint={`Default ${DEFAULT_DAYS}, at most ${MAX_DAYS} (one year).`}
+        error={touched ? daysError : undefined}
+      >
+        <input
+          type="number"
+          min={1}
+          max={MAX_DAYS}
+          value={days}
+          disabled={issue.frozen}
+          onChange={(e) => setDays(e.target.value)}
+        />
+      </Field>
+      <IssueStatus issue={issue} what="created" />
+      <div className="access-dialog-actions">
+        <Button onClick={props.onClose}>Cancel</Button>
+        <Button kind="primary" type="submit" busy={issue.busy}>
+          {submitLabel(issue, "Create key")}
+        </Button>
+      </div>
+    </form>
+  );
+}
+
+function RotateKeyForm(props: { k: Key; onClose: () => void }) {
+  const parent = props.k.name.slice(0, props.k.name.lastIndexOf("/keys/"));
+  const [hours, setHours] = useState("1");
+  const [days, setDays] = useState(String(DEFAULT_DAYS));
+  const [touched, setTouched] = useState(false);
+  const h = Number(hours);
+  const hoursError =
+    !Number.isFinite(h) || h < 0 || h > MAX_OVERLAP_HOURS || !Number.isInteger(h * 60)
+      ? `From 0 to ${MAX_OVERLAP_HOURS} hours`
+      : undefined;
+  const d = Number(days);
+  const daysError =
+    !Number.isInteger(d) || d < 1 || d > MAX_DAYS
+      ? `A whole number of days from 1 to ${MAX_DAYS}`
+      : undefined;
+  const [issuedAt, setIssuedAt] = useState(0);
+  const issue = useIssue(parent, async (requestId) => {
+    const r = await api.keys.rotateKey({
+      name: props.k.name,
+      overlapSeconds: Math.round(h * 3600),
+      expireDays: d,
+      requestId,
+    });
+    setIssuedAt(Date.now());
+    return r;
+  });
+  if (issue.secret) {
+    return (
+      <div>
+        <p>
+          New key for <strong>{props.k.displayName}</strong>, expiring{" "}
+          <Time unix={issue.secret.key?.expireTimeUnix} />.{" "}
+          {h === 0 ? (
+            <>The previous key already stopped working.</>
+          ) : (
+            <>
+              The previous key keeps working until{" "}
+              <Time unix={Math.floor((issuedAt || Date.now()) / 1000 + h * 3600)} />.
+            </>
+          )}
+        </p>
+        <ShownOnce label="New secret" value={issue.secret.value} onDone={props.onClose} />
+      </div>
+    );
+  }
+  return (
+    <form
+      noValidate
+      onSubmit={(e) => {
+        e.preventDefault();
+        setTouched(true);
+        if (!issue.frozen && (hoursError || daysError)) return;
+        issue.submit();
+      }}
+    >
+      <p>
+        Issues a new secret for <strong>{props.k.displayName}</strong> with the same capabilities{" "}
+        <CapabilityBadges capabilities={props.k.capabilities} />.
+      </p>
+      <Field
+        label="Overlap (hours)"
+        error={touched ? hoursError : undefined}
+        hint={
+          <>
+            How long the current key (and any older key of the same lineage) keeps working beside the new one,
+            0–{MAX_OVERLAP_HOURS} h: time to deploy the new secret. <strong>0 = immediate</strong>: the old
+            secret is refused from now on, so whatever still uses it fails until it has the new one.
+          </>
+        }
+      >
+        <input
+          type="number"
+          min={0}
+          max={MAX_OVERLAP_HOURS}
+          step={0.5}
+          value={hours}
+          disabled={issue.frozen}
+          onChange={(e) => setHours(e.target.value)}
+        />
+      </Field>
+      {h === 0 && !hoursError ? (
+        <p className="banner banner-warn">Immediate rotation: the current secret stops working at once.</p>
+      ) : null}
+      <Field
+        label="New key expires after (days)"
+        hint={`Default ${DEFAULT_DAYS}, at most ${MAX_DAYS}.`}
+        error={touched ? daysError : undefined}
+      >
+        <input
+          type="number"
+          min={1}
+          max={MAX_DAYS}
+          value={days}
+          disabled={issue.frozen}
+          onChange={(e) => setDays(e.target.value)}
+        />
+      </Field>
+      <IssueStatus issue={issue} what="rotated" />
+      <div className="access-dialog-actions">
+        <Button onClick={props.onClose}>Cancel</Button>
+        <Button kind="primary" type="submit" busy={issue.busy}>
+          {submitLabel(issue, "Rotate key")}
+        </Button>
+      </div>
+    </form>
+  );
+}
+
+/** For the capability checkboxes elsewhere: what each capability allows. */
+export function capabilityHint(id: string): string {
+  return CAPABILITIES.find((c) => c.id === id)?.allows ?? "";
 }
