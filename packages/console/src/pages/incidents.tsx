@@ -1,6 +1,630 @@
+import type { Incident, IncidentEvent } from "@gen/svc/monitoring/v1/alerts_pb.ts";
+import type { Delivery } from "@gen/svc/monitoring/v1/destinations_pb.ts";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useState } from "react";
+import { Link } from "wouter";
+import { api } from "../api.ts";
+import {
+  AttemptsTable,
+  DeliveryDialog,
+  DeliveryStateBadge,
+  EVENT_TYPES,
+  SkipReason,
+} from "../components/destination-deliveries.tsx";
+import {
+  actorLabel,
+  conditionText,
+  fmtValue,
+  incidentDuration,
+  incidentStateTone,
+  metricUnit,
+  operatorSymbol,
+  ruleHref,
+  severityTone,
+  Time,
+  vmLink,
+} from "../components/incident-format.tsx";
+import { IncidentSnoozeDialog } from "../components/incident-snooze.tsx";
+import { Badge, Button, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
+import { fmtAgo, lastSegment, MISSING } from "../format.ts";
+import { useProject, useSession } from "../session.tsx";
+
+const STATES = [
+  { value: "", label: "All states" },
+  { value: "OPEN", label: "Open" },
+  { value: "RESOLVED", label: "Resolved" },
+  { value: "RETIRED", label: "Retired" },
+];
+
+/** The project's incidents, newest first, filtered by state, rule and VM as ListIncidents filters. */
 export function IncidentsPage() {
-  return <p className="empty">Incidents: not built yet.</p>;
+  const project = useProject();
+  const pager = usePager();
+  const [state, setState] = useState("");
+  const [rule, setRule] = useState("");
+  const [vm, setVm] = useState("");
+  const q = useQuery({
+    queryKey: ["incidents", project.name, state, rule, vm, pager.token],
+    queryFn: () =>
+      api.incidents.listIncidents({
+        projectName: project.name,
+        state,
+        rule,
+        vmName: vm,
+        pageSize: 25,
+        pageToken: pager.token,
+      }),
+    refetchInterval: 30_000,
+  });
+  const rules = useQuery({
+    queryKey: ["alert-rules", project.name, "all"],
+    queryFn: () => api.alerts.listAlertRules({ projectName: project.name, pageSize: 100 }),
+    staleTime: 60_000,
+  });
+  const vms = useQuery({
+    queryKey: ["vms", project.name, "inventory"],
+    queryFn: () =>
+      api.monitoring.listVMMonitoring({ projectName: project.name, pageSize: 50, inventoryOnly: true }),
+    staleTime: 60_000,
+  });
+  const filtered = !!(state || rule || vm);
+  const incidents = q.data?.incidents ?? [];
+  return (
+    <Page
+      title="Incidents"
+      subtitle="One per firing episode of a rule on a VM. This list is the in-app notification: it needs no destination."
+      actions={
+        <div className="filters">
+          <select
+            aria-label="State"
+            value={state}
+            onChange={(e) => {
+              setState(e.target.value);
+              pager.reset();
+            }}
+          >
+            {STATES.map((s) => (
+              <option key={s.value} value={s.value}>
+                {s.label}
+              </option>
+            ))}
+          </select>
+          <select
+            aria-label="Rule"
+            value={rule}
+            onChange={(e) => {
+              setRule(e.target.value);
+              pager.reset();
+            }}
+          >
+            <option value="">All rules</option>
+            {(rules.data?.rules ?? []).map((r) => (
+              <option key={r.name} value={r.name}>
+                {r.spec?.displayName || r.id}
+              </option>
+            ))}
+          </select>
+          <select
+            aria-label="VM"
+            value={vm}
+            onChange={(e) => {
+              setVm(e.target.value);
+              pager.reset();
+            }}
+          >
+            <option value="">All VMs</option>
+            {(vms.data?.vms ?? []).map((v) => (
+              <option key={v.name} value={v.name}>
+                {v.displayName || lastSegment(v.name)}
+              </option>
+            ))}
+          </select>
+          {filtered ? (
+            <Button
+              onClick={() => {
+                setState("");
+                setRule("");
+                setVm("");
+                pager.reset();
+              }}
+            >
+              Clear
+            </Button>
+          ) : null}
+        </div>
+      }
+    >
+      <ErrorBanner error={q.error} title="Could not list incidents" />
+      {q.isPending ? (
+        <Loading what="incidents" />
+      ) : incidents.length === 0 && !q.error ? (
+        <Empty>
+          {filtered
+            ? "No incident matches these filters."
+            : "No incidents yet. When an alert rule fires on a VM, its incident appears here."}
+        </Empty>
+      ) : incidents.length > 0 ? (
+        <table className="table incidents" data-testid="incident-table">
+          <thead>
+            <tr>
+              <th>Incident</th>
+              <th>State</th>
+              <th>VM</th>
+              <th>Opened</th>
+              <th>Duration</th>
+              <th>Handling</th>
+            </tr>
+          </thead>
+          <tbody>
+            {incidents.map((i) => (
+              <IncidentRow key={i.name} incident={i} />
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      <Pager pager={pager} nextToken={q.data?.nextPageToken} />
+    </Page>
+  );
 }
+
+function IncidentRow(props: { incident: Incident }) {
+  const i = props.incident;
+  const { session } = useSession();
+  const vm = vmLink(i.vmName);
+  const id = lastSegment(i.name);
+  const snoozed = Number(i.snoozeUntilUnix) * 1000 > Date.now();
+  return (
+    <tr data-incident={id}>
+      <td>
+        <div className="row">
+          <Badge tone={severityTone[i.severity] ?? "muted"}>{i.severity || MISSING}</Badge>
+          <Link href={`/incidents/${id}`} className="strong">
+            {i.ruleDisplayName || "Incident"}
+          </Link>
+        </div>
+        <div className="muted small">
+          {conditionText(i)} · fired at {fmtValue(i.firingValue)}
+          {metricUnit(i.metricId)}
+        </div>
+      </td>
+      <td>
+        <Badge tone={incidentStateTone[i.state] ?? "muted"}>{i.state}</Badge>
+        {i.noData ? (
+          <div>
+            <Badge tone="warn" title="the last evaluation had no data">
+              no data
+            </Badge>
+          </div>
+        ) : null}
+        {i.evaluationError ? (
+          <div>
+            <Badge tone="bad" title="the last evaluation failed">
+              eval error
+            </Badge>
+          </div>
+        ) : null}
+      </td>
+      <td>
+        {vm ? <Link href={vm.href}>{vm.label}</Link> : i.vmName || MISSING}
+        {i.mountpoint ? <div className="muted small mono">{i.mountpoint}</div> : null}
+      </td>
+      <td>
+        <Time unix={i.openTimeUnix} />
+        {Number(i.closeTimeUnix) ? (
+          <div className="muted small">
+            closed <Time unix={i.closeTimeUnix} />
+          </div>
+        ) : null}
+      </td>
+      <td className="nowrap">
+        {incidentDuration(i)}
+        {i.state === "OPEN" ? <span className="muted small"> so far</span> : null}
+      </td>
+      <td className="small">
+        {i.acknowledgedBy ? (
+          <div>
+            Acknowledged by {actorLabel(i.acknowledgedBy, session.user)}{" "}
+            <span className="muted">{fmtAgo(i.acknowledgeTimeUnix)}</span>
+          </div>
+        ) : i.state === "OPEN" ? (
+          <div className="muted">Not acknowledged</div>
+        ) : null}
+        {snoozed ? (
+          <div>
+            Snoozed until <Time unix={i.snoozeUntilUnix} />
+          </div>
+        ) : null}
+      </td>
+    </tr>
+  );
+}
+
+type TimelineItem =
+  | { at: number; order: number; kind: "event"; event: IncidentEvent }
+  | { at: number; order: number; kind: "delivery"; delivery: Delivery };
+
+const eventTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {
+  OPENED: "bad",
+  RESOLVED: "ok",
+  RETIRED: "muted",
+  ACKNOWLEDGED: "info",
+  SNOOZED: "warn",
+  UNSNOOZED: "info",
+  REPEAT_DUE: "bad",
+};
+
+/** One incident: its facts, the human operations, and a timeline of its events and deliveries. */
 export function IncidentPage(props: { incidentId: string }) {
-  return <p className="empty">Incident {props.incidentId}: not built yet.</p>;
+  const project = useProject();
+  const { session } = useSession();
+  const name = `${project.name}/incidents/${props.incidentId}`;
+  const queries = useQueryClient();
+  const [snoozeOpen, setSnoozeOpen] = useState(false);
+  const q = useQuery({
+    queryKey: ["incident", name],
+    queryFn: () => api.incidents.getIncident({ name }),
+    refetchInterval: 15_000,
+  });
+  const deliveries = useQuery({
+    queryKey: ["deliveries", project.name, "incident", name],
+    queryFn: () =>
+      api.destinations.listDeliveries({ projectName: project.name, incident: name, pageSize: 100 }),
+    refetchInterval: (query) =>
+      query.state.data?.deliveries.some((d) => d.state === "PENDING") ? 3000 : 15_000,
+  });
+  const destinations = useQuery({
+    queryKey: ["destinations", project.name],
+    queryFn: () => api.destinations.listDestinations({ projectName: project.name }),
+  });
+  const destLabels = new Map((destinations.data?.destinations ?? []).map((d) => [d.name, d.displayName]));
+
+  const onChanged = (i: Incident) => {
+    queries.setQueryData(["incident", name], i);
+    void queries.invalidateQueries({ queryKey: ["incidents", project.name] });
+  };
+  const ack = useMutation({
+    mutationFn: () => api.incidents.acknowledgeIncident({ name }),
+    onSuccess: onChanged,
+  });
+  const unsnooze = useMutation({
+    mutationFn: () => api.incidents.unsnoozeIncident({ name }),
+    onSuccess: onChanged,
+  });
+
+  const i = q.data;
+  const title = i
+    ? `${i.ruleDisplayName || "Incident"}${vmLink(i.vmName) ? ` on ${vmLink(i.vmName)?.label}` : ""}`
+    : "Incident";
+  if (q.isPending) return <Loading what="the incident" />;
+  if (!i)
+    return (
+      <Page title="Incident" subtitle={<code>{name}</code>}>
+        <ErrorBanner error={q.error} title="Could not read the incident" />
+        <Link href="/incidents">← All incidents</Link>
+      </Page>
+    );
+
+  const open = i.state === "OPEN";
+  const snoozed = Number(i.snoozeUntilUnix) * 1000 > Date.now();
+  const vm = vmLink(i.vmName);
+  const items: TimelineItem[] = [
+    ...i.events.map((e, n) => ({ at: Number(e.timeUnix), order: n, kind: "event" as const, event: e })),
+    ...(deliveries.data?.deliveries ?? []).map((d, n) => ({
+      at: Number(d.createTimeUnix),
+      order: 10_000 + n,
+      kind: "delivery" as const,
+      delivery: d,
+    })),
+  ].sort((a, b) => a.at - b.at || a.order - b.order);
+
+  return (
+    <Page
+      title={title}
+      subtitle={
+        <>
+          <Link href="/incidents">Incidents</Link> / <code>{props.incidentId}</code>
+        </>
+      }
+      actions={
+        open && project.canWrite ? (
+          <>
+            <Button
+              kind={i.acknowledgedBy ? "plain" : "primary"}
+              onClick={() => ack.mutate()}
+              busy={ack.isPending}
+              disabled={!!i.acknowledgedBy}
+              title={i.acknowledgedBy ? "Already acknowledged" : "Record that you are looking at it"}
+            >
+              {i.acknowledgedBy ? "Acknowledged" : "Acknowledge"}
+            </Button>
+            <Button onClick={() => setSnoozeOpen(true)}>{snoozed ? "Change snooze" : "Snooze…"}</Button>
+            {snoozed ? (
+              <Button onClick={() => unsnooze.mutate()} busy={unsnooze.isPending}>
+                Unsnooze
+              </Button>
+            ) : null}
+          </>
+        ) : null
+      }
+    >
+      <ErrorBanner error={ack.error} title="Could not acknowledge" />
+      <ErrorBanner error={unsnooze.error} title="Could not unsnooze" />
+      <ErrorBanner error={q.error} title="Could not refresh the incident" />
+      {!project.canWrite && open ? (
+        <p className="banner banner-info">
+          Your role <strong>{project.role}</strong> can read incidents; acknowledging and snoozing need the
+          owner or editor role.
+        </p>
+      ) : null}
+      {!open ? (
+        <p className="banner banner-info">
+          This incident is {i.state.toLowerCase()}: only an open incident can be acknowledged or snoozed.
+        </p>
+      ) : null}
+
+      <div className="incident-summary" data-testid="incident-summary">
+        <div className="card">
+          <h2>Status</h2>
+          <dl className="kv">
+            <dt>State</dt>
+            <dd>
+              <Badge tone={incidentStateTone[i.state] ?? "muted"}>{i.state}</Badge>{" "}
+              {i.retireReason ? <span className="muted">{i.retireReason}</span> : null}
+            </dd>
+            <dt>Severity</dt>
+            <dd>
+              <Badge tone={severityTone[i.severity] ?? "muted"}>{i.severity || MISSING}</Badge>
+            </dd>
+            <dt>Opened</dt>
+            <dd>
+              <Time unix={i.openTimeUnix} />
+            </dd>
+            <dt>{open ? "Open for" : "Closed"}</dt>
+            <dd>
+              {open ? (
+                incidentDuration(i)
+              ) : (
+                <>
+                  <Time unix={i.closeTimeUnix} /> <span className="muted">after {incidentDuration(i)}</span>
+                </>
+              )}
+            </dd>
+            <dt>Acknowledged</dt>
+            <dd data-testid="acknowledged">
+              {i.acknowledgedBy ? (
+                <>
+                  by {actorLabel(i.acknowledgedBy, session.user)}, <Time unix={i.acknowledgeTimeUnix} />
+                </>
+              ) : (
+                <span className="muted">no</span>
+              )}
+            </dd>
+            <dt>Snoozed</dt>
+            <dd data-testid="snoozed">
+              {snoozed ? (
+                <>
+                  until <Time unix={i.snoozeUntilUnix} />{" "}
+                  <span className="muted">
+                    ({fmtAgo(i.snoozeUntilUnix)}, by {actorLabel(i.snoozedBy, session.user)})
+                  </span>
+                </>
+              ) : (
+                <span className="muted">no</span>
+              )}
+            </dd>
+            {open && Number(i.nextNotifyTimeUnix) ? (
+              <>
+                <dt>Repeats</dt>
+                <dd>
+                  next notification due <Time unix={i.nextNotifyTimeUnix} />
+                  {snoozed ? <span className="muted"> (skipped while snoozed)</span> : null}
+                </dd>
+              </>
+            ) : null}
+          </dl>
+        </div>
+        <div className="card">
+          <h2>What fired</h2>
+          <dl className="kv">
+            <dt>Rule</dt>
+            <dd>
+              <Link href={ruleHref(i.rule)}>{i.ruleDisplayName || lastSegment(i.rule)}</Link>{" "}
+              <span className="muted small">version {i.ruleVersion}</span>
+            </dd>
+            <dt>VM</dt>
+            <dd>
+              {vm ? <Link href={vm.href}>{vm.label}</Link> : i.vmName}
+              {i.mountpoint ? (
+                <span className="muted">
+                  {" "}
+                  · <code>{i.mountpoint}</code>
+                </span>
+              ) : null}
+            </dd>
+            <dt>Condition</dt>
+            <dd>
+              <code>{conditionText(i)}</code>
+            </dd>
+            <dt>Fired at</dt>
+            <dd className="value-vs">
+              <strong>
+                {fmtValue(i.firingValue)}
+                {metricUnit(i.metricId)}
+              </strong>{" "}
+              <span className="muted">
+                {operatorSymbol(i.operator)} threshold {fmtValue(i.threshold)}
+                {metricUnit(i.metricId)}
+              </span>
+            </dd>
+            <dt>Latest value</dt>
+            <dd>
+              {fmtValue(i.lastValue)}
+              {i.lastValue !== undefined ? metricUnit(i.metricId) : ""}
+            </dd>
+            <dt>Evaluation</dt>
+            <dd>
+              {i.noData || i.evaluationError ? (
+                <>
+                  {i.noData ? (
+                    <Badge
+                      tone="warn"
+                      title="the incident stays open: missing data never counts as a recovery"
+                    >
+                      no data
+                    </Badge>
+                  ) : null}{" "}
+                  {i.evaluationError ? <Badge tone="bad">evaluation error</Badge> : null}
+                  <div className="muted small">Missing data or errors never resolve an incident.</div>
+                </>
+              ) : (
+                <Badge tone="ok">data ok</Badge>
+              )}
+            </dd>
+          </dl>
+        </div>
+      </div>
+
+      <div className="card">
+        <header className="card-header">
+          <h2>Timeline</h2>
+          <span className="muted small">
+            {i.events.length} event{i.events.length === 1 ? "" : "s"},{" "}
+            {deliveries.data ? deliveries.data.deliveries.length : "…"} deliver
+            {deliveries.data?.deliveries.length === 1 ? "y" : "ies"}
+            {deliveries.data?.nextPageToken ? " (newest 100)" : ""}
+          </span>
+        </header>
+        <ErrorBanner error={deliveries.error} title="Could not list the deliveries" />
+        <ol className="timeline incident-timeline" data-testid="timeline">
+          {items.map((it) =>
+            it.kind === "event" ? (
+              <EventItem key={`e-${it.event.id}`} event={it.event} me={session.user} incident={i} />
+            ) : (
+              <DeliveryItem
+                key={`d-${it.delivery.name}`}
+                delivery={it.delivery}
+                label={destLabels.get(it.delivery.destination)}
+              />
+            ),
+          )}
+        </ol>
+        {i.events.length > 0 && deliveries.data?.deliveries.length === 0 ? (
+          <p className="muted small timeline-note">
+            No deliveries: the rule names no destination, or its events notify nobody (acknowledge and snooze
+            are recorded here only).
+          </p>
+        ) : null}
+      </div>
+
+      <IncidentSnoozeDialog
+        open={snoozeOpen}
+        incident={i}
+        onClose={() => setSnoozeOpen(false)}
+        onSnoozed={(n) => {
+          onChanged(n);
+          setSnoozeOpen(false);
+        }}
+      />
+    </Page>
+  );
+}
+
+function parseDetail(detail: string): Record<string, unknown> {
+  try {
+    const v = JSON.parse(detail || "{}") as unknown;
+    return v && typeof v === "object" ? (v as Record<string, unknown>) : {};
+  } catch {
+    return { detail };
+  }
+}
+
+function EventItem(props: { event: IncidentEvent; me: string; incident: Incident }) {
+  const e = props.event;
+  const i = props.incident;
+  const d = parseDetail(e.detail);
+  const unit = metricUnit(i.metricId);
+  const parts: string[] = [];
+  if (typeof d.value === "number") {
+    parts.push(
+      typeof d.threshold === "number"
+        ? `value ${fmtValue(d.value)}${unit} ${operatorSymbol(String(d.operator ?? i.operator))} ${fmtValue(d.threshold)}${unit}`
+        : `value ${fmtValue(d.value)}${unit}`,
+    );
+  }
+  if (typeof d.reason === "string") parts.push(d.reason);
+  const until = typeof d.snoozeUntilUnix === "number" ? d.snoozeUntilUnix : undefined;
+  const known = new Set(["value", "threshold", "operator", "reason", "snoozeUntilUnix"]);
+  for (const [k, v] of Object.entries(d)) if (!known.has(k)) parts.push(`${k}: ${String(v)}`);
+  return (
+    <li className={`tl-event tl-${eventTone[e.kind] ?? "muted"}`} data-event={e.kind}>
+      <div className="tl-head">
+        <Badge tone={eventTone[e.kind] ?? "muted"}>{e.kind}</Badge>
+        <Time unix={e.timeUnix} className="muted small" />
+        <span className="muted small">by {actorLabel(e.actor, props.me)}</span>
+      </div>
+      {parts.length > 0 || until ? (
+        <div className="tl-body small">
+          {parts.join(" · ")}
+          {until ? (
+            <>
+              {parts.length ? " · " : ""}
+              {e.kind === "UNSNOOZED" ? "was snoozed until " : "until "}
+              <Time unix={until} />
+            </>
+          ) : null}
+        </div>
+      ) : null}
+    </li>
+  );
+}
+
+function DeliveryItem(props: { delivery: Delivery; label?: string }) {
+  const d = props.delivery;
+  const [expanded, setExpanded] = useState(d.state !== "SENT");
+  const [detail, setDetail] = useState(false);
+  const dest = lastSegment(d.destination);
+  return (
+    <li className="tl-delivery" data-delivery={d.deliveryId} data-state={d.state}>
+      <div className="tl-head">
+        <span className="tl-kind">Delivery</span>
+        <Time unix={d.createTimeUnix} className="muted small" />
+        <span>
+          {EVENT_TYPES[d.eventType] ?? d.eventType} →{" "}
+          <Link href={`/destinations/${dest}`}>{props.label ?? dest}</Link>
+        </span>
+        <DeliveryStateBadge delivery={d} />
+        <button
+          type="button"
+          className="linklike small"
+          aria-expanded={expanded}
+          onClick={() => setExpanded(!expanded)}
+        >
+          {d.attempts.length} attempt{d.attempts.length === 1 ? "" : "s"} {expanded ? "▾" : "▸"}
+        </button>
+        <button type="button" className="linklike small" onClick={() => setDetail(true)}>
+          Details
+        </button>
+      </div>
+      {d.skipReason ? (
+        <div className="tl-body small">
+          Skipped: <SkipReason reason={d.skipReason} />
+        </div>
+      ) : null}
+      {d.state === "PENDING" && Number(d.nextAttemptTimeUnix) ? (
+        <div className="tl-body small muted">
+          Next attempt <Time unix={d.nextAttemptTimeUnix} />
+        </div>
+      ) : null}
+      {expanded ? (
+        <div className="tl-body">
+          <AttemptsTable attempts={d.attempts} />
+        </div>
+      ) : null}
+      <DeliveryDialog
+        name={detail ? d.name : undefined}
+        onClose={() => setDetail(false)}
+        destinationLabel={props.label}
+      />
+    </li>
+  );
 }

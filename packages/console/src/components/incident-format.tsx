@@ -1,0 +1,96 @@
+import type { Incident } from "@gen/svc/monitoring/v1/alerts_pb.ts";
+import { fmtDuration, fmtTime, lastSegment, MISSING } from "../format.ts";
+
+/** Small display pieces shared by the incident and destination screens. */
+
+/** A time in the browser's zone, with UTC (and the exact Unix second) on hover. */
+export function Time(props: { unix: bigint | number | undefined; className?: string }) {
+  const s = Number(props.unix ?? 0);
+  if (!s) return <span className="muted">{MISSING}</span>;
+  const d = new Date(s * 1000);
+  const utc = `${d
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d{3}Z$/, "")} UTC`;
+  return (
+    <time dateTime={d.toISOString()} title={utc} className={props.className}>
+      {fmtTime(s)}
+    </time>
+  );
+}
+
+const OPERATORS: Record<string, string> = {
+  GREATER_THAN: ">",
+  GREATER_THAN_OR_EQUAL: "≥",
+  LESS_THAN: "<",
+  LESS_THAN_OR_EQUAL: "≤",
+};
+
+export function operatorSymbol(op: string): string {
+  return OPERATORS[op] ?? op;
+}
+
+/** "97.0" / "12" — a value as the rule compares it, without inventing a unit. */
+export function fmtValue(v: number | undefined): string {
+  if (v === undefined || Number.isNaN(v)) return MISSING;
+  if (Number.isInteger(v)) return String(v);
+  return Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(1);
+}
+
+const UNITS: Record<string, string> = {
+  cpu_utilization_pct: " %",
+  memory_used_pct: " %",
+  filesystem_used_pct: " %",
+  telemetry_age_seconds: " s",
+};
+
+export function metricUnit(metricId: string): string {
+  if (UNITS[metricId]) return UNITS[metricId];
+  if (metricId.endsWith("_pct")) return " %";
+  if (metricId.endsWith("_seconds")) return " s";
+  return "";
+}
+
+/** "cpu_utilization_pct > 90 %" */
+export function conditionText(i: Pick<Incident, "metricId" | "operator" | "threshold">): string {
+  return `${i.metricId} ${operatorSymbol(i.operator)} ${fmtValue(i.threshold)}${metricUnit(i.metricId)}`;
+}
+
+/** How long the incident has been (or was) open. */
+export function incidentDuration(i: Pick<Incident, "openTimeUnix" | "closeTimeUnix">, nowMs = Date.now()) {
+  const open = Number(i.openTimeUnix);
+  if (!open) return MISSING;
+  const end = Number(i.closeTimeUnix) || Math.floor(nowMs / 1000);
+  return fmtDuration(Math.max(0, end - open));
+}
+
+/** projects/p/locations/dc-1/vms/web-2 → the console path /vms/dc-1/web-2 and the short name. */
+export function vmLink(vmName: string): { href: string; label: string } | undefined {
+  const m = /^projects\/[^/]+\/locations\/([^/]+)\/vms\/([^/]+)$/.exec(vmName);
+  if (!m) return undefined;
+  return { href: `/vms/${m[1]}/${m[2]}`, label: m[2] };
+}
+
+/** projects/p/alertRules/<id> → /alerts/<id> */
+export function ruleHref(rule: string): string {
+  return `/alerts/${lastSegment(rule)}`;
+}
+
+/** users/<id> → "you" for the signed-in user, otherwise the id; "evaluator" stays. */
+export function actorLabel(actor: string, me: string): string {
+  if (!actor) return MISSING;
+  if (actor === me) return "you";
+  return actor;
+}
+
+export const incidentStateTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {
+  OPEN: "bad",
+  RESOLVED: "ok",
+  RETIRED: "muted",
+};
+
+export const severityTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {
+  CRITICAL: "bad",
+  WARNING: "warn",
+  INFO: "info",
+};
