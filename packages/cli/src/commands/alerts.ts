@@ -24,8 +24,7 @@ import {
 } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import type { Command } from "commander";
 import { parse as parseYaml } from "yaml";
-import { baseUrlOf, UsageError } from "../common.ts";
-import { tokenOf } from "./token.ts";
+import { baseUrlOf, printStructured, projectOption, tokenOf, UsageError } from "../common.ts";
 
 /** What the commands reach outside; tests hand in a fetch, a sleep and collectors instead. */
 export interface CliIo {
@@ -51,8 +50,9 @@ export function jsonOf<D extends DescMessage>(schema: D, msg: MessageShape<D>): 
   return toJson(schema, msg, { alwaysEmitImplicit: true });
 }
 
+/** JSON, or YAML with --output yaml. */
 export function printJson(out: (s: string) => void, value: JsonValue): void {
-  out(`${JSON.stringify(value, null, 2)}\n`);
+  printStructured(out, value);
 }
 
 /** Unix seconds as an ISO time; 0 is "-". */
@@ -446,7 +446,7 @@ export function registerAlertCommands(program: Command, io: CliIo = {}): void {
   alerts
     .command("list")
     .description("the project's rules (all pages)")
-    .requiredOption("--project <name>", "projects/<project_id>")
+    .addOption(projectOption())
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
       const clients = clientsOf(cmd, io);

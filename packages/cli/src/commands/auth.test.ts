@@ -201,7 +201,7 @@ describe("svc auth ci (CLI against an in-process server and a local Actions toke
     oidc.run = { ...oidc.run, ref: "refs/heads/feature" };
     try {
       const r = await svc(["auth", "ci", "--trust", trustName, "--audience", audience], env);
-      assert.equal(r.code, 1);
+      assert.equal(r.code, 4, "a denial exits 4");
       assert.match(r.stderr, /CI_CLAIM_MISMATCH/);
       assert.match(r.stderr, /refs\/heads\/main/);
       assert.doesNotMatch(`${r.stdout}${r.stderr}`, /eyJ/);

@@ -4,7 +4,7 @@ import {
   ListDeliveriesResponseSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import type { Command } from "commander";
-import { UsageError } from "../common.ts";
+import { projectOption, UsageError } from "../common.ts";
 import { type CliIo, clientsOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const states = ["PENDING", "SENT", "FAILED", "SKIPPED"];
@@ -57,7 +57,7 @@ export function registerDeliveryCommands(program: Command, io: CliIo = {}): void
   deliveries
     .command("list")
     .description("one page of the project's deliveries (the next page's token goes to stderr)")
-    .requiredOption("--project <name>", "projects/<project_id>")
+    .addOption(projectOption())
     .option("--destination <name>", "only this destination's: projects/<p>/destinations/<id>")
     .option("--incident <name>", "only this incident's: projects/<p>/incidents/<id>")
     .option("--state <state>", "PENDING, SENT, FAILED or SKIPPED (default: all)")

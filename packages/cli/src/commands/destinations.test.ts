@@ -561,7 +561,7 @@ describe("svc destinations and svc deliveries (CLI against an in-process server)
     assert.equal(del.stdout, `deleted ${name}; 0 pending deliveries will be skipped\n`);
     assert.deepEqual(await destinations(), []);
     const gone = await svc(["destinations", "get", name], env);
-    assert.equal(gone.code, 1);
+    assert.equal(gone.code, 5, "not found exits 5");
   });
 
   it("an EMAIL destination to the owner starts unverified", async () => {

@@ -13,7 +13,7 @@ import {
   type UpdateDestinationRequest,
 } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import type { Command } from "commander";
-import { UsageError } from "../common.ts";
+import { projectOption, UsageError } from "../common.ts";
 import {
   type CliIo,
   clientsOf,
@@ -285,7 +285,7 @@ export function registerDestinationCommands(program: Command, io: DestinationIo 
   destinations
     .command("list")
     .description("the project's destinations")
-    .requiredOption("--project <name>", "projects/<project_id>")
+    .addOption(projectOption())
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
       const clients = clientsOf(cmd, io);

@@ -4,7 +4,7 @@ import {
   ListIncidentsResponseSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import type { Command } from "commander";
-import { UsageError } from "../common.ts";
+import { projectOption, UsageError } from "../common.ts";
 import { type CliIo, clientsOf, conditionOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const states = ["OPEN", "RESOLVED", "RETIRED"];
@@ -66,7 +66,7 @@ export function registerIncidentCommands(program: Command, io: CliIo = {}): void
   incidents
     .command("list")
     .description("one page of the project's incidents (the next page's token goes to stderr)")
-    .requiredOption("--project <name>", "projects/<project_id>")
+    .addOption(projectOption())
     .option("--state <state>", "OPEN, RESOLVED or RETIRED (default: all)")
     .option("--rule <name>", "only this rule's: projects/<p>/alertRules/<id>")
     .option("--vm <name>", "only this VM's (full name)")

@@ -7,9 +7,9 @@ import {
   recoverLostKey,
   rotateKeyWithRecovery,
 } from "@svc/sdk";
-import { type Key, KeySchema } from "@svc/sdk/gen/svc/iam/v1/key_pb";
+import { KeySchema } from "@svc/sdk/gen/svc/iam/v1/key_pb";
 import type { Command } from "commander";
-import { UsageError } from "../common.ts";
+import { printTable, projectOption, UsageError } from "../common.ts";
 import { type CliIo, clientsOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const REQUEST_ID = /^[0-9A-Za-z][0-9A-Za-z._:-]{7,127}$/;
@@ -57,20 +57,41 @@ function printIssued(cmd: Command, io: CliIo, verb: string, r: IssuedKey): void 
   out(`${r.secret}\n`);
 }
 
-function keyLine(k: Key): string {
-  return `${k.name}\t${k.state}\t${k.capabilities.join(",")}\t${k.secretHint}\t${iso(k.expireTimeUnix)}\t${k.displayName}`;
+/** How `create` and `list` name the key's parent: `--parent` (svc keys) or an argument (svc service-accounts keys). */
+export interface KeyCommandsOptions {
+  /** Turns the `<service-account>` argument into the parent's full name. */
+  readonly accountArgument?: (arg: string, cmd: Command) => string;
 }
 
-export function registerKeyCommands(program: Command, io: CliIo = {}): void {
-  const { out, err } = outOf(io);
-  const keys = program
-    .command("keys")
-    .description("scoped keys: create, list, rotate, revoke, recover (a console session in SVC_TOKEN)");
+/** The parent for create and list: the argument (service-accounts keys) or --parent. */
+function parentOf(cmd: Command, o: KeyCommandsOptions): string {
+  if (o.accountArgument) return o.accountArgument(cmd.processedArgs[0] as string, cmd);
+  return cmd.opts().parent as string;
+}
 
-  keys
-    .command("create")
-    .description("create a key; its secret is printed once to stdout")
-    .requiredOption("--parent <name>", "projects/<p> (personal key) or projects/<p>/serviceAccounts/<id>")
+/** `svc keys …` (parent by --parent), also mounted as `svc service-accounts keys …` (parent as argument). */
+export function registerKeyCommands(program: Command, io: CliIo = {}, o: KeyCommandsOptions = {}): void {
+  const { out, err } = outOf(io);
+  const prefix = o.accountArgument ? "svc service-accounts keys" : "svc keys";
+  const parentExample = o.accountArgument
+    ? "<service-account>"
+    : "--parent projects/demo/serviceAccounts/abc";
+  const keys = o.accountArgument
+    ? program
+    : program
+        .command("keys")
+        .description("scoped keys: create, list, rotate, revoke, recover (a console session in SVC_TOKEN)");
+  const withParent = (c: Command): Command =>
+    o.accountArgument
+      ? c
+          .argument("<service-account>", "projects/<p>/serviceAccounts/<id>, or the id with --project")
+          .addOption(projectOption("projects/<project_id> when <service-account> is a bare id", false))
+      : c.requiredOption(
+          "--parent <name>",
+          "projects/<p> (personal key) or projects/<p>/serviceAccounts/<id>",
+        );
+
+  withParent(keys.command("create").description("create a key; its secret is printed once to stdout"))
     .requiredOption("--display-name <name>", "a name to recognise the key by")
     .option("--capability <cap...>", "monitoring.read, monitoring.write", ["monitoring.read"])
     .option("--expire-days <n>", "1..365 (0 = the default of 90)", "0")
@@ -83,12 +104,15 @@ export function registerKeyCommands(program: Command, io: CliIo = {}): void {
       "after",
       `
 Examples:
-  svc keys create --parent projects/demo/serviceAccounts/abc --display-name ci > key.txt
-  svc keys create --parent projects/demo --display-name laptop --capability monitoring.read monitoring.write
+  ${prefix} create ${parentExample} --display-name ci > key.txt
+  ${prefix} create ${parentExample} --display-name ci --capability monitoring.read monitoring.write
   # the run was interrupted after "request id R": run it again with the same id
-  svc keys create --parent projects/demo/serviceAccounts/abc --display-name ci --request-id R`,
+  ${prefix} create ${parentExample} --display-name ci --request-id R > key.txt`,
     )
-    .action(async (opts, cmd: Command) => {
+    .action(async (...args: unknown[]) => {
+      const cmd = args.at(-1) as Command;
+      const opts = cmd.opts();
+      const parent = parentOf(cmd, o);
       const requestId = requestIdOf(opts);
       const expireDays = expireDaysOf(opts.expireDays);
       const clients = clientsOf(cmd, io);
@@ -97,32 +121,35 @@ Examples:
       );
       const r = await createKeyWithRecovery(
         clients.keys,
-        { parent: opts.parent, displayName: opts.displayName, capabilities: opts.capability, expireDays },
+        { parent, displayName: opts.displayName, capabilities: opts.capability, expireDays },
         { ...recoveryHooks(err, io), requestId },
       );
       printIssued(cmd, io, "created", r);
     });
 
-  keys
-    .command("list")
-    .description("list keys (never their secrets)")
-    .requiredOption(
-      "--parent <name>",
-      "projects/<p> (your personal keys) or projects/<p>/serviceAccounts/<id>",
-    )
+  withParent(keys.command("list").description("list keys (never their secrets)"))
     .option("--json", "print JSON")
-    .addHelpText(
-      "after",
-      "\nExample:\n  svc keys list --parent projects/demo/serviceAccounts/abc --output yaml",
-    )
-    .action(async (opts, cmd: Command) => {
-      const { keys: list } = await clientsOf(cmd, io).keys.listKeys({ parent: opts.parent });
-      if (opts.json)
+    .addHelpText("after", `\nExample:\n  ${prefix} list ${parentExample} --output yaml`)
+    .action(async (...args: unknown[]) => {
+      const cmd = args.at(-1) as Command;
+      const { keys: list } = await clientsOf(cmd, io).keys.listKeys({ parent: parentOf(cmd, o) });
+      if (cmd.opts().json)
         return printJson(
           out,
           list.map((k) => jsonOf(KeySchema, k)),
         );
-      for (const k of list) out(`${keyLine(k)}\n`);
+      printTable(
+        out,
+        ["NAME", "STATE", "CAPABILITIES", "HINT", "EXPIRES", "DISPLAY NAME"],
+        list.map((k) => [
+          k.name,
+          k.state,
+          k.capabilities.join(","),
+          k.secretHint,
+          iso(k.expireTimeUnix),
+          k.displayName,
+        ]),
+      );
     });
 
   keys
@@ -140,8 +167,8 @@ Examples:
       "after",
       `
 Examples:
-  svc keys rotate --name projects/demo/serviceAccounts/abc/keys/k1 --overlap 3600 > new-key.txt
-  svc keys rotate --name projects/demo/serviceAccounts/abc/keys/k1 --request-id R   # after an interrupted run`,
+  ${prefix} rotate --name projects/demo/serviceAccounts/abc/keys/k1 --overlap 3600 > new-key.txt
+  ${prefix} rotate --name projects/demo/serviceAccounts/abc/keys/k1 --request-id R   # after an interrupted run`,
     )
     .action(async (opts, cmd: Command) => {
       const overlapSeconds = Number(opts.overlap);
@@ -176,7 +203,7 @@ Examples:
       "after",
       `
 Usually not needed: "svc keys create|rotate --request-id R" recovers by itself. Example:
-  svc keys recover --lost-request-id 0b6f3c1e-5d0e-4c53-a1a4-1f0c2d9e7b10 > key.txt`,
+  ${prefix} recover --lost-request-id 0b6f3c1e-5d0e-4c53-a1a4-1f0c2d9e7b10 > key.txt`,
     )
     .action(async (opts, cmd: Command) => {
       const lost = requestIdOf({ requestId: opts.lostRequestId }, "--lost-request-id");
@@ -194,7 +221,7 @@ Usually not needed: "svc keys create|rotate --request-id R" recovers by itself. 
     .description("revoke a key at once")
     .requiredOption("--name <key>", "the key to revoke")
     .option("--json", "print the key as JSON")
-    .addHelpText("after", "\nExample:\n  svc keys revoke --name projects/demo/serviceAccounts/abc/keys/k1")
+    .addHelpText("after", `\nExample:\n  ${prefix} revoke --name projects/demo/serviceAccounts/abc/keys/k1`)
     .action(async (opts, cmd: Command) => {
       const k = await clientsOf(cmd, io).keys.revokeKey({ name: opts.name });
       if (opts.json) return printJson(out, jsonOf(KeySchema, k));
