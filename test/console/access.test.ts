@@ -108,6 +108,7 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     const dialog = page.getByRole("dialog", { name: "Create key" });
     await dialog.getByLabel("Name").fill("grafana");
     assert.equal(await dialog.getByRole("radio", { name: /Alert manager/ }).isDisabled(), true);
+    await shot(page, "key-create-form");
     await dialog.getByRole("button", { name: "Create key" }).click();
     const secret = await secretShown(page);
     assert.match(secret, /^svcs_/);
@@ -133,6 +134,7 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     const rotate = page.getByRole("dialog", { name: "Rotate grafana" });
     await rotate.getByLabel("Overlap (hours)").fill("0");
     await rotate.getByText("Immediate rotation").waitFor();
+    await shot(page, "key-rotate-form");
     await rotate.getByRole("button", { name: "Rotate key" }).click();
     const rotated = await secretShown(page);
     assert.notEqual(rotated, secret);
@@ -235,6 +237,7 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     await form.getByLabel("Workflow file").fill(defaultRun.workflow_path);
     await form.getByLabel("Branch", { exact: true }).fill("main");
     await form.getByLabel("Event").selectOption("push");
+    await shot(page, "ci-start-form");
     await form.getByRole("button", { name: "Start setup" }).click();
 
     const detail = page.getByTestId("trust-detail");

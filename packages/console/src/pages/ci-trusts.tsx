@@ -93,11 +93,15 @@ export function CiTrustsPage() {
       subtitle="Let a GitHub Actions workflow act as a service account without a stored key: it exchanges its GitHub-signed identity for a 15-minute token."
       actions={
         <>
-          <Button onClick={() => void trusts.refetch()} busy={trusts.isFetching && !trusts.isPending}>
+          <Button
+            className="access-nowrap"
+            onClick={() => void trusts.refetch()}
+            busy={trusts.isFetching && !trusts.isPending}
+          >
             Refresh
           </Button>
           {isOwner ? (
-            <Button kind="primary" onClick={() => setStarting({})}>
+            <Button kind="primary" className="access-nowrap" onClick={() => setStarting({})}>
               New CI trust
             </Button>
           ) : null}
@@ -430,12 +434,13 @@ function exchangeWorkflow(t: CITrust, projectName: string): string {
     `      SVC_TRUST: ${t.name}`,
     `      SVC_AUDIENCE: ${t.audience}`,
     "    steps:",
-    "      # Runs one command with SVC_TOKEN (15 minutes, masked in logs) in its environment.",
-    "      - run: >",
-    '          svc auth ci --trust "$SVC_TRUST" --audience "$SVC_AUDIENCE" --',
-    "          ./scripts/check-fleet.sh",
-    `# e.g. curl "$SVC_BASE_URL/svc.monitoring.v1.MonitoringService/ListVMMonitoring" with`,
-    `#   -H "Authorization: Bearer $SVC_TOKEN" -d '{"projectName":"${projectName}","pageSize":50}'`,
+    "      # stdout carries only the token, masked in the log first; valid 15 minutes, exchange in each job.",
+    "      - run: |",
+    '          SVC_TOKEN="$(svc auth ci --trust "$SVC_TRUST" --audience "$SVC_AUDIENCE")"',
+    '          curl -sf "$SVC_BASE_URL/svc.monitoring.v1.MonitoringService/ListVMMonitoring" \\',
+    '            -H "Authorization: Bearer $SVC_TOKEN" -H "Content-Type: application/json" \\',
+    '            -H "Connect-Protocol-Version: 1" \\',
+    `            -d '{"projectName":"${projectName}","pageSize":50,"inventoryOnly":true}'`,
   ].join("\n");
 }
 

@@ -201,7 +201,7 @@ export function KeyList(props: {
                   <td>
                     <div>{k.displayName}</div>
                     <div className="muted small mono" title="the non-secret start of the secret">
-                      {k.secretHint}…
+                      {k.secretHint}
                     </div>
                   </td>
                   <td>
@@ -275,8 +275,8 @@ export function KeyList(props: {
         }}
       >
         <p>
-          Revoke <strong>{revoking?.displayName}</strong> (<code>{revoking?.secretHint}…</code>)? The very
-          next request with it is refused, without waiting for its expiry. This cannot be undone.
+          Revoke <strong>{revoking?.displayName}</strong> (<code>{revoking?.secretHint}</code>)? The very next
+          request with it is refused, without waiting for its expiry. This cannot be undone.
         </p>
       </ConfirmDialog>
     </section>

@@ -33,7 +33,7 @@ export function ServiceAccountsPage() {
       subtitle="Project identities for tools and pipelines, created from a permission template. Their keys and CI tokens never exceed the account's permissions."
       actions={
         isOwner ? (
-          <Button kind="primary" onClick={() => setCreating(true)}>
+          <Button kind="primary" className="access-nowrap" onClick={() => setCreating(true)}>
             Create service account
           </Button>
         ) : null
