@@ -294,6 +294,7 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     let got = await owner.automation.getCITrust({ name: trust.name });
     assert.equal(got.state, "APPROVED");
     assert.deepEqual(got.permissions, ["monitoring.read"]);
+    assert.ok(!(await pageText(page)).includes(code), "the pairing code is gone once verified");
     const token = await anon.exchangeCIToken({
       trustName: trust.name,
       assertion: await oidc.token(trust.audience),

@@ -4,7 +4,7 @@ import type {
   StartCITrustSetupResponse,
 } from "@gen/svc/iam/v1/automation_pb.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useEffect, useState } from "react";
+import { useCallback, useEffect, useState } from "react";
 import { api } from "../api.ts";
 import { CAPABILITIES, CapabilityBadges, ConfirmDialog, CopyBlock, Time } from "../components/access-ui.tsx";
 import {
@@ -84,6 +84,7 @@ export function CiTrustsPage() {
   const [starting, setStarting] = useState<{ trust?: CITrust } | undefined>();
   /** The answer of the setup just started: its pairing code is shown once, then dropped. */
   const [started, setStarted] = useState<StartCITrustSetupResponse>();
+  const dismissCode = useCallback(() => setStarted(undefined), []);
   const list = trusts.data?.trusts ?? [];
   const accountName = (name: string) =>
     accounts.data?.serviceAccounts.find((a) => a.name === name)?.displayName ?? lastSegment(name);
@@ -183,7 +184,7 @@ export function CiTrustsPage() {
           key={selected}
           name={selected}
           started={started?.trust?.name === selected ? started : undefined}
-          onDismissCode={() => setStarted(undefined)}
+          onDismissCode={dismissCode}
           onVerifyAgain={(trust) => setStarting({ trust })}
           onDeleted={() => setSelected(undefined)}
         />
@@ -470,10 +471,16 @@ function TrustDetail(props: {
   const [confirm, setConfirm] = useState<"disable" | "delete">();
   const t = q.data;
   const state = t?.state;
+  const { onDismissCode } = props;
+  const holdsCode = props.started !== undefined;
   useEffect(() => {
     // The list shows the same state: keep it in step when this detail notices a change.
     if (state) void queries.invalidateQueries({ queryKey: trustsKey(project.name) });
   }, [state, project.name, queries]);
+  useEffect(() => {
+    // Once the verification run used it, the pairing code is dropped from memory too.
+    if (state && state !== "VERIFICATION_PENDING" && holdsCode) onDismissCode();
+  }, [state, holdsCode, onDismissCode]);
   if (q.isPending) return <Loading what="the trust" />;
   if (!t) return <ErrorBanner error={q.error} title="Could not read the trust" />;
   const sa = accounts.data?.serviceAccounts.find((a) => a.name === t.serviceAccount);

@@ -448,7 +448,9 @@ function CreateKeyForm(props: {
                 onChange={() => setTemplate(t.name)}
               />
               <span>
-                <strong>{t.name}</strong> <CapabilityBadges capabilities={t.capabilities} />
+                <span className="access-template-title">
+                  <strong>{t.name}</strong> <CapabilityBadges capabilities={t.capabilities} />
+                </span>
                 <span className="hint">
                   {ok ? t.blurb : `Not available: the identity has only ${props.allowed.join(", ")}.`}
                 </span>

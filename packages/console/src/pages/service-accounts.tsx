@@ -240,7 +240,9 @@ function CreateServiceAccountForm(props: { onClose: () => void; onCreated: (sa: 
               onChange={() => setTemplate(t.name)}
             />
             <span>
-              <strong>{t.name}</strong> <CapabilityBadges capabilities={t.capabilities} />
+              <span className="access-template-title">
+                <strong>{t.name}</strong> <CapabilityBadges capabilities={t.capabilities} />
+              </span>
               <span className="hint">{t.blurb}</span>
             </span>
           </label>
