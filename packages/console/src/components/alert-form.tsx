@@ -436,6 +436,8 @@ export function specDiff(
   b: RuleForm,
   vmLabel: (n: string) => string,
   destLabel: (n: string) => string,
+  /** Every field, changed or not. */
+  all = false,
 ): { field: string; a: string; b: string }[] {
   const num = (t: string) => (t.trim() !== "" && Number.isFinite(Number(t)) ? String(Number(t)) : t);
   const show = (f: RuleForm, k: keyof RuleForm): string => {
@@ -479,7 +481,7 @@ export function specDiff(
   for (const k of Object.keys(labels) as (keyof RuleForm)[]) {
     const x = show(a, k);
     const y = show(b, k);
-    if (x !== y) out.push({ field: labels[k], a: x, b: y });
+    if (all || x !== y) out.push({ field: labels[k], a: x, b: y });
   }
   return out;
 }

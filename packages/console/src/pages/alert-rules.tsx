@@ -349,6 +349,7 @@ function RuleEditor(props: { ruleId: string }) {
       const e = describeError(err);
       if (e.reason === "VERSION_CONFLICT") {
         setConflict({ currentVersion: e.metadata.currentVersion ?? "?", attemptedFrom: v.expectedVersion });
+        if (!isNew) void queries.invalidateQueries({ queryKey: oneRuleKey(name) });
         return;
       }
       setSaveError(e);
@@ -700,8 +701,26 @@ function ConflictPanel(props: {
   const t = theirs.data;
   const theirForm = t?.spec ? formFromSpec(t.spec) : undefined;
   const current = t?.version ?? props.conflict.currentVersion;
-  const changed = theirForm ? specDiff(props.loaded.form, theirForm, props.vmLabel, props.destLabel) : [];
-  const mineDiff = theirForm ? specDiff(theirForm, props.mine, props.vmLabel, props.destLabel) : [];
+  // Every field that either save touched: what you opened, what they saved, what you typed.
+  const theirChanges = theirForm
+    ? specDiff(props.loaded.form, theirForm, props.vmLabel, props.destLabel)
+    : [];
+  const myChanges = specDiff(props.loaded.form, props.mine, props.vmLabel, props.destLabel);
+  const all = theirForm
+    ? specDiff(props.loaded.form, props.loaded.form, props.vmLabel, props.destLabel, true)
+    : [];
+  const changed = all
+    .filter(
+      (f) => theirChanges.some((d) => d.field === f.field) || myChanges.some((d) => d.field === f.field),
+    )
+    .map((f) => ({
+      field: f.field,
+      opened: f.a,
+      theirs: theirChanges.find((d) => d.field === f.field)?.b ?? f.a,
+      mine: myChanges.find((d) => d.field === f.field)?.b ?? f.a,
+      theyChanged: theirChanges.some((d) => d.field === f.field),
+      iChanged: myChanges.some((d) => d.field === f.field),
+    }));
   return (
     <div className="alert-conflict" role="alert" data-testid="alert-conflict">
       <h3>Not saved: this rule changed while you were editing it</h3>
@@ -723,23 +742,20 @@ function ConflictPanel(props: {
               </tr>
             </thead>
             <tbody>
-              {changed.map((d) => {
-                const mine = mineDiff.find((x) => x.field === d.field)?.b ?? d.b;
-                return (
-                  <tr key={d.field}>
-                    <td>{d.field}</td>
-                    <td className="muted">{d.a}</td>
-                    <td>
-                      <strong>{d.b}</strong>
-                    </td>
-                    <td>{mine}</td>
-                  </tr>
-                );
-              })}
+              {changed.map((d) => (
+                <tr key={d.field} data-field={d.field}>
+                  <td>{d.field}</td>
+                  <td className="muted">{d.opened}</td>
+                  <td>
+                    {d.theyChanged ? <strong>{d.theirs}</strong> : <span className="muted">{d.theirs}</span>}
+                  </td>
+                  <td>{d.iChanged ? <strong>{d.mine}</strong> : <span className="muted">{d.mine}</span>}</td>
+                </tr>
+              ))}
             </tbody>
           </table>
         ) : (
-          <p className="muted">Their save changed none of the fields this form shows.</p>
+          <p className="muted">Neither save changed a field this form shows.</p>
         )
       ) : null}
       <div className="row alert-dialog-actions">
