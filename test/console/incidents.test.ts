@@ -259,6 +259,8 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
 
   it("rotates the webhook secret with overlap 0: new deliveries verify with the new secret only", async () => {
     await page.goto(`${base}/destinations/${destination.split("/").pop()}`);
+    // The rule made in the previous step names it.
+    await page.getByTestId("used-by").getByRole("link", { name: "CPU high" }).waitFor();
     await page.getByRole("button", { name: "Rotate secret…" }).click();
     const dialog = page.getByRole("dialog", { name: "Rotate the signing secret" });
     await dialog.getByRole("button", { name: "None (0)" }).click();

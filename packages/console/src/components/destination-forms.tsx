@@ -190,7 +190,9 @@ export function CreateDestinationDialog(props: {
       }),
     onSuccess: (r) => {
       void queries.invalidateQueries({ queryKey: ["destinations", project.name] });
-      if (r.webhookSecret) setCreated(r);
+      // A replay (an earlier attempt with this request id was created but its answer was lost) carries no
+      // secret: say so instead of pretending there is none.
+      if (r.webhookSecret || (r.replayed && r.destination?.kind === "WEBHOOK")) setCreated(r);
       else if (r.destination) finish(r.destination);
     },
   });
@@ -227,11 +229,24 @@ export function CreateDestinationDialog(props: {
             <Badge tone="ok">Created</Badge> <strong>{created.destination.displayName}</strong> will receive
             signed POSTs at <code>{created.destination.url}</code>.
           </p>
-          <ShownOnce
-            label="Signing secret"
-            value={created.webhookSecret}
-            onDone={() => created.destination && finish(created.destination)}
-          />
+          {created.webhookSecret ? (
+            <ShownOnce
+              label="Signing secret"
+              value={created.webhookSecret}
+              onDone={() => created.destination && finish(created.destination)}
+            />
+          ) : (
+            <div className="banner banner-warn">
+              An earlier attempt already created this destination, but its answer (with the signing secret)
+              was lost, and svc never shows a secret twice. Rotate the secret on the destination's page to get
+              a new one.
+              <div className="dialog-actions">
+                <Button kind="primary" onClick={() => created.destination && finish(created.destination)}>
+                  Open the destination
+                </Button>
+              </div>
+            </div>
+          )}
           <p className="muted small">
             Verify each request with it (the SDK's <code>verifyWebhook</code>, see docs/webhooks.md). If you
             lose it, rotate the secret on the destination's page.

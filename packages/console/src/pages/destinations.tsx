@@ -1,3 +1,4 @@
+import type { AlertRule } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import type { Delivery, Destination } from "@gen/svc/monitoring/v1/destinations_pb.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
@@ -193,6 +194,11 @@ export function DestinationPage(props: { destinationId: string }) {
     queryKey: ["destinations", project.name],
     queryFn: () => api.destinations.listDestinations({ projectName: project.name }),
   });
+  const rules = useQuery({
+    queryKey: ["alert-rules", project.name, "all"],
+    queryFn: () => api.alerts.listAlertRules({ projectName: project.name, pageSize: 100 }),
+    staleTime: 60_000,
+  });
   const pause = useMutation({
     mutationFn: (paused: boolean) => api.destinations.updateDestination({ name, paused }),
     onSuccess: (d) => {
@@ -350,6 +356,10 @@ export function DestinationPage(props: { destinationId: string }) {
               </dd>
             </>
           ) : null}
+          <dt>Used by</dt>
+          <dd data-testid="used-by">
+            <UsedBy name={d.name} rules={rules.data?.rules} />
+          </dd>
           <dt>Created</dt>
           <dd>
             <Time unix={d.createTimeUnix} />
@@ -392,6 +402,29 @@ export function DestinationPage(props: { destinationId: string }) {
         </>
       ) : null}
     </Page>
+  );
+}
+
+/** The alert rules whose latest revision names this destination. */
+function UsedBy(props: { name: string; rules?: AlertRule[] }) {
+  if (!props.rules) return <span className="muted">…</span>;
+  const using = props.rules.filter((r) => r.spec?.destinationNames.includes(props.name));
+  if (using.length === 0)
+    return (
+      <span className="muted">
+        No alert rule names it yet: add it to a rule's destinations on the{" "}
+        <Link href="/alerts">alert rules</Link> page.
+      </span>
+    );
+  return (
+    <span className="used-by">
+      {using.map((r, n) => (
+        <span key={r.name}>
+          {n > 0 ? ", " : ""}
+          <Link href={`/alerts/${r.id}`}>{r.spec?.displayName || r.id}</Link>
+        </span>
+      ))}
+    </span>
   );
 }
 
