@@ -8,6 +8,7 @@ import {
   type Transport,
 } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { svcErrorInterceptor } from "./errors.ts";
 import { ProjectService, UserService, VMService } from "./gen/svc/admin/v1/admin_pb.ts";
 import { AutomationService } from "./gen/svc/iam/v1/automation_pb.ts";
 import { KeyService } from "./gen/svc/iam/v1/key_pb.ts";
@@ -69,7 +70,10 @@ function retryInterceptor(opts: SvcClientOptions): Interceptor {
   };
 }
 
-/** A Connect transport with the bearer header, Connect-Protocol-Version and the 429 retry policy. */
+/**
+ * A Connect transport with the bearer header, Connect-Protocol-Version, the 429 retry policy, and
+ * errors thrown as {@link SvcError} (reason, field and retry hints parsed from the error details).
+ */
 export function createSvcTransport(opts: SvcClientOptions): Transport {
   const auth: Interceptor = (next) => (req) => {
     if (opts.token) req.header.set("Authorization", `Bearer ${opts.token}`);
@@ -78,7 +82,7 @@ export function createSvcTransport(opts: SvcClientOptions): Transport {
   return createConnectTransport({
     baseUrl: opts.baseUrl.replace(/\/+$/, ""),
     useBinaryFormat: opts.useBinaryFormat ?? false,
-    interceptors: [retryInterceptor(opts), auth],
+    interceptors: [svcErrorInterceptor, retryInterceptor(opts), auth],
     fetch: opts.fetch,
   });
 }

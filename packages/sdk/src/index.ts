@@ -9,6 +9,7 @@ export {
   verifyCITrustSetup,
 } from "./ci.ts";
 export { createSvcClients, createSvcTransport, type SvcClientOptions, type SvcClients } from "./client.ts";
+export { SvcError, svcErrorInterceptor } from "./errors.ts";
 export {
   AMBIGUOUS_CODES,
   createKeyWithRecovery,
