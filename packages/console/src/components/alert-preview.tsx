@@ -291,6 +291,15 @@ function PreviewInstances(props: {
   );
 }
 
+/** "Nov 24, 21:56:30"; only the time when `sameDayAs` falls on the same day. */
+function fmtWhen(unix: bigint, sameDayAs?: bigint): string {
+  const d = new Date(Number(unix) * 1000);
+  const time = d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  if (sameDayAs !== undefined && new Date(Number(sameDayAs) * 1000).toDateString() === d.toDateString())
+    return time;
+  return `${d.toLocaleDateString(undefined, { month: "short", day: "numeric" })}, ${time}`;
+}
+
 function stepFor(windowSeconds: number): number {
   // About 720–1440 points: every sample at 30 s up to 6 hours.
   return windowSeconds <= 6 * 3600 ? 30 : 60;
@@ -415,12 +424,12 @@ function PreviewChart(props: {
         <ul className="alert-intervals" data-testid="preview-intervals">
           {inst.firingIntervals.map((f) => (
             <li key={f.startTimeUnix.toString()}>
-              <Badge tone="bad">firing</Badge> {fmtTime(f.startTimeUnix)} →{" "}
+              <Badge tone="bad">firing</Badge> {fmtWhen(f.startTimeUnix)} →{" "}
               {f.endTimeUnix === 0n ? (
                 <span>still firing at the end of the window</span>
               ) : (
                 <>
-                  {fmtTime(f.endTimeUnix)}{" "}
+                  {fmtWhen(f.endTimeUnix, f.startTimeUnix)}{" "}
                   <span className="muted">({fmtSeconds(Number(f.endTimeUnix - f.startTimeUnix))})</span>
                 </>
               )}

@@ -243,8 +243,14 @@ function RuleEditor(props: { ruleId: string }) {
     queryKey: oneRuleKey(name),
     enabled: !isNew,
     queryFn: () => api.alerts.getAlertRule({ name, includeInstances: true }),
-    // While the saved version is not applied yet, ask again every second.
-    refetchInterval: (q) => (q.state.data?.syncStatus === "PENDING" ? 1_000 : 15_000),
+    // A save nudges the evaluator, so PENDING usually lasts well under a second: ask every second for a
+    // little while, then at the evaluator's own pace (it applies revisions at each 30 s cycle).
+    refetchInterval: (q) => {
+      const d = q.state.data;
+      if (d?.syncStatus !== "PENDING") return 15_000;
+      const pendingFor = Date.now() / 1000 - Number(d.updateTimeUnix);
+      return pendingFor < 15 ? 1_000 : 10_000;
+    },
   });
   const templates = useTemplates();
   const vms = useProjectVms(project.name);
@@ -642,7 +648,13 @@ function RuleStatus(props: { rule: AlertRule }) {
         <dt>Sync</dt>
         <dd>
           <SyncBadge status={r.syncStatus} reason={r.syncReason} testId="alert-sync" />
-          {r.syncStatus === "PENDING" ? <div className="muted small">waiting for the evaluator…</div> : null}
+          {r.syncStatus === "PENDING" ? (
+            <div className="muted small">
+              {Date.now() / 1000 - Number(r.updateTimeUnix) < 15
+                ? "waiting for the evaluator…"
+                : "the evaluator applies it at its next cycle (every 30 s); the previous version, if any, keeps running"}
+            </div>
+          ) : null}
         </dd>
         <dt>State</dt>
         <dd>
@@ -725,8 +737,11 @@ function ConflictPanel(props: {
     <div className="alert-conflict" role="alert" data-testid="alert-conflict">
       <h3>Not saved: this rule changed while you were editing it</h3>
       <p data-testid="alert-conflict-text">
-        Someone saved version <strong data-testid="alert-conflict-version">{current}</strong> since you opened
-        version {props.loaded.version}. Saving would have overwritten their changes without you seeing them.
+        Someone saved version <strong data-testid="alert-conflict-version">{current}</strong>{" "}
+        {props.conflict.attemptedFrom === props.loaded.version
+          ? `since you opened version ${props.loaded.version}`
+          : `after version ${props.conflict.attemptedFrom}, which you were about to overwrite`}
+        . Saving would have overwritten their changes without you seeing them.
       </p>
       <ErrorBanner error={theirs.error} title={`Could not load version ${current}`} />
       {theirs.isPending ? <Loading what={`version ${current}`} /> : null}
