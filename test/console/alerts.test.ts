@@ -263,6 +263,29 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
       ["1", "2"],
     );
 
+    // A save whose answer is lost on the way back: the page retries with the same request id, and the
+    // server answers with the revision it already wrote instead of writing a second one.
+    await page.route(
+      "**/svc.monitoring.v1.AlertService/SaveAlertRule",
+      async (route) => {
+        await route.fetch();
+        await route.abort("failed");
+      },
+      { times: 1 },
+    );
+    await form1.getByRole("checkbox", { name: /Enabled/ }).uncheck();
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page
+      .getByTestId("alert-notice")
+      .getByText("Saved version 5 (the server had already accepted this save).")
+      .waitFor();
+    assert.equal(saves.length, 6);
+    assert.equal(saves[4].requestId, saves[5].requestId, "the retry reuses the lost attempt's request id");
+    assert.equal(saves[5].expectedVersion, "4");
+    const v5 = await owner.alerts.getAlertRule({ name: ruleName });
+    assert.equal(v5.version, "5");
+    assert.equal(v5.spec?.enabled, false);
+
     // A value the server refuses: the message sits next to the field it names.
     await form1.locator("input[name=sustainedSeconds]").fill("90000");
     await page.getByRole("button", { name: "Save", exact: true }).click();
@@ -270,7 +293,7 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     await fieldError.locator(".field-error").getByText("must be at most 86400").waitFor();
     await page.getByTestId("alert-save-error").waitFor();
     await shot(page, "field-error");
-    assert.equal((await owner.alerts.getAlertRule({ name: ruleName })).version, "4");
+    assert.equal((await owner.alerts.getAlertRule({ name: ruleName })).version, "5");
 
     // Delete, with confirmation, against the version the form holds.
     await form1.locator("input[name=sustainedSeconds]").fill("600");
