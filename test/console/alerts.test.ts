@@ -295,8 +295,11 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     await shot(page, "field-error");
     assert.equal((await owner.alerts.getAlertRule({ name: ruleName })).version, "5");
 
-    // Delete, with confirmation, against the version the form holds.
+    // Fixing the field clears its message.
     await form1.locator("input[name=sustainedSeconds]").fill("600");
+    await fieldError.locator(".field-error").waitFor({ state: "detached" });
+
+    // Delete, with confirmation, against the version the form holds.
     await page.getByRole("button", { name: "Delete rule" }).click();
     const dialog = page.getByTestId("alert-delete-dialog");
     await dialog.getByText("will stop being evaluated").waitFor();

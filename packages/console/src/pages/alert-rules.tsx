@@ -492,6 +492,9 @@ function RuleEditor(props: { ruleId: string }) {
           <RuleFormFields
             form={form}
             onChange={(f) => {
+              // Editing the field the server refused clears its message; the next save checks it again.
+              if (serverField && JSON.stringify(f[serverField]) !== JSON.stringify(form[serverField]))
+                setSaveError(undefined);
               setForm(f);
               setNotice(undefined);
             }}
