@@ -79,7 +79,69 @@ Examples:
     }
   };
   addOutput(program);
+  addExamples(program);
   return program;
+}
+
+/** `--help` examples of the commands whose files do not add their own (alerts, incidents, notifications, CI). */
+const examples: Readonly<Record<string, readonly string[]>> = {
+  "auth ci verify": [
+    "svc auth ci verify --setup-id <setup id> --audience <audience>   # in the workflow, SVC_SETUP_CODE from secrets",
+  ],
+  "alerts templates": ["svc alerts templates", "svc alerts templates --output yaml"],
+  "alerts list": ["svc alerts list --project projects/demo", "svc alerts list --output json > rules.json"],
+  "alerts get": [
+    "svc alerts get projects/demo/alertRules/<id> --instances",
+    "svc alerts get projects/demo/alertRules/<id> --output yaml > rule.yaml",
+  ],
+  "alerts save": [
+    "svc alerts save --project projects/demo --template cpu --threshold 85 --sustained 5m --all-vms --enabled",
+    "svc alerts save --file rule.yaml                        # edits the rule the file names, at its version",
+    "svc alerts save --project projects/demo --id <id> --edit --severity CRITICAL",
+  ],
+  "alerts preview": [
+    "svc alerts preview --project projects/demo --template cpu --threshold 90 --history 6h",
+    "svc alerts preview --rule projects/demo/alertRules/<id> --threshold 95",
+  ],
+  "alerts delete": ["svc alerts delete projects/demo/alertRules/<id>"],
+  "incidents list": [
+    "svc incidents list --project projects/demo --state OPEN",
+    "svc incidents list --vm projects/demo/locations/dc-1/vms/web-2 --output json",
+  ],
+  "incidents get": ["svc incidents get projects/demo/incidents/<id>"],
+  "destinations list": ["svc destinations list --project projects/demo"],
+  "destinations get": ["svc destinations get projects/demo/destinations/<id> --output yaml"],
+  "destinations create": [
+    "svc destinations create --project projects/demo --kind WEBHOOK --display-name ops --url https://hooks.example.com/svc",
+    "svc destinations create --project projects/demo --kind SLACK --display-name chat --url-file slack-url.txt",
+    "svc destinations create --project projects/demo --kind EMAIL --display-name oncall --recipient users/<id>",
+  ],
+  "destinations update": [
+    "svc destinations update projects/demo/destinations/<id> --pause",
+    "svc destinations update projects/demo/destinations/<id> --url-file new-url.txt",
+  ],
+  "destinations delete": ["svc destinations delete projects/demo/destinations/<id>"],
+  "destinations rotate-secret": [
+    "svc destinations rotate-secret projects/demo/destinations/<id> --overlap 1h",
+  ],
+  "deliveries list": [
+    "svc deliveries list --project projects/demo --state FAILED",
+    "svc deliveries list --destination projects/demo/destinations/<id> --output json",
+  ],
+  "deliveries get": ["svc deliveries get projects/demo/destinations/<id>/deliveries/<delivery_id>"],
+};
+
+function addExamples(program: Command): void {
+  const walk = (cmd: Command, path: string) => {
+    for (const c of cmd.commands) walk(c, path ? `${path} ${c.name()}` : c.name());
+    const lines = examples[path];
+    if (lines)
+      cmd.addHelpText(
+        "after",
+        `\nExample${lines.length > 1 ? "s" : ""}:\n${lines.map((l) => `  ${l}`).join("\n")}`,
+      );
+  };
+  walk(program, "");
 }
 
 function outputOption(): Option {
