@@ -7,7 +7,7 @@ import type {
 import { useMutation, useQuery } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { api } from "../api.ts";
-import { fmtTime, lastSegment } from "../format.ts";
+import { lastSegment } from "../format.ts";
 import {
   conditionText,
   fmtMetricValue,
@@ -146,7 +146,7 @@ function PreviewResult(props: {
         <div>
           <span className="muted small">Window</span>
           <strong>
-            {fmtTime(pv.startTimeUnix)} → {fmtTime(pv.endTimeUnix)}
+            {fmtWhen(pv.startTimeUnix)} → {fmtWhen(pv.endTimeUnix, pv.startTimeUnix)}
           </strong>
           <span className="muted small">every {pv.evaluationIntervalSeconds} s</span>
         </div>
