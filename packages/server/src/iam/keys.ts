@@ -218,6 +218,18 @@ async function issue(
         })
         .execute();
       if (spec.revokeKeyId !== undefined) {
+        // Claims the lost key for this recovery: a concurrent recovery of the same key under another
+        // request id fails on this primary key and issues nothing.
+        await tx
+          .insertInto("idempotency_records")
+          .values({
+            scope: recoveredScope(spec.revokeKeyId),
+            request_id: spec.revokeKeyId,
+            body_hash: "",
+            result: JSON.stringify({ recoveredBy: requestId }),
+            create_time: nowMs,
+          })
+          .execute();
         await tx
           .updateTable("api_keys")
           .set({ revoke_time: nowMs })
@@ -393,18 +405,7 @@ export async function recoverLostKey(
   const lost = await loadKey(db, actor, keyName(lostRow));
   // A key is recovered once: recovering it again under a new id would leave the first replacement,
   // whose secret may be lost as well, active. That replacement is the one to recover now.
-  const earlier = await db
-    .selectFrom("idempotency_records")
-    .select(["request_id"])
-    .where("scope", "=", scope)
-    .where("result", "like", `%"lostKeyId":"${lost.id}"%`)
-    .executeTakeFirst();
-  if (earlier) {
-    throw invalidArgument(
-      "lostRequestId",
-      `this key was already recovered by request ${earlier.request_id}; retry that recovery with the same requestId, or recover its replacement with lostRequestId ${earlier.request_id}`,
-    );
-  }
+  await refuseRecovered(db, lost.id);
   const allowed = await checkActorCanManage(db, actor, {
     projectId: lost.project_id,
     serviceAccountId: lost.service_account_id,
@@ -419,6 +420,9 @@ export async function recoverLostKey(
     days: Math.min(days, MAX_EXPIRE_DAYS),
     rotationGroup: lost.rotation_group,
     revokeKeyId: lost.id,
+  }).catch(async (err: unknown) => {
+    await refuseRecovered(db, lost.id); // lost the race to a concurrent recovery of the same key
+    throw err;
   });
   if (created.replayed) {
     const again = await findReplay<{ keyId: string; lostKeyId: string }>(db, scope, input.requestId, hash);
@@ -430,6 +434,23 @@ export async function recoverLostKey(
     .where("id", "=", lost.id)
     .executeTakeFirstOrThrow();
   return { ...created, revokedKey: keyView(revoked, nowMs) };
+}
+
+const recoveredScope = (keyId: string) => `RecoveredKey:${keyId}`;
+
+async function refuseRecovered(db: Db, keyId: string): Promise<void> {
+  const claim = await db
+    .selectFrom("idempotency_records")
+    .select(["result"])
+    .where("scope", "=", recoveredScope(keyId))
+    .where("request_id", "=", keyId)
+    .executeTakeFirst();
+  if (!claim) return;
+  const by = (JSON.parse(claim.result) as { recoveredBy: string }).recoveredBy;
+  throw invalidArgument(
+    "lostRequestId",
+    `this key was already recovered by request ${by}; retry that recovery with the same requestId, or recover its replacement with lostRequestId ${by}`,
+  );
 }
 
 async function recoveredReplay(

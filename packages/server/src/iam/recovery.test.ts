@@ -129,6 +129,29 @@ for (const { dialect, skip } of await testDialects()) {
       await works(next.secret);
     });
 
+    it("recovers a key once when two recoveries under different ids race", async () => {
+      const body = {
+        parent: saName,
+        displayName: "race",
+        capabilities: ["monitoring.read"],
+        requestId: randomUUID(),
+      };
+      await owner().createKey(body);
+      const results = await Promise.allSettled(
+        [randomUUID(), randomUUID(), randomUUID()].map((requestId) =>
+          owner().recoverLostKey({ lostRequestId: body.requestId, requestId }),
+        ),
+      );
+      assert.equal(results.filter((r) => r.status === "fulfilled").length, 1);
+      for (const r of results) {
+        if (r.status === "rejected") assert.match(String(r.reason), /already recovered by request/);
+      }
+      const active = (await owner().listKeys({ parent: saName })).keys.filter(
+        (k) => k.displayName === "race" && k.state === "ACTIVE",
+      );
+      assert.equal(active.length, 1, "one replacement, and the lost key revoked");
+    });
+
     it("refuses an unknown request id, another user's, and a key credential", async () => {
       await rejectsWith(
         owner().recoverLostKey({ lostRequestId: randomUUID(), requestId: randomUUID() }),
