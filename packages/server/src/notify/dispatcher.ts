@@ -12,10 +12,11 @@ import type { Sealer } from "./seal.ts";
 import { signDelivery } from "./signing.ts";
 
 /**
- * Sends the outbox: claims due deliveries (a lease in the row, so a crashed attempt is retried with the
- * same DeliveryID after the lease, and two dispatchers never send one delivery at once), rechecks
- * everything that may have changed since the transition, sends, and records each attempt. One
- * destination's deliveries go one at a time, destinations in parallel: a slow one holds up only itself.
+ * Sends the outbox: claims a batch of due deliveries in one statement (a lease in each row, so a crashed
+ * attempt is retried with the same DeliveryID after the lease, and two dispatchers never send one
+ * delivery at once), rechecks what may have changed since the transition against state at most
+ * RECHECK_MAX_AGE_MS old, sends, and records the attempts together. One destination's deliveries go one
+ * at a time, destinations in parallel: a slow one holds up only itself.
  */
 export interface Dispatcher {
   /** Fans out new incident events, then attempts every due delivery once; resolves when done. */
@@ -52,14 +53,81 @@ type Outcome =
 
 const FIRING_TYPES = new Set(["incident.opened", "incident.repeat"]);
 
+/**
+ * How old the state an attempt is rechecked against (the destination's row, the incident's state and
+ * snooze, the destination's signing secrets) may be when the attempt starts, ms of the process's
+ * monotonic clock. A batch's state is read once after its claim; a destination's queue reads its own
+ * again when it is older than this, and at once after an attempt that failed (docs/notifications.md).
+ */
+export const RECHECK_MAX_AGE_MS = 250;
+
+interface IncidentState {
+  readonly state: string;
+  readonly snooze_until: number | null;
+}
+
+/** What one destination's queue is rechecked against, and when it was read. */
+interface QueueState {
+  /** performance.now() when the read began. */
+  readAt: number;
+  /** Set after a failed attempt: read again before the next one, whatever its age. */
+  stale: boolean;
+  dest: DestinationTable | undefined;
+  /** The destination's URL, unsealed on first use. */
+  url: string | undefined;
+  /** Webhook signing secrets (sealed, newest first) and, on first use, unsealed. */
+  sealedSecrets: string[];
+  secrets: string[] | undefined;
+  /** The queue's incidents as read: null when the row no longer exists; an id not here is unread. */
+  incidents: Map<string, IncidentState | null>;
+}
+
+/** One destination's claimed deliveries, attempted one at a time in this order. */
+interface Queue {
+  readonly destinationId: string;
+  /** Each with performance.now() at its claim; later claims append. */
+  readonly items: { readonly d: DeliveryTable; readonly claimedAt: number }[];
+  /** The next item to attempt. */
+  next: number;
+  readonly state: QueueState;
+}
+
+/** An attempt's outcome, waiting to be written with others in one transaction. */
+interface AttemptRecord {
+  readonly deliveryId: string;
+  readonly attemptId: string;
+  readonly atMs: number;
+  readonly outcome: Outcome;
+  readonly durationMs: number;
+  readonly state: DeliveryTable["state"];
+  readonly skipReason: string;
+  readonly attempts: number;
+  /** The next attempt time when it changes (a failure), else undefined. */
+  readonly next: number | undefined;
+}
+
+/** Rows per multi-row INSERT (7 parameters each). */
+const INSERT_CHUNK = 100;
+/** Ids per UPDATE … WHERE id IN (…). */
+const UPDATE_CHUNK = 500;
+/** Attempt records are written at most this long after the first of them waits, ms … */
+const RECORD_DELAY_MS = 10;
+/** … or at once when this many wait. */
+const RECORD_FLUSH_AT = 256;
+
+type Totals = { attempted: number; sent: number; skipped: number; failed: number };
+
 class DispatcherImpl implements Dispatcher {
   readonly #deps: DispatcherDeps;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> = Promise.resolve();
   #pending = false;
   #lastPurge = 0;
-  /** Unsealed signing secrets by destination, for one batch of attempts only. */
-  readonly #secrets = new Map<string, string[]>();
+  /** Attempt records not yet written, the write in flight or scheduled, and its first error. */
+  #records: AttemptRecord[] = [];
+  #flushTimer: NodeJS.Timeout | undefined;
+  #writing: Promise<void> | undefined;
+  #writeError: unknown;
 
   constructor(deps: DispatcherDeps) {
     this.#deps = deps;
@@ -88,60 +156,177 @@ class DispatcherImpl implements Dispatcher {
     await this.#running.catch(() => {});
   }
 
-  runOnce(atMs?: number): Promise<{ attempted: number; sent: number; skipped: number; failed: number }> {
+  runOnce(atMs?: number): Promise<Totals> {
     const run = this.#running.catch(() => {}).then(() => this.#run(atMs ?? this.#deps.now()));
     this.#running = run;
     return run;
   }
 
-  async #run(atMs: number) {
+  /**
+   * One pass: fans out, claims a batch, attempts it, and does so again while there is more. Each
+   * destination's claimed deliveries form one queue, worked by one of `concurrency` workers one
+   * delivery at a time, in order. When a worker finds no queue to take, it fans out and claims the next
+   * batch while the others go on: deliveries for a destination whose queue is still being worked are
+   * appended to it (so its order and one-at-a-time hold), others start new queues. A claim leaves out
+   * destinations whose queue already holds a full share (batch / concurrency) not yet attempted, so
+   * one slow destination's backlog is not claimed ahead of the others'.
+   */
+  async #run(atMs: number): Promise<Totals> {
     const { db, options } = this.#deps;
     const batch = options.concurrency * 8;
+    const share = Math.max(1, Math.floor(batch / options.concurrency));
     const totals = { attempted: 0, sent: 0, skipped: 0, failed: 0 };
-    // Fan-out and sending alternate in batches, so the first deliveries of a burst of transitions do
-    // not wait for the whole burst to be fanned out; a full batch is followed at once by the next.
-    for (;;) {
+    /** Queues not yet taken by a worker. */
+    const waiting: Queue[] = [];
+    /** Every unfinished queue (waiting or being worked), by destination. */
+    const open = new Map<string, Queue>();
+    /** Destinations the last claim left out. */
+    let leftOut = new Set<string>();
+    /** The last refill found nothing more to fan out and fewer than a batch to claim. */
+    let exhausted = false;
+    let refilling: Promise<void> | undefined;
+    let busy = 0;
+    let failure: { err: unknown } | undefined;
+    let wake = () => {};
+    let changed = new Promise<void>((r) => {
+      wake = r;
+    });
+    const signal = () => {
+      const w = wake;
+      changed = new Promise<void>((r) => {
+        wake = r;
+      });
+      w();
+    };
+    const released: string[] = [];
+    const refill = async () => {
       const fanned = await fanout(
         { db, baseUrl: this.#deps.baseUrl, messageTtlMs: options.messageTtlMs },
         atMs,
         batch,
       );
-      const due = await db
-        .selectFrom("deliveries")
-        .select(["id", "destination_id"])
-        .where("state", "=", "PENDING")
-        .where("next_attempt_time", "<=", atMs)
-        .where((eb) => eb.or([eb("lease_until", "is", null), eb("lease_until", "<", atMs)]))
-        .orderBy("next_attempt_time")
-        .limit(batch)
-        .execute();
-      const byDestination = new Map<string, string[]>();
-      for (const d of due) {
-        const list = byDestination.get(d.destination_id) ?? [];
-        list.push(d.id);
-        byDestination.set(d.destination_id, list);
+      leftOut = new Set(
+        [...open.values()].filter((q) => q.items.length - q.next >= share).map((q) => q.destinationId),
+      );
+      const claimed = await this.#claim(atMs, batch, [...leftOut]);
+      exhausted = fanned < batch && claimed.length < batch;
+      if (claimed.length === 0) return;
+      const claimedAt = performance.now();
+      const byDestination = new Map<string, DeliveryTable[]>();
+      for (const d of claimed) {
+        const list = byDestination.get(d.destination_id);
+        if (list) list.push(d);
+        else byDestination.set(d.destination_id, [d]);
       }
-      const queues = [...byDestination.values()];
-      this.#secrets.clear();
-      let claimed = 0;
-      const worker = async () => {
-        for (let q = queues.shift(); q; q = queues.shift()) {
-          for (const id of q) {
-            const r = await this.#attempt(id, atMs);
-            if (!r) continue;
-            claimed++;
-            totals.attempted++;
-            if (r === "SENT") totals.sent++;
-            else if (r === "SKIPPED") totals.skipped++;
-            else totals.failed++;
-          }
+      // The recheck state of every destination claimed for, covering the not yet attempted deliveries
+      // of its open queue too: one read for all, fresher than what the open queues held.
+      const unattempted = [...byDestination.keys()].flatMap((id) => {
+        const q = open.get(id);
+        return q ? q.items.slice(q.next).map((i) => i.d) : [];
+      });
+      const states = await this.#readStates([...byDestination.keys()], [...claimed, ...unattempted], atMs);
+      for (const [destinationId, list] of byDestination) {
+        const st = states.get(destinationId) ?? emptyState(claimedAt);
+        const items = list.map((d) => ({ d, claimedAt }));
+        const q = open.get(destinationId);
+        if (q) {
+          q.items.push(...items);
+          // A failed attempt still asks for a read before the next one.
+          Object.assign(q.state, { ...st, stale: q.state.stale });
+        } else {
+          const fresh = { destinationId, items, next: 0, state: st };
+          open.set(destinationId, fresh);
+          waiting.push(fresh);
         }
-      };
-      await Promise.all(Array.from({ length: Math.min(options.concurrency, queues.length) }, worker));
-      this.#secrets.clear();
-      // Done when nothing is left to fan out and the due ones were all held by someone else or sent.
-      if (fanned < batch && (due.length < batch || claimed === 0)) break;
+      }
+    };
+    const work = async (q: Queue) => {
+      const st = q.state;
+      for (; q.next < q.items.length; q.next++) {
+        const { d, claimedAt } = q.items[q.next];
+        // No attempt starts in the second half of the lease, so every one ends (≤ requestTimeoutMs)
+        // and is recorded while the lease still holds; the rest go back to the outbox at once.
+        if (performance.now() - claimedAt > options.leaseMs / 2) {
+          released.push(d.id);
+          continue;
+        }
+        if (
+          st.stale ||
+          performance.now() - st.readAt > RECHECK_MAX_AGE_MS ||
+          (d.incident_id !== null && !st.incidents.has(d.incident_id))
+        ) {
+          const fresh = (
+            await this.#readStates(
+              [q.destinationId],
+              q.items.slice(q.next).map((i) => i.d),
+              atMs,
+            )
+          ).get(q.destinationId);
+          Object.assign(st, fresh ?? emptyState(performance.now()));
+        }
+        const r = await this.#attempt(d, st, atMs);
+        totals.attempted++;
+        if (r === "SENT") totals.sent++;
+        else if (r === "SKIPPED") totals.skipped++;
+        else totals.failed++;
+      }
+    };
+    const worker = async () => {
+      while (!failure) {
+        const q = waiting.shift();
+        if (q) {
+          busy++;
+          try {
+            await work(q);
+          } catch (err) {
+            failure ??= { err };
+          } finally {
+            busy--;
+            if (q.next < q.items.length && !failure) {
+              // A claim appended to this queue as its last attempt ended: go on with it.
+              waiting.unshift(q);
+            } else {
+              // Not attempted after a failure: due again at once, after this pass.
+              for (const i of q.items.slice(q.next)) released.push(i.d.id);
+              open.delete(q.destinationId);
+              // A destination the last claim left out may have more due: claim again.
+              if (leftOut.has(q.destinationId)) exhausted = false;
+            }
+            signal();
+          }
+        } else if (refilling) await refilling;
+        else if (!exhausted) {
+          refilling = refill()
+            .catch((err: unknown) => {
+              failure ??= { err };
+            })
+            .finally(() => {
+              refilling = undefined;
+              signal();
+            });
+          await refilling;
+        } else if (busy === 0) return;
+        else await changed;
+      }
+    };
+    try {
+      await Promise.all(Array.from({ length: options.concurrency }, worker));
+    } finally {
+      await this.#recordsWritten();
     }
+    // Claimed but not attempted (a failure, or the second half of the lease): due again at once.
+    for (const q of open.values()) for (const i of q.items.slice(q.next)) released.push(i.d.id);
+    for (let i = 0; i < released.length; i += UPDATE_CHUNK)
+      await db
+        .updateTable("deliveries")
+        .set({ lease_until: null })
+        .where("id", "in", released.slice(i, i + UPDATE_CHUNK))
+        .where("lease_until", "=", atMs + options.leaseMs)
+        .execute();
+    const writeError = this.#writeError;
+    this.#writeError = undefined;
+    if (failure) throw failure.err;
+    if (writeError !== undefined) throw writeError;
     if (atMs - this.#lastPurge >= 3_600_000) {
       this.#lastPurge = atMs;
       await this.#purge(atMs).catch((err: unknown) =>
@@ -151,37 +336,106 @@ class DispatcherImpl implements Dispatcher {
     return totals;
   }
 
-  /** Claims, rechecks, sends and records one delivery; undefined when another pass holds it. */
-  async #attempt(id: string, atMs: number): Promise<"SENT" | "FAILED" | "SKIPPED" | undefined> {
+  /**
+   * Leases up to `limit` due deliveries in one statement, oldest due first, leaving out the given
+   * destinations. The outer conditions are checked again on each row as it is updated (SQLite writes
+   * one statement at a time; PostgreSQL re-evaluates them on the row's newest version when another
+   * claim got there first), so a delivery another pass holds is never claimed twice.
+   */
+  async #claim(atMs: number, limit: number, leaveOut: string[]): Promise<DeliveryTable[]> {
     const { db, options } = this.#deps;
-    const claimed = await db
+    const rows = await db
       .updateTable("deliveries")
       .set({ lease_until: atMs + options.leaseMs })
-      .where("id", "=", id)
+      .where("id", "in", (eb) => {
+        let due = eb
+          .selectFrom("deliveries as due")
+          .select("due.id")
+          .where("due.state", "=", "PENDING")
+          .where("due.next_attempt_time", "<=", atMs)
+          .where((e) => e.or([e("due.lease_until", "is", null), e("due.lease_until", "<", atMs)]));
+        if (leaveOut.length > 0) due = due.where("due.destination_id", "not in", leaveOut);
+        return due.orderBy("due.next_attempt_time").limit(limit);
+      })
       .where("state", "=", "PENDING")
       .where((eb) => eb.or([eb("lease_until", "is", null), eb("lease_until", "<", atMs)]))
       .returningAll()
-      .executeTakeFirst();
-    if (!claimed) return undefined;
-    const d = claimed;
+      .execute();
+    // RETURNING has no order: oldest due first again (a stable sort keeps the rest as returned).
+    return rows.sort((a, b) => a.next_attempt_time - b.next_attempt_time || a.create_time - b.create_time);
+  }
+
+  /**
+   * Reads what the recheck needs for the given destinations' queues, in three statements whatever
+   * their number: the destination rows, the incidents of `deliveries`, the webhooks' live secrets.
+   */
+  async #readStates(
+    destinationIds: string[],
+    deliveries: DeliveryTable[],
+    atMs: number,
+  ): Promise<Map<string, QueueState>> {
+    const { db } = this.#deps;
+    const readAt = performance.now();
+    const dests = await db.selectFrom("destinations").selectAll().where("id", "in", destinationIds).execute();
+    const incidentIds = [...new Set(deliveries.flatMap((d) => (d.incident_id ? [d.incident_id] : [])))];
+    const incidents =
+      incidentIds.length > 0
+        ? await db
+            .selectFrom("incidents")
+            .select(["id", "state", "snooze_until"])
+            .where("id", "in", incidentIds)
+            .execute()
+        : [];
+    const webhooks = dests.filter((d) => d.kind === "WEBHOOK").map((d) => d.id);
+    const secrets =
+      webhooks.length > 0
+        ? await db
+            .selectFrom("destination_secrets")
+            .select(["destination_id", "sealed_secret"])
+            .where("destination_id", "in", webhooks)
+            .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", atMs)]))
+            .orderBy("destination_id")
+            .orderBy("create_time", "desc")
+            .execute()
+        : [];
+    const incidentById = new Map(incidents.map((i) => [i.id, i]));
+    const states = new Map<string, QueueState>();
+    for (const id of destinationIds) states.set(id, emptyState(readAt));
+    for (const d of dests) {
+      const st = states.get(d.id);
+      if (st) st.dest = d;
+    }
+    for (const s of secrets) states.get(s.destination_id)?.sealedSecrets.push(s.sealed_secret);
+    for (const d of deliveries) {
+      if (d.incident_id)
+        states.get(d.destination_id)?.incidents.set(d.incident_id, incidentById.get(d.incident_id) ?? null);
+    }
+    return states;
+  }
+
+  /** Rechecks, sends and queues the record of one claimed delivery. */
+  async #attempt(d: DeliveryTable, st: QueueState, atMs: number): Promise<"SENT" | "FAILED" | "SKIPPED"> {
+    const { options } = this.#deps;
     const attemptId = `att_${randomUUID()}`;
     const started = performance.now();
     let outcome: Outcome;
     try {
-      outcome = await this.#recheckAndSend(d, attemptId, atMs);
+      outcome = await this.#recheckAndSend(d, st, attemptId, atMs);
     } catch (err) {
       outcome = { status: "FAILED", code: 0, detail: err instanceof Error ? err.message : String(err) };
     }
     const durationMs = Math.round(performance.now() - started);
     const attempts = d.attempt_count + 1;
     let state: DeliveryTable["state"];
-    let next = d.next_attempt_time;
+    let next: number | undefined;
     let skipReason = "";
     if (outcome.status === "SENT") state = "SENT";
     else if (outcome.status === "SKIPPED") {
       state = "SKIPPED";
       skipReason = outcome.reason;
     } else {
+      // A failure may be why someone pauses or deletes the destination: its next attempt reads again.
+      st.stale = true;
       const base = options.retryDelaysMs[Math.min(attempts - 1, options.retryDelaysMs.length - 1)];
       const jitter = 1 + ((this.#deps.random ?? Math.random)() * 0.4 - 0.2);
       let delay = Math.round(base * jitter);
@@ -191,53 +445,117 @@ class DispatcherImpl implements Dispatcher {
       // Gives up when the schedule is spent or the next try would come after the message expired.
       state = attempts > options.retryDelaysMs.length || next > d.expire_time ? "FAILED" : "PENDING";
     }
-    await db.transaction().execute(async (tx) => {
-      await tx
-        .insertInto("delivery_attempts")
-        .values({
-          id: attemptId,
-          delivery_id: id,
-          time: atMs,
-          status: outcome.status,
-          response_code: outcome.status === "SKIPPED" ? 0 : outcome.code,
-          detail: outcome.status === "SKIPPED" ? `${outcome.reason}: ${outcome.detail}` : outcome.detail,
-          duration_ms: durationMs,
-        })
-        .execute();
-      await tx
-        .updateTable("deliveries")
-        .set({
-          state,
-          skip_reason: skipReason,
-          attempt_count: attempts,
-          next_attempt_time: next,
-          lease_until: null,
-          update_time: atMs,
-        })
-        .where("id", "=", id)
-        .execute();
+    this.#record({
+      deliveryId: d.id,
+      attemptId,
+      atMs,
+      outcome,
+      durationMs,
+      state,
+      skipReason,
+      attempts,
+      next,
     });
     return outcome.status;
   }
 
-  /** Everything that may have changed since the transition is read again before sending (SPEC §3). */
-  async #recheckAndSend(d: DeliveryTable, attemptId: string, atMs: number): Promise<Outcome> {
-    const { db } = this.#deps;
-    const dest = await db
-      .selectFrom("destinations")
-      .selectAll()
-      .where("id", "=", d.destination_id)
-      .executeTakeFirst();
+  /**
+   * Queues an attempt's record. Records are written together (group commit): the first one waiting
+   * starts a timer of RECORD_DELAY_MS, RECORD_FLUSH_AT waiting start the write at once, and the batch
+   * writes what is left before it ends (#recordsWritten), so a pass never returns with an attempt
+   * unrecorded. Until its record is written a sent delivery stays PENDING under its lease: should the
+   * process die meanwhile, it is sent again after the lease with the same DeliveryID (at least once).
+   */
+  #record(r: AttemptRecord): void {
+    this.#records.push(r);
+    if (this.#records.length >= RECORD_FLUSH_AT) void this.#flush();
+    else if (!this.#flushTimer && !this.#writing)
+      this.#flushTimer = setTimeout(() => void this.#flush(), RECORD_DELAY_MS);
+  }
+
+  #flush(): Promise<void> {
+    clearTimeout(this.#flushTimer);
+    this.#flushTimer = undefined;
+    this.#writing ??= this.#writeRecords().finally(() => {
+      this.#writing = undefined;
+    });
+    return this.#writing;
+  }
+
+  async #writeRecords(): Promise<void> {
+    while (this.#records.length > 0) {
+      const recs = this.#records.splice(0, this.#records.length);
+      try {
+        await this.#write(recs);
+      } catch (err) {
+        // Unrecorded attempts stay PENDING under their lease and are sent again after it (at least once).
+        this.#writeError ??= err;
+      }
+    }
+  }
+
+  async #recordsWritten(): Promise<void> {
+    while (this.#writing || this.#records.length > 0) await this.#flush();
+  }
+
+  /** Writes attempt records in one transaction: a multi-row INSERT, one UPDATE per kind of outcome. */
+  async #write(recs: AttemptRecord[]): Promise<void> {
+    const groups = new Map<string, { set: Partial<DeliveryTable>; ids: string[] }>();
+    for (const r of recs) {
+      const key = `${r.state}|${r.skipReason}|${r.attempts}|${r.next ?? ""}|${r.atMs}`;
+      const g = groups.get(key);
+      if (g) g.ids.push(r.deliveryId);
+      else
+        groups.set(key, {
+          set: {
+            state: r.state,
+            skip_reason: r.skipReason,
+            attempt_count: r.attempts,
+            ...(r.next !== undefined ? { next_attempt_time: r.next } : {}),
+            lease_until: null,
+            update_time: r.atMs,
+          },
+          ids: [r.deliveryId],
+        });
+    }
+    await this.#deps.db.transaction().execute(async (tx) => {
+      for (let i = 0; i < recs.length; i += INSERT_CHUNK)
+        await tx
+          .insertInto("delivery_attempts")
+          .values(
+            recs.slice(i, i + INSERT_CHUNK).map((r) => ({
+              id: r.attemptId,
+              delivery_id: r.deliveryId,
+              time: r.atMs,
+              status: r.outcome.status,
+              response_code: r.outcome.status === "SKIPPED" ? 0 : r.outcome.code,
+              detail:
+                r.outcome.status === "SKIPPED"
+                  ? `${r.outcome.reason}: ${r.outcome.detail}`
+                  : r.outcome.detail,
+              duration_ms: r.durationMs,
+            })),
+          )
+          .execute();
+      for (const g of groups.values())
+        for (let i = 0; i < g.ids.length; i += UPDATE_CHUNK)
+          await tx
+            .updateTable("deliveries")
+            .set(g.set)
+            .where("id", "in", g.ids.slice(i, i + UPDATE_CHUNK))
+            .execute();
+    });
+  }
+
+  /** Everything that may have changed since the transition is checked again before sending (SPEC §3). */
+  async #recheckAndSend(d: DeliveryTable, st: QueueState, attemptId: string, atMs: number): Promise<Outcome> {
+    const dest = st.dest;
     if (!dest || dest.delete_time !== null) return skip("DESTINATION_DELETED", "the destination was deleted");
     if (dest.paused === 1) return skip("DESTINATION_PAUSED", "the destination is paused");
     if (atMs > d.expire_time) return skip("EXPIRED", "the message is older than its retry period");
     if (d.incident_id) {
-      const inc = await db
-        .selectFrom("incidents")
-        .select(["state", "snooze_until"])
-        .where("id", "=", d.incident_id)
-        .executeTakeFirst();
-      if (!inc) return skip("INCIDENT_GONE", "the incident no longer exists");
+      const inc = st.incidents.get(d.incident_id);
+      if (inc === null || inc === undefined) return skip("INCIDENT_GONE", "the incident no longer exists");
       if (FIRING_TYPES.has(d.event_type) && inc.state === "RESOLVED")
         return skip("INCIDENT_RECOVERED", "the incident recovered before this firing message was sent");
       if (FIRING_TYPES.has(d.event_type) && inc.state === "RETIRED")
@@ -250,46 +568,17 @@ class DispatcherImpl implements Dispatcher {
     }
     const message = JSON.parse(d.message) as NotificationMessage;
     if (dest.kind === "EMAIL") return this.#sendEmail(dest, message);
-    const url = this.#deps.sealer.open(dest.sealed_url);
+    st.url ??= this.#deps.sealer.open(dest.sealed_url);
     if (dest.kind === "WEBHOOK") {
       const { body } = render("WEBHOOK", message);
-      const headers = await this.#signatureHeaders(dest.id, d.id, attemptId, atMs, body);
-      return fromHttp(await this.#deps.post(url, body, { "content-type": "application/json", ...headers }));
+      st.secrets ??= st.sealedSecrets.map((s) => this.#deps.sealer.open(s));
+      const headers = signatureHeaders(st.secrets, d.id, attemptId, atMs, body);
+      return fromHttp(
+        await this.#deps.post(st.url, body, { "content-type": "application/json", ...headers }),
+      );
     }
     const { body } = render(dest.kind, message);
-    return fromHttp(await this.#deps.post(url, body, { "content-type": "application/json" }));
-  }
-
-  async #signatureHeaders(
-    destinationId: string,
-    deliveryId: string,
-    attemptId: string,
-    atMs: number,
-    body: string,
-  ) {
-    // Read and unsealed once per batch of the destination's deliveries (a rotation lands in the next batch).
-    let secrets = this.#secrets.get(destinationId);
-    if (!secrets) {
-      const rows = await this.#deps.db
-        .selectFrom("destination_secrets")
-        .select(["sealed_secret", "expire_time"])
-        .where("destination_id", "=", destinationId)
-        .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", atMs)]))
-        .orderBy("create_time", "desc")
-        .execute();
-      secrets = rows.map((r) => this.#deps.sealer.open(r.sealed_secret));
-      this.#secrets.set(destinationId, secrets);
-    }
-    // The legacy raw-body signature uses the previous secret, and only while its overlap lasts.
-    const legacySecret = secrets.length > 1 ? secrets[1] : undefined;
-    return signDelivery({
-      deliveryId,
-      attemptId,
-      timestampS: Math.floor(atMs / 1000),
-      body,
-      secrets,
-      legacySecret,
-    });
+    return fromHttp(await this.#deps.post(st.url, body, { "content-type": "application/json" }));
   }
 
   async #sendEmail(dest: DestinationTable, message: NotificationMessage): Promise<Outcome> {
@@ -338,6 +627,36 @@ class DispatcherImpl implements Dispatcher {
         .execute();
     });
   }
+}
+
+function emptyState(readAt: number): QueueState {
+  return {
+    readAt,
+    stale: false,
+    dest: undefined,
+    url: undefined,
+    sealedSecrets: [],
+    secrets: undefined,
+    incidents: new Map(),
+  };
+}
+
+/** The webhook signature headers; the legacy raw-body one uses the previous secret while its overlap lasts. */
+function signatureHeaders(
+  secrets: string[],
+  deliveryId: string,
+  attemptId: string,
+  atMs: number,
+  body: string,
+) {
+  return signDelivery({
+    deliveryId,
+    attemptId,
+    timestampS: Math.floor(atMs / 1000),
+    body,
+    secrets,
+    legacySecret: secrets.length > 1 ? secrets[1] : undefined,
+  });
 }
 
 function skip(reason: string, detail: string): Outcome {

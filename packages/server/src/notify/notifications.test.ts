@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { verifyWebhook } from "@svc/sdk";
@@ -7,7 +8,12 @@ import { labelsFromRecord } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
+import { createLogSender } from "./channels/email.ts";
+import { createDispatcher, RECHECK_MAX_AGE_MS } from "./dispatcher.ts";
+import { postJson } from "./http.ts";
+import { resolveNotifyOptions } from "./options.ts";
 import { fanout } from "./outbox.ts";
+import { createSealer } from "./seal.ts";
 
 const S = 1000;
 const tls = makeCertificate();
@@ -390,6 +396,173 @@ for (const { dialect, skip } of await testDialects()) {
       assert.ok(fastBeforeSlowAnswered, "the fast destination did not wait for the slow one's answer");
       await owner().alerts.deleteAlertRule({ name: rule.name });
       for (const d of ds) await owner().destinations.deleteDestination({ name: d });
+    });
+
+    /** Queues `n` test messages for a destination straight into the outbox (no nudge), due at `atMs` + i. */
+    async function queueTests(destination: string, n: number, atMs: number): Promise<string[]> {
+      const destinationId = destination.slice(destination.lastIndexOf("/") + 1);
+      const ids = Array.from({ length: n }, () => `dlv_${randomUUID()}`);
+      await t.app.db.db
+        .insertInto("deliveries")
+        .values(
+          ids.map((id, i) => ({
+            id,
+            project_id: projectId,
+            destination_id: destinationId,
+            event_id: `test:${randomUUID()}`,
+            incident_id: null,
+            event_type: "test",
+            message: JSON.stringify({ type: "test", deliveryId: id, timeUnix: 0, project: p.projectName }),
+            state: "PENDING" as const,
+            skip_reason: "",
+            create_time: atMs + i,
+            expire_time: atMs + 86_400_000,
+            next_attempt_time: atMs + i,
+            attempt_count: 0,
+            lease_until: null,
+            update_time: atMs + i,
+          })),
+        )
+        .execute();
+      return ids;
+    }
+    async function stateOf(ids: string[]) {
+      const rows = await t.app.db.db
+        .selectFrom("deliveries")
+        .select(["id", "state", "skip_reason", "attempt_count"])
+        .where("id", "in", ids)
+        .execute();
+      return ids.map((id) => rows.find((r) => r.id === id));
+    }
+
+    /** A second dispatcher on the app's database and keys, with `concurrency` 2 (claims of 16). */
+    function smallDispatcher() {
+      const cfg = t.app.config;
+      return createDispatcher({
+        db: t.app.db.db,
+        options: resolveNotifyOptions({ ...cfg.notify.options, concurrency: 2 }),
+        sealer: createSealer(cfg.secretKey),
+        mailer: createLogSender(t.app.log),
+        post: (url, body, headers) =>
+          postJson(url, body, headers, { timeoutMs: 10_000, allowHosts: ["127.0.0.1"], ca: tls.cert }),
+        baseUrl: t.baseUrl,
+        now: () => t.clock.ms,
+        log: t.app.log,
+      });
+    }
+
+    it("one dispatcher sends each destination's deliveries one at a time and in order across many claims", async () => {
+      const ds = [await webhook("/o1"), await webhook("/o2"), await webhook("/o3")].map(
+        (c) => c.destination?.name ?? "",
+      );
+      const at = t.clock.ms + 60 * S;
+      t.clock.ms = at;
+      const ids = await Promise.all(ds.map((d) => queueTests(d, 30, at)));
+      let inFlight = 0;
+      let most = 0;
+      peer.respond = () => {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        setTimeout(() => inFlight--, 3);
+        return { status: 204, delayMs: 3 };
+      };
+      const r = await smallDispatcher().runOnce(at + 100);
+      assert.equal(r.sent, 90);
+      ["/o1", "/o2", "/o3"].forEach((path, i) => {
+        const order = peer.received.filter((x) => x.path === path).map((x) => x.headers["webhook-id"]);
+        assert.deepEqual(order, ids[i], `${path} in the order queued`);
+      });
+      assert.ok(most <= 2, `at most concurrency (2) in flight, saw ${most}`);
+      for (const d of ds) await owner().destinations.deleteDestination({ name: d });
+    });
+
+    it("two dispatchers on one database claim batches at once and never send a delivery twice", async () => {
+      const ds = [await webhook("/a"), await webhook("/b"), await webhook("/c")].map(
+        (c) => c.destination?.name ?? "",
+      );
+      const at = t.clock.ms + 60 * S;
+      t.clock.ms = at;
+      const ids = (await Promise.all(ds.map((d) => queueTests(d, 40, at)))).flat();
+      // Two dispatchers with small batches (concurrency 2: 16 a claim), so that their claims interleave.
+      const [one, two] = [smallDispatcher(), smallDispatcher()];
+      // A pass whose claim loses the race for every row (PostgreSQL: both picked the same ids, the other
+      // committed first) claims none and ends; the next pass goes on.
+      let sent = 0;
+      for (let round = 0; round < 10 && sent < ids.length; round++) {
+        const totals = await Promise.all([one.runOnce(at + 100), two.runOnce(at + 100)]);
+        sent += totals[0].sent + totals[1].sent;
+      }
+      const got = peer.received.map((r) => String(r.headers["webhook-id"]));
+      assert.equal(new Set(got).size, ids.length, "every delivery was sent");
+      assert.equal(got.length, ids.length, "and none twice");
+      assert.equal(sent, ids.length);
+      const rows = await stateOf(ids);
+      assert.ok(rows.every((r) => r?.state === "SENT" && r.attempt_count === 1));
+      for (const d of ds) await owner().destinations.deleteDestination({ name: d });
+    });
+
+    it(`a destination paused during an attempt longer than ${RECHECK_MAX_AGE_MS} ms is read again before its next delivery`, async () => {
+      const created = await webhook("/slow-then-paused");
+      const d = created.destination?.name ?? "";
+      const destinationId = d.slice(d.lastIndexOf("/") + 1);
+      const at = t.clock.ms + 60 * S;
+      t.clock.ms = at;
+      const ids = await queueTests(d, 2, at);
+      peer.respond = () => {
+        void t.app.db.db
+          .updateTable("destinations")
+          .set({ paused: 1 })
+          .where("id", "=", destinationId)
+          .execute();
+        return { status: 204, delayMs: RECHECK_MAX_AGE_MS + 100 };
+      };
+      const r = await t.app.dispatcher.runOnce(at + 10);
+      assert.deepEqual([r.sent, r.skipped], [1, 1]);
+      const rows = await stateOf(ids);
+      assert.deepEqual(
+        rows.map((x) => [x?.state, x?.skip_reason]),
+        [
+          ["SENT", ""],
+          ["SKIPPED", "DESTINATION_PAUSED"],
+        ],
+      );
+      await owner().destinations.deleteDestination({ name: d });
+    });
+
+    it("after a failed attempt the next delivery to that destination is rechecked at once, however fresh its state", async () => {
+      const created = await webhook("/failing-then-paused");
+      const d = created.destination?.name ?? "";
+      const destinationId = d.slice(d.lastIndexOf("/") + 1);
+      const at = t.clock.ms + 60 * S;
+      t.clock.ms = at;
+      const ids = await queueTests(d, 2, at);
+      peer.respond = () => {
+        void t.app.db.db
+          .updateTable("destinations")
+          .set({ paused: 1 })
+          .where("id", "=", destinationId)
+          .execute();
+        return { status: 500, delayMs: 20 };
+      };
+      await t.app.dispatcher.runOnce(at + 10);
+      const rows = await stateOf(ids);
+      assert.deepEqual(
+        rows.map((x) => [x?.state, x?.skip_reason]),
+        [
+          ["PENDING", ""],
+          ["SKIPPED", "DESTINATION_PAUSED"],
+        ],
+      );
+      assert.equal(peer.received.length, 1);
+      await owner().destinations.deleteDestination({ name: d });
+    });
+
+    it("docs/notifications.md states the recheck's staleness bound the dispatcher uses", () => {
+      const doc = readFileSync(new URL("../../../../docs/notifications.md", import.meta.url), "utf8");
+      assert.ok(
+        doc.includes(`checked against state at most ${RECHECK_MAX_AGE_MS} ms old`),
+        "docs/notifications.md",
+      );
     });
 
     it("chat destinations get the provider's payload, and their URL is never shown again", async () => {

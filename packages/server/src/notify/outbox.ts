@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Db } from "../db/database.ts";
+import type { DeliveryTable, IncidentTable } from "../db/schema.ts";
 import type { NotificationMessage, NotificationType } from "./message.ts";
 
 /**
@@ -19,6 +20,9 @@ export interface FanoutDeps {
   readonly baseUrl: string;
   readonly messageTtlMs: number;
 }
+
+/** Deliveries per multi-row INSERT (15 parameters each). */
+const INSERT_CHUNK = 50;
 
 const shortVm = (name: string) => name.slice(name.lastIndexOf("/") + 1);
 const fmt = (v: number | null | undefined) =>
@@ -42,117 +46,86 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
     .limit(limit)
     .execute();
   if (events.length === 0) return 0;
-  // One transaction for the batch: a failure leaves every event of it for the next pass.
+  // One transaction for the batch: a failure leaves every event of it for the next pass. Its reads are
+  // one statement each whatever the batch holds (incidents, rules' applied specs, destinations), and its
+  // deliveries are inserted a chunk of rows per statement.
   await db.transaction().execute(async (tx) => {
-    const byRule = new Map<string, { id: string }[]>();
-    const liveDestinationsOf = async (ruleId: string, projectId: string): Promise<{ id: string }[]> => {
-      const known = byRule.get(ruleId);
-      if (known) return known;
-      const rule = await tx
-        .selectFrom("alert_rules as r")
-        .innerJoin("alert_rule_revisions as v", (j) =>
-          j.onRef("v.rule_id", "=", "r.id").onRef("v.version", "=", "r.applied_version"),
-        )
-        .select(["v.spec"])
-        .where("r.id", "=", ruleId)
-        .executeTakeFirst();
-      const names: string[] = rule
-        ? ((JSON.parse(rule.spec) as { destinationNames?: string[] }).destinationNames ?? [])
+    const incidentIds = [...new Set(events.filter((e) => EVENT_TYPES[e.kind]).map((e) => e.incident_id))];
+    const incidents =
+      incidentIds.length > 0
+        ? await tx.selectFrom("incidents").selectAll().where("id", "in", incidentIds).execute()
         : [];
-      const ids = names.map((n) => n.slice(n.lastIndexOf("/") + 1));
-      const live =
-        ids.length > 0
-          ? await tx
-              .selectFrom("destinations")
-              .select("id")
-              .where("project_id", "=", projectId)
-              .where("id", "in", ids)
-              .where("delete_time", "is", null)
-              .execute()
-          : [];
-      byRule.set(ruleId, live);
-      return live;
-    };
+    const incidentById = new Map(incidents.map((i) => [i.id, i]));
+    const ruleIds = [...new Set(incidents.map((i) => i.rule_id))];
+    const rules =
+      ruleIds.length > 0
+        ? await tx
+            .selectFrom("alert_rules as r")
+            .innerJoin("alert_rule_revisions as v", (j) =>
+              j.onRef("v.rule_id", "=", "r.id").onRef("v.version", "=", "r.applied_version"),
+            )
+            .select(["r.id", "v.spec"])
+            .where("r.id", "in", ruleIds)
+            .execute()
+        : [];
+    // Destination ids named by each rule's applied revision, in the rule's order.
+    const namedBy = new Map<string, string[]>();
+    for (const r of rules) {
+      const names = (JSON.parse(r.spec) as { destinationNames?: string[] }).destinationNames ?? [];
+      namedBy.set(
+        r.id,
+        names.map((n) => n.slice(n.lastIndexOf("/") + 1)),
+      );
+    }
+    const destinationIds = [...new Set([...namedBy.values()].flat())];
+    const live =
+      destinationIds.length > 0
+        ? await tx
+            .selectFrom("destinations")
+            .select(["id", "project_id"])
+            .where("id", "in", destinationIds)
+            .where("delete_time", "is", null)
+            .execute()
+        : [];
+    const projectOf = new Map(live.map((d) => [d.id, d.project_id]));
+    const rows: DeliveryTable[] = [];
     for (const e of events) {
       const type = EVENT_TYPES[e.kind];
       // Human operations (acknowledge, snooze) notify nobody: the incident list is their in-app record.
-      if (type) {
-        const inc = await tx
-          .selectFrom("incidents")
-          .selectAll()
-          .where("id", "=", e.incident_id)
-          .executeTakeFirst();
-        // A batch usually holds many events of few rules: each rule's destinations are read once.
-        const live = inc ? await liveDestinationsOf(inc.rule_id, inc.project_id) : [];
-        for (const d of live) {
-          if (!inc) break;
-          const deliveryId = `dlv_${randomUUID()}`;
-          const incidentName = `projects/${inc.project_id}/incidents/${inc.id}`;
-          const cond = `${fmt(type === "incident.opened" ? inc.firing_value : inc.last_value)} ${OPS[inc.operator] ?? inc.operator} ${fmt(inc.threshold)}`;
-          const where = `${shortVm(inc.vm_name)}${inc.mountpoint ? ` ${inc.mountpoint}` : ""}`;
-          const summary =
-            type === "incident.opened"
-              ? `FIRING: ${inc.rule_display_name} on ${where} (${cond})`
-              : type === "incident.repeat"
-                ? `STILL FIRING: ${inc.rule_display_name} on ${where} (${cond})`
-                : type === "incident.resolved"
-                  ? `RESOLVED: ${inc.rule_display_name} on ${where}`
-                  : `RETIRED: ${inc.rule_display_name} on ${where} (${inc.retire_reason})`;
-          const message: NotificationMessage = {
-            type,
-            deliveryId,
-            timeUnix: Math.floor(e.time / 1000),
-            project: `projects/${inc.project_id}`,
-            incident: {
-              name: incidentName,
-              state:
-                type === "incident.resolved" ? "RESOLVED" : type === "incident.retired" ? "RETIRED" : "OPEN",
-              severity: inc.severity,
-              metricId: inc.metric_id,
-              operator: inc.operator,
-              threshold: inc.threshold,
-              ...(inc.firing_value !== null ? { firingValue: inc.firing_value } : {}),
-              ...(inc.last_value !== null ? { lastValue: inc.last_value } : {}),
-              openTimeUnix: Math.floor(inc.open_time / 1000),
-              ...(type === "incident.resolved" || type === "incident.retired"
-                ? { closeTimeUnix: Math.floor(e.time / 1000) }
-                : {}),
-              ...(type === "incident.retired" ? { retireReason: inc.retire_reason } : {}),
-            },
-            rule: {
-              name: `projects/${inc.project_id}/alertRules/${inc.rule_id}`,
-              displayName: inc.rule_display_name,
-              version: String(inc.rule_version),
-            },
-            vm: { name: inc.vm_name, ...(inc.mountpoint ? { mountpoint: inc.mountpoint } : {}) },
-            summary,
-            link: `${deps.baseUrl}/#/incidents/${inc.id}`,
-          };
-          await tx
-            .insertInto("deliveries")
-            .values({
-              id: deliveryId,
-              project_id: inc.project_id,
-              destination_id: d.id,
-              event_id: e.id,
-              incident_id: inc.id,
-              event_type: type,
-              message: JSON.stringify(message),
-              state: "PENDING",
-              skip_reason: "",
-              create_time: nowMs,
-              // The message is stale once the retry period after the transition is over.
-              expire_time: e.time + deps.messageTtlMs,
-              next_attempt_time: nowMs,
-              attempt_count: 0,
-              lease_until: null,
-              update_time: nowMs,
-            })
-            .onConflict((oc) => oc.columns(["event_id", "destination_id"]).doNothing())
-            .execute();
-        }
+      const inc = type ? incidentById.get(e.incident_id) : undefined;
+      if (!type || !inc) continue;
+      // The rule's destinations that still exist, in the incident's own project.
+      const targets = [...new Set(namedBy.get(inc.rule_id) ?? [])].filter(
+        (id) => projectOf.get(id) === inc.project_id,
+      );
+      for (const destinationId of targets) {
+        const deliveryId = `dlv_${randomUUID()}`;
+        rows.push({
+          id: deliveryId,
+          project_id: inc.project_id,
+          destination_id: destinationId,
+          event_id: e.id,
+          incident_id: inc.id,
+          event_type: type,
+          message: JSON.stringify(messageOf(deps.baseUrl, type, deliveryId, e.time, inc)),
+          state: "PENDING",
+          skip_reason: "",
+          create_time: nowMs,
+          // The message is stale once the retry period after the transition is over.
+          expire_time: e.time + deps.messageTtlMs,
+          next_attempt_time: nowMs,
+          attempt_count: 0,
+          lease_until: null,
+          update_time: nowMs,
+        });
       }
     }
+    for (let i = 0; i < rows.length; i += INSERT_CHUNK)
+      await tx
+        .insertInto("deliveries")
+        .values(rows.slice(i, i + INSERT_CHUNK))
+        .onConflict((oc) => oc.columns(["event_id", "destination_id"]).doNothing())
+        .execute();
     await tx
       .updateTable("incident_events")
       .set({ fanout_time: nowMs })
@@ -164,4 +137,54 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
       .execute();
   });
   return events.length;
+}
+
+/** The message of one delivery, fixed when it is created: every retry sends the same body. */
+function messageOf(
+  baseUrl: string,
+  type: NotificationType,
+  deliveryId: string,
+  eventTime: number,
+  inc: IncidentTable,
+): NotificationMessage {
+  const incidentName = `projects/${inc.project_id}/incidents/${inc.id}`;
+  const cond = `${fmt(type === "incident.opened" ? inc.firing_value : inc.last_value)} ${OPS[inc.operator] ?? inc.operator} ${fmt(inc.threshold)}`;
+  const where = `${shortVm(inc.vm_name)}${inc.mountpoint ? ` ${inc.mountpoint}` : ""}`;
+  const summary =
+    type === "incident.opened"
+      ? `FIRING: ${inc.rule_display_name} on ${where} (${cond})`
+      : type === "incident.repeat"
+        ? `STILL FIRING: ${inc.rule_display_name} on ${where} (${cond})`
+        : type === "incident.resolved"
+          ? `RESOLVED: ${inc.rule_display_name} on ${where}`
+          : `RETIRED: ${inc.rule_display_name} on ${where} (${inc.retire_reason})`;
+  return {
+    type,
+    deliveryId,
+    timeUnix: Math.floor(eventTime / 1000),
+    project: `projects/${inc.project_id}`,
+    incident: {
+      name: incidentName,
+      state: type === "incident.resolved" ? "RESOLVED" : type === "incident.retired" ? "RETIRED" : "OPEN",
+      severity: inc.severity,
+      metricId: inc.metric_id,
+      operator: inc.operator,
+      threshold: inc.threshold,
+      ...(inc.firing_value !== null ? { firingValue: inc.firing_value } : {}),
+      ...(inc.last_value !== null ? { lastValue: inc.last_value } : {}),
+      openTimeUnix: Math.floor(inc.open_time / 1000),
+      ...(type === "incident.resolved" || type === "incident.retired"
+        ? { closeTimeUnix: Math.floor(eventTime / 1000) }
+        : {}),
+      ...(type === "incident.retired" ? { retireReason: inc.retire_reason } : {}),
+    },
+    rule: {
+      name: `projects/${inc.project_id}/alertRules/${inc.rule_id}`,
+      displayName: inc.rule_display_name,
+      version: String(inc.rule_version),
+    },
+    vm: { name: inc.vm_name, ...(inc.mountpoint ? { mountpoint: inc.mountpoint } : {}) },
+    summary,
+    link: `${baseUrl}/#/incidents/${inc.id}`,
+  };
 }
