@@ -36,6 +36,11 @@ export const EVENT_TYPES: Record<string, string> = {
   test: "Test notification",
 };
 
+/** A long id (a UUID) cut to its first 8 characters for a table cell; the whole one is in the title. */
+function shortId(id: string): string {
+  return id.length > 12 ? `${id.slice(0, 8)}…` : id;
+}
+
 export function DeliveryStateBadge(props: { delivery: Pick<Delivery, "state" | "skipReason"> }) {
   const d = props.delivery;
   return (
@@ -238,7 +243,13 @@ export function DeliveriesTable(props: {
                   {props.showIncident ? (
                     <td>
                       {d.incident ? (
-                        <Link href={`/incidents/${lastSegment(d.incident)}`}>{lastSegment(d.incident)}</Link>
+                        <Link
+                          href={`/incidents/${lastSegment(d.incident)}`}
+                          title={d.incident}
+                          className="mono"
+                        >
+                          {shortId(lastSegment(d.incident))}
+                        </Link>
                       ) : (
                         <span className="muted">test</span>
                       )}

@@ -73,67 +73,65 @@ export function IncidentsPage() {
     <Page
       title="Incidents"
       subtitle="One per firing episode of a rule on a VM. This list is the in-app notification: it needs no destination."
-      actions={
-        <div className="filters">
-          <select
-            aria-label="State"
-            value={state}
-            onChange={(e) => {
-              setState(e.target.value);
-              pager.reset();
-            }}
-          >
-            {STATES.map((s) => (
-              <option key={s.value} value={s.value}>
-                {s.label}
-              </option>
-            ))}
-          </select>
-          <select
-            aria-label="Rule"
-            value={rule}
-            onChange={(e) => {
-              setRule(e.target.value);
-              pager.reset();
-            }}
-          >
-            <option value="">All rules</option>
-            {(rules.data?.rules ?? []).map((r) => (
-              <option key={r.name} value={r.name}>
-                {r.spec?.displayName || r.id}
-              </option>
-            ))}
-          </select>
-          <select
-            aria-label="VM"
-            value={vm}
-            onChange={(e) => {
-              setVm(e.target.value);
-              pager.reset();
-            }}
-          >
-            <option value="">All VMs</option>
-            {(vms.data?.vms ?? []).map((v) => (
-              <option key={v.name} value={v.name}>
-                {v.displayName || lastSegment(v.name)}
-              </option>
-            ))}
-          </select>
-          {filtered ? (
-            <Button
-              onClick={() => {
-                setState("");
-                setRule("");
-                setVm("");
-                pager.reset();
-              }}
-            >
-              Clear
-            </Button>
-          ) : null}
-        </div>
-      }
     >
+      <div className="filters filter-bar">
+        <select
+          aria-label="State"
+          value={state}
+          onChange={(e) => {
+            setState(e.target.value);
+            pager.reset();
+          }}
+        >
+          {STATES.map((s) => (
+            <option key={s.value} value={s.value}>
+              {s.label}
+            </option>
+          ))}
+        </select>
+        <select
+          aria-label="Rule"
+          value={rule}
+          onChange={(e) => {
+            setRule(e.target.value);
+            pager.reset();
+          }}
+        >
+          <option value="">All rules</option>
+          {(rules.data?.rules ?? []).map((r) => (
+            <option key={r.name} value={r.name}>
+              {r.spec?.displayName || r.id}
+            </option>
+          ))}
+        </select>
+        <select
+          aria-label="VM"
+          value={vm}
+          onChange={(e) => {
+            setVm(e.target.value);
+            pager.reset();
+          }}
+        >
+          <option value="">All VMs</option>
+          {(vms.data?.vms ?? []).map((v) => (
+            <option key={v.name} value={v.name}>
+              {v.displayName || lastSegment(v.name)}
+            </option>
+          ))}
+        </select>
+        {filtered ? (
+          <Button
+            onClick={() => {
+              setState("");
+              setRule("");
+              setVm("");
+              pager.reset();
+            }}
+          >
+            Clear
+          </Button>
+        ) : null}
+      </div>
       <ErrorBanner error={q.error} title="Could not list incidents" />
       {q.isPending ? (
         <Loading what="incidents" />
