@@ -27,9 +27,13 @@ export interface ChartProps {
   height?: number;
   /** Shaded spans, Unix seconds. */
   intervals?: ChartInterval[];
+  /** Fill of the shaded spans (default: a light red, for "the rule would have fired"). */
+  intervalFill?: string;
   threshold?: number;
   /** Fixed lower and upper bounds of the y axis (e.g. 0–100 for percentages). */
   yRange?: [number, number];
+  /** Lower bound of an otherwise automatic y axis (e.g. 0 for rates and bytes). Ignored with yRange. */
+  yMin?: number;
   testId?: string;
 }
 
@@ -65,7 +69,9 @@ export function Chart(props: ChartProps) {
     if (!el) return;
     const format = props.format ?? ((v: number) => v.toFixed(1));
     const intervals = props.intervals ?? [];
+    const intervalFill = props.intervalFill ?? "rgba(229, 72, 77, 0.14)";
     const threshold = props.threshold;
+    const yMin = props.yMin;
     const opts: uPlot.Options = {
       width: Math.max(el.clientWidth, 300),
       height: props.height ?? 220,
@@ -73,14 +79,20 @@ export function Chart(props: ChartProps) {
       cursor: { drag: { x: true, y: false } },
       scales: {
         x: { time: true },
-        y: props.yRange ? { range: props.yRange } : { auto: true },
+        y: props.yRange
+          ? { range: props.yRange }
+          : yMin !== undefined
+            ? { range: (_u, _min, max) => [yMin, max > yMin ? yMin + (max - yMin) * 1.08 : yMin + 1] }
+            : { auto: true },
       },
       axes: [
         { stroke: "#667085", grid: { stroke: "#eef0f3" } },
         {
           stroke: "#667085",
           grid: { stroke: "#eef0f3" },
-          size: 70,
+          // Wide enough for the longest tick label ("953.7 MiB/s"), at least 70 px.
+          size: (_u, values) =>
+            Math.max(70, Math.ceil(Math.max(0, ...(values ?? []).map((v) => String(v).length)) * 7.2) + 18),
           values: (_u, ticks) => ticks.map((t) => format(t)),
         },
       ],
@@ -102,7 +114,7 @@ export function Chart(props: ChartProps) {
             if (intervals.length === 0) return;
             const ctx = u.ctx;
             ctx.save();
-            ctx.fillStyle = "rgba(229, 72, 77, 0.14)";
+            ctx.fillStyle = intervalFill;
             for (const iv of intervals) {
               const x0 = u.valToPos(iv.start, "x", true);
               const x1 = u.valToPos(iv.end, "x", true);
@@ -143,7 +155,17 @@ export function Chart(props: ChartProps) {
       plot.current?.destroy();
       plot.current = null;
     };
-  }, [props.x, props.series, props.format, props.height, props.intervals, props.threshold, props.yRange]);
+  }, [
+    props.x,
+    props.series,
+    props.format,
+    props.height,
+    props.intervals,
+    props.intervalFill,
+    props.threshold,
+    props.yRange,
+    props.yMin,
+  ]);
 
   return <div ref={ref} className="chart" data-testid={props.testId} />;
 }

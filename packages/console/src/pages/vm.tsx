@@ -1,8 +1,476 @@
-// Owned by the VM monitoring page work; replaced in this session.
+import type { QueryVMMonitoringResponse, VMMonitoring } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
+import { useQuery } from "@tanstack/react-query";
+import { Link, useSearchParams } from "wouter";
+import { api } from "../api.ts";
+import { Badge, Button, ErrorBanner, Loading, Page } from "../components/ui.tsx";
+import { type CardDef, cardMetricIds, latest, MetricCard, sourceName } from "../components/vm-card.tsx";
+import { ExpandedAction, expandedEligible } from "../components/vm-expanded.tsx";
+import { RangePicker, rangeByKey, type VmRange } from "../components/vm-ranges.tsx";
+import { fmtAgo, fmtBytes, fmtTime, MISSING } from "../format.ts";
+import { useProject } from "../session.tsx";
+
+/**
+ * A VM's monitoring page. Opening it sends reads only: ListVMMonitoring (inventoryOnly, to find the VM's
+ * name, state and level) and one QueryVMMonitoring for every chart. Data quality (last observation,
+ * stale, per-metric errors) is shown apart from the VM's state: stale telemetry is not an unhealthy VM.
+ * The time ranges and their steps are in components/vm-ranges.tsx.
+ */
+
+const CARDS: CardDef[] = [
+  {
+    key: "cpu",
+    title: "CPU",
+    about: "Average utilization of the observed vCPUs, normalized to capacity.",
+    views: [
+      {
+        key: "pct",
+        label: "%",
+        unit: "%",
+        metrics: [{ id: "cpu_utilization_pct", label: "utilization" }],
+        yRange: [0, 100],
+      },
+    ],
+    extra: ["vcpus"],
+    summary: (r) => {
+      const cpu = latest(r, "cpu_utilization_pct");
+      const vcpus = latest(r, "vcpus");
+      if (cpu === undefined && vcpus === undefined) return undefined;
+      const parts = [cpu === undefined ? MISSING : `${cpu.toFixed(1)} %`];
+      if (vcpus !== undefined) parts.push(`${vcpus} vCPU${vcpus === 1 ? "" : "s"}`);
+      return parts.join(" · ");
+    },
+  },
+  {
+    key: "memory",
+    title: "Memory",
+    about: "Guest-visible capacity minus free memory, cache included (not the working set).",
+    views: [
+      {
+        key: "bytes",
+        label: "Bytes",
+        unit: "bytes",
+        metrics: [
+          { id: "memory_used_bytes", label: "used" },
+          { id: "memory_cached_bytes", label: "cache" },
+          { id: "memory_total_bytes", label: "total" },
+        ],
+      },
+      {
+        key: "pct",
+        label: "Used %",
+        unit: "%",
+        metrics: [{ id: "memory_used_pct", label: "used" }],
+        yRange: [0, 100],
+      },
+    ],
+    summary: (r) => {
+      const used = latest(r, "memory_used_bytes");
+      const total = latest(r, "memory_total_bytes");
+      if (used === undefined) return undefined;
+      if (!total) return fmtBytes(used);
+      return `${fmtBytes(used)} of ${fmtBytes(total)} (${((100 * used) / total).toFixed(0)} %)`;
+    },
+  },
+  {
+    key: "disk",
+    title: "Disk",
+    about: "Observed virtual-device traffic per device; not an invoice-grade measurement.",
+    views: [
+      {
+        key: "bytes",
+        label: "Throughput",
+        unit: "bytes/s",
+        metrics: [
+          { id: "disk_read_bytes_per_sec", label: "read" },
+          { id: "disk_write_bytes_per_sec", label: "write" },
+        ],
+      },
+      {
+        key: "ops",
+        label: "Operations",
+        unit: "ops/s",
+        metrics: [
+          { id: "disk_read_ops_per_sec", label: "reads" },
+          { id: "disk_write_ops_per_sec", label: "writes" },
+        ],
+      },
+    ],
+  },
+  {
+    key: "network",
+    title: "Network",
+    about: "Observed virtual-interface traffic per interface; not invoice-grade transfer.",
+    views: [
+      {
+        key: "bytes",
+        label: "Throughput",
+        unit: "bytes/s",
+        metrics: [
+          { id: "network_receive_bytes_per_sec", label: "rx" },
+          { id: "network_transmit_bytes_per_sec", label: "tx" },
+        ],
+      },
+      {
+        key: "packets",
+        label: "Packets",
+        unit: "packets/s",
+        metrics: [
+          { id: "network_receive_packets_per_sec", label: "rx" },
+          { id: "network_transmit_packets_per_sec", label: "tx" },
+        ],
+      },
+    ],
+  },
+  {
+    key: "filesystem",
+    title: "Filesystem",
+    about: "Per mountpoint, as the guest agent reports it; a mount is not necessarily one disk.",
+    expanded: true,
+    views: [
+      {
+        key: "pct",
+        label: "Used %",
+        unit: "%",
+        metrics: [{ id: "filesystem_used_pct", label: "used" }],
+        yRange: [0, 100],
+      },
+      {
+        key: "bytes",
+        label: "Bytes",
+        unit: "bytes",
+        metrics: [
+          { id: "filesystem_used_bytes", label: "used" },
+          { id: "filesystem_size_bytes", label: "size" },
+        ],
+      },
+    ],
+  },
+];
+
+const METRIC_IDS = [...new Set(CARDS.flatMap(cardMetricIds))];
+
+const stateTone: Record<string, "ok" | "warn" | "bad" | "muted"> = {
+  RUNNING: "ok",
+  STARTING: "warn",
+  STOPPING: "warn",
+  STOPPED: "muted",
+  DELETED: "bad",
+};
+
+/** Pages through ListVMMonitoring (inventory only: no metric read) until the VM is found. */
+async function findVm(projectName: string, name: string): Promise<VMMonitoring | null> {
+  let pageToken = "";
+  for (let i = 0; i < 200; i++) {
+    const r = await api.monitoring.listVMMonitoring({
+      projectName,
+      pageSize: 50,
+      pageToken,
+      inventoryOnly: true,
+    });
+    const vm = r.vms.find((v) => v.name === name);
+    if (vm) return vm;
+    // Name order: once past the name, it is not there.
+    const last = r.vms[r.vms.length - 1];
+    if (!r.nextPageToken || (last && last.name > name)) return null;
+    pageToken = r.nextPageToken;
+  }
+  return null;
+}
+
 export function VmPage(props: { location: string; vmId: string }) {
+  const project = useProject();
+  const vmName = `${project.name}/locations/${props.location}/vms/${props.vmId}`;
+  const [params, setParams] = useSearchParams();
+  const range = rangeByKey(params.get("range"));
+  const setRange = (r: VmRange) =>
+    setParams(
+      (p) => {
+        const n = new URLSearchParams(p);
+        if (r.key === "1h") n.delete("range");
+        else n.set("range", r.key);
+        return n;
+      },
+      { replace: true },
+    );
+
+  const inventory = useQuery({
+    queryKey: ["vm-inventory", project.name, vmName],
+    queryFn: () => findVm(project.name, vmName),
+    refetchInterval: 60_000,
+  });
+  const monitoring = useQuery({
+    queryKey: ["vm-monitoring", vmName, range.key],
+    queryFn: () => {
+      const end = Math.floor(Date.now() / 1000);
+      return api.monitoring.queryVMMonitoring({
+        name: vmName,
+        metricIds: METRIC_IDS,
+        startTimeUnix: BigInt(end - range.seconds),
+        endTimeUnix: BigInt(end),
+        stepSeconds: range.stepSeconds,
+      });
+    },
+    refetchInterval: range.refresh,
+  });
+  // Data quality "now", whatever the chart range: a 7-day answer ends on a 30-minute step, up to
+  // 30 minutes ago. The last hour at 30 s of telemetry_last_observed (per source), every 30 s.
+  const freshness = useQuery({
+    queryKey: ["vm-freshness", vmName],
+    queryFn: () => {
+      const end = Math.floor(Date.now() / 1000);
+      return api.monitoring.queryVMMonitoring({
+        name: vmName,
+        metricIds: ["telemetry_last_observed"],
+        startTimeUnix: BigInt(end - 3600),
+        endTimeUnix: BigInt(end),
+        stepSeconds: 30,
+      });
+    },
+    refetchInterval: 30_000,
+  });
+
+  const vm = inventory.data ?? undefined;
+  const data = monitoring.data;
+  const title = vm?.displayName || props.vmId;
+
+  if (inventory.data === null) {
+    return (
+      <Page title={props.vmId}>
+        <p className="empty" data-testid="vm-not-found">
+          No VM <code>{vmName}</code> in this project. <Link href="/vms">Back to the VMs</Link>
+        </p>
+      </Page>
+    );
+  }
+
+  const eligible = vm ? expandedEligible(vm) : false;
+  const expanded = vm?.monitoringLevel === "EXPANDED";
+
   return (
-    <p className="empty">
-      VM {props.vmId} in {props.location}: not built yet.
-    </p>
+    <Page
+      title={title}
+      subtitle={
+        <>
+          <Link href="/vms">Virtual machines</Link> / <code>{vmName}</code>
+        </>
+      }
+      actions={
+        vm && project.canWrite && eligible ? (
+          <ExpandedAction
+            vmName={vmName}
+            displayName={title}
+            reissue={expanded}
+            kind={expanded ? "plain" : "primary"}
+          />
+        ) : null
+      }
+    >
+      <ErrorBanner error={inventory.error} title="Could not read the VM" />
+      <div className="vm-summary">
+        <section className="card vm-facts" aria-label="Virtual machine" data-testid="vm-facts">
+          <h3>Virtual machine</h3>
+          {vm ? (
+            <dl className="kv">
+              <dt>State</dt>
+              <dd>
+                <Badge tone={stateTone[vm.state] ?? "muted"}>{vm.state}</Badge>
+              </dd>
+              <dt>Location</dt>
+              <dd>{vm.location}</dd>
+              <dt>Monitoring</dt>
+              <dd data-testid="monitoring-level">
+                {expanded ? "Expanded (hypervisor + guest agent)" : "Baseline (hypervisor)"}
+              </dd>
+            </dl>
+          ) : inventory.isPending ? (
+            <Loading what="the VM" />
+          ) : null}
+        </section>
+        <DataQuality fresh={freshness.data} data={data} range={range} expanded={expanded} />
+      </div>
+
+      <div className="vm-toolbar">
+        <RangePicker value={range} onChange={setRange} />
+        <span className="muted small" data-testid="refresh-status">
+          {range.stepSeconds} s steps
+          {data ? ` · data up to ${new Date(Number(data.endTimeUnix) * 1000).toLocaleTimeString()}` : ""} ·{" "}
+          {range.refresh ? "refreshes every 30 s" : "not refreshed automatically"}
+        </span>
+        <Button className="btn-small" busy={monitoring.isFetching} onClick={() => void monitoring.refetch()}>
+          Refresh
+        </Button>
+      </div>
+
+      <ErrorBanner error={monitoring.error} title="Could not read this VM's monitoring" />
+      {data ? <QualityBanners data={data} fresh={freshness.data} vm={vm} /> : null}
+
+      {data ? (
+        <div className="vm-cards">
+          {CARDS.map((def) => (
+            <MetricCard
+              key={def.key}
+              def={def}
+              data={data}
+              expandedExplanation={
+                def.expanded ? (
+                  <ExpandedExplanation vm={vm} canWrite={project.canWrite} eligible={eligible} />
+                ) : undefined
+              }
+              emptyExplanation={
+                def.expanded && expanded
+                  ? "No readings from the guest agent in this range. They start once svc-agent runs in the guest (see “Issue a new agent token” for the install command)."
+                  : undefined
+              }
+            />
+          ))}
+        </div>
+      ) : monitoring.isPending ? (
+        <Loading what="charts" />
+      ) : null}
+    </Page>
+  );
+}
+
+/** The VM's newest observation and staleness: from the freshness query, else the range's answer. */
+function nowQuality(fresh?: QueryVMMonitoringResponse, data?: QueryVMMonitoringResponse) {
+  const f = fresh?.quality;
+  if (f && Number(f.lastObservedUnix)) return { last: f.lastObservedUnix, stale: f.stale };
+  const d = data?.quality;
+  if (!f && !d) return undefined;
+  // Nothing in the last hour: stale, with the newest observation the range knows of (or none).
+  return { last: d?.lastObservedUnix ?? 0n, stale: true };
+}
+
+/** Telemetry quality: when the newest sample was observed and whether it is stale. Not VM health. */
+function DataQuality(props: {
+  fresh?: QueryVMMonitoringResponse;
+  data?: QueryVMMonitoringResponse;
+  range: VmRange;
+  expanded: boolean;
+}) {
+  const q = nowQuality(props.fresh, props.data);
+  const cpu = props.data?.quality?.series.find((s) => s.metricId === "cpu_utilization_pct");
+  // Per source: the newest telemetry_last_observed point of each source's series.
+  const sources = new Map<string, number>();
+  for (const s of props.fresh?.series ?? []) {
+    const p = s.points[s.points.length - 1];
+    if (p) sources.set(s.source, Math.max(sources.get(s.source) ?? 0, p.value));
+  }
+  const sourceRows = props.expanded ? ["HYPERVISOR", "GUEST_AGENT"] : ["HYPERVISOR"];
+  return (
+    <section className="card vm-facts" aria-label="Data quality" data-testid="data-quality">
+      <h3>Data quality</h3>
+      {q ? (
+        <dl className="kv">
+          <dt>Telemetry</dt>
+          <dd data-testid="freshness">
+            {!Number(q.last) ? (
+              <Badge tone="muted">no data</Badge>
+            ) : q.stale ? (
+              <Badge tone="warn" title="no sample for more than three 30 s sampling intervals">
+                stale
+              </Badge>
+            ) : (
+              <Badge tone="ok">fresh</Badge>
+            )}
+          </dd>
+          <dt>Last observed</dt>
+          <dd data-testid="last-observed">
+            {fmtTime(q.last)}
+            {Number(q.last) ? <span className="muted"> ({fmtAgo(q.last)})</span> : null}
+          </dd>
+          <dt>By source</dt>
+          <dd>
+            {sourceRows.map((src, i) => (
+              <span key={src}>
+                {i > 0 ? " · " : ""}
+                {sourceName(src)} <span className="muted">{fmtAgo(sources.get(src))}</span>
+              </span>
+            ))}
+          </dd>
+          <dt>Coverage</dt>
+          <dd>
+            {cpu && cpu.expectedPoints > 0
+              ? `${cpu.presentPoints} of ${cpu.expectedPoints} CPU points in the last ${props.range.label}`
+              : MISSING}
+          </dd>
+        </dl>
+      ) : (
+        <Loading what="data quality" />
+      )}
+      <p className="muted small vm-note">
+        About the telemetry only: stale or missing data is not a VM fault.
+      </p>
+    </section>
+  );
+}
+
+function QualityBanners(props: {
+  data: QueryVMMonitoringResponse;
+  fresh?: QueryVMMonitoringResponse;
+  vm?: VMMonitoring;
+}) {
+  const failed = (props.data.quality?.errors ?? []).filter(
+    (e) => e.reason !== "EXPANDED_MONITORING_REQUIRED",
+  );
+  const q = nowQuality(props.fresh, props.data);
+  if (!q) return null;
+  const state = props.vm?.state;
+  return (
+    <>
+      {q.stale ? (
+        <div className="banner banner-warn" role="status" data-testid="stale-banner">
+          <strong>Stale telemetry:</strong>{" "}
+          {Number(q.last)
+            ? `no sample since ${fmtTime(q.last)} (${fmtAgo(q.last)}).`
+            : "no sample in this range."}{" "}
+          {state === "STOPPED" || state === "STOPPING"
+            ? `The VM is ${state.toLowerCase()}, so no new samples are expected.`
+            : state
+              ? `This is about the data, not the VM: its state is ${state}. The charts show what was received.`
+              : "The charts show what was received."}
+        </div>
+      ) : null}
+      {failed.length > 0 ? (
+        <div className="banner banner-warn" role="status" data-testid="partial-banner">
+          <strong>Partial answer:</strong> {failed.length} metric{failed.length === 1 ? "" : "s"} could not be
+          read ({[...new Set(failed.map((e) => e.reason || e.code))].join(", ")}); the affected cards say
+          which. Everything else is shown.
+        </div>
+      ) : null}
+    </>
+  );
+}
+
+function ExpandedExplanation(props: { vm?: VMMonitoring; canWrite: boolean; eligible: boolean }) {
+  const { vm } = props;
+  return (
+    <div>
+      <p>
+        <strong>Needs expanded monitoring.</strong> Filesystem usage is reported by the guest agent, which
+        runs only with expanded monitoring. This VM uses baseline monitoring (the hypervisor), which cannot
+        see inside filesystems — so there is no reading here, which is not the same as 0 % full.
+      </p>
+      {!vm ? null : props.eligible && props.canWrite ? (
+        <div className="row">
+          <ExpandedAction
+            vmName={vm.name}
+            displayName={vm.displayName || vm.name}
+            reissue={false}
+            kind="plain"
+          />
+          <span className="muted small">
+            Nothing is installed or restarted until you run the command yourself.
+          </span>
+        </div>
+      ) : props.eligible ? (
+        <p className="muted small">A project owner or editor can install it from this page.</p>
+      ) : (
+        <p className="muted small">
+          Expanded monitoring is available in dc-1 for Debian 12 and Ubuntu 24.04; this VM is in {vm.location}
+          .
+        </p>
+      )}
+    </div>
   );
 }

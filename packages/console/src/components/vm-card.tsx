@@ -1,0 +1,264 @@
+import type { QueryError, QueryVMMonitoringResponse, Series } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
+import { type ReactNode, useMemo, useState } from "react";
+import { fmtBytes, fmtDuration, MISSING } from "../format.ts";
+import { alignPoints, Chart, type ChartInterval, type ChartSeries } from "./chart.tsx";
+import { Badge } from "./ui.tsx";
+
+/**
+ * One chart card of the VM page: a metric group (CPU, memory, disk, network, filesystem) with one or
+ * more views (e.g. bytes or %), drawn from the page's single QueryVMMonitoring answer. A missing point
+ * stays null (a gap, shaded grey); the card names each series' source and shows its metrics' errors.
+ */
+
+export type Unit = "%" | "bytes" | "bytes/s" | "ops/s" | "packets/s";
+
+export interface CardView {
+  key: string;
+  label: string;
+  unit: Unit;
+  /** metricId → how its series are named in the legend (per device the label value comes first). */
+  metrics: { id: string; label: string }[];
+  yRange?: [number, number];
+}
+
+export interface CardDef {
+  key: string;
+  title: string;
+  /** One line under the title: what the numbers mean (SPEC §2 "Meaning of measurements"). */
+  about: string;
+  views: CardView[];
+  /** Extra metricIds read for the header only (e.g. vcpus). */
+  extra?: string[];
+  /** Served only with expanded monitoring (the guest agent). */
+  expanded?: boolean;
+  /** A short "now" line from the answer, e.g. "3.1 GiB of 4.0 GiB". */
+  summary?: (r: QueryVMMonitoringResponse) => string | undefined;
+}
+
+// A filesystem series carries device too; its mountpoint names it.
+export const PER_DEVICE_LABELS = ["mountpoint", "interface", "device"] as const;
+
+export function formatter(unit: Unit): (v: number) => string {
+  switch (unit) {
+    case "%":
+      return (v) => `${v.toFixed(v !== 0 && Math.abs(v) < 10 ? 1 : 0)} %`;
+    case "bytes":
+      return (v) => fmtBytes(v);
+    case "bytes/s":
+      return (v) => `${fmtBytes(v)}/s`;
+    case "ops/s":
+    case "packets/s":
+      return (v) => `${compact(v)} ${unit}`;
+  }
+}
+
+function compact(v: number): string {
+  const a = Math.abs(v);
+  if (a >= 1e6) return `${(v / 1e6).toFixed(1)}M`;
+  if (a >= 1e3) return `${(v / 1e3).toFixed(1)}k`;
+  return v.toFixed(a >= 10 || v === 0 ? 0 : 1);
+}
+
+/** The latest point of the first series with this metricId, or undefined (never 0 for missing). */
+export function latest(r: QueryVMMonitoringResponse, metricId: string): number | undefined {
+  const s = r.series.find((x) => x.metricId === metricId);
+  const p = s?.points[s.points.length - 1];
+  return p?.value;
+}
+
+function deviceOf(s: Series): string | undefined {
+  for (const l of PER_DEVICE_LABELS) if (s.labels[l]) return s.labels[l];
+  return undefined;
+}
+
+export function sourceName(source: string): string {
+  return source === "GUEST_AGENT" ? "Guest agent" : source === "HYPERVISOR" ? "Hypervisor" : source;
+}
+
+/** Each metric's ids of every view, for the page's one query. */
+export function cardMetricIds(def: CardDef): string[] {
+  return [...new Set([...def.views.flatMap((v) => v.metrics.map((m) => m.id)), ...(def.extra ?? [])])];
+}
+
+export function MetricCard(props: {
+  def: CardDef;
+  data: QueryVMMonitoringResponse;
+  /** Shown instead of the chart when every metric of the card is EXPANDED_MONITORING_REQUIRED. */
+  expandedExplanation?: ReactNode;
+  /** Shown instead of an empty chart (e.g. "no readings from the guest agent yet"). */
+  emptyExplanation?: ReactNode;
+}) {
+  const { def, data } = props;
+  const [viewKey, setViewKey] = useState(def.views[0].key);
+  const view = def.views.find((v) => v.key === viewKey) ?? def.views[0];
+  const ids = useMemo(() => new Set(cardMetricIds(def)), [def]);
+  const viewIds = useMemo(() => new Set(view.metrics.map((m) => m.id)), [view]);
+  const errors = (data.quality?.errors ?? []).filter((e) => ids.has(e.metricId));
+  const needsExpanded = errors.filter((e) => e.reason === "EXPANDED_MONITORING_REQUIRED");
+  const failures = errors.filter((e) => e.reason !== "EXPANDED_MONITORING_REQUIRED");
+  const allNeedExpanded = needsExpanded.length > 0 && failures.length === 0;
+
+  const start = Number(data.startTimeUnix);
+  const end = Number(data.endTimeUnix);
+  const step = data.stepSeconds;
+  const format = useMemo(() => formatter(view.unit), [view.unit]);
+
+  const chart = useMemo(() => {
+    const chosen = data.series
+      .filter((s) => viewIds.has(s.metricId))
+      .sort((a, b) => {
+        const da = deviceOf(a) ?? "";
+        const db = deviceOf(b) ?? "";
+        if (da !== db) return da < db ? -1 : 1;
+        const ia = view.metrics.findIndex((m) => m.id === a.metricId);
+        const ib = view.metrics.findIndex((m) => m.id === b.metricId);
+        return ia - ib;
+      });
+    const aligned = alignPoints(start, end, step, chosen);
+    const series: ChartSeries[] = chosen.map((s, i) => {
+      const name = view.metrics.find((m) => m.id === s.metricId)?.label ?? s.metricId;
+      const dev = deviceOf(s);
+      return { label: dev ? `${dev} ${name}` : name, values: aligned.values[i] };
+    });
+    const sources = [...new Set(chosen.map((s) => s.source))];
+    return { x: aligned.x, series, sources };
+  }, [data.series, viewIds, view, start, end, step]);
+
+  // Missing steps of the view's series (quality.gaps: first and last missing step), shaded grey.
+  const gapInfo = useMemo(() => {
+    const qs = (data.quality?.series ?? []).filter((s) => viewIds.has(s.metricId));
+    const intervals: ChartInterval[] = [];
+    const seen = new Set<string>();
+    for (const s of qs) {
+      for (const g of s.gaps) {
+        const key = `${g.startTimeUnix}-${g.endTimeUnix}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        intervals.push({
+          start: Number(g.startTimeUnix) - step / 2,
+          end: Number(g.endTimeUnix) + step / 2,
+        });
+      }
+    }
+    // Steps missing in the view (the union of its series' gaps) out of the steps the range expects.
+    const missingSteps = intervals.reduce((n, iv) => n + Math.round((iv.end - iv.start) / step), 0);
+    const expectedSteps = qs.reduce((m, s) => Math.max(m, s.expectedPoints), 0);
+    const longest = intervals.reduce((m, iv) => Math.max(m, iv.end - iv.start), 0);
+    return {
+      intervals,
+      missing: Math.min(missingSteps, expectedSteps),
+      expected: expectedSteps,
+      longest,
+      sources: [...new Set(qs.map((s) => s.source))],
+    };
+  }, [data.quality, viewIds, step]);
+
+  const sources = chart.sources.length > 0 ? chart.sources : gapInfo.sources;
+  const summary = def.summary?.(data);
+  const hasPoints = chart.series.some((s) => s.values.some((v) => v !== null));
+
+  return (
+    <section className="chart-card vm-card" data-testid={`card-${def.key}`} aria-label={def.title}>
+      <header>
+        <div>
+          <h2>{def.title}</h2>
+          <div className="muted small">{def.about}</div>
+        </div>
+        <div className="vm-card-side">
+          {summary ? <span className="vm-card-summary">{summary}</span> : null}
+          {def.views.length > 1 && !allNeedExpanded ? (
+            // biome-ignore lint/a11y/useSemanticElements: a segmented control, not a form fieldset
+            <div className="vm-views" role="group" aria-label={`${def.title} view`}>
+              {def.views.map((v) => (
+                <button
+                  key={v.key}
+                  type="button"
+                  className={`btn btn-small ${v.key === view.key ? "selected" : ""}`}
+                  aria-pressed={v.key === view.key}
+                  onClick={() => setViewKey(v.key)}
+                >
+                  {v.label}
+                </button>
+              ))}
+            </div>
+          ) : null}
+        </div>
+      </header>
+
+      {failures.map((e) => (
+        <CardError key={`${e.metricId}-${e.reason}`} error={e} />
+      ))}
+
+      {allNeedExpanded ? (
+        <div className="vm-explain" data-testid={`explain-${def.key}`}>
+          {props.expandedExplanation}
+        </div>
+      ) : !hasPoints ? (
+        failures.length > 0 && failures.length >= ids.size ? null : (
+          <div className="vm-explain vm-nodata" data-testid={`nodata-${def.key}`}>
+            {props.emptyExplanation ?? "No samples in this range."}
+          </div>
+        )
+      ) : (
+        <div
+          className="vm-chart"
+          data-start={start}
+          data-end={end}
+          data-step={step}
+          data-series={JSON.stringify(chart.series.map((s) => ({ label: s.label, values: s.values })))}
+        >
+          <Chart
+            x={chart.x}
+            series={chart.series}
+            format={format}
+            yRange={view.yRange}
+            yMin={0}
+            intervals={gapInfo.intervals}
+            intervalFill="rgba(102, 112, 133, 0.13)"
+            height={200}
+            testId={`chart-${def.key}`}
+          />
+        </div>
+      )}
+
+      {!allNeedExpanded ? (
+        <footer className="vm-card-footer small muted">
+          <span>
+            Source:{" "}
+            {sources.length === 0
+              ? MISSING
+              : sources.map((s) => (
+                  <Badge key={s} tone={s === "GUEST_AGENT" ? "info" : "muted"}>
+                    {sourceName(s)}
+                  </Badge>
+                ))}
+          </span>
+          {gapInfo.expected > 0 && hasPoints ? (
+            <span data-testid={`coverage-${def.key}`}>
+              {gapInfo.missing === 0
+                ? "no missing points"
+                : `${gapInfo.intervals.length} gap${gapInfo.intervals.length === 1 ? "" : "s"} (shaded) · ${
+                    gapInfo.missing
+                  } of ${gapInfo.expected} steps without a sample`}
+              {gapInfo.longest > 0 ? ` · longest ${fmtDuration(Math.round(gapInfo.longest))}` : ""}
+            </span>
+          ) : null}
+        </footer>
+      ) : null}
+    </section>
+  );
+}
+
+function CardError(props: { error: QueryError }) {
+  const e = props.error;
+  const what =
+    e.reason === "QUERY_TIMEOUT"
+      ? `${e.metricId} was not read within the query's 10 s deadline; the other metrics are shown.`
+      : `${e.metricId} could not be read: ${e.message}`;
+  return (
+    <div className="banner banner-error vm-card-error" role="alert" data-testid="card-error">
+      {what}
+      <span className="reason">{e.reason || e.code}</span>
+    </div>
+  );
+}
