@@ -95,7 +95,7 @@ export function projectOption(description = "projects/<project_id>", mandatory =
 export function tokenOf(env: NodeJS.ProcessEnv = process.env): string {
   const direct = env.SVC_API_KEY || env.SVC_TOKEN;
   if (direct) return direct.trim();
-  const file = env.SVC_API_KEY_FILE || readConfig().keyFile;
+  const file = env.SVC_API_KEY_FILE || readConfig(configPath(env)).keyFile;
   if (file) {
     let text: string;
     try {
@@ -165,6 +165,20 @@ export function printTable(
         .trimEnd()}\n`,
     );
   }
+}
+
+/**
+ * Tab-separated lines as they are when piped (scripts split on tabs), aligned and shortened to the
+ * terminal's width when stdout is one.
+ */
+export function printLines(out: (s: string) => void, lines: readonly string[], toTerminal: boolean): void {
+  if (toTerminal && process.stdout.isTTY && lines.length > 0) {
+    const rows = lines.map((l) => l.split("\t"));
+    const [first, ...rest] = rows;
+    printTable(out, first, rest);
+    return;
+  }
+  for (const l of lines) out(`${l}\n`);
 }
 
 // ---------------------------------------------------------------------------------------------------

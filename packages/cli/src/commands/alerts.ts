@@ -24,7 +24,7 @@ import {
 } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import type { Command } from "commander";
 import { parse as parseYaml } from "yaml";
-import { baseUrlOf, printStructured, projectOption, tokenOf, UsageError } from "../common.ts";
+import { baseUrlOf, printLines, printStructured, projectOption, tokenOf, UsageError } from "../common.ts";
 
 /** What the commands reach outside; tests hand in a fetch, a sleep and collectors instead. */
 export interface CliIo {
@@ -466,7 +466,7 @@ export function registerAlertCommands(program: Command, io: CliIo = {}): void {
           out,
           rules.map((r) => jsonOf(AlertRuleSchema, r)),
         );
-      for (const r of rules) out(`${ruleLine(r)}\n`);
+      printLines(out, rules.map(ruleLine), !io.stdout);
     });
 
   alerts

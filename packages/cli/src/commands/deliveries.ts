@@ -4,7 +4,7 @@ import {
   ListDeliveriesResponseSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import type { Command } from "commander";
-import { projectOption, UsageError } from "../common.ts";
+import { printLines, projectOption, UsageError } from "../common.ts";
 import { type CliIo, clientsOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const states = ["PENDING", "SENT", "FAILED", "SKIPPED"];
@@ -81,7 +81,7 @@ export function registerDeliveryCommands(program: Command, io: CliIo = {}): void
         pageToken: opts.pageToken ?? "",
       });
       if (opts.json) return printJson(out, jsonOf(ListDeliveriesResponseSchema, res));
-      for (const d of res.deliveries) out(`${deliveryLine(d)}\n`);
+      printLines(out, res.deliveries.map(deliveryLine), !io.stdout);
       if (res.nextPageToken) err(`more: --page-token ${res.nextPageToken}\n`);
     });
 

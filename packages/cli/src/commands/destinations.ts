@@ -13,7 +13,7 @@ import {
   type UpdateDestinationRequest,
 } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import type { Command } from "commander";
-import { projectOption, UsageError } from "../common.ts";
+import { printLines, projectOption, UsageError } from "../common.ts";
 import {
   type CliIo,
   clientsOf,
@@ -295,7 +295,7 @@ export function registerDestinationCommands(program: Command, io: DestinationIo 
           out,
           res.destinations.map((d) => jsonOf(DestinationSchema, d)),
         );
-      for (const d of res.destinations) out(`${destinationLine(d)}\n`);
+      printLines(out, res.destinations.map(destinationLine), !io.stdout);
     });
 
   destinations

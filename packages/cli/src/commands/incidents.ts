@@ -4,7 +4,7 @@ import {
   ListIncidentsResponseSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import type { Command } from "commander";
-import { projectOption, UsageError } from "../common.ts";
+import { printLines, projectOption, UsageError } from "../common.ts";
 import { type CliIo, clientsOf, conditionOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const states = ["OPEN", "RESOLVED", "RETIRED"];
@@ -90,7 +90,7 @@ export function registerIncidentCommands(program: Command, io: CliIo = {}): void
         pageToken: opts.pageToken ?? "",
       });
       if (opts.json) return printJson(out, jsonOf(ListIncidentsResponseSchema, res));
-      for (const i of res.incidents) out(`${incidentLine(i)}\n`);
+      printLines(out, res.incidents.map(incidentLine), !io.stdout);
       if (res.nextPageToken) err(`more: --page-token ${res.nextPageToken}\n`);
     });
 
