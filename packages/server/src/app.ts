@@ -34,6 +34,7 @@ import { closeIdleConnections, postJson } from "./notify/http.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
 import { promApiRoutes } from "./promapi/plugin.ts";
+import { createQueryPool, type QueryPool } from "./promql/index.ts";
 import { openTsdb, type Tsdb } from "./tsdb/index.ts";
 
 /** The whole service in one process: every role, wired together. */
@@ -42,6 +43,8 @@ export interface App {
   readonly db: DbHandle;
   readonly tsdb: Tsdb;
   readonly metrics: MetricsBackend;
+  /** The worker threads of Prometheus-API queries (absent with SVC_QUERY_WORKERS=0). */
+  readonly queryPool?: QueryPool;
   /** Per-project query concurrency shared by the RPCs and the Prometheus API. */
   readonly limiter: ProjectLimiter;
   /** The alert evaluator (its 30 s timer runs when config.evaluatorAutoStart). */
@@ -77,9 +80,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     outOfOrderWindowMs: config.outOfOrderWindowMs,
     now,
   });
+  // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
+  // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
+  const queryPool = config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers }) : undefined;
   const metrics = createMetricsBackend({
     storage: tsdb,
     rollupResolutionMs: tsdb.options.rollupResolutionMs,
+    queryPool,
   });
   const ingester = createIngester({ db: db.db, storage: tsdb });
   const limiter = createProjectLimiter();
@@ -208,6 +215,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     db,
     tsdb,
     metrics,
+    queryPool,
     limiter,
     evaluator,
     dispatcher,
@@ -219,6 +227,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       await dispatcher.stop();
       closeIdleConnections();
       await server.close();
+      await queryPool?.close();
       await tsdb.close();
       await db.close();
     },

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { rootCertificates } from "node:tls";
 import { fileURLToPath } from "node:url";
@@ -45,6 +46,9 @@ export interface Config {
   readonly ci: Partial<CiOptions>;
   /** Run the alert evaluator's 30 s cycle (SVC_EVALUATOR). Default true; tests drive cycles themselves. */
   readonly evaluatorAutoStart: boolean;
+  /** Worker threads evaluating Prometheus-API queries off the event loop (SVC_QUERY_WORKERS). Default:
+   * the machine's available parallelism; 0 evaluates on the event loop (no threads). */
+  readonly queryWorkers: number;
   /** Alert limits: SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES (10,000) per project. */
   readonly alerts: Partial<AlertOptions>;
   /** The built console served at / (SVC_CONSOLE_DIR). Default packages/console/dist of this checkout. */
@@ -124,6 +128,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     ci: overrides.ci ?? ciFromEnv(env),
     evaluatorAutoStart: overrides.evaluatorAutoStart ?? env.SVC_EVALUATOR !== "false",
     notify: overrides.notify ?? notifyFromEnv(env),
+    queryWorkers: overrides.queryWorkers ?? queryWorkersOf(env.SVC_QUERY_WORKERS),
     alerts: overrides.alerts ?? {
       ...(env.SVC_ALERT_MAX_RULES
         ? { maxRulesPerProject: positive(env.SVC_ALERT_MAX_RULES, "SVC_ALERT_MAX_RULES", 20) }
@@ -133,6 +138,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
         : {}),
     },
   });
+}
+
+function queryWorkersOf(raw: string | undefined): number {
+  if (raw === undefined || raw === "") return Math.max(1, availableParallelism());
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0 || n > 256)
+    throw new Error(`SVC_QUERY_WORKERS: "${raw}" is not a number of threads (0–256)`);
+  return n;
 }
 
 function positive(raw: string | undefined, name: string, fallback: number): number {

@@ -4,6 +4,7 @@ import {
   injectTenant,
   parse,
   type QueryOptions,
+  type QueryPool,
   type QueryResult,
   QueryTimeoutError,
   type QueryValue,
@@ -180,25 +181,30 @@ export function createMetricsBackend(deps: {
    * instead of raw samples when the step, window and start are multiples of it.
    */
   rollupResolutionMs?: number;
+  /**
+   * Evaluates instantQuery and rangeQuery in worker threads (promql/pool) instead of on the event
+   * loop; absent: the engine runs inline (tests, tools).
+   */
+  queryPool?: QueryPool;
 }): MetricsBackend {
   const rollupMs = deps.rollupResolutionMs ?? 0;
   const engine = deps.engine ?? createEngine();
   const now = deps.now ?? (() => performance.now());
+  const pool = deps.queryPool;
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
   return {
     async instantQuery(projectId, expr, timeMs, opts) {
-      const r = engine.instantQuery(deps.storage, injectTenant(parse(expr), projectId), timeMs, opts);
+      const ast = injectTenant(parse(expr), projectId);
+      const r = pool
+        ? await pool.instantQuery(deps.storage, ast, timeMs, { ...opts, tenant: projectId })
+        : engine.instantQuery(deps.storage, ast, timeMs, opts);
       return { value: stripValue(r.value), annotations: r.annotations };
     },
     async rangeQuery(projectId, expr, startMs, endMs, stepMs, opts) {
-      const r = engine.rangeQuery(
-        deps.storage,
-        injectTenant(parse(expr), projectId),
-        startMs,
-        endMs,
-        stepMs,
-        opts,
-      );
+      const ast = injectTenant(parse(expr), projectId);
+      const r = pool
+        ? await pool.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, { ...opts, tenant: projectId })
+        : engine.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, opts);
       return { value: stripValue(r.value), annotations: r.annotations };
     },
     async select(projectId, matchers, startMs, endMs) {

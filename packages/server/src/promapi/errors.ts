@@ -8,6 +8,7 @@ import {
   PointBudgetError,
   PromQLParseError,
   QueryEvalError,
+  QueryOverloadError,
   QueryTimeoutError,
   TooManySamplesError,
   UnsupportedNodeError,
@@ -88,8 +89,14 @@ export function toApiError(err: unknown, expr: string, param: string, log: (e: u
   if (err instanceof PointBudgetError)
     return new ApiError("bad_data", `${err.message} [POINT_BUDGET_EXCEEDED]`);
   if (err instanceof QueryTimeoutError) return new ApiError("timeout", `${err.message} [QUERY_TIMEOUT]`);
-  if (err instanceof QueryEvalError || err instanceof TooManySamplesError)
-    return new ApiError("execution", scrubTenant(err.message));
+  if (err instanceof TooManySamplesError)
+    return new ApiError(
+      "execution",
+      `${err.message}: the limit is ${err.limit.toLocaleString("en-US")} samples per query [TOO_MANY_SAMPLES]`,
+    );
+  if (err instanceof QueryEvalError) return new ApiError("execution", scrubTenant(err.message));
+  if (err instanceof QueryOverloadError)
+    return new ApiError("too_many_requests", err.message, err.retryAfterSeconds);
   if (err instanceof SvcError) {
     switch (err.code) {
       case "unauthenticated":

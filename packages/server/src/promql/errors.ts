@@ -55,3 +55,17 @@ export class PointBudgetError extends Error {
     );
   }
 }
+
+/**
+ * Every query worker the project may use is busy and none came free within the wait: a load
+ * refusal (HTTP 429 with Retry-After), never a server error.
+ */
+export class QueryOverloadError extends Error {
+  override readonly name = "QueryOverloadError";
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(message);
+  }
+}

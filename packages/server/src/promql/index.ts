@@ -5,6 +5,7 @@
  * - `print(ast)` -> PromQL text that parses back to an equal tree.
  * - `injectTenant(ast, projectId)` -> new tree with `project_id="<id>"` ANDed onto every selector.
  * - `createEngine(opts)` -> Engine with `instantQuery` / `rangeQuery` over a storage Queryable.
+ * - `createQueryPool(opts)` -> the same two queries in worker threads, off the event loop.
  */
 export type {
   Aggregate,
@@ -33,6 +34,7 @@ export {
   PointBudgetError,
   PromQLParseError,
   QueryEvalError,
+  QueryOverloadError,
   QueryTimeoutError,
   TooManySamplesError,
   UnsupportedNodeError,
@@ -44,6 +46,14 @@ export {
   resolveEngineOptions,
 } from "./options.ts";
 export { parse } from "./parser.ts";
+export {
+  createQueryPool,
+  defaultQueryPoolOptions,
+  type PoolQueryOptions,
+  type QueryPool,
+  type QueryPoolOptions,
+  type QueryPoolStats,
+} from "./pool/pool.ts";
 export { print } from "./printer.ts";
 export { type FunctionSignature, functionSignature } from "./signatures.ts";
 export { injectTenant, TENANT_LABEL } from "./tenant.ts";

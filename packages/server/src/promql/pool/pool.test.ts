@@ -1,0 +1,139 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { labelsFromRecord, writeStaleMarker } from "../../storage/interface.ts";
+import { createEngine } from "../engine/engine.ts";
+import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
+import { parse } from "../parser.ts";
+import { injectTenant } from "../tenant.ts";
+import { MemStorage } from "../testing/memstorage.ts";
+import { createQueryPool, type QueryPool } from "./pool.ts";
+
+const STEP = 15_000;
+
+/** `series` counters of `points` samples each, 15 s apart, and a gauge that goes stale half way. */
+function store(series: number, points: number): MemStorage {
+  const s = new MemStorage();
+  for (let k = 0; k < series; k++) {
+    const labels = labelsFromRecord({ __name__: "m_total", i: String(k), project_id: "p" });
+    for (let p = 0; p < points; p++) s.append(labels, p * STEP, p * (k + 1));
+  }
+  const g = labelsFromRecord({ __name__: "g", project_id: "p" });
+  const stale = new Float64Array(1);
+  writeStaleMarker(stale, 0);
+  for (let p = 0; p < points; p++) s.append(g, p * STEP, p < points / 2 ? p : stale[0]);
+  return s;
+}
+
+/** ~seconds of sorting on any machine: a 1 s subquery over two hours at each of 10,000 steps. */
+const HEAVY = "quantile_over_time(0.5, (sum(rate(m_total[5m])) + vector(time()))[2h:1s])";
+
+describe("createQueryPool()", () => {
+  let pool: QueryPool;
+  const data = store(20, 2_000);
+  before(async () => {
+    pool = createQueryPool({ workers: 2 });
+    await pool.warm();
+  });
+  after(() => pool.close());
+
+  it("answers exactly what the engine answers on the event loop", async () => {
+    const engine = createEngine();
+    for (const expr of [
+      "sum by (i) (rate(m_total[5m]))",
+      "g",
+      "max_over_time(g[10m])",
+      "avg_over_time(rate(m_total[2m])[10m:30s] offset 1m)",
+      "m_total @ 100 - m_total offset 5m",
+      "count(m_total > 1000)",
+    ]) {
+      const ast = injectTenant(parse(expr), "p");
+      const want = engine.rangeQuery(data, ast, 600_000, 29_000_000, 60_000);
+      assert.ok(want.value.resultType === "matrix" && want.value.result.length > 0, expr);
+      const got = await pool.rangeQuery(data, ast, 600_000, 29_000_000, 60_000);
+      assert.deepEqual(got, want, expr);
+      const wantI = engine.instantQuery(data, ast, 15_000_000);
+      assert.deepEqual(await pool.instantQuery(data, ast, 15_000_000), wantI, expr);
+    }
+    const m = parse("m_total[2m]");
+    assert.deepEqual(await pool.instantQuery(data, m, 1_000_000), engine.instantQuery(data, m, 1_000_000));
+  });
+
+  it("brings back the engine's typed errors", async () => {
+    await assert.rejects(pool.instantQuery(data, parse('label_replace(m_total, "i", "x", "", "")'), 1), {
+      name: "QueryEvalError",
+    });
+    await assert.rejects(pool.rangeQuery(data, parse("m_total"), 0, 1e9, 1), { name: "PointBudgetError" });
+  });
+
+  it("stops a query at its deadline by terminating its worker, and replaces the worker", async () => {
+    const before = pool.stats();
+    const r = pool.rangeQuery(data, parse(HEAVY), 20_000_000, 29_999_000, 1_000, { timeoutMs: 300 });
+    await assert.rejects(r, QueryTimeoutError);
+    const s = pool.stats();
+    assert.equal(s.running, 0, "nothing runs after the timeout");
+    assert.equal(s.replaced, before.replaced + 1);
+    assert.equal(s.started, before.started + 1, "a fresh worker replaced the terminated one");
+    assert.deepEqual(
+      (await pool.instantQuery(data, parse("count(m_total)"), 1_000_000)).value,
+      createEngine().instantQuery(data, parse("count(m_total)"), 1_000_000).value,
+    );
+  });
+
+  it("refuses a query that would load more samples than the limit, naming it", async () => {
+    const small = createQueryPool({ workers: 1, maxSamples: 10_000 });
+    try {
+      await assert.rejects(small.instantQuery(data, parse("rate(m_total[1d])"), 29_000_000), (e) => {
+        assert.ok(e instanceof TooManySamplesError);
+        assert.equal(e.limit, 10_000);
+        return true;
+      });
+      // The worker survives a refused read and serves the next query.
+      const ok = await small.instantQuery(data, parse("sum(m_total)"), 29_000_000);
+      assert.equal(ok.value.resultType, "vector");
+      assert.equal(small.stats().replaced, 0);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it("keeps a worker for another tenant while one tenant's heavy queries occupy the rest", async () => {
+    const order: string[] = [];
+    const heavy = [1, 2].map((k) =>
+      pool
+        .rangeQuery(data, parse(HEAVY), 20_000_000, 29_999_000, 1_000, { tenant: "busy", timeoutMs: 0 })
+        .then(
+          () => order.push(`heavy${k}`),
+          (e) => order.push(`heavy${k} ${e.name}`),
+        ),
+    );
+    while (pool.stats().running === 0) await new Promise((r) => setImmediate(r));
+    assert.deepEqual(
+      pool.stats(),
+      { ...pool.stats(), running: 1, queued: 1 },
+      "the busy tenant holds one of two",
+    );
+    await pool
+      .instantQuery(data, parse("sum(m_total)"), 1_000_000, { tenant: "light" })
+      .then(() => order.push("light"));
+    assert.deepEqual(order, ["light"], "the light tenant's query finished while the heavy one ran");
+    await Promise.all(heavy);
+    // The busy tenant's second query waited for its own first one, past the queue wait: a 429.
+    assert.deepEqual(order, ["light", "heavy2 QueryOverloadError", "heavy1"]);
+  });
+
+  it("refuses with an overload error (429), not a timeout, when a tenant waits too long for a worker", async () => {
+    const p = createQueryPool({ workers: 1, maxQueueWaitMs: 50, retryAfterSeconds: 3 });
+    try {
+      await p.warm();
+      const held = p.rangeQuery(data, parse(HEAVY), 20_000_000, 29_999_000, 1_000, { timeoutMs: 0 });
+      await assert.rejects(p.instantQuery(data, parse("1"), 0), (e) => {
+        assert.ok(e instanceof QueryOverloadError);
+        assert.equal(e.retryAfterSeconds, 3);
+        return true;
+      });
+      await held;
+    } finally {
+      await p.close();
+    }
+  });
+});

@@ -1,0 +1,428 @@
+/**
+ * A pool of worker threads that evaluate PromQL off the event loop. The main thread keeps the store:
+ * a worker's selects come back here, are read (and counted against `maxSamples`) on the main thread
+ * and handed over as transferable buffers, while the unchanged engine runs in the worker. The
+ * deadline terminates the worker (the work really stops) and the pool starts a fresh one.
+ *
+ * Fairness: queued queries are taken round-robin across tenants, and with two or more workers one
+ * tenant never holds more than all but one of them, so another project always finds a worker free
+ * of the first one's queries. A query that waits longer than `maxQueueWaitMs` for a worker is
+ * refused with QueryOverloadError (HTTP 429), not left to time out.
+ */
+import { availableParallelism } from "node:os";
+import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
+import type { Querier, Queryable } from "../../storage/interface.ts";
+import type { Expr } from "../ast.ts";
+import type { QueryResult } from "../engine/engine.ts";
+import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
+import { defaultEngineOptions, type QueryOptions } from "../options.ts";
+import {
+  fromWire,
+  type JobMessage,
+  packedTransfer,
+  packSeries,
+  type SelectReply,
+  toWire,
+  type WorkerEngineOptions,
+  type WorkerInit,
+  type WorkerMessage,
+} from "./protocol.ts";
+
+export interface QueryPoolOptions {
+  /** Worker threads kept warm once started (started on first use, or by `warm()`). */
+  readonly workers: number;
+  /** Raw samples one query may load from the store (counted as they are read), samples. */
+  readonly maxSamples: number;
+  /** Deadline of a query without `timeoutMs` of its own, ms (0: none). Includes the wait for a worker. */
+  readonly timeoutMs: number;
+  /** Longest wait for a free worker before refusing with QueryOverloadError, ms. */
+  readonly maxQueueWaitMs: number;
+  /** Retry-After of that refusal, seconds. */
+  readonly retryAfterSeconds: number;
+  /** The engine's own options in each worker (its deadline is the pool's). */
+  readonly engine: WorkerEngineOptions;
+}
+
+export const defaultQueryPoolOptions: QueryPoolOptions = Object.freeze({
+  workers: Math.max(1, availableParallelism()), // threads
+  maxSamples: defaultEngineOptions.maxSamples, // samples
+  timeoutMs: defaultEngineOptions.timeoutMs, // ms
+  maxQueueWaitMs: 2_000, // ms
+  retryAfterSeconds: 2, // s
+  engine: Object.freeze({
+    lookbackDeltaMs: defaultEngineOptions.lookbackDeltaMs,
+    maxPointsPerSeries: defaultEngineOptions.maxPointsPerSeries,
+    maxSamples: defaultEngineOptions.maxSamples,
+    defaultSubqueryStepMs: defaultEngineOptions.defaultSubqueryStepMs,
+  }),
+});
+
+/** Per-query options of the pool: the engine's, plus who asks (the unit of fairness). */
+export interface PoolQueryOptions extends QueryOptions {
+  /** Queries of different tenants are served round-robin; absent: one shared tenant. */
+  readonly tenant?: string;
+}
+
+export interface QueryPoolStats {
+  /** Configured size. */
+  readonly size: number;
+  /** Live workers (starting or ready). */
+  readonly workers: number;
+  /** Queries being evaluated now. */
+  readonly running: number;
+  /** Queries waiting for a worker. */
+  readonly queued: number;
+  /** Workers started since the pool was created. */
+  readonly started: number;
+  /** Workers terminated at a query's deadline (or abort) and replaced. */
+  readonly replaced: number;
+}
+
+export interface QueryPool {
+  /** As Engine.instantQuery, in a worker; rejects with the engine's errors. */
+  instantQuery(
+    queryable: Queryable,
+    expr: Expr,
+    timeMs: number,
+    opts?: PoolQueryOptions,
+  ): Promise<QueryResult>;
+  /** As Engine.rangeQuery (ms, inclusive), in a worker. */
+  rangeQuery(
+    queryable: Queryable,
+    expr: Expr,
+    startMs: number,
+    endMs: number,
+    stepMs: number,
+    opts?: PoolQueryOptions,
+  ): Promise<QueryResult>;
+  /** Starts every worker now; resolves once they can take queries. */
+  warm(): Promise<void>;
+  stats(): QueryPoolStats;
+  /** Terminates the workers; queued and running queries are rejected. */
+  close(): Promise<void>;
+}
+
+export function createQueryPool(overrides: Partial<QueryPoolOptions> = {}): QueryPool {
+  const o = Object.freeze({ ...defaultQueryPoolOptions, ...overrides });
+  for (const k of ["workers", "maxSamples", "maxQueueWaitMs", "retryAfterSeconds"] as const)
+    if (!Number.isSafeInteger(o[k]) || o[k] < 1)
+      throw new RangeError(`query pool option ${k} must be a positive integer, got ${o[k]}`);
+  if (!(o.timeoutMs >= 0))
+    throw new RangeError(`query pool option timeoutMs must be ≥ 0, got ${o.timeoutMs}`);
+  return new QueryPoolImpl(o);
+}
+
+const WORKER_URL = new URL("./bootstrap.mjs", import.meta.url);
+
+interface Job {
+  readonly msg: JobMessage;
+  readonly tenant: string;
+  readonly queryable: Queryable;
+  readonly resolve: (r: QueryResult) => void;
+  readonly reject: (e: unknown) => void;
+  querier?: Querier;
+  slot?: Slot;
+  /** Samples handed to the worker so far. */
+  loaded: number;
+  /** An error raised here (a failed read) that the worker's failure stands for. */
+  failure?: unknown;
+  done: boolean;
+  timers: NodeJS.Timeout[];
+  unlisten?: () => void;
+}
+
+interface Slot {
+  readonly worker: Worker;
+  readonly flag: Int32Array;
+  readonly replies: MessagePort;
+  ready: boolean;
+  job?: Job;
+}
+
+class QueryPoolImpl implements QueryPool {
+  readonly #o: QueryPoolOptions;
+  readonly #slots = new Set<Slot>();
+  /** Waiting jobs per tenant, in the round-robin order of tenants. */
+  readonly #queues = new Map<string, Job[]>();
+  readonly #running = new Map<string, number>();
+  #nextId = 1;
+  #started = 0;
+  #replaced = 0;
+  #closed = false;
+  #readyWaiters: (() => void)[] = [];
+
+  constructor(o: QueryPoolOptions) {
+    this.#o = o;
+  }
+
+  instantQuery(queryable: Queryable, expr: Expr, timeMs: number, opts?: PoolQueryOptions) {
+    return this.#submit(
+      queryable,
+      { kind: "instant", id: this.#nextId++, expr, timeMs, lookbackDeltaMs: opts?.lookbackDeltaMs },
+      opts,
+    );
+  }
+
+  rangeQuery(
+    queryable: Queryable,
+    expr: Expr,
+    startMs: number,
+    endMs: number,
+    stepMs: number,
+    opts?: PoolQueryOptions,
+  ) {
+    return this.#submit(
+      queryable,
+      {
+        kind: "range",
+        id: this.#nextId++,
+        expr,
+        startMs,
+        endMs,
+        stepMs,
+        lookbackDeltaMs: opts?.lookbackDeltaMs,
+      },
+      opts,
+    );
+  }
+
+  async warm(): Promise<void> {
+    while (!this.#closed && this.#slots.size < this.#o.workers) this.#spawn();
+    if ([...this.#slots].every((s) => s.ready)) return;
+    await new Promise<void>((resolve) => this.#readyWaiters.push(resolve));
+  }
+
+  stats(): QueryPoolStats {
+    let running = 0;
+    for (const n of this.#running.values()) running += n;
+    let queued = 0;
+    for (const q of this.#queues.values()) queued += q.length;
+    return {
+      size: this.#o.workers,
+      workers: this.#slots.size,
+      running,
+      queued,
+      started: this.#started,
+      replaced: this.#replaced,
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const q of this.#queues.values())
+      for (const job of [...q]) this.#settle(job, new Error("query pool closed"));
+    const exits: Promise<number>[] = [];
+    for (const slot of [...this.#slots]) {
+      if (slot.job) this.#settle(slot.job, new Error("query pool closed"));
+      exits.push(this.#retire(slot));
+    }
+    for (const w of this.#readyWaiters.splice(0)) w();
+    await Promise.all(exits);
+  }
+
+  #submit(queryable: Queryable, msg: JobMessage, opts?: PoolQueryOptions): Promise<QueryResult> {
+    if (this.#closed) return Promise.reject(new Error("query pool closed"));
+    if (opts?.signal?.aborted) return Promise.reject(new QueryTimeoutError("query aborted"));
+    return new Promise<QueryResult>((resolve, reject) => {
+      const job: Job = {
+        msg,
+        tenant: opts?.tenant ?? "",
+        queryable,
+        resolve,
+        reject,
+        loaded: 0,
+        done: false,
+        timers: [],
+      };
+      const timeoutMs = opts?.timeoutMs ?? this.#o.timeoutMs;
+      if (timeoutMs > 0)
+        job.timers.push(setTimeout(() => this.#expire(job, new QueryTimeoutError()), timeoutMs));
+      const signal = opts?.signal;
+      if (signal) {
+        const onAbort = () => this.#expire(job, new QueryTimeoutError("query aborted"));
+        signal.addEventListener("abort", onAbort, { once: true });
+        job.unlisten = () => signal.removeEventListener("abort", onAbort);
+      }
+      this.#armQueueWait(job);
+      const q = this.#queues.get(job.tenant);
+      if (q) q.push(job);
+      else this.#queues.set(job.tenant, [job]);
+      this.#pump();
+    });
+  }
+
+  /** Refuses a job still waiting after maxQueueWaitMs, unless no worker has finished starting yet. */
+  #armQueueWait(job: Job): void {
+    const t = setTimeout(() => {
+      if (job.done || job.slot) return;
+      if (![...this.#slots].some((s) => s.ready)) return this.#armQueueWait(job);
+      this.#settle(
+        job,
+        new QueryOverloadError(
+          `every query worker this project may use is busy (waited ${this.#o.maxQueueWaitMs} ms); retry after ${this.#o.retryAfterSeconds} s`,
+          this.#o.retryAfterSeconds,
+        ),
+      );
+    }, this.#o.maxQueueWaitMs);
+    job.timers.push(t);
+  }
+
+  /** The deadline (or an abort): a running job's worker is terminated, so nothing outlives the answer. */
+  #expire(job: Job, err: Error): void {
+    if (job.done) return;
+    const slot = job.slot;
+    this.#settle(job, err);
+    if (slot) {
+      this.#replaced++;
+      void this.#retire(slot);
+      // The replacement starts now, so the pool is warm again for the next query.
+      if (!this.#closed) this.#spawn();
+      this.#pump();
+    }
+  }
+
+  #settle(job: Job, err: unknown, result?: QueryResult): void {
+    if (job.done) return;
+    job.done = true;
+    for (const t of job.timers) clearTimeout(t);
+    job.unlisten?.();
+    if (job.slot) {
+      job.slot.job = undefined;
+      job.slot.worker.unref();
+      const n = (this.#running.get(job.tenant) ?? 1) - 1;
+      if (n > 0) this.#running.set(job.tenant, n);
+      else this.#running.delete(job.tenant);
+    } else {
+      const q = this.#queues.get(job.tenant);
+      if (q) {
+        q.splice(q.indexOf(job), 1);
+        if (q.length === 0) this.#queues.delete(job.tenant);
+      }
+    }
+    if (result) job.resolve(result);
+    else job.reject(err);
+  }
+
+  /** With two workers or more, one tenant keeps at least one worker free for the others. */
+  #cap(): number {
+    return this.#o.workers > 1 ? this.#o.workers - 1 : 1;
+  }
+
+  /** The next job in round-robin order over tenants that are under their cap. */
+  #take(): Job | undefined {
+    for (const [tenant, q] of this.#queues) {
+      if ((this.#running.get(tenant) ?? 0) >= this.#cap()) continue;
+      const job = q.shift();
+      // Move the tenant to the back of the rotation (Map keeps insertion order).
+      this.#queues.delete(tenant);
+      if (q.length > 0) this.#queues.set(tenant, q);
+      return job;
+    }
+    return undefined;
+  }
+
+  #pump(): void {
+    if (this.#closed) return;
+    for (const slot of this.#slots) {
+      if (!slot.ready || slot.job) continue;
+      const job = this.#take();
+      if (!job) break;
+      this.#assign(slot, job);
+    }
+    let waiting = 0;
+    for (const q of this.#queues.values()) waiting += q.length;
+    let starting = 0;
+    for (const s of this.#slots) if (!s.ready) starting++;
+    while (waiting > starting && this.#slots.size < this.#o.workers) {
+      this.#spawn();
+      starting++;
+    }
+  }
+
+  #assign(slot: Slot, job: Job): void {
+    slot.job = job;
+    job.slot = slot;
+    job.querier = job.queryable.querier();
+    this.#running.set(job.tenant, (this.#running.get(job.tenant) ?? 0) + 1);
+    slot.worker.ref();
+    slot.worker.postMessage(job.msg);
+  }
+
+  #spawn(): void {
+    const flag = new SharedArrayBuffer(4);
+    const { port1, port2 } = new MessageChannel();
+    const init: WorkerInit = { flag, replies: port2, engine: this.#o.engine };
+    const worker = new Worker(WORKER_URL, { workerData: init, transferList: [port2] });
+    worker.unref();
+    const slot: Slot = { worker, flag: new Int32Array(flag), replies: port1, ready: false };
+    this.#slots.add(slot);
+    this.#started++;
+    worker.on("message", (m: WorkerMessage) => this.#onMessage(slot, m));
+    worker.on("error", (err) => this.#onDeath(slot, err));
+    worker.on("exit", (code) => this.#onDeath(slot, new Error(`query worker exited with code ${code}`)));
+  }
+
+  #retire(slot: Slot): Promise<number> {
+    this.#slots.delete(slot);
+    slot.replies.close();
+    return slot.worker.terminate();
+  }
+
+  #onDeath(slot: Slot, err: Error): void {
+    if (!this.#slots.has(slot)) return; // retired on purpose
+    this.#slots.delete(slot);
+    slot.replies.close();
+    if (slot.job) this.#settle(slot.job, err);
+    if (!slot.ready) {
+      // A worker that cannot even start would fail every query the same way: say so to the waiters.
+      for (const q of [...this.#queues.values()]) for (const job of [...q]) this.#settle(job, err);
+      for (const w of this.#readyWaiters.splice(0)) w();
+      return;
+    }
+    this.#pump();
+  }
+
+  #onMessage(slot: Slot, m: WorkerMessage): void {
+    switch (m.type) {
+      case "ready":
+        slot.ready = true;
+        if ([...this.#slots].every((s) => s.ready)) for (const w of this.#readyWaiters.splice(0)) w();
+        this.#pump();
+        return;
+      case "select":
+        this.#select(slot, m);
+        return;
+      case "done":
+      case "error": {
+        const job = slot.job;
+        if (!job || job.msg.id !== m.id) return;
+        if (m.type === "done") this.#settle(job, undefined, m.result);
+        else this.#settle(job, job.failure ?? fromWire(m.error));
+        this.#pump();
+        return;
+      }
+    }
+  }
+
+  /** Reads one selector's samples for the worker's query, within the query's sample budget. */
+  #select(slot: Slot, m: Extract<WorkerMessage, { type: "select" }>): void {
+    const job = slot.job;
+    let reply: SelectReply;
+    let transfer: ArrayBuffer[] = [];
+    try {
+      if (!job?.querier || job.msg.id !== m.id) throw new Error("query worker: select for no running query");
+      const data = job.querier.select(m.matchers, m.mintMs, m.maxtMs, m.hints);
+      for (const s of data) job.loaded += s.values.length;
+      if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
+      const packed = packSeries(data);
+      reply = { ok: true, packed };
+      transfer = packedTransfer(packed);
+    } catch (err) {
+      if (job) job.failure = err;
+      reply = { ok: false, error: toWire(err) };
+    }
+    slot.replies.postMessage(reply, transfer);
+    Atomics.store(slot.flag, 0, 1);
+    Atomics.notify(slot.flag, 0);
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * Messages between the query pool (main thread) and its workers, and the packing that lets samples
+ * and results cross threads as a few transferable buffers instead of thousands of cloned arrays.
+ */
+import type { MessagePort } from "node:worker_threads";
+import type { LabelMatcher, Labels, SelectHints, SeriesData } from "../../storage/interface.ts";
+import type { Expr } from "../ast.ts";
+import type { QueryResult, QueryValue, RangeSeries } from "../engine/engine.ts";
+import {
+  PointBudgetError,
+  PromQLParseError,
+  QueryEvalError,
+  QueryTimeoutError,
+  TooManySamplesError,
+  UnsupportedNodeError,
+} from "../errors.ts";
+
+/** Engine options a worker is started with (numbers only: functions do not cross threads). */
+export interface WorkerEngineOptions {
+  readonly lookbackDeltaMs: number;
+  readonly maxPointsPerSeries: number;
+  readonly maxSamples: number;
+  readonly defaultSubqueryStepMs: number;
+}
+
+/** What a worker is started with. */
+export interface WorkerInit {
+  /** Int32 flag the worker waits on while the main thread reads samples for it. */
+  readonly flag: SharedArrayBuffer;
+  /** The main thread answers selects on this port; the worker reads it synchronously. */
+  readonly replies: MessagePort;
+  readonly engine: WorkerEngineOptions;
+}
+
+/** Main → worker: evaluate one query. */
+export type JobMessage =
+  | {
+      readonly kind: "instant";
+      readonly id: number;
+      readonly expr: Expr;
+      readonly timeMs: number;
+      readonly lookbackDeltaMs?: number;
+    }
+  | {
+      readonly kind: "range";
+      readonly id: number;
+      readonly expr: Expr;
+      readonly startMs: number;
+      readonly endMs: number;
+      readonly stepMs: number;
+      readonly lookbackDeltaMs?: number;
+    };
+
+/** Worker → main. */
+export type WorkerMessage =
+  | { readonly type: "ready" }
+  | {
+      readonly type: "select";
+      readonly id: number;
+      readonly matchers: readonly LabelMatcher[];
+      readonly mintMs: number;
+      readonly maxtMs: number;
+      readonly hints?: SelectHints;
+    }
+  | { readonly type: "done"; readonly id: number; readonly result: QueryResult }
+  | { readonly type: "error"; readonly id: number; readonly error: WireError };
+
+/** Main → worker on the reply port: the samples of one select, packed, or why there are none. */
+export type SelectReply =
+  | { readonly ok: true; readonly packed: PackedSeries }
+  | { readonly ok: false; readonly error: WireError };
+
+/** Series i has labels[i] and samples offsets[i] … offsets[i+1] − 1 of timestamps and values. */
+export interface PackedSeries {
+  readonly labels: Labels[];
+  readonly offsets: Uint32Array;
+  readonly timestamps: Float64Array;
+  readonly values: Float64Array;
+}
+
+/** Copies series into one pair of buffers (raw bits, so staleness markers survive). */
+export function packSeries(data: readonly SeriesData[]): PackedSeries {
+  let total = 0;
+  for (const s of data) total += s.values.length;
+  const offsets = new Uint32Array(data.length + 1);
+  const timestamps = new Float64Array(total);
+  const values = new Float64Array(total);
+  let k = 0;
+  data.forEach((s, i) => {
+    offsets[i] = k;
+    timestamps.set(s.timestamps, k);
+    // Same element type: a byte copy, NaN payloads (staleness markers) included.
+    values.set(s.values, k);
+    k += s.values.length;
+  });
+  offsets[data.length] = k;
+  return { labels: data.map((s) => s.labels), offsets, timestamps, values };
+}
+
+/** Views into the packed buffers; the engine never writes into selected arrays. */
+export function unpackSeries(p: PackedSeries): SeriesData[] {
+  const out: SeriesData[] = [];
+  for (let i = 0; i < p.labels.length; i++) {
+    const a = p.offsets[i];
+    const b = p.offsets[i + 1];
+    out.push({
+      labels: p.labels[i],
+      timestamps: p.timestamps.subarray(a, b),
+      values: p.values.subarray(a, b),
+    });
+  }
+  return out;
+}
+
+export function packedTransfer(p: PackedSeries): ArrayBuffer[] {
+  return [p.offsets.buffer, p.timestamps.buffer, p.values.buffer] as ArrayBuffer[];
+}
+
+/**
+ * The buffers of a result that can be moved rather than copied: arrays that own their whole buffer
+ * (a view into a larger slab would move the slab, so it is copied into its own buffer first).
+ */
+export function resultTransfer(r: QueryResult): { result: QueryResult; transfer: ArrayBuffer[] } {
+  if (r.value.resultType !== "matrix") return { result: r, transfer: [] };
+  const transfer = new Set<ArrayBuffer>();
+  const own = (a: Float64Array) => {
+    const mine =
+      a.byteOffset === 0 && a.byteLength === a.buffer.byteLength && !transfer.has(a.buffer as ArrayBuffer);
+    const b = mine ? a : a.slice();
+    transfer.add(b.buffer as ArrayBuffer);
+    return b;
+  };
+  const result: RangeSeries[] = r.value.result.map((s) => ({
+    metric: s.metric,
+    timestamps: own(s.timestamps),
+    values: own(s.values),
+  }));
+  const value: QueryValue = { resultType: "matrix", result };
+  return { result: { value, annotations: r.annotations }, transfer: [...transfer] };
+}
+
+/** An error as it crosses threads: its class name and the fields its constructor needs. */
+export interface WireError {
+  readonly name: string;
+  readonly message: string;
+  readonly limit?: number;
+  readonly requestedPoints?: number;
+  readonly maxPoints?: number;
+  readonly position?: { readonly start: number; readonly end: number };
+  readonly nodeKind?: string;
+}
+
+export function toWire(err: unknown): WireError {
+  if (!(err instanceof Error)) return { name: "Error", message: String(err) };
+  const e = err as Error & Partial<WireError>;
+  return {
+    name: e.name,
+    message: e.message,
+    limit: e.limit,
+    requestedPoints: e.requestedPoints,
+    maxPoints: e.maxPoints,
+    position: e.position,
+    nodeKind: e.nodeKind,
+  };
+}
+
+/** The typed PromQL error again, so the one edge that maps errors sees the same classes. */
+export function fromWire(w: WireError): Error {
+  switch (w.name) {
+    case "QueryEvalError":
+      return new QueryEvalError(w.message);
+    case "QueryTimeoutError":
+      return new QueryTimeoutError(w.message);
+    case "TooManySamplesError":
+      return new TooManySamplesError(w.limit ?? 0);
+    case "PointBudgetError":
+      return new PointBudgetError(w.requestedPoints ?? 0, w.maxPoints ?? 0);
+    case "PromQLParseError":
+      return new PromQLParseError(w.message, w.position ?? { start: 0, end: 0 });
+    case "UnsupportedNodeError":
+      return new UnsupportedNodeError(w.nodeKind ?? "?");
+    default:
+      return new Error(`query worker: ${w.name}: ${w.message}`);
+  }
+}

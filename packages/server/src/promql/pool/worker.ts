@@ -1,0 +1,70 @@
+/**
+ * A query worker: the unchanged, synchronous engine over a Queryable whose `select` asks the main
+ * thread for the samples and blocks (Atomics.wait) until they arrive. The main thread owns the
+ * store, counts what it hands out, and terminates this thread at the query's deadline.
+ */
+import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
+import type { Querier, Queryable } from "../../storage/interface.ts";
+import { createEngine } from "../engine/engine.ts";
+import {
+  fromWire,
+  type JobMessage,
+  resultTransfer,
+  type SelectReply,
+  toWire,
+  unpackSeries,
+  type WorkerInit,
+  type WorkerMessage,
+} from "./protocol.ts";
+
+const init = workerData as WorkerInit;
+const flag = new Int32Array(init.flag);
+const replies: MessagePort = init.replies;
+// The deadline is the main thread's: it terminates this worker, so the engine needs none of its own.
+const engine = createEngine({ ...init.engine, timeoutMs: 0 });
+const port = parentPort;
+if (!port) throw new Error("promql/pool/worker.ts runs only as a worker thread");
+
+let current = 0;
+
+const querier: Querier = {
+  select(matchers, mintMs, maxtMs, hints) {
+    Atomics.store(flag, 0, 0);
+    const msg: WorkerMessage = { type: "select", id: current, matchers, mintMs, maxtMs, hints };
+    port.postMessage(msg);
+    for (;;) {
+      Atomics.wait(flag, 0, 0);
+      const got = receiveMessageOnPort(replies);
+      if (!got) continue;
+      const reply = got.message as SelectReply;
+      if (!reply.ok) throw fromWire(reply.error);
+      return unpackSeries(reply.packed);
+    }
+  },
+  labelNames() {
+    throw new Error("labelNames is not read by the engine");
+  },
+  labelValues() {
+    throw new Error("labelValues is not read by the engine");
+  },
+};
+const queryable: Queryable = { querier: () => querier };
+
+port.on("message", (job: JobMessage) => {
+  current = job.id;
+  const opts = { timeoutMs: 0, lookbackDeltaMs: job.lookbackDeltaMs };
+  try {
+    const r =
+      job.kind === "instant"
+        ? engine.instantQuery(queryable, job.expr, job.timeMs, opts)
+        : engine.rangeQuery(queryable, job.expr, job.startMs, job.endMs, job.stepMs, opts);
+    const { result, transfer } = resultTransfer(r);
+    const done: WorkerMessage = { type: "done", id: job.id, result };
+    port.postMessage(done, transfer);
+  } catch (err) {
+    const failed: WorkerMessage = { type: "error", id: job.id, error: toWire(err) };
+    port.postMessage(failed);
+  }
+});
+const ready: WorkerMessage = { type: "ready" };
+port.postMessage(ready);
