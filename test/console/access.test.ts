@@ -325,6 +325,19 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
       .click();
     await page.getByTestId("trust-table").getByText("disabled").waitFor();
     assert.equal((await owner.automation.getCITrust({ name: trust.name })).state, "DISABLED");
+
+    // Verify again (the way back from disabled, or after a rename): a new code and setup ID, same trust.
+    await detail.getByRole("button", { name: "Verify again" }).click();
+    const againForm = page.getByRole("dialog", { name: "Verify the trust again" });
+    assert.equal(await againForm.getByLabel("Repository").inputValue(), defaultRun.repository);
+    await againForm.getByRole("button", { name: "Start verification again" }).click();
+    const newCode = (await detail.getByTestId("shown-once").locator("code.secret").textContent()) ?? "";
+    assert.match(newCode, /^svcsetup_/);
+    assert.notEqual(newCode, code);
+    const pending = await owner.automation.getCITrust({ name: trust.name });
+    assert.equal(pending.state, "VERIFICATION_PENDING");
+    assert.equal(await detail.getByTestId("setup-id").textContent(), pending.setupId);
+    assert.notEqual(pending.setupId, trust.setupId);
     await detail.getByRole("button", { name: "Delete" }).click();
     await page
       .getByRole("dialog", { name: "Delete the CI trust" })

@@ -4,7 +4,7 @@ import type {
   StartCITrustSetupResponse,
 } from "@gen/svc/iam/v1/automation_pb.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../api.ts";
 import { CAPABILITIES, CapabilityBadges, ConfirmDialog, CopyBlock, Time } from "../components/access-ui.tsx";
 import {
@@ -125,59 +125,61 @@ export function CiTrustsPage() {
             : null}
         </Empty>
       ) : (
-        <table className="table access-table" data-testid="trust-table">
-          <thead>
-            <tr>
-              <th>Repository and workflow</th>
-              <th>Branch or environment</th>
-              <th>Event</th>
-              <th>Service account</th>
-              <th>Permissions</th>
-              <th>State</th>
-              <th className="access-actions-col" />
-            </tr>
-          </thead>
-          <tbody>
-            {list.map((t) => (
-              <tr key={t.name} className={selected === t.name ? "access-selected" : ""}>
-                <td>
-                  <div>{t.intended?.repository}</div>
-                  <div className="muted small mono">{t.intended?.workflow}</div>
-                </td>
-                <td>
-                  {t.intended?.branch ? (
-                    <>
-                      branch <code>{t.intended.branch}</code>
-                    </>
-                  ) : (
-                    <>
-                      environment <code>{t.intended?.environment}</code>
-                    </>
-                  )}
-                </td>
-                <td>
-                  <code>{t.intended?.event}</code>
-                </td>
-                <td>{accountName(t.serviceAccount)}</td>
-                <td>
-                  <CapabilityBadges capabilities={t.permissions} />
-                </td>
-                <td>
-                  <TrustState state={t.state} />
-                </td>
-                <td className="access-actions-col">
-                  <Button
-                    className={selected === t.name ? "selected" : ""}
-                    aria-label={`Open trust ${lastSegment(t.name)}`}
-                    onClick={() => setSelected(selected === t.name ? undefined : t.name)}
-                  >
-                    {selected === t.name ? "Close" : "Open"}
-                  </Button>
-                </td>
+        <div className="access-table-wrap">
+          <table className="table access-table" data-testid="trust-table">
+            <thead>
+              <tr>
+                <th>Repository and workflow</th>
+                <th>Branch or environment</th>
+                <th>Event</th>
+                <th>Service account</th>
+                <th>Permissions</th>
+                <th>State</th>
+                <th className="access-actions-col" />
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {list.map((t) => (
+                <tr key={t.name} className={selected === t.name ? "access-selected" : ""}>
+                  <td>
+                    <div>{t.intended?.repository}</div>
+                    <div className="muted small mono">{t.intended?.workflow}</div>
+                  </td>
+                  <td>
+                    {t.intended?.branch ? (
+                      <>
+                        branch <code>{t.intended.branch}</code>
+                      </>
+                    ) : (
+                      <>
+                        environment <code>{t.intended?.environment}</code>
+                      </>
+                    )}
+                  </td>
+                  <td>
+                    <code>{t.intended?.event}</code>
+                  </td>
+                  <td>{accountName(t.serviceAccount)}</td>
+                  <td>
+                    <CapabilityBadges capabilities={t.permissions} />
+                  </td>
+                  <td>
+                    <TrustState state={t.state} />
+                  </td>
+                  <td className="access-actions-col">
+                    <Button
+                      className={selected === t.name ? "selected" : ""}
+                      aria-label={`Open trust ${lastSegment(t.name)}`}
+                      onClick={() => setSelected(selected === t.name ? undefined : t.name)}
+                    >
+                      {selected === t.name ? "Close" : "Open"}
+                    </Button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {selected ? (
         <TrustDetail
@@ -264,7 +266,8 @@ function StartSetupForm(props: {
     gcTime: 0,
     onSuccess: (r) => {
       void queries.invalidateQueries({ queryKey: trustsKey(project.name) });
-      if (r.trust) void queries.invalidateQueries({ queryKey: trustKey(r.trust.name) });
+      // The trust as the answer describes it (no secret in it): the detail shows the new setup at once.
+      if (r.trust) queries.setQueryData(trustKey(r.trust.name), r.trust);
       props.onStarted(r);
     },
   });
@@ -477,9 +480,15 @@ function TrustDetail(props: {
     // The list shows the same state: keep it in step when this detail notices a change.
     if (state) void queries.invalidateQueries({ queryKey: trustsKey(project.name) });
   }, [state, project.name, queries]);
+  const wasPending = useRef(false);
   useEffect(() => {
-    // Once the verification run used it, the pairing code is dropped from memory too.
-    if (state && state !== "VERIFICATION_PENDING" && holdsCode) onDismissCode();
+    // Once the verification run used it (the state moves on from pending), the pairing code is dropped
+    // from memory too.
+    if (state === "VERIFICATION_PENDING") wasPending.current = true;
+    else if (state && wasPending.current && holdsCode) {
+      wasPending.current = false;
+      onDismissCode();
+    }
   }, [state, holdsCode, onDismissCode]);
   if (q.isPending) return <Loading what="the trust" />;
   if (!t) return <ErrorBanner error={q.error} title="Could not read the trust" />;
@@ -506,9 +515,7 @@ function TrustDetail(props: {
           {isOwner && (t.state === "APPROVED" || t.state === "DISABLED") ? (
             <Button onClick={() => setEditing(true)}>Edit permissions</Button>
           ) : null}
-          {isOwner && t.state !== "VERIFICATION_PENDING" && t.state !== "IDENTITY_OBSERVED" ? (
-            <Button onClick={() => props.onVerifyAgain(t)}>Verify again</Button>
-          ) : null}
+          {isOwner ? <Button onClick={() => props.onVerifyAgain(t)}>Verify again</Button> : null}
           {isOwner && t.state !== "DISABLED" ? (
             <Button kind="danger" onClick={() => setConfirm("disable")}>
               Disable
@@ -530,8 +537,8 @@ function TrustDetail(props: {
             <ShownOnce label="SVC_SETUP_CODE (pairing code)" value={props.started.pairingCode} />
           ) : (
             <p className="muted">
-              The pairing code was shown once, when the setup started. If it was lost, use{" "}
-              <strong>Verify again</strong> after the window ends, or delete this setup and start a new one.
+              The pairing code was shown once, when the setup started. If it was lost,{" "}
+              <strong>Verify again</strong> issues a new code and setup ID (the old ones stop working).
             </p>
           )}
           <dl className="kv access-kv">

@@ -168,7 +168,7 @@ export function KeyList(props: {
             </label>
           ) : null}
           {props.canManage ? (
-            <Button kind="primary" onClick={() => setCreating(true)}>
+            <Button kind="primary" className="access-nowrap" onClick={() => setCreating(true)}>
               Create key
             </Button>
           ) : null}
@@ -182,70 +182,72 @@ export function KeyList(props: {
           {keys.length === 0 ? "No keys yet." : "No active keys (revoked and expired ones are hidden)."}
         </p>
       ) : (
-        <table className="table access-table">
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>Capabilities</th>
-              <th>Created</th>
-              <th>Expires</th>
-              <th>State</th>
-              {props.canManage ? <th className="access-actions-col">Actions</th> : null}
-            </tr>
-          </thead>
-          <tbody>
-            {shown.map((k) => {
-              const st = keyStatus(k);
-              return (
-                <tr key={k.name} className={k.state === "ACTIVE" ? "" : "access-inactive"}>
-                  <td>
-                    <div>{k.displayName}</div>
-                    <div className="muted small mono" title="the non-secret start of the secret">
-                      {k.secretHint}
-                    </div>
-                  </td>
-                  <td>
-                    <CapabilityBadges capabilities={k.capabilities} />
-                  </td>
-                  <td>
-                    <Time unix={k.createTimeUnix} />
-                  </td>
-                  <td>
-                    <Time unix={k.expireTimeUnix} />
-                  </td>
-                  <td>
-                    <Badge tone={st.tone} title={st.title}>
-                      {st.label}
-                    </Badge>
-                    {k.state === "REVOKED" ? (
-                      <div className="muted small">
-                        <Time unix={k.revokeTimeUnix} />
+        <div className="access-table-wrap">
+          <table className="table access-table">
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Capabilities</th>
+                <th>Created</th>
+                <th>Expires</th>
+                <th>State</th>
+                {props.canManage ? <th className="access-actions-col">Actions</th> : null}
+              </tr>
+            </thead>
+            <tbody>
+              {shown.map((k) => {
+                const st = keyStatus(k);
+                return (
+                  <tr key={k.name} className={k.state === "ACTIVE" ? "" : "access-inactive"}>
+                    <td>
+                      <div>{k.displayName}</div>
+                      <div className="muted small mono" title="the non-secret start of the secret">
+                        {k.secretHint}
                       </div>
-                    ) : null}
-                  </td>
-                  {props.canManage ? (
-                    <td className="access-actions-col">
-                      {k.state === "ACTIVE" ? (
-                        <div className="row access-row-actions">
-                          <Button onClick={() => setRotating(k)} aria-label={`Rotate ${k.displayName}`}>
-                            Rotate
-                          </Button>
-                          <Button
-                            kind="danger"
-                            onClick={() => setRevoking(k)}
-                            aria-label={`Revoke ${k.displayName}`}
-                          >
-                            Revoke
-                          </Button>
+                    </td>
+                    <td>
+                      <CapabilityBadges capabilities={k.capabilities} />
+                    </td>
+                    <td>
+                      <Time unix={k.createTimeUnix} />
+                    </td>
+                    <td>
+                      <Time unix={k.expireTimeUnix} />
+                    </td>
+                    <td>
+                      <Badge tone={st.tone} title={st.title}>
+                        {st.label}
+                      </Badge>
+                      {k.state === "REVOKED" ? (
+                        <div className="muted small">
+                          <Time unix={k.revokeTimeUnix} />
                         </div>
                       ) : null}
                     </td>
-                  ) : null}
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+                    {props.canManage ? (
+                      <td className="access-actions-col">
+                        {k.state === "ACTIVE" ? (
+                          <div className="row access-row-actions">
+                            <Button onClick={() => setRotating(k)} aria-label={`Rotate ${k.displayName}`}>
+                              Rotate
+                            </Button>
+                            <Button
+                              kind="danger"
+                              onClick={() => setRevoking(k)}
+                              aria-label={`Revoke ${k.displayName}`}
+                            >
+                              Revoke
+                            </Button>
+                          </div>
+                        ) : null}
+                      </td>
+                    ) : null}
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
       )}
       <Dialog title="Create key" open={creating} onClose={() => setCreating(false)}>
         <CreateKeyForm

@@ -53,73 +53,75 @@ export function ServiceAccountsPage() {
           {isOwner ? "Create one from the Metrics scraper or Alert manager template." : null}
         </Empty>
       ) : (
-        <table className="table access-table" data-testid="sa-table">
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>Template</th>
-              <th>Permissions</th>
-              <th>State</th>
-              <th>Created</th>
-              {isOwner ? <th className="access-actions-col">Actions</th> : null}
-            </tr>
-          </thead>
-          <tbody>
-            {accounts.map((sa) => (
-              <tr
-                key={sa.name}
-                className={`${sa.state === "DISABLED" ? "access-inactive" : ""} ${selected === sa.name ? "access-selected" : ""}`}
-              >
-                <td>
-                  <div>{sa.displayName}</div>
-                  <div className="muted small mono">{lastSegment(sa.name)}</div>
-                </td>
-                <td>{sa.template}</td>
-                <td>
-                  <CapabilityBadges capabilities={sa.permissions} />
-                </td>
-                <td>
-                  {sa.state === "ACTIVE" ? (
-                    <Badge tone="ok">active</Badge>
-                  ) : (
-                    <Badge tone="bad" title="its keys and CI tokens are refused">
-                      disabled
-                    </Badge>
-                  )}
-                </td>
-                <td>
-                  <Time unix={sa.createTimeUnix} />
-                </td>
-                {isOwner ? (
-                  <td className="access-actions-col">
-                    <div className="row access-row-actions">
-                      <Button
-                        className={selected === sa.name ? "selected" : ""}
-                        aria-label={`Keys of ${sa.displayName}`}
-                        onClick={() => setSelected(selected === sa.name ? undefined : sa.name)}
-                      >
-                        Keys
-                      </Button>
-                      {sa.state === "ACTIVE" ? (
-                        <Button
-                          kind="danger"
-                          aria-label={`Disable ${sa.displayName}`}
-                          onClick={() => setToggling(sa)}
-                        >
-                          Disable
-                        </Button>
-                      ) : (
-                        <Button aria-label={`Enable ${sa.displayName}`} onClick={() => setToggling(sa)}>
-                          Enable
-                        </Button>
-                      )}
-                    </div>
-                  </td>
-                ) : null}
+        <div className="access-table-wrap">
+          <table className="table access-table" data-testid="sa-table">
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Template</th>
+                <th>Permissions</th>
+                <th>State</th>
+                <th>Created</th>
+                {isOwner ? <th className="access-actions-col">Actions</th> : null}
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {accounts.map((sa) => (
+                <tr
+                  key={sa.name}
+                  className={`${sa.state === "DISABLED" ? "access-inactive" : ""} ${selected === sa.name ? "access-selected" : ""}`}
+                >
+                  <td>
+                    <div>{sa.displayName}</div>
+                    <div className="muted small mono">{lastSegment(sa.name)}</div>
+                  </td>
+                  <td>{sa.template}</td>
+                  <td>
+                    <CapabilityBadges capabilities={sa.permissions} />
+                  </td>
+                  <td>
+                    {sa.state === "ACTIVE" ? (
+                      <Badge tone="ok">active</Badge>
+                    ) : (
+                      <Badge tone="bad" title="its keys and CI tokens are refused">
+                        disabled
+                      </Badge>
+                    )}
+                  </td>
+                  <td>
+                    <Time unix={sa.createTimeUnix} />
+                  </td>
+                  {isOwner ? (
+                    <td className="access-actions-col">
+                      <div className="row access-row-actions">
+                        <Button
+                          className={selected === sa.name ? "selected" : ""}
+                          aria-label={`Keys of ${sa.displayName}`}
+                          onClick={() => setSelected(selected === sa.name ? undefined : sa.name)}
+                        >
+                          Keys
+                        </Button>
+                        {sa.state === "ACTIVE" ? (
+                          <Button
+                            kind="danger"
+                            aria-label={`Disable ${sa.displayName}`}
+                            onClick={() => setToggling(sa)}
+                          >
+                            Disable
+                          </Button>
+                        ) : (
+                          <Button aria-label={`Enable ${sa.displayName}`} onClick={() => setToggling(sa)}>
+                            Enable
+                          </Button>
+                        )}
+                      </div>
+                    </td>
+                  ) : null}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {current && isOwner ? (
         <div className="access-below">
