@@ -8,7 +8,8 @@
  *   npm run bench:webhooks -- --quick   1,000 transitions per row
  *   flags: --no-poll (skip the 1 s poll row), --no-five (skip the 5-destination row), --no-what-if
  *   env:   BENCH_TRANSITIONS, BENCH_DESTINATIONS (16), BENCH_CPU_PROFILE=<file.cpuprofile> (a V8 CPU
- *          profile of the main svc row's drain, with the functions and files of most self time)
+ *          profile of the main svc row's drain, with the functions and files of most self time, and the
+ *          SQLite statements of that row by SQL), BENCH_PAIRS (3; 0 skips them: see "pairs" below)
  *
  * The app: startTestApp (SQLite, the bench process), notify `{ ca: <receiver's certificate>,
  * allowHosts: ["127.0.0.1"] }`, its clock following the wall clock. The dispatcher is the app's
@@ -46,6 +47,10 @@
  *      https.Agent, keepAlive; no SSRF lookup: the URL is an IP literal, which postJson checks before
  *      connecting anyway), as in 1: what is left when TLS handshakes are taken out.
  *   and the latency of single transitions on an idle system (loop mode, one at a time).
+ *   Pairs: BENCH_PAIRS more bursts of row 1 and row 3 back to back (which goes first alternates), each
+ *   with its own load average: on a shared machine the load changes from row to row, and the ratio of
+ *   two rows measured seconds apart says more than one of rows measured a minute apart. The median of
+ *   the pairs' ratios (with row 1 / row 3's) is printed beside the goal.
  * The bare client's requests carry the same bodies (rendered from the delivery rows of row 1 by the
  * webhook channel, as svc renders them) and headers of the same names and sizes (fixed values: it
  * signs nothing). Its t0 is the moment all N are queued; svc's is the last commit of the burst.
@@ -90,6 +95,7 @@ const N = num("BENCH_TRANSITIONS", quick ? 1000 : 5000);
 const DESTS = num("BENCH_DESTINATIONS", 16);
 const WARM = quick ? 200 : 500;
 const IDLE = 30;
+const PAIRS = num("BENCH_PAIRS", 3);
 /** svc's default: deliveries attempted at once; the bare client uses the same. */
 const CONCURRENCY = defaultNotifyOptions.concurrency;
 const PER_PROJECT = defaultNotifyOptions.maxDestinationsPerProject;
@@ -191,6 +197,8 @@ async function startReceiver(tls: { key: string; cert: string }): Promise<Receiv
 // ---- SQLite statements, counted -------------------------------------------------------------------
 
 const sqlCount = { n: 0, ms: 0 };
+/** The same by statement (its SQL, shortened), printed for the profiled row. */
+const sqlBySource = new Map<string, { n: number; ms: number }>();
 /** Wraps better-sqlite3's Statement methods to count statements and their synchronous time. */
 function countStatements(): void {
   const probe = new SQLite(":memory:");
@@ -203,8 +211,17 @@ function countStatements(): void {
       try {
         return orig.apply(this, args);
       } finally {
+        const ms = performance.now() - a;
         sqlCount.n++;
-        sqlCount.ms += performance.now() - a;
+        sqlCount.ms += ms;
+        const key = String((this as { source?: string }).source ?? "?")
+          .replace(/\(\?(, \?)*\)(, \(\?(, \?)*\))*/g, "(…)")
+          .slice(0, 90);
+        const k = sqlBySource.get(key);
+        if (k) {
+          k.n++;
+          k.ms += ms;
+        } else sqlBySource.set(key, { n: 1, ms });
       }
     };
   }
@@ -490,6 +507,7 @@ async function svcRow(
     await inspector.post("Profiler.enable");
     await inspector.post("Profiler.setSamplingInterval", { interval: 200 });
     await inspector.post("Profiler.start");
+    sqlBySource.clear();
   }
   const deadline = Date.now() + 300_000;
   if (mode === "loop") {
@@ -515,6 +533,9 @@ async function svcRow(
     out(`CPU profile of "${label}" written to ${profileTo}`);
     for (const l of profileSummary(profile as never)) out(l);
     inspector.disconnect();
+    out("SQLite statements of this row, by SQL (count, synchronous ms):");
+    for (const [sql, c] of [...sqlBySource].sort((x, y) => y[1].ms - x[1].ms).slice(0, 15))
+      out(`  ${String(c.n).padStart(6)} ${c.ms.toFixed(1).padStart(8)} ms  ${sql}`);
   }
   const rec = await receiver.dump();
   const dl = await burstDeliveries(t, b.atMs);
@@ -722,10 +743,12 @@ try {
   );
   rows.push(main.row);
   out(`  ${main.row.label}: ${main.row.note}`);
-  const bodies = (await burstDeliveries(t, main.atMs)).map((d) => ({
-    path: lanes.find((l) => l.destinationId === d.destination_id)?.path ?? "/",
-    body: render("WEBHOOK", JSON.parse(d.message) as NotificationMessage).body,
-  }));
+  const bodiesOf = async (atMs: number) =>
+    (await burstDeliveries(t, atMs)).map((d) => ({
+      path: lanes.find((l) => l.destinationId === d.destination_id)?.path ?? "/",
+      body: render("WEBHOOK", JSON.parse(d.message) as NotificationMessage).body,
+    }));
+  const bodies = await bodiesOf(main.atMs);
   const meanBody = bodies.reduce((a, b) => a + Buffer.byteLength(b.body), 0) / bodies.length;
   const bareOff = await bareRow(
     `bare node:https, keep-alive off, ${CONCURRENCY} at a time`,
@@ -789,6 +812,18 @@ try {
     rows.push(r);
     out(`  ${r.label}: ${r.note}`);
   }
+  // Pairs: row 1 and row 3 again, back to back, the order alternating.
+  const pairs: { load: number; svc: Row; bare: Row }[] = [];
+  for (let i = 0; i < PAIRS; i++) {
+    const load = loadavg()[0];
+    const bareLabel = `pair ${i + 1}: bare, keep-alive on`;
+    const svcLabel = `pair ${i + 1}: svc, runOnce loop`;
+    let bare: Row | undefined;
+    if (i % 2 === 1) bare = await bareRow(bareLabel, bodies, true, tls.cert);
+    const s = await svcRow(t, svcLabel, lanes, N, "loop");
+    bare ??= await bareRow(bareLabel, await bodiesOf(s.atMs), true, tls.cert);
+    pairs.push({ load, svc: s.row, bare });
+  }
   const idle = await idleLatency(t, lanes, IDLE);
   const calibration1 = calibrationMs();
 
@@ -833,6 +868,28 @@ try {
       `p99 latency ${f2(quantile(svc.latency, 0.99) / quantile(bareOff.latency, 0.99))}× / ` +
       `${f2(quantile(svc.latency, 0.99) / quantile(bareOn.latency, 0.99))}×`,
   );
+  if (pairs.length > 0) {
+    out("");
+    out("pairs (svc row 1 and bare keep-alive on, back to back):");
+    out(
+      "| pair | load average | svc deliveries/s | bare keep-alive on deliveries/s | ratio | CPU ms/delivery svc / bare |",
+    );
+    out("| --- | --- | --- | --- | --- | --- |");
+    for (const [i, p] of pairs.entries())
+      out(
+        `| ${i + 1}${i % 2 === 1 ? " (bare first)" : ""} | ${p.load.toFixed(1)} | ${f0(p.svc.rate)} | ${f0(p.bare.rate)} | ` +
+          `${f2(p.svc.rate / p.bare.rate)}× | ${f2(p.svc.cpuMsPer)} / ${f2(p.bare.cpuMsPer)} |`,
+      );
+  }
+  const ratios = [ratioOn, ...pairs.map((p) => p.svc.rate / p.bare.rate)].sort((a, b) => a - b);
+  const medianOn = ratios[Math.floor(ratios.length / 2)];
+  const svcRates = [svc.rate, ...pairs.map((p) => p.svc.rate)].sort((a, b) => a - b);
+  const medianRate = svcRates[Math.floor(svcRates.length / 2)];
+  if (pairs.length > 0)
+    out(
+      `median of ${ratios.length} (row 1 / row 3 and the pairs): svc ${f0(medianRate)} deliveries/s, ` +
+        `${f2(medianOn)}× the keep-alive-on client (range ${f2(ratios[0])}–${f2(ratios.at(-1) ?? Number.NaN)}×)`,
+    );
   out(
     `goal: ≥ ${GOAL_RATE.toLocaleString("en")} deliveries/s sustained: ${svc.rate >= GOAL_RATE ? "met" : "NOT met"} ` +
       `(${f0(svc.rate)}/s, runOnce loop, ${lanes.length} destinations)` +
@@ -843,7 +900,10 @@ try {
   );
   out(
     `goal: ≥ ${GOAL_RATIO}× the bare client: ${ratioOff >= GOAL_RATIO ? "met" : "NOT met"} against keep-alive off ` +
-      `(${f2(ratioOff)}×), ${ratioOn >= GOAL_RATIO ? "met" : "NOT met"} against keep-alive on (${f2(ratioOn)}×)`,
+      `(${f2(ratioOff)}×), ${ratioOn >= GOAL_RATIO ? "met" : "NOT met"} against keep-alive on (${f2(ratioOn)}×)` +
+      (pairs.length > 0
+        ? `; median of ${ratios.length}: ${medianOn >= GOAL_RATIO ? "met" : "NOT met"} (${f2(medianOn)}×)`
+        : ""),
   );
 } finally {
   await t.close();
