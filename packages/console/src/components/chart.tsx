@@ -60,6 +60,19 @@ export function alignPoints(
   return { x, values };
 }
 
+/** Indices of values whose neighbours are both missing: drawn as dots, since no line segment shows them. */
+function isolated(u: uPlot, seriesIdx: number): number[] {
+  const d = u.data[seriesIdx];
+  const out: number[] = [];
+  for (let i = 0; i < d.length; i++) {
+    if (d[i] === null || d[i] === undefined) continue;
+    const before = i === 0 ? null : d[i - 1];
+    const after = i === d.length - 1 ? null : d[i + 1];
+    if ((before === null || before === undefined) && (after === null || after === undefined)) out.push(i);
+  }
+  return out;
+}
+
 export function Chart(props: ChartProps) {
   const ref = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
@@ -104,7 +117,8 @@ export function Chart(props: ChartProps) {
           width: 1.5,
           // A gap stays a gap: uPlot draws null as a break unless spanGaps is set.
           spanGaps: false,
-          points: { show: false },
+          // Lines only; but a sample with no neighbour draws no line, so it gets a dot (still no join).
+          points: { show: true, size: 5, filter: isolated },
           value: (_u: uPlot, v: number | null) => (v === null || v === undefined ? "—" : format(v)),
         })),
       ],
