@@ -232,6 +232,11 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
 
     await page.getByRole("button", { name: "Snooze…" }).click();
     const snooze = page.getByRole("dialog", { name: "Snooze notifications" });
+    // A custom time is checked before sending: the past is refused in words.
+    await snooze.getByLabel("Or until").fill("2020-01-01T10:00");
+    await snooze.getByRole("button", { name: "Snooze until then" }).click();
+    await snooze.getByText("Choose a time in the future.").waitFor();
+    await page.screenshot({ path: "/tmp/console-snooze.png" });
     const clicked = Math.floor(Date.now() / 1000);
     await snooze.getByRole("button", { name: "1 hour" }).click();
     await timeline.locator('li[data-event="SNOOZED"]').waitFor();

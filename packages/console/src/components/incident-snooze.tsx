@@ -86,6 +86,7 @@ export function IncidentSnoozeDialog(props: {
         </div>
         <form
           className="snooze-custom"
+          noValidate
           onSubmit={(e) => {
             e.preventDefault();
             submitCustom();
