@@ -41,6 +41,8 @@ export function KeysPage() {
   const accounts = useQuery({
     queryKey: ["serviceAccounts", project.name],
     queryFn: () => api.serviceAccounts.listServiceAccounts({ parent: project.name }),
+    // Service-account keys are listed to owners only (server side too).
+    enabled: isOwner,
   });
   const personalCaps = project.canWrite ? ["monitoring.read", "monitoring.write"] : ["monitoring.read"];
   return (
