@@ -154,6 +154,69 @@ describe("svc keys and svc monitoring (CLI against an in-process server)", async
     );
   });
 
+  it("after its last retry prints the request id to finish by hand; the rerun recovers", async () => {
+    // Every CreateKey reaches the server and every answer is lost.
+    const lossy: typeof globalThis.fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (String(input).endsWith("/CreateKey")) {
+        await res.arrayBuffer();
+        throw new TypeError("fetch failed");
+      }
+      return res;
+    };
+    const run = async (fetchFn: typeof globalThis.fetch, extra: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const program = new Command("svc").option("--base-url <url>").exitOverride();
+      registerKeyCommands(program, {
+        fetch: fetchFn,
+        sleep: async () => {},
+        stdout: (s) => out.push(s),
+        stderr: (s) => err.push(s),
+      });
+      const saved = process.env.SVC_TOKEN;
+      process.env.SVC_TOKEN = p.owner.session;
+      let thrown: unknown;
+      try {
+        await program.parseAsync(
+          [
+            "--base-url",
+            t.baseUrl,
+            "keys",
+            "create",
+            "--parent",
+            saName,
+            "--display-name",
+            "by-hand",
+            ...extra,
+          ],
+          { from: "user" },
+        );
+      } catch (e) {
+        thrown = e;
+      } finally {
+        if (saved === undefined) delete process.env.SVC_TOKEN;
+        else process.env.SVC_TOKEN = saved;
+      }
+      return { out: out.join(""), err: err.join(""), thrown };
+    };
+    const first = await run(lossy, []);
+    assert.ok(first.thrown, "no answer, no secret");
+    const id = /Run the same command again with --request-id (\S+)/.exec(first.err)?.[1];
+    assert.ok(id, first.err);
+    const again = await run(globalThis.fetch, ["--request-id", id]);
+    assert.equal(again.thrown, undefined, String(again.thrown));
+    assert.ok(await works(again.out.trim()));
+    const keys = (await t.clients(p.owner.session).keys.listKeys({ parent: saName })).keys.filter(
+      (k) => k.displayName === "by-hand",
+    );
+    assert.deepEqual(
+      keys.map((k) => k.state).sort(),
+      ["ACTIVE", "REVOKED"],
+      "one key issued by the lost run",
+    );
+  });
+
   it("revokes at once and refuses to take a token from the command line", async () => {
     const r = await svc(["keys", "create", "--parent", saName, "--display-name", "short"], env);
     const name = (await t.clients(p.owner.session).keys.listKeys({ parent: saName })).keys.find(

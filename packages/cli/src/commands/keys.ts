@@ -3,6 +3,7 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import {
   createKeyWithRecovery,
   type IssuedKey,
+  isAmbiguous,
   type KeyRecoveryOptions,
   recoverLostKey,
   rotateKeyWithRecovery,
@@ -37,6 +38,17 @@ function recoveryHooks(err: (s: string) => void, io: CliIo): KeyRecoveryOptions 
         `${lostKey?.name ?? "a key"} was issued by an earlier attempt (request id ${lostRequestId}) whose answer ` +
           `was lost; its secret cannot be shown again, so svc revokes it and issues a replacement\n`,
       ),
+  };
+}
+
+/** After the last retry of an ambiguous failure: how to finish by hand, then the error. */
+function unclear(err: (s: string) => void, requestId: string) {
+  return (e: unknown): never => {
+    if (isAmbiguous(e))
+      err(
+        `no clear answer after 3 attempts: a key may or may not have been issued. Run the same command again with --request-id ${requestId} (never a new id) to get a working key\n`,
+      );
+    throw e;
   };
 }
 
@@ -123,7 +135,7 @@ Examples:
         clients.keys,
         { parent, displayName: opts.displayName, capabilities: opts.capability, expireDays },
         { ...recoveryHooks(err, io), requestId },
-      );
+      ).catch(unclear(err, requestId));
       printIssued(cmd, io, "created", r);
     });
 
@@ -184,7 +196,7 @@ Examples:
         clients.keys,
         { name: opts.name, overlapSeconds, expireDays },
         { ...recoveryHooks(err, io), requestId },
-      );
+      ).catch(unclear(err, requestId));
       printIssued(cmd, io, "rotated to", r);
     });
 
@@ -212,7 +224,9 @@ Usually not needed: "svc keys create|rotate --request-id R" recovers by itself. 
       err(
         `recovery request id ${requestId} (if this run is interrupted, run it again with --request-id ${requestId})\n`,
       );
-      const r = await recoverLostKey(clients.keys, lost, { ...recoveryHooks(err, io), requestId });
+      const r = await recoverLostKey(clients.keys, lost, { ...recoveryHooks(err, io), requestId }).catch(
+        unclear(err, requestId),
+      );
       printIssued(cmd, io, "issued", r);
     });
 
