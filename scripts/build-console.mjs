@@ -4,6 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { lockedBuild } from "./lib/build-lock.mjs";
 
 const root = join(import.meta.dirname, "..");
 const consoleDir = join(root, "packages", "console");
@@ -26,17 +27,17 @@ function newest(path) {
 }
 
 const force = process.argv.includes("--force");
-if (!force && existsSync(stamp) && statSync(stamp).mtimeMs >= Math.max(...sources.map(newest))) {
-  process.exit(0);
-}
-process.stdout.write("building the console (vite)…\n");
-const vite = join(root, "node_modules", "vite", "bin", "vite.js");
-const r = spawnSync(process.execPath, [vite, "build", "--logLevel", "warn"], {
-  cwd: consoleDir,
-  stdio: "inherit",
+const dist = join(consoleDir, "dist");
+const upToDate = () =>
+  !force && existsSync(stamp) && statSync(stamp).mtimeMs >= Math.max(...sources.map(newest));
+if (upToDate()) process.exit(0);
+await lockedBuild(dist, upToDate, (outDir) => {
+  process.stdout.write("building the console (vite)…\n");
+  const vite = join(root, "node_modules", "vite", "bin", "vite.js");
+  const r = spawnSync(process.execPath, [vite, "build", "--logLevel", "warn", "--outDir", outDir], {
+    cwd: consoleDir,
+    stdio: "inherit",
+  });
+  if (r.status !== 0) throw new Error("the console failed to build");
+  writeFileSync(join(outDir, ".build-stamp"), `${new Date().toISOString()}\n`);
 });
-if (r.status !== 0) {
-  process.stderr.write("the console failed to build\n");
-  process.exit(r.status ?? 1);
-}
-writeFileSync(stamp, `${new Date().toISOString()}\n`);

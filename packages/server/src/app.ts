@@ -22,6 +22,7 @@ import { registerIncidentService } from "./http/services/incidents.ts";
 import { registerMonitoringService } from "./http/services/monitoring.ts";
 import { CiAutomation } from "./iam/ci/service.ts";
 import { pruneIdempotency } from "./iam/idempotency.ts";
+import { agentPackageRoutes, loadAgentPackage } from "./ingest/agent-package.ts";
 import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
 import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts";
@@ -135,6 +136,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     now,
     log,
   });
+  const agentPackage = loadAgentPackage(config.agentPackageDir);
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, {
       db: db.db,
@@ -142,6 +144,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       latest: latestVmMetrics(vmMetrics),
       vmQuery: { ...vmMetrics, db: db.db },
       serverOrigin: config.baseUrl ?? `http://${config.host}:${config.port}`,
+      agentPackage,
       now,
     });
     registerIamServices(router, { db: db.db, now });
@@ -205,6 +208,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         ciTokenResolver: ci.resolver,
         options: { retentionMs: config.retentionMs },
       }),
+      agentPackageRoutes(agentPackage),
       consoleRoutes({ db: db.db, log, now, consoleKey, publicOrigin, distDir: config.consoleDir }),
     ],
   });

@@ -53,6 +53,9 @@ export interface Config {
   readonly alerts: Partial<AlertOptions>;
   /** The built console served at / (SVC_CONSOLE_DIR). Default packages/console/dist of this checkout. */
   readonly consoleDir: string;
+  /** The guest agent package published at /v1/agent/packages (SVC_AGENT_PACKAGE_DIR, holding SHA256SUMS
+   * and the .deb from scripts/build-agent.mjs). Default packages/agent/dist of this checkout. */
+  readonly agentPackageDir: string;
   /** Notifications: SVC_SMTP_URL (smtp://… ; unset = emails are logged), SVC_EMAIL_FROM,
    * SVC_NOTIFY_ALLOW_HOSTS (comma-separated hosts allowed although loopback/private; off by default),
    * SVC_NOTIFY_CA_FILE (extra CA for webhook TLS, PEM), SVC_MAX_DESTINATIONS (5), SVC_DISPATCHER (true). */
@@ -101,6 +104,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     port,
     baseUrl: overrides.baseUrl ?? env.SVC_BASE_URL,
     dataDir,
+    agentPackageDir: resolve(
+      overrides.agentPackageDir ??
+        env.SVC_AGENT_PACKAGE_DIR ??
+        fileURLToPath(new URL("../../agent/dist", import.meta.url)),
+    ),
     consoleDir: resolve(
       overrides.consoleDir ??
         env.SVC_CONSOLE_DIR ??

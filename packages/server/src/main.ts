@@ -2,6 +2,7 @@ import { rootCertificates } from "node:tls";
 import { createApp } from "./app.ts";
 import { type Config, loadConfig } from "./config.ts";
 import { credentialsPath, demoNotifyLine, ensureDemo, startDemoReceivers } from "./demo.ts";
+import { freePort } from "./http/free-port.ts";
 import { startDemoCollector } from "./ingest/demo-collector.ts";
 import { createSmtpSender } from "./notify/channels/email.ts";
 import { startDemoMailbox } from "./notify/demo-mailbox.ts";
@@ -36,7 +37,11 @@ function withDemoNotify(config: Config, demo: { cert?: string; smtpUrl?: string 
 /** `npm start`: every role in one process on HOST:PORT, with the demo project on an empty data directory. */
 async function main(): Promise<void> {
   const out = (line: string) => process.stdout.write(`${line}\n`);
-  const loaded = loadConfig();
+  const configured = loadConfig();
+  const loaded =
+    configured.port === 0
+      ? Object.freeze({ ...configured, port: await freePort(configured.host) })
+      : configured;
   // The demo's receivers listen before the app starts, whose dispatcher must trust their certificate.
   const receivers = loaded.demo ? await startDemoReceivers(loaded.dataDir, out) : undefined;
   // Without SVC_SMTP_URL, the demo's emails go through real SMTP to a catcher that keeps them on disk.

@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
+import { buildAgentPackage } from "../testing/agent-package.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { pushAll, rwSeries } from "../testing/remote-write.ts";
@@ -25,7 +28,7 @@ describe("expanded guest monitoring opt-in", () => {
   let p: SeededProject;
   let nowMs: number;
   before(async () => {
-    t = await startTestApp(sqlite.dialect);
+    t = await startTestApp(sqlite.dialect, { agentPackageDir: buildAgentPackage() });
     p = await t.seedProject("opt", ["vm-a"]);
     nowMs = t.clock.now();
   });
@@ -94,7 +97,17 @@ describe("expanded guest monitoring opt-in", () => {
     assert.equal(res.vm?.monitoringLevel, "EXPANDED");
     assert.match(res.agentToken, /^svca_/);
     assert.equal(res.installCommand.includes(res.agentToken), false, "the command holds no secret");
-    assert.match(res.installCommand, /svc-agent --server \S+ --vm projects\/opt\/locations\/dc-1\/vms\/vm-a/);
+    // Fetch the published package, check its SHA-256, install it, write server and VM, read the token.
+    const pkg = t.app.config.agentPackageDir;
+    const sums = readFileSync(join(pkg, "SHA256SUMS"), "utf8").split(/\s+/);
+    assert.ok(res.installCommand.includes(`${t.app.config.baseUrl ?? ""}`));
+    assert.match(
+      res.installCommand,
+      new RegExp(`curl -fsSLo /tmp/${sums[1]} \\S+/v1/agent/packages/${sums[1]}`),
+    );
+    assert.ok(res.installCommand.includes(`echo '${sums[0]}  /tmp/${sums[1]}' | sha256sum -c -`));
+    assert.match(res.installCommand, /SVC_AGENT_VM=%s.*'projects\/opt\/locations\/dc-1\/vms\/vm-a'/);
+    assert.match(res.installCommand, /read -rs SVC_AGENT_TOKEN/);
     const samples = (v: number) =>
       Array.from({ length: 10 }, (_, i) => [nowMs - (9 - i) * 30 * S, v] as [number, number]);
     const fs = { vm: p.vms[0], mountpoint: "/", fstype: "ext4", device: "/dev/vda1" };
@@ -113,5 +126,22 @@ describe("expanded guest monitoring opt-in", () => {
     const again = await t.clients(p.owner.session).monitoring.enableExpandedMonitoring({ name: p.vms[0] });
     assert.notEqual(again.agentToken, res.agentToken);
     await assert.rejects(pushAll(t.baseUrl, res.agentToken, []), /401/);
+  });
+
+  it("is refused, changing nothing, when the server publishes no agent package", async () => {
+    const bare = await startTestApp(sqlite.dialect);
+    try {
+      const q = await bare.seedProject("nopkg", ["vm-a"]);
+      assert.deepEqual(
+        await refusal(bare.clients(q.owner.session).monitoring.enableExpandedMonitoring({ name: q.vms[0] })),
+        { code: "FailedPrecondition", reason: "EXPANDED_UNAVAILABLE" },
+      );
+      const list = await bare
+        .clients(q.owner.session)
+        .monitoring.listVMMonitoring({ projectName: q.projectName, inventoryOnly: true });
+      assert.equal(list.vms[0].monitoringLevel, "BASELINE");
+    } finally {
+      await bare.close();
+    }
   });
 });

@@ -1,5 +1,6 @@
 import type { Db } from "../db/database.ts";
 import { SvcError } from "../errors.ts";
+import { AGENT_PACKAGE_PATH, type AgentPackage } from "../ingest/agent-package.ts";
 import { issueAgentToken } from "../ingest/credentials.ts";
 import { parseVmName } from "../inventory/names.ts";
 import { expandedUnavailableReason, loadVm } from "../inventory/vms.ts";
@@ -29,6 +30,7 @@ export async function enableExpandedMonitoring(
   db: Db,
   name: string,
   serverOrigin: string,
+  agentPackage: AgentPackage | undefined,
   nowMs: number,
 ): Promise<ExpandedEnrollment> {
   const ref = parseVmName(name);
@@ -45,6 +47,15 @@ export async function enableExpandedMonitoring(
       metadata: { why },
     });
   }
+  // Without a published package there is no command that installs a verified agent: refuse before
+  // changing anything.
+  if (!agentPackage) {
+    throw new SvcError(
+      "failed_precondition",
+      "the guest agent package is not published on this server (the operator builds it with npm run build:agent)",
+      { reason: "EXPANDED_UNAVAILABLE", metadata: { why: "agent package not published" } },
+    );
+  }
   await db
     .updateTable("vms")
     .set({ monitoring_level: "EXPANDED" })
@@ -60,17 +71,26 @@ export async function enableExpandedMonitoring(
       location: vm.location,
       monitoringLevel: "EXPANDED",
     },
-    installCommand: installCommand(serverOrigin, name),
+    installCommand: installCommand(serverOrigin, name, agentPackage),
     agentToken,
   };
 }
 
-/** The guest-side steps: install the agent package, store the token in a root-only file, start it. */
-export function installCommand(serverOrigin: string, name: string): string {
+/**
+ * The guest-side steps, as root on Debian 12 or Ubuntu 24.04 with Node.js ≥ 20: fetch the package from
+ * svc, check its SHA-256 (the command carries the sum), install it (the package creates the svc-agent
+ * user and the directories), write the server and VM, read the token from the terminal into a file
+ * only root and the agent can read, start the service. The command holds no secret.
+ */
+export function installCommand(serverOrigin: string, name: string, pkg: AgentPackage): string {
+  const deb = `/tmp/${pkg.file}`;
   return [
-    "sudo install -d -m 0700 /etc/svc-agent",
-    "read -rs SVC_AGENT_TOKEN && printf '%s' \"$SVC_AGENT_TOKEN\" | sudo tee /etc/svc-agent/token >/dev/null",
-    "sudo chmod 0600 /etc/svc-agent/token",
-    `sudo svc-agent --server ${serverOrigin} --vm ${name} --token-file /etc/svc-agent/token`,
+    `curl -fsSLo ${deb} ${serverOrigin}${AGENT_PACKAGE_PATH}/${pkg.file}`,
+    `echo '${pkg.sha256}  ${deb}' | sha256sum -c -`,
+    `sudo apt-get install -y ${deb}`,
+    `printf 'SVC_AGENT_SERVER=%s\\nSVC_AGENT_VM=%s\\n' '${serverOrigin}' '${name}' | sudo tee /etc/svc-agent/agent.env >/dev/null`,
+    "echo 'Paste the agent token, then Enter:'",
+    "read -rs SVC_AGENT_TOKEN && printf '%s' \"$SVC_AGENT_TOKEN\" | sudo install -m 0640 -o root -g svc-agent /dev/stdin /etc/svc-agent/token",
+    "sudo systemctl enable --now svc-agent",
   ].join(" && ");
 }

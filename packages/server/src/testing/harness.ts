@@ -6,6 +6,7 @@ import { createSvcClients, type SvcClients } from "@svc/sdk";
 import pino, { type Logger } from "pino";
 import { type App, createApp } from "../app.ts";
 import { type Config, loadConfig } from "../config.ts";
+import { freePort } from "../http/free-port.ts";
 import type { TestDialect } from "./dialects.ts";
 
 export const ADMIN_TOKEN = "test-operator-token-0123456789";
@@ -57,18 +58,20 @@ export async function startTestApp(
     {},
     {
       dataDir,
-      port: 0,
+      port: await freePort("127.0.0.1"),
       adminToken: ADMIN_TOKEN,
       databaseUrl: database.databaseUrl,
       demo: false,
       evaluatorAutoStart: false,
       notify: { dispatcherAutoStart: false, options: {} },
+      // No guest agent package unless a test builds one (testing/agent-package.ts) and passes it.
+      agentPackageDir: join(dataDir, "no-agent-package"),
       ...overrides,
     },
   );
   const logger = opts.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
   let app = await createApp(config, { now: clock.now, logger });
-  const address = await app.server.listen({ host: "127.0.0.1", port: 0 });
+  const address = await app.server.listen({ host: "127.0.0.1", port: config.port });
   const baseUrl = address.replace("localhost", "127.0.0.1");
   const port = Number(new URL(baseUrl).port);
   const clients = (token?: string, opts: { useBinaryFormat?: boolean } = {}) =>

@@ -7,6 +7,7 @@ import {
 import type { Db } from "../../db/database.ts";
 import { permissionDenied, SvcError } from "../../errors.ts";
 import { authorizeProject, type Principal } from "../../iam/principal.ts";
+import type { AgentPackage } from "../../ingest/agent-package.ts";
 import { parseProjectName, parseVmName } from "../../inventory/names.ts";
 import { enableExpandedMonitoring } from "../../metrics/expanded.ts";
 import { type LatestVmMetrics, listVmMonitoring } from "../../metrics/list.ts";
@@ -26,6 +27,8 @@ export interface MonitoringDeps {
   vmQuery?: VmQueryDeps;
   /** Origin the guest agent pushes to (install command of EnableExpandedMonitoring). */
   serverOrigin?: string;
+  /** The published guest agent package; without one EnableExpandedMonitoring is refused. */
+  agentPackage?: AgentPackage;
   now?: () => number;
 }
 
@@ -63,7 +66,7 @@ export function registerMonitoringService(router: ConnectRouter, deps: Monitorin
       // Changing a VM's monitoring is an edit of the project, not a read.
       await authorizeProject(db, principalOf(ctx), projectId, "monitoring.write");
       const now = deps.now ?? Date.now;
-      const e = await enableExpandedMonitoring(db, r.name, deps.serverOrigin ?? "", now());
+      const e = await enableExpandedMonitoring(db, r.name, deps.serverOrigin ?? "", deps.agentPackage, now());
       return e;
     },
   });

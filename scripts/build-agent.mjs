@@ -1,0 +1,179 @@
+// Builds the guest agent into one JavaScript file (esbuild) and a Debian package (dpkg-deb) for
+// Debian 12 and Ubuntu 24.04: packages/agent/dist/svc-agent_<version>_all.deb and SHA256SUMS, which the
+// server publishes at /v1/agent/packages/. Skips the work when the sources are older than the package;
+// `--force` always builds. `npm start` runs it first, as it does for the console.
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { join } from "node:path";
+import { build } from "esbuild";
+import { lockedBuild } from "./lib/build-lock.mjs";
+
+const root = join(import.meta.dirname, "..");
+const agentDir = join(root, "packages", "agent");
+const dist = join(agentDir, "dist");
+const { version } = JSON.parse(readFileSync(join(agentDir, "package.json"), "utf8"));
+const debName = `svc-agent_${version}_all.deb`;
+const deb = join(dist, debName);
+const sources = [
+  join(agentDir, "src"),
+  join(agentDir, "package.json"),
+  join(root, "packages", "remotewrite", "src"),
+  join(root, "scripts", "build-agent.mjs"),
+];
+
+function newest(path) {
+  if (!existsSync(path)) return 0;
+  const s = statSync(path);
+  if (!s.isDirectory()) return s.mtimeMs;
+  let m = s.mtimeMs;
+  for (const e of readdirSync(path)) if (!e.endsWith(".test.ts")) m = Math.max(m, newest(join(path, e)));
+  return m;
+}
+
+const force = process.argv.includes("--force");
+const upToDate = () => !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
+if (upToDate()) process.exit(0);
+if (spawnSync("dpkg-deb", ["--version"]).status !== 0) {
+  // npm start passes --optional: the service runs without the package, and EnableExpandedMonitoring says why.
+  process.stderr.write(
+    "build-agent: dpkg-deb is missing (apt-get install dpkg); the agent package is not built\n",
+  );
+  process.exit(process.argv.includes("--optional") ? 0 : 1);
+}
+await lockedBuild(dist, upToDate, buildInto);
+
+async function buildInto(out) {
+  process.stdout.write(`building the guest agent package ${debName}…\n`);
+  const pkgRoot = join(out, "root");
+  const put = (path, content, mode) => {
+    const full = join(pkgRoot, path);
+    mkdirSync(join(full, ".."), { recursive: true });
+    writeFileSync(full, content);
+    chmodSync(full, mode);
+  };
+
+  // One file, no node_modules: the agent's only dependency (the remote-write codec) is bundled in.
+  const bundle = await build({
+    entryPoints: [join(agentDir, "src", "main.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    write: false,
+    legalComments: "none",
+    banner: { js: `// svc-agent ${version}: the svc guest agent, bundled from packages/agent.` },
+  });
+  put("usr/lib/svc-agent/svc-agent.mjs", bundle.outputFiles[0].contents, 0o644);
+  put("usr/bin/svc-agent", '#!/bin/sh\nexec node /usr/lib/svc-agent/svc-agent.mjs "$@"\n', 0o755);
+
+  // The unit reads the server and VM from agent.env, the token from a file only root and the agent read.
+  put(
+    "lib/systemd/system/svc-agent.service",
+    `[Unit]
+Description=svc guest agent (expanded monitoring)
+After=network-online.target
+Wants=network-online.target
+ConditionPathExists=/etc/svc-agent/agent.env
+
+[Service]
+Type=simple
+User=svc-agent
+Group=svc-agent
+EnvironmentFile=/etc/svc-agent/agent.env
+Environment=SVC_AGENT_TOKEN_FILE=/etc/svc-agent/token
+Environment=SVC_AGENT_SPOOL_DIR=/var/lib/svc-agent/spool
+ExecStart=/usr/bin/svc-agent
+Restart=on-failure
+RestartSec=5
+NoNewPrivileges=true
+ProtectSystem=strict
+ProtectHome=true
+PrivateTmp=true
+ReadWritePaths=/var/lib/svc-agent
+
+[Install]
+WantedBy=multi-user.target
+`,
+    0o644,
+  );
+
+  put(
+    "DEBIAN/control",
+    `Package: svc-agent
+Version: ${version}
+Architecture: all
+Maintainer: svc <svc@example.com>
+Depends: nodejs (>= 20), adduser
+Section: admin
+Priority: optional
+Description: svc guest agent for expanded VM monitoring
+ Reads memory, filesystem, disk and network figures from /proc and /sys and
+ sends them to svc with Prometheus remote write, buffering on disk while the
+ server is unreachable. Runs as the unprivileged svc-agent user.
+`,
+    0o644,
+  );
+  put(
+    "DEBIAN/postinst",
+    `#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+  if ! getent passwd svc-agent >/dev/null; then
+    adduser --system --group --home /var/lib/svc-agent --no-create-home --shell /usr/sbin/nologin svc-agent >/dev/null
+  fi
+  install -d -m 0750 -o root -g svc-agent /etc/svc-agent
+  install -d -m 0700 -o svc-agent -g svc-agent /var/lib/svc-agent /var/lib/svc-agent/spool
+  if [ -f /etc/svc-agent/token ]; then chown root:svc-agent /etc/svc-agent/token; chmod 0640 /etc/svc-agent/token; fi
+  if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload >/dev/null 2>&1 || true
+    if [ -f /etc/svc-agent/agent.env ]; then systemctl try-restart svc-agent.service >/dev/null 2>&1 || true; fi
+  fi
+fi
+exit 0
+`,
+    0o755,
+  );
+  put(
+    "DEBIAN/prerm",
+    `#!/bin/sh
+set -e
+if [ -d /run/systemd/system ] && [ "$1" = remove ]; then
+  systemctl disable --now svc-agent.service >/dev/null 2>&1 || true
+fi
+exit 0
+`,
+    0o755,
+  );
+  put(
+    "DEBIAN/postrm",
+    `#!/bin/sh
+set -e
+if [ "$1" = purge ]; then
+  rm -rf /etc/svc-agent /var/lib/svc-agent
+fi
+exit 0
+`,
+    0o755,
+  );
+
+  // --root-owner-group: files belong to root in the package whoever builds it.
+  const built = join(out, debName);
+  const r = spawnSync("dpkg-deb", ["--root-owner-group", "-Zxz", "--build", pkgRoot, built], {
+    encoding: "utf8",
+  });
+  if (r.status !== 0) throw new Error(`build-agent: dpkg-deb failed: ${r.stderr}`);
+  rmSync(pkgRoot, { recursive: true, force: true });
+  const sha = createHash("sha256").update(readFileSync(built)).digest("hex");
+  writeFileSync(join(out, "SHA256SUMS"), `${sha}  ${debName}\n`);
+  process.stdout.write(`built ${deb} (sha256 ${sha})\n`);
+}
