@@ -95,7 +95,8 @@ export function projectOption(description = "projects/<project_id>", mandatory =
 export function tokenOf(env: NodeJS.ProcessEnv = process.env): string {
   const direct = env.SVC_API_KEY || env.SVC_TOKEN;
   if (direct) return direct.trim();
-  const file = env.SVC_API_KEY_FILE || readConfig(configPath(env)).keyFile;
+  const named = env.SVC_API_KEY_FILE || readConfig(configPath(env)).keyFile;
+  const file = named?.startsWith("~/") ? join(homedir(), named.slice(2)) : named;
   if (file) {
     let text: string;
     try {
