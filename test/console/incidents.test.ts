@@ -364,7 +364,12 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     const viewer = await openPage(browser);
     await signIn(viewer.page, t.baseUrl, email, password);
     await viewer.page.goto(`${base}/incidents/${incident.split("/").pop()}`);
-    await viewer.page.getByTestId("timeline").locator('li[data-event="ACKNOWLEDGED"]').waitFor();
+    // Someone else's acknowledgement is named by email (the owner is a recipient the console knows).
+    await viewer.page
+      .getByTestId("timeline")
+      .locator('li[data-event="ACKNOWLEDGED"]')
+      .getByText(`by ${p.owner.email}`)
+      .waitFor();
     await viewer.page.getByText("acknowledging and snoozing need the owner or editor role").waitFor();
     assert.equal(await viewer.page.getByRole("button", { name: "Snooze…" }).count(), 0);
     assert.equal(await viewer.page.getByRole("button", { name: "Acknowledge" }).count(), 0);

@@ -1,5 +1,8 @@
 import type { Incident } from "@gen/svc/monitoring/v1/alerts_pb.ts";
+import { useQuery } from "@tanstack/react-query";
+import { api } from "../api.ts";
 import { fmtDuration, fmtTime, lastSegment, MISSING } from "../format.ts";
+import { useProject, useSession } from "../session.tsx";
 
 /** Small display pieces shared by the incident and destination screens. */
 
@@ -77,10 +80,27 @@ export function ruleHref(rule: string): string {
 }
 
 /** users/<id> → "you" for the signed-in user, otherwise the id; "evaluator" stays. */
-export function actorLabel(actor: string, me: string): string {
+export function actorLabel(actor: string, me: string, emails?: Map<string, string>): string {
   if (!actor) return MISSING;
   if (actor === me) return "you";
-  return actor;
+  return emails?.get(actor) ?? actor;
+}
+
+/**
+ * Names people in incidents: "you", or the email of a member the console knows (recipients of the
+ * project's email destinations; the console has no member list), or users/<id>.
+ */
+export function useActorLabel(): (actor: string) => string {
+  const project = useProject();
+  const { session } = useSession();
+  const q = useQuery({
+    queryKey: ["destinations", project.name],
+    queryFn: () => api.destinations.listDestinations({ projectName: project.name }),
+    staleTime: 60_000,
+  });
+  const emails = new Map<string, string>();
+  for (const d of q.data?.destinations ?? []) for (const r of d.recipients) emails.set(r.user, r.email);
+  return (actor) => actorLabel(actor, session.user, emails);
 }
 
 export const incidentStateTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {

@@ -12,7 +12,6 @@ import {
   SkipReason,
 } from "../components/destination-deliveries.tsx";
 import {
-  actorLabel,
   conditionText,
   fmtValue,
   incidentDuration,
@@ -22,12 +21,13 @@ import {
   ruleHref,
   severityTone,
   Time,
+  useActorLabel,
   vmLink,
 } from "../components/incident-format.tsx";
 import { IncidentSnoozeDialog } from "../components/incident-snooze.tsx";
 import { Badge, Button, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
 import { fmtAgo, lastSegment, MISSING } from "../format.ts";
-import { useProject, useSession } from "../session.tsx";
+import { useProject } from "../session.tsx";
 
 const STATES = [
   { value: "", label: "All states" },
@@ -67,6 +67,7 @@ export function IncidentsPage() {
       api.monitoring.listVMMonitoring({ projectName: project.name, pageSize: 50, inventoryOnly: true }),
     staleTime: 60_000,
   });
+  const who = useActorLabel();
   const filtered = !!(state || rule || vm);
   const incidents = q.data?.incidents ?? [];
   return (
@@ -155,7 +156,7 @@ export function IncidentsPage() {
           </thead>
           <tbody>
             {incidents.map((i) => (
-              <IncidentRow key={i.name} incident={i} />
+              <IncidentRow key={i.name} incident={i} who={who} />
             ))}
           </tbody>
         </table>
@@ -165,9 +166,9 @@ export function IncidentsPage() {
   );
 }
 
-function IncidentRow(props: { incident: Incident }) {
+function IncidentRow(props: { incident: Incident; who: (actor: string) => string }) {
   const i = props.incident;
-  const { session } = useSession();
+  const who = props.who;
   const vm = vmLink(i.vmName);
   const id = lastSegment(i.name);
   const snoozed = Number(i.snoozeUntilUnix) * 1000 > Date.now();
@@ -221,7 +222,7 @@ function IncidentRow(props: { incident: Incident }) {
       <td className="small">
         {i.acknowledgedBy ? (
           <div>
-            Acknowledged by {actorLabel(i.acknowledgedBy, session.user)}{" "}
+            Acknowledged by {who(i.acknowledgedBy)}{" "}
             <span className="muted">{fmtAgo(i.acknowledgeTimeUnix)}</span>
           </div>
         ) : i.state === "OPEN" ? (
@@ -254,7 +255,7 @@ const eventTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {
 /** One incident: its facts, the human operations, and a timeline of its events and deliveries. */
 export function IncidentPage(props: { incidentId: string }) {
   const project = useProject();
-  const { session } = useSession();
+  const who = useActorLabel();
   const name = `${project.name}/incidents/${props.incidentId}`;
   const queries = useQueryClient();
   const [snoozeOpen, setSnoozeOpen] = useState(false);
@@ -391,7 +392,7 @@ export function IncidentPage(props: { incidentId: string }) {
             <dd data-testid="acknowledged">
               {i.acknowledgedBy ? (
                 <>
-                  by {actorLabel(i.acknowledgedBy, session.user)}, <Time unix={i.acknowledgeTimeUnix} />
+                  by {who(i.acknowledgedBy)}, <Time unix={i.acknowledgeTimeUnix} />
                 </>
               ) : (
                 <span className="muted">no</span>
@@ -403,7 +404,7 @@ export function IncidentPage(props: { incidentId: string }) {
                 <>
                   until <Time unix={i.snoozeUntilUnix} />{" "}
                   <span className="muted">
-                    ({fmtAgo(i.snoozeUntilUnix)}, by {actorLabel(i.snoozedBy, session.user)})
+                    ({fmtAgo(i.snoozeUntilUnix)}, by {who(i.snoozedBy)})
                   </span>
                 </>
               ) : (
@@ -496,7 +497,7 @@ export function IncidentPage(props: { incidentId: string }) {
         <ol className="timeline incident-timeline" data-testid="timeline">
           {items.map((it) =>
             it.kind === "event" ? (
-              <EventItem key={`e-${it.event.id}`} event={it.event} me={session.user} incident={i} />
+              <EventItem key={`e-${it.event.id}`} event={it.event} who={who} incident={i} />
             ) : (
               <DeliveryItem
                 key={`d-${it.delivery.name}`}
@@ -536,7 +537,7 @@ function parseDetail(detail: string): Record<string, unknown> {
   }
 }
 
-function EventItem(props: { event: IncidentEvent; me: string; incident: Incident }) {
+function EventItem(props: { event: IncidentEvent; who: (actor: string) => string; incident: Incident }) {
   const e = props.event;
   const i = props.incident;
   const d = parseDetail(e.detail);
@@ -558,7 +559,7 @@ function EventItem(props: { event: IncidentEvent; me: string; incident: Incident
       <div className="tl-head">
         <Badge tone={eventTone[e.kind] ?? "muted"}>{e.kind}</Badge>
         <Time unix={e.timeUnix} className="muted small" />
-        <span className="muted small">by {actorLabel(e.actor, props.me)}</span>
+        <span className="muted small">by {props.who(e.actor)}</span>
       </div>
       {parts.length > 0 || until ? (
         <div className="tl-body small">
