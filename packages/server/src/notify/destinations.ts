@@ -291,7 +291,7 @@ async function sendVerifications(
       projectName: `projects/${d.project_id}`,
       destinationName: d.display_name,
       code,
-      link: `${deps.baseUrl}/#/destinations/${d.id}/verify`,
+      link: `${deps.baseUrl}/projects/${d.project_id}/destinations/${d.id}?verify=1`,
     });
     // A failed send leaves the recipient unverified; updating the recipients sends a new code.
     await deps.mailer.sendMail({ from: deps.options.emailFrom, to: u.email, ...mail }).catch(() => {});
@@ -527,7 +527,7 @@ export async function sendTestNotification(
     timeUnix: Math.floor(nowMs / 1000),
     project: `projects/${projectId}`,
     summary: `Test notification for ${d.display_name} (projects/${projectId})`,
-    link: `${deps.baseUrl}/#/destinations/${id}`,
+    link: `${deps.baseUrl}/projects/${projectId}/destinations/${id}`,
   };
   await db
     .insertInto("deliveries")

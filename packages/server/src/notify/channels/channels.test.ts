@@ -25,7 +25,7 @@ const firing: NotificationMessage = {
   rule: { name: "projects/demo/alertRules/r-1", displayName: "High CPU utilization", version: "3" },
   vm: { name: "projects/demo/vms/web-2" },
   summary: "FIRING: High CPU utilization on web-2 (96.1 > 90)",
-  link: "https://svc.example/#/incidents/i-1",
+  link: "https://svc.example/projects/p1/incidents/i-1",
 };
 
 // A display name far past every limit, with what each provider would otherwise interpret: Slack's
@@ -49,7 +49,7 @@ const test: NotificationMessage = {
   timeUnix: 1_767_225_600,
   project: "projects/demo",
   summary: "Test notification from svc",
-  link: "https://svc.example/#/destinations/x",
+  link: "https://svc.example/projects/p1/destinations/x",
 };
 
 /** Every string anywhere in a JSON value. */

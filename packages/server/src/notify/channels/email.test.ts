@@ -26,7 +26,7 @@ const message: NotificationMessage = {
   rule: { name: "projects/demo/alertRules/r-1", displayName: "High CPU <script>", version: "1" },
   vm: { name: "projects/demo/vms/web-2" },
   summary: "FIRING: High CPU <script> on web-2 (96.1 > 90)",
-  link: "https://svc.example/#/incidents/i-1",
+  link: "https://svc.example/projects/p1/incidents/i-1",
 };
 
 describe("notify/channels/email", () => {
@@ -85,7 +85,7 @@ describe("notify/channels/email", () => {
       projectName: "projects/demo",
       destinationName: "On-call",
       code: "482913",
-      link: "https://svc.example/#/destinations/d1/verify",
+      link: "https://svc.example/projects/p1/destinations/d1?verify=1",
     });
     await sender.sendMail({ from: "alerts@svc.test", to: "new@example.test", ...mail });
     sender.close();
@@ -133,7 +133,7 @@ describe("notify/channels/email", () => {
       projectName: "projects/demo",
       destinationName: "On-call",
       code: "771234",
-      link: "https://svc.example/#/destinations/d1/verify",
+      link: "https://svc.example/projects/p1/destinations/d1?verify=1",
     });
     await sender.sendMail({ from: "alerts@svc.test", to: "new@example.test", ...mail });
     const line = JSON.parse(lines.trim());
@@ -149,7 +149,7 @@ describe("notify/channels/email", () => {
       timeUnix: 1_767_225_600,
       project: "projects/demo",
       summary: "Test notification from svc",
-      link: "https://svc.example/#/destinations/x",
+      link: "https://svc.example/projects/p1/destinations/x",
     });
     assert.equal(t.subject, "[svc] Test notification from svc");
     assert.match(t.text, /^Open in svc: https:\/\/svc\.example\/#\/destinations\/x$/m);
