@@ -71,12 +71,15 @@ describe("notify/channels/email", () => {
     assert.match(got.mail.text ?? "", /^FIRING: High CPU <script> on web-2 \(96\.1 > 90\)$/m);
     assert.match(got.mail.text ?? "", /^Severity: +CRITICAL$/m);
     assert.match(got.mail.text ?? "", /^Condition: +cpu_utilization > 90$/m);
-    assert.match(got.mail.text ?? "", /^Open incident: https:\/\/svc\.example\/#\/incidents\/i-1$/m);
+    assert.match(
+      got.mail.text ?? "",
+      /^Open incident: https:\/\/svc\.example\/projects\/p1\/incidents\/i-1$/m,
+    );
     assert.match(got.mail.text ?? "", /Delivery d-42/);
     const html = typeof got.mail.html === "string" ? got.mail.html : "";
     assert.match(html, /<h2[^>]*>FIRING: High CPU &lt;script&gt; on web-2 \(96\.1 &gt; 90\)<\/h2>/);
     assert.doesNotMatch(html, /<script>/);
-    assert.match(html, /<a href="https:\/\/svc\.example\/#\/incidents\/i-1">Open incident<\/a>/);
+    assert.match(html, /<a href="https:\/\/svc\.example\/projects\/p1\/incidents\/i-1">Open incident<\/a>/);
   });
 
   it("createSmtpSender delivers a verification email with the code in the body only", async () => {
@@ -95,7 +98,7 @@ describe("notify/channels/email", () => {
     assert.doesNotMatch(got.mail.subject ?? "", /482913/);
     assert.match(got.mail.text ?? "", /^ {4}482913$/m);
     assert.match(got.mail.text ?? "", /"On-call" in the svc project projects\/demo/);
-    assert.match(got.mail.text ?? "", /https:\/\/svc\.example\/#\/destinations\/d1\/verify/);
+    assert.match(got.mail.text ?? "", /https:\/\/svc\.example\/projects\/p1\/destinations\/d1\?verify=1/);
     assert.equal(got.mail.html, false);
   });
 
@@ -152,7 +155,7 @@ describe("notify/channels/email", () => {
       link: "https://svc.example/projects/p1/destinations/x",
     });
     assert.equal(t.subject, "[svc] Test notification from svc");
-    assert.match(t.text, /^Open in svc: https:\/\/svc\.example\/#\/destinations\/x$/m);
+    assert.match(t.text, /^Open in svc: https:\/\/svc\.example\/projects\/p1\/destinations\/x$/m);
     const long = renderIncidentEmail({ ...message, summary: `FIRING: ${"x\r\n".repeat(500)}` });
     assert.ok(long.subject.length <= 200 && long.subject.endsWith("…"));
     assert.doesNotMatch(long.subject, /[\r\n]/);
