@@ -416,16 +416,21 @@ function QualityBanners(props: {
   const q = nowQuality(props.fresh, props.data);
   if (!q) return null;
   const state = props.vm?.state;
+  const stopped = state === "STOPPED" || state === "STOPPING";
   return (
     <>
       {q.stale ? (
-        <div className="banner banner-warn" role="status" data-testid="stale-banner">
-          <strong>Stale telemetry:</strong>{" "}
+        <div
+          className={`banner ${stopped ? "banner-info" : "banner-warn"}`}
+          role="status"
+          data-testid="stale-banner"
+        >
+          <strong>{Number(q.last) ? "Stale telemetry:" : "No telemetry:"}</strong>{" "}
           {Number(q.last)
             ? `no sample since ${fmtTime(q.last)} (${fmtAgo(q.last)}).`
             : "no sample in this range."}{" "}
-          {state === "STOPPED" || state === "STOPPING"
-            ? `The VM is ${state.toLowerCase()}, so no new samples are expected.`
+          {stopped
+            ? `The VM is ${state?.toLowerCase()}, so no new samples are expected.`
             : state
               ? `This is about the data, not the VM: its state is ${state}. The charts show what was received.`
               : "The charts show what was received."}
