@@ -356,6 +356,52 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     assert.deepEqual(problems, []);
   });
 
+  it("pauses and resumes, reads a delivery with GetDelivery, filters the history, and deletes with confirmation", async () => {
+    await page.goto(`${base}/destinations/${destination.split("/").pop()}`);
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.getByText("Nothing is sent here").waitFor();
+    assert.equal((await owner().destinations.getDestination({ name: destination })).paused, true);
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.getByRole("button", { name: "Pause" }).waitFor();
+    assert.equal((await owner().destinations.getDestination({ name: destination })).paused, false);
+
+    const history = page.getByTestId("deliveries");
+    await history
+      .getByRole("button", { name: /Show attempts/ })
+      .first()
+      .click();
+    await history.getByRole("button", { name: "Details" }).first().click();
+    const detail = page.getByTestId("delivery-dialog");
+    await detail.getByText("Attempts (1)").waitFor();
+    await detail.getByText("HTTP 204").waitFor();
+    await page.keyboard.press("Escape");
+    await detail.waitFor({ state: "hidden" });
+    await page.getByLabel("Delivery state").selectOption("FAILED");
+    await page.getByText("No failed delivery.").waitFor();
+
+    const extra = (
+      await owner().destinations.listDestinations({ projectName: p.projectName })
+    ).destinations.find((d) => d.displayName === "extra 4");
+    assert.ok(extra);
+    await page.goto(`${base}/destinations/${extra.name.split("/").pop()}`);
+    await page.getByRole("button", { name: "Delete…" }).click();
+    const dialog = page.getByRole("dialog", { name: "Delete destination" });
+    const confirm = dialog.getByRole("button", { name: "Delete destination" });
+    assert.equal(await confirm.isDisabled(), true, "nothing is deleted before the name is typed");
+    await dialog.getByLabel("Type “extra 4” to confirm").fill("extra 4");
+    await confirm.click();
+    await dialog.getByText("No delivery was pending.").waitFor();
+    await dialog.getByRole("button", { name: "Back to destinations" }).click();
+    await page.waitForURL(/\/projects\/ops\/destinations$/);
+    await page.getByText("4 destinations;").waitFor();
+    assert.equal(await page.locator('tr[data-destination="extra 4"]').count(), 0);
+    assert.equal(
+      (await owner().destinations.listDestinations({ projectName: p.projectName })).destinations.length,
+      4,
+    );
+    assert.deepEqual(problems, []);
+  });
+
   it("a viewer sees incidents and destinations without the write actions", async () => {
     const email = "viewer-ops@example.com";
     const password = `pw-${randomUUID()}`;
