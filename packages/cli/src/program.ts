@@ -1,6 +1,7 @@
 import { Command, Option } from "commander";
 import { registerAlertCommands } from "./commands/alerts.ts";
 import { registerAuthCommands } from "./commands/auth.ts";
+import { registerCiTrustCommands } from "./commands/ci-trusts.ts";
 import { registerCompletionCommand } from "./commands/completion.ts";
 import { registerConfigCommands } from "./commands/config.ts";
 import { registerDeliveryCommands } from "./commands/deliveries.ts";
@@ -63,6 +64,7 @@ Examples:
   registerMonitoringCommands(program, io);
   registerServiceAccountCommands(program, io);
   registerKeyCommands(program, io);
+  registerCiTrustCommands(program, io);
   registerAlertCommands(program, io);
   registerIncidentCommands(program, io);
   registerDestinationCommands(program, io);
