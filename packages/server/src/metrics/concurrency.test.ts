@@ -51,4 +51,25 @@ describe("createProjectLimiter()", () => {
     );
     assert.equal(await l.run("a", async () => 2), 2);
   });
+
+  it("lets another project run at once while one project is at its cap with a full queue (issue 19)", async () => {
+    const l = createProjectLimiter({ maxConcurrent: 2, maxQueued: 2, maxWaitMs: 60_000 });
+    const g = gate();
+    const order: string[] = [];
+    const busy = [1, 2, 3, 4].map((k) => l.run("a", () => g.p.then(() => order.push(`a${k}`))));
+    assert.deepEqual(l.stats("a"), { running: 2, queued: 2 });
+    // Past its queue, the busy project is refused at once: a 429, never a wait or a 5xx.
+    await assert.rejects(
+      l.run("a", async () => 5),
+      (e: unknown) => e instanceof SvcError && e.code === "resource_exhausted",
+    );
+    // The other project neither queues nor waits behind it.
+    const light = l.run("b", async () => order.push("b"));
+    assert.deepEqual(l.stats("b"), { running: 1, queued: 0 });
+    await light;
+    assert.deepEqual(order, ["b"]);
+    g.open();
+    await Promise.all(busy);
+    assert.deepEqual(order, ["b", "a1", "a2", "a3", "a4"]);
+  });
 });
