@@ -99,7 +99,8 @@ export function Chart(props: ChartProps) {
             : { auto: true },
       },
       axes: [
-        { stroke: "#667085", grid: { stroke: "#eef0f3" } },
+        // At least 80 px between time ticks: labels like "11:30pm" do not run into each other.
+        { stroke: "#667085", grid: { stroke: "#eef0f3" }, space: 80 },
         {
           stroke: "#667085",
           grid: { stroke: "#eef0f3" },
