@@ -188,6 +188,7 @@ function IncidentRow(props: { incident: Incident; who: (actor: string) => string
       </td>
       <td>
         <Badge tone={incidentStateTone[i.state] ?? "muted"}>{i.state}</Badge>
+        {i.retireReason ? <div className="muted small">{i.retireReason}</div> : null}
         {i.noData ? (
           <div>
             <Badge tone="warn" title="the last evaluation had no data">
