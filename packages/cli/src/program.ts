@@ -8,6 +8,7 @@ import { registerDeliveryCommands } from "./commands/deliveries.ts";
 import { type DestinationIo, registerDestinationCommands } from "./commands/destinations.ts";
 import { registerIncidentCommands } from "./commands/incidents.ts";
 import { registerKeyCommands } from "./commands/keys.ts";
+import { registerLoginCommands } from "./commands/login.ts";
 import { registerMonitoringCommands } from "./commands/monitoring.ts";
 import { registerServiceAccountCommands } from "./commands/service-accounts.ts";
 import { type OutputFormat, outputFormats, readConfig, setOutputFormat } from "./common.ts";
@@ -61,6 +62,7 @@ Examples:
     if (format === "json" || format === "yaml") action.setOptionValue("json", true);
   });
   registerAuthCommands(program);
+  registerLoginCommands(program, io);
   registerMonitoringCommands(program, io);
   registerServiceAccountCommands(program, io);
   registerKeyCommands(program, io);
