@@ -296,7 +296,14 @@ export function VmPage(props: { location: string; vmId: string }) {
           {data ? ` · data up to ${new Date(Number(data.endTimeUnix) * 1000).toLocaleTimeString()}` : ""} ·{" "}
           {range.refresh ? "refreshes every 30 s" : "not refreshed automatically"}
         </span>
-        <Button className="btn-small" busy={monitoring.isFetching} onClick={() => void monitoring.refetch()}>
+        <Button
+          className="btn-small"
+          title="Read the charts and the data quality again now"
+          onClick={() => {
+            void monitoring.refetch();
+            void freshness.refetch();
+          }}
+        >
           Refresh
         </Button>
       </div>
@@ -318,7 +325,11 @@ export function VmPage(props: { location: string; vmId: string }) {
               }
               emptyExplanation={
                 def.expanded && expanded
-                  ? "No readings from the guest agent in this range. They start once svc-agent runs in the guest (see “Issue a new agent token” for the install command)."
+                  ? `No readings from the guest agent in this range. They start once svc-agent runs in the guest${
+                      project.canWrite && eligible
+                        ? " (“Issue a new agent token” above gives the install command and a token)."
+                        : "."
+                    }`
                   : undefined
               }
             />
