@@ -8,6 +8,7 @@ import { collectDefaultMetrics, Registry } from "prom-client";
 import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
+import { holdLease, processHolderId, releaseLease } from "./cluster/lease.ts";
 import type { Config } from "./config.ts";
 import { consoleRoutes } from "./console/routes.ts";
 import { type DbHandle, openDb } from "./db/database.ts";
@@ -61,6 +62,8 @@ export interface AppOptions {
   readonly now?: () => number;
   readonly logger?: Logger;
 }
+
+const EVALUATOR_LEASE = "alert-evaluator";
 
 export function createLogger(level: string, format: "json" | "pretty" = "json"): Logger {
   const options = { level, redact: { paths: redactPaths, censor: "[redacted]" } };
@@ -116,6 +119,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     purge: async (atMs) => {
       await purgeIncidentHistory(db.db, atMs, alertOptions.historyRetentionMs);
     },
+    // One replica evaluates: the lease outlives three missed cycles, then another replica takes over.
+    leader: () =>
+      holdLease(db.db, EVALUATOR_LEASE, processHolderId, now(), 3 * alertOptions.evaluationIntervalMs),
   });
   const notifyOptions = resolveNotifyOptions(config.notify.options);
   const sealer = createSealer(config.secretKey);
@@ -156,7 +162,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       options: alertOptions,
       pageKey: config.secretKey,
       now,
-      onChange: () => evaluator.nudge(),
+      // Only an evaluator replica applies revisions (and may take the lease to do so).
+      onChange: () => {
+        if (config.roles.has("evaluator")) evaluator.nudge();
+      },
     });
     registerDestinationService(router, {
       db: db.db,
@@ -166,7 +175,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       baseUrl: publicOrigin,
       now,
       pageKey: config.secretKey,
-      onQueued: () => dispatcher.nudge(),
+      onQueued: () => {
+        if (config.roles.has("notifier")) dispatcher.nudge();
+      },
     });
     registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
   };
@@ -179,17 +190,26 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     operatorToken: config.adminToken,
     maxRequestBytes: config.maxRequestBytes,
     now,
-    routes,
+    routes: config.roles.has("api") ? routes : () => {},
     ciTokenResolver: ci.resolver,
     consoleKey,
     plugins: [
-      ingestRoutes({
-        db: db.db,
-        ingester,
-        collectorToken: config.collectorToken,
-        now,
-        maxBodyBytes: 16 * 1024 * 1024,
-      }),
+      ...(config.roles.has("ingest")
+        ? [
+            ingestRoutes({
+              db: db.db,
+              ingester,
+              collectorToken: config.collectorToken,
+              now,
+              maxBodyBytes: 16 * 1024 * 1024,
+            }),
+          ]
+        : []),
+      ...(config.roles.has("api") ? apiPlugins() : []),
+    ],
+  });
+  function apiPlugins() {
+    return [
       scrapeRoutes({
         ...vmMetrics,
         db: db.db,
@@ -210,10 +230,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       }),
       agentPackageRoutes(agentPackage),
       consoleRoutes({ db: db.db, log, now, consoleKey, publicOrigin, distDir: config.consoleDir }),
-    ],
-  });
-  if (config.evaluatorAutoStart) evaluator.start();
-  if (config.notify.dispatcherAutoStart) dispatcher.start();
+    ];
+  }
+  if (config.evaluatorAutoStart && config.roles.has("evaluator")) evaluator.start();
+  if (config.notify.dispatcherAutoStart && config.roles.has("notifier")) dispatcher.start();
   return {
     config,
     db,
@@ -228,6 +248,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     async close() {
       clearInterval(pruneTimer);
       await evaluator.stop();
+      // A clean stop hands the evaluation over at once instead of after the lease expires.
+      await releaseLease(db.db, EVALUATOR_LEASE, processHolderId).catch(() => {});
       await dispatcher.stop();
       closeIdleConnections();
       await server.close();

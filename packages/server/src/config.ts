@@ -44,6 +44,10 @@ export interface Config {
   /** CI trust options (iam/ci/options.ts): SVC_CI_ISSUER (default issuer), SVC_CI_ALLOWED_ISSUERS
    * (comma-separated), SVC_CI_JWKS_COOLDOWN_SECONDS. Unset fields take the component's defaults. */
   readonly ci: Partial<CiOptions>;
+  /** What this process does (SVC_ROLES, comma-separated; default all): `api` (Connect, the Prometheus
+   * API, scrape and export, the console), `ingest` (remote write), `evaluator` (alert cycles; one replica
+   * at a time holds the lease), `notifier` (the outbox dispatcher; deliveries are claimed row by row). */
+  readonly roles: ReadonlySet<Role>;
   /** Run the alert evaluator's 30 s cycle (SVC_EVALUATOR). Default true; tests drive cycles themselves. */
   readonly evaluatorAutoStart: boolean;
   /** Worker threads evaluating Prometheus-API queries off the event loop (SVC_QUERY_WORKERS). Default:
@@ -65,6 +69,18 @@ export interface Config {
     readonly dispatcherAutoStart: boolean;
     readonly options: Partial<NotifyOptions>;
   };
+}
+
+export const ROLES = ["api", "ingest", "evaluator", "notifier"] as const;
+export type Role = (typeof ROLES)[number];
+
+function rolesOf(v: string | undefined): ReadonlySet<Role> {
+  if (v === undefined || v.trim() === "" || v.trim() === "all") return new Set(ROLES);
+  const roles = v.split(",").map((r) => r.trim());
+  for (const r of roles)
+    if (!(ROLES as readonly string[]).includes(r))
+      throw new Error(`SVC_ROLES: unknown role "${r}"; use all or a list of ${ROLES.join(", ")}`);
+  return new Set(roles as Role[]);
 }
 
 function logFormatOf(v: string | undefined): "json" | "pretty" {
@@ -134,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       overrides.simulator ??
       (env.SVC_SIMULATOR ? env.SVC_SIMULATOR !== "false" : (overrides.demo ?? env.SVC_DEMO !== "false")),
     ci: overrides.ci ?? ciFromEnv(env),
+    roles: overrides.roles ?? rolesOf(env.SVC_ROLES),
     evaluatorAutoStart: overrides.evaluatorAutoStart ?? env.SVC_EVALUATOR !== "false",
     notify: overrides.notify ?? notifyFromEnv(env),
     queryWorkers: overrides.queryWorkers ?? queryWorkersOf(env.SVC_QUERY_WORKERS),

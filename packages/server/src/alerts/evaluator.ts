@@ -42,6 +42,8 @@ export interface Evaluator {
   runCycle(atMs?: number): Promise<CycleReport>;
   /** Applies every pending revision (sync PENDING → APPLIED or FAILED); returns how many. */
   applyPending(atMs?: number): Promise<number>;
+  /** What the timer runs: a cycle when this process is the leader (always, without `leader`). */
+  tick(): Promise<CycleReport | undefined>;
   /** Starts the cycle timer (every evaluationIntervalMs). */
   start(): void;
   /** Asks for pending revisions to be applied soon, without waiting for the next cycle. */
@@ -58,6 +60,11 @@ export interface EvaluatorDeps {
   readonly options: AlertOptions;
   /** Hourly housekeeping (history purge); errors are logged. */
   readonly purge?: (nowMs: number) => Promise<void>;
+  /**
+   * With several replicas, one evaluates: this takes or renews the leadership (cluster/lease.ts) and
+   * says whether this process has it. Absent = always (one process).
+   */
+  readonly leader?: () => Promise<boolean>;
 }
 
 export function createEvaluator(deps: EvaluatorDeps): Evaluator {
@@ -99,11 +106,16 @@ class EvaluatorImpl implements Evaluator {
   start(): void {
     if (this.#timer) return;
     this.#timer = setInterval(() => {
-      void this.runCycle().catch((err: unknown) =>
+      void this.tick().catch((err: unknown) =>
         this.#deps.log.error({ err }, "alert evaluation cycle failed"),
       );
     }, this.#deps.options.evaluationIntervalMs);
     this.#timer.unref();
+  }
+
+  async tick(): Promise<CycleReport | undefined> {
+    if (this.#deps.leader && !(await this.#deps.leader())) return undefined;
+    return this.runCycle();
   }
 
   nudge(): void {
@@ -111,9 +123,11 @@ class EvaluatorImpl implements Evaluator {
     this.#nudged = true;
     setImmediate(() => {
       this.#nudged = false;
-      void this.applyPending().catch((err: unknown) =>
-        this.#deps.log.error({ err }, "applying alert rule revisions failed"),
-      );
+      // Only the leader applies revisions; another replica's save waits for the leader's next cycle.
+      const leader = this.#deps.leader ? this.#deps.leader() : Promise.resolve(true);
+      void leader
+        .then((lead) => (lead ? this.applyPending() : 0))
+        .catch((err: unknown) => this.#deps.log.error({ err }, "applying alert rule revisions failed"));
     });
   }
 

@@ -27,6 +27,14 @@ export interface Database {
   destination_secrets: DestinationSecretTable;
   deliveries: DeliveryTable;
   delivery_attempts: DeliveryAttemptTable;
+  leases: LeaseTable;
+}
+
+export interface LeaseTable {
+  name: string;
+  /** Which process holds it (host:pid:random). */
+  holder: string;
+  expire_time: number;
 }
 
 export interface ProjectTable {

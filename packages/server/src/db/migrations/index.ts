@@ -4,6 +4,7 @@ import * as m0002 from "./0002_ci_trust.ts";
 import * as m0003 from "./0003_agent_tokens.ts";
 import * as m0004 from "./0004_alerts.ts";
 import * as m0005 from "./0005_notifications.ts";
+import * as m0006 from "./0006_leases.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   "0003_agent_tokens": m0003,
   "0004_alerts": m0004,
   "0005_notifications": m0005,
+  "0006_leases": m0006,
 };
