@@ -306,7 +306,19 @@ class DispatcherImpl implements Dispatcher {
             });
           await refilling;
         } else if (busy === 0) return;
-        else await changed;
+        else {
+          // Idle while others work (a slow destination's queue, say): look at the outbox again after
+          // a poll interval, so what became due meanwhile does not wait for the slow queue to end.
+          let timer: NodeJS.Timeout | undefined;
+          const poll = new Promise<void>((r) => {
+            timer = setTimeout(() => {
+              exhausted = false;
+              r();
+            }, options.pollIntervalMs);
+          });
+          await Promise.race([changed, poll]);
+          clearTimeout(timer);
+        }
       }
     };
     try {

@@ -557,6 +557,32 @@ for (const { dialect, skip } of await testDialects()) {
       await owner().destinations.deleteDestination({ name: d });
     });
 
+    it("a delivery that becomes due while a slow destination holds the pass is sent within about a poll interval, not after the slow queue", async () => {
+      const slow = (await webhook("/slow-queue")).destination?.name ?? "";
+      const fast = (await webhook("/fast-later")).destination?.name ?? "";
+      const at = t.clock.ms + 60 * S;
+      t.clock.ms = at;
+      await queueTests(slow, 2, at);
+      const arrived: Record<string, number> = {};
+      peer.respond = (r) => {
+        arrived[r.path] = performance.now();
+        return r.path === "/slow-queue" ? { status: 204, delayMs: 1500 } : { status: 204 };
+      };
+      const started = performance.now();
+      const pass = t.app.dispatcher.runOnce(at + 10);
+      await new Promise((r) => setTimeout(r, 200));
+      const [later] = await queueTests(fast, 1, at);
+      const r = await pass;
+      const ended = performance.now();
+      assert.equal(r.sent, 3, "the later delivery went out in the same pass");
+      assert.ok(
+        arrived["/fast-later"] - started < 2500 && arrived["/fast-later"] < ended - 500,
+        `sent ${Math.round(arrived["/fast-later"] - started)} ms into a ${Math.round(ended - started)} ms pass`,
+      );
+      assert.equal((await stateOf([later]))[0]?.state, "SENT");
+      for (const d of [slow, fast]) await owner().destinations.deleteDestination({ name: d });
+    });
+
     it("docs/notifications.md states the recheck's staleness bound the dispatcher uses", () => {
       const doc = readFileSync(new URL("../../../../docs/notifications.md", import.meta.url), "utf8");
       assert.ok(
