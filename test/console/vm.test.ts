@@ -292,7 +292,11 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     seen.length = 0;
     await page.goto(vmUrl(vmA));
     await page.getByTestId("chart-cpu").locator("canvas").first().waitFor();
-    await page.getByRole("button", { name: "Install expanded monitoring" }).first().click();
+    // The filesystem card's button: the card's explanation goes once the level changes, the dialog stays.
+    await page
+      .getByTestId("explain-filesystem")
+      .getByRole("button", { name: "Install expanded monitoring" })
+      .click();
     const confirm = page.getByTestId("expanded-confirm");
     await confirm.waitFor();
     assert.match((await confirm.textContent()) ?? "", /svc installs nothing and restarts nothing/);
@@ -309,6 +313,10 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.ok(command.includes("projects/vmpage/locations/dc-1/vms/web-a"), command);
     const token = (await result.getByTestId("shown-once").locator("code.secret").textContent()) ?? "";
     assert.match(token, /^svca_/);
+    // The page rereads the VM (now EXPANDED) and its metrics under the dialog, which stays open.
+    await page.getByTestId("monitoring-level").filter({ hasText: "Expanded" }).waitFor();
+    await page.getByTestId("nodata-filesystem").waitFor();
+    assert.equal(await result.getByTestId("shown-once").locator("code.secret").textContent(), token);
     const stored = (await page.evaluate(
       `JSON.stringify([localStorage, sessionStorage, location.href])`,
     )) as string;

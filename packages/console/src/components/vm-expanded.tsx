@@ -7,8 +7,8 @@ import { Button, CopyButton, Dialog, ErrorBanner, ShownOnce } from "./ui.tsx";
 /**
  * "Install expanded monitoring": an explicit, confirmed action. Only the confirm button sends
  * EnableExpandedMonitoring (human-only); opening the page or this dialog sends nothing. The answer's
- * install command and agent token live in this component's state until the dialog closes: they are not
- * put in the query cache, storage or the URL, so a reload shows them no more.
+ * install command and agent token live in the dialog's state until it closes: they are not put in the
+ * query cache, storage or the URL, so a reload shows them no more.
  */
 
 /** Where svc offers expanded monitoring (the server checks the distribution too: EXPANDED_UNAVAILABLE). */
@@ -18,17 +18,26 @@ export function expandedEligible(vm: { location: string; state: string }): boole
   return EXPANDED_LOCATIONS.includes(vm.location) && vm.state !== "DELETED";
 }
 
-export function ExpandedAction(props: {
+/** The button: opens the page's one ExpandedDialog (a button may unmount once the level changes). */
+export function ExpandedButton(props: { reissue: boolean; onOpen: () => void; kind?: "primary" | "plain" }) {
+  return (
+    <Button kind={props.kind ?? "primary"} onClick={props.onOpen}>
+      {props.reissue ? "Issue a new agent token" : "Install expanded monitoring"}
+    </Button>
+  );
+}
+
+/**
+ * The confirm dialog and, after it, the command and token. Rendered once by the page, outside the
+ * cards, so it stays mounted while the page rereads the VM and its metrics after the change.
+ */
+export function ExpandedDialog(props: {
   vmName: string;
   displayName: string;
-  /** EXPANDED already: the action issues a new agent token (the previous one stops working). */
-  reissue: boolean;
-  label?: string;
-  kind?: "primary" | "plain";
+  /** null: closed. reissue: the VM was EXPANDED when opened (a new token stops the previous one). */
+  open: { reissue: boolean } | null;
+  onClose: () => void;
 }) {
-  const [open, setOpen] = useState(false);
-  // Fixed when the dialog opens: the level turns EXPANDED under it once the call succeeds.
-  const [reissue, setReissue] = useState(props.reissue);
   const [result, setResult] = useState<EnableExpandedMonitoringResponse>();
   const queries = useQueryClient();
   const enable = useMutation({
@@ -40,72 +49,61 @@ export function ExpandedAction(props: {
       // The level changed: reread the VM and its metrics (reads only).
       void queries.invalidateQueries({ queryKey: ["vm-inventory"] });
       void queries.invalidateQueries({ queryKey: ["vm-monitoring", props.vmName] });
+      void queries.invalidateQueries({ queryKey: ["vm-freshness", props.vmName] });
     },
   });
   const close = () => {
-    setOpen(false);
     setResult(undefined);
     enable.reset();
+    props.onClose();
   };
+  const reissue = props.open?.reissue ?? false;
   const title = reissue ? "Issue a new agent token" : "Install expanded monitoring";
   return (
-    <>
-      <Button
-        kind={props.kind ?? "primary"}
-        onClick={() => {
-          setReissue(props.reissue);
-          setOpen(true);
-        }}
-      >
-        {props.label ?? (props.reissue ? "Issue a new agent token" : "Install expanded monitoring")}
-      </Button>
-      <Dialog title={title} open={open} onClose={close}>
-        {result ? (
-          <div data-testid="expanded-result">
-            <p>
-              <strong>{props.displayName}</strong> is now set to expanded monitoring. Nothing has been
-              installed yet: run this command in the guest as root, then paste the token below when it asks.
-            </p>
-            <div className="field-label">Install command</div>
-            <pre className="vm-command" data-testid="install-command">
-              {result.installCommand}
-            </pre>
-            <div className="row">
-              <CopyButton text={result.installCommand} label="Copy command" />
-            </div>
-            <ShownOnce label="Agent token" value={result.agentToken} onDone={close} />
-            <p className="muted small">
-              Filesystem and guest memory charts fill in once the agent sends its first samples.
-            </p>
+    <Dialog title={title} open={props.open !== null} onClose={close}>
+      {result ? (
+        <div data-testid="expanded-result">
+          <p>
+            <strong>{props.displayName}</strong> is now set to expanded monitoring. Nothing has been installed
+            yet: run this command in the guest as root, then paste the token below when it asks.
+          </p>
+          <div className="field-label">Install command</div>
+          <pre className="vm-command" data-testid="install-command">
+            {result.installCommand}
+          </pre>
+          <div className="row">
+            <CopyButton text={result.installCommand} label="Copy command" />
           </div>
-        ) : (
-          <div data-testid="expanded-confirm">
-            <p>
-              Expanded monitoring adds what only the guest can see — filesystem usage per mountpoint and the
-              guest's own memory view — reported by <code>svc-agent</code> running inside the VM.
-            </p>
-            <ul className="vm-confirm-list">
-              <li>
-                <strong>svc installs nothing and restarts nothing.</strong> Confirming only sets this VM's
-                monitoring level to <em>Expanded</em> and issues an agent token.
-              </li>
-              <li>You then run the install command shown next inside the guest, as root.</li>
-              <li>
-                The agent token is shown <strong>once</strong>; svc keeps only a hash.
-                {reissue ? " Issuing a new one stops the previous token." : ""}
-              </li>
-              <li>Available in DC-1 for Debian 12 and Ubuntu 24.04.</li>
-            </ul>
-            <ErrorBanner error={enable.error} title="Expanded monitoring was not enabled" />
-            <div className="row vm-dialog-actions">
-              <Button onClick={close}>Cancel</Button>
-              <Button kind="primary" busy={enable.isPending} onClick={() => enable.mutate()}>
-                {reissue ? "Issue a new token" : "Enable and show the install command"}
-              </Button>
-            </div>
+          <ShownOnce label="Agent token" value={result.agentToken} onDone={close} />
+          <p className="muted small">The filesystem chart fills in once the agent sends its first samples.</p>
+        </div>
+      ) : (
+        <div data-testid="expanded-confirm">
+          <p>
+            Expanded monitoring adds what only the guest can see — filesystem usage per mountpoint and the
+            guest's own memory view — reported by <code>svc-agent</code> running inside the VM.
+          </p>
+          <ul className="vm-confirm-list">
+            <li>
+              <strong>svc installs nothing and restarts nothing.</strong> Confirming only sets this VM's
+              monitoring level to <em>Expanded</em> and issues an agent token.
+            </li>
+            <li>You then run the install command shown next inside the guest, as root.</li>
+            <li>
+              The agent token is shown <strong>once</strong>; svc keeps only a hash.
+              {reissue ? " Issuing a new one stops the previous token." : ""}
+            </li>
+            <li>Available in DC-1 for Debian 12 and Ubuntu 24.04.</li>
+          </ul>
+          <ErrorBanner error={enable.error} title="Expanded monitoring was not enabled" />
+          <div className="row vm-dialog-actions">
+            <Button onClick={close}>Cancel</Button>
+            <Button kind="primary" busy={enable.isPending} onClick={() => enable.mutate()}>
+              {reissue ? "Issue a new token" : "Enable and show the install command"}
+            </Button>
           </div>
-        )}
-      </Dialog>
-    </>
+        </div>
+      )}
+    </Dialog>
   );
 }

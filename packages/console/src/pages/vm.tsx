@@ -1,10 +1,11 @@
 import type { QueryVMMonitoringResponse, VMMonitoring } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { useQuery } from "@tanstack/react-query";
+import { useState } from "react";
 import { Link, useSearchParams } from "wouter";
 import { api } from "../api.ts";
 import { Badge, Button, ErrorBanner, Loading, Page } from "../components/ui.tsx";
 import { type CardDef, cardMetricIds, latest, MetricCard, sourceName } from "../components/vm-card.tsx";
-import { ExpandedAction, expandedEligible } from "../components/vm-expanded.tsx";
+import { ExpandedButton, ExpandedDialog, expandedEligible } from "../components/vm-expanded.tsx";
 import { RangePicker, rangeByKey, type VmRange } from "../components/vm-ranges.tsx";
 import { fmtAgo, fmtBytes, fmtTime, MISSING } from "../format.ts";
 import { useProject } from "../session.tsx";
@@ -229,6 +230,9 @@ export function VmPage(props: { location: string; vmId: string }) {
     refetchInterval: 30_000,
   });
 
+  // The install dialog, opened from the header or the filesystem card (null: closed).
+  const [install, setInstall] = useState<{ reissue: boolean } | null>(null);
+
   const vm = inventory.data ?? undefined;
   const data = monitoring.data;
   const title = vm?.displayName || props.vmId;
@@ -256,15 +260,17 @@ export function VmPage(props: { location: string; vmId: string }) {
       }
       actions={
         vm && project.canWrite && eligible ? (
-          <ExpandedAction
-            vmName={vmName}
-            displayName={title}
+          <ExpandedButton
             reissue={expanded}
             kind={expanded ? "plain" : "primary"}
+            onOpen={() => setInstall({ reissue: expanded })}
           />
         ) : null
       }
     >
+      {vm && project.canWrite && eligible ? (
+        <ExpandedDialog vmName={vmName} displayName={title} open={install} onClose={() => setInstall(null)} />
+      ) : null}
       <ErrorBanner error={inventory.error} title="Could not read the VM" />
       <div className="vm-summary">
         <section className="card vm-facts" aria-label="Virtual machine" data-testid="vm-facts">
@@ -320,7 +326,12 @@ export function VmPage(props: { location: string; vmId: string }) {
               data={data}
               expandedExplanation={
                 def.expanded ? (
-                  <ExpandedExplanation vm={vm} canWrite={project.canWrite} eligible={eligible} />
+                  <ExpandedExplanation
+                    vm={vm}
+                    canWrite={project.canWrite}
+                    eligible={eligible}
+                    onInstall={() => setInstall({ reissue: false })}
+                  />
                 ) : undefined
               }
               emptyExplanation={
@@ -458,7 +469,12 @@ function QualityBanners(props: {
   );
 }
 
-function ExpandedExplanation(props: { vm?: VMMonitoring; canWrite: boolean; eligible: boolean }) {
+function ExpandedExplanation(props: {
+  vm?: VMMonitoring;
+  canWrite: boolean;
+  eligible: boolean;
+  onInstall: () => void;
+}) {
   const { vm } = props;
   return (
     <div>
@@ -469,12 +485,7 @@ function ExpandedExplanation(props: { vm?: VMMonitoring; canWrite: boolean; elig
       </p>
       {!vm ? null : props.eligible && props.canWrite ? (
         <div className="row">
-          <ExpandedAction
-            vmName={vm.name}
-            displayName={vm.displayName || vm.name}
-            reissue={false}
-            kind="plain"
-          />
+          <ExpandedButton reissue={false} kind="plain" onOpen={props.onInstall} />
           <span className="muted small">
             Nothing is installed or restarted until you run the command yourself.
           </span>
