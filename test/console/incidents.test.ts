@@ -314,6 +314,17 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     assert.match(inbox[0].subject, /Confirm alert emails from project ops/);
     const code = /\b([A-Za-z0-9_-]{8})\b/.exec(inbox[0].text.split("code")[1] ?? "")?.[1] ?? "";
     assert.ok(code, inbox[0].text);
+    // The email's link opens this page (on this server's origin) with the code field ready.
+    const link = /Enter it at (\S+)/.exec(inbox[0].text)?.[1] ?? "";
+    const path = new URL(link).pathname;
+    assert.equal(path, new URL(page.url()).pathname, link);
+    assert.equal(new URL(link).search, "?verify=1");
+    await page.goto(`${t.baseUrl}${path}?verify=1`);
+    await card.getByLabel("Verification code").waitFor();
+    assert.equal(
+      await page.evaluate("document.activeElement?.getAttribute('aria-label')"),
+      "Verification code",
+    );
     await page.screenshot({ path: "/tmp/console-verify.png" });
     await card.getByLabel("Verification code").fill("wrongcode");
     await card.getByRole("button", { name: "Verify" }).click();
@@ -322,7 +333,8 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     await card.getByRole("button", { name: "Verify" }).click();
     await card.waitFor({ state: "detached" });
     await page.getByTestId("destination-details").getByText("verified", { exact: true }).waitFor();
-    const name = `projects/ops/destinations/${page.url().split("/").pop()}`;
+    await page.getByTestId("already-verified").waitFor();
+    const name = `projects/ops/destinations/${new URL(page.url()).pathname.split("/").pop()}`;
     const d = await owner().destinations.getDestination({ name });
     assert.equal(d.recipients[0].verified, true);
     assert.deepEqual(problems, []);
@@ -423,6 +435,14 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     await viewer.page.getByTestId("destination-details").waitFor();
     assert.equal(await viewer.page.getByRole("button", { name: "Send test" }).count(), 0);
     assert.equal(await viewer.page.getByRole("button", { name: /Rotate/ }).count(), 0);
+    // The verification link opened by someone who is not the recipient says so.
+    const mail = (
+      await owner().destinations.listDestinations({ projectName: p.projectName })
+    ).destinations.find((d) => d.kind === "EMAIL");
+    assert.ok(mail);
+    await viewer.page.goto(`${base}/destinations/${mail.name.split("/").pop()}?verify=1`);
+    await viewer.page.getByTestId("not-recipient").getByText(`signed in as ${email}`).waitFor();
+    assert.equal(await viewer.page.getByTestId("verify-email").count(), 0);
     await viewer.page.goto(`${base}/destinations`);
     await viewer.page.getByTestId("destination-table").waitFor();
     assert.equal(await viewer.page.getByRole("button", { name: "New destination" }).count(), 0);

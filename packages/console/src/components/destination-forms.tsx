@@ -1,6 +1,6 @@
 import type { CreateDestinationResponse, Destination } from "@gen/svc/monitoring/v1/destinations_pb.ts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { api, describeError } from "../api.ts";
 import { newRequestId } from "../format.ts";
 import { useProject, useSession } from "../session.tsx";
@@ -599,8 +599,13 @@ export function DeleteDestinationDialog(props: {
 }
 
 /** The signed-in recipient confirms their own address with the code from the verification email. */
-export function VerifyEmailCard(props: { destination: Destination }) {
+export function VerifyEmailCard(props: { destination: Destination; focus?: boolean }) {
   const d = props.destination;
+  const input = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    // Opened from the link in the verification email: the code field is where the user is going.
+    if (props.focus) input.current?.focus();
+  }, [props.focus]);
   const project = useProject();
   const { session } = useSession();
   const queries = useQueryClient();
@@ -632,6 +637,7 @@ export function VerifyEmailCard(props: { destination: Destination }) {
         }}
       >
         <input
+          ref={input}
           aria-label="Verification code"
           className="code-input mono"
           placeholder="Code from the email"

@@ -2,7 +2,7 @@ import type { AlertRule } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import type { Delivery, Destination } from "@gen/svc/monitoring/v1/destinations_pb.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
-import { Link, useLocation } from "wouter";
+import { Link, useLocation, useSearch } from "wouter";
 import { api } from "../api.ts";
 import { DeliveriesTable, DeliveryFacts } from "../components/destination-deliveries.tsx";
 import {
@@ -186,6 +186,8 @@ export function DestinationPage(props: { destinationId: string }) {
   const name = `${project.name}/destinations/${props.destinationId}`;
   const [dialog, setDialog] = useState<"edit" | "rotate" | "delete">();
   const [testDelivery, setTestDelivery] = useState<string>();
+  // ?verify=1: opened from the link in a verification email.
+  const fromEmail = new URLSearchParams(useSearch()).has("verify");
   const q = useQuery({
     queryKey: ["destination", name],
     queryFn: () => api.destinations.getDestination({ name }),
@@ -277,7 +279,20 @@ export function DestinationPage(props: { destinationId: string }) {
         </p>
       ) : null}
 
-      {d.kind === "EMAIL" && me && !me.verified ? <VerifyEmailCard destination={d} /> : null}
+      {d.kind === "EMAIL" && me && !me.verified ? (
+        <VerifyEmailCard destination={d} focus={fromEmail} />
+      ) : null}
+      {fromEmail && d.kind === "EMAIL" && me?.verified ? (
+        <p className="banner banner-info" data-testid="already-verified">
+          Your address {me.email} is verified for this destination: its notifications reach you.
+        </p>
+      ) : null}
+      {fromEmail && d.kind === "EMAIL" && !me ? (
+        <p className="banner banner-warn" data-testid="not-recipient">
+          You are signed in as {session.email}, who is not a recipient of this destination. A code can only be
+          entered by the recipient it was emailed to: sign out and sign in as them.
+        </p>
+      ) : null}
 
       {testDelivery ? (
         <TestResult name={testDelivery} label={d.displayName} onDismiss={() => setTestDelivery(undefined)} />
