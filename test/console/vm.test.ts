@@ -454,6 +454,28 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.deepEqual(viewer.problems, []);
   });
 
+  it("finds a VM past the first page of the inventory", async () => {
+    // 50 VMs named before web-a push it to the second page of ListVMMonitoring (50 per page).
+    for (let i = 0; i < 50; i++)
+      await t.admin.vms.createVM({
+        parent: p.projectName,
+        vmId: `aa-${String(i).padStart(2, "0")}`,
+        location: "dc-1",
+        distribution: "debian-12",
+        vcpus: 1,
+        memoryBytes: 1n << 30n,
+      });
+    seen.length = 0;
+    await page.goto(vmUrl(vmA));
+    await page.getByTestId("monitoring-level").waitFor();
+    assert.match((await page.getByTestId("vm-facts").textContent()) ?? "", /RUNNING/);
+    const pages = seen
+      .filter((x) => rpcMethod(x.url) === "ListVMMonitoring")
+      .map((x) => JSON.parse(x.body ?? "{}"));
+    assert.ok(pages.length >= 2 && pages.some((b) => b.pageToken), "the second page was read");
+    assert.deepEqual(problems, []);
+  });
+
   it("Connect your tools shows the query base URL the server serves, and the scrape configuration", async () => {
     await page.goto(`${t.baseUrl}/projects/vmpage/connect`);
     const base = (await page.getByTestId("query-base-url").textContent()) ?? "";

@@ -158,7 +158,7 @@ const stateTone: Record<string, "ok" | "warn" | "bad" | "muted"> = {
   DELETED: "bad",
 };
 
-/** Pages through ListVMMonitoring (inventory only: no metric read) until the VM is found. */
+/** Pages through ListVMMonitoring (inventory only: no metric read) until the VM is found (≤ 10,000 VMs). */
 async function findVm(projectName: string, name: string): Promise<VMMonitoring | null> {
   let pageToken = "";
   for (let i = 0; i < 200; i++) {
@@ -170,9 +170,9 @@ async function findVm(projectName: string, name: string): Promise<VMMonitoring |
     });
     const vm = r.vms.find((v) => v.name === name);
     if (vm) return vm;
-    // Name order: once past the name, it is not there.
-    const last = r.vms[r.vms.length - 1];
-    if (!r.nextPageToken || (last && last.name > name)) return null;
+    // No early stop on "past the name": the server's order (its database's collation) need not be
+    // JavaScript's string order, and inventory-only pages are cheap.
+    if (!r.nextPageToken) return null;
     pageToken = r.nextPageToken;
   }
   return null;
