@@ -368,7 +368,7 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     assert.deepEqual(problems, []);
   });
 
-  it("pauses and resumes, reads a delivery with GetDelivery, filters the history, and deletes with confirmation", async () => {
+  it("pauses and resumes, edits, reads a delivery with GetDelivery, filters the history, and deletes with confirmation", async () => {
     await page.goto(`${base}/destinations/${destination.split("/").pop()}`);
     await page.getByRole("button", { name: "Pause" }).click();
     await page.getByText("Nothing is sent here").waitFor();
@@ -376,6 +376,20 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     await page.getByRole("button", { name: "Resume" }).click();
     await page.getByRole("button", { name: "Pause" }).waitFor();
     assert.equal((await owner().destinations.getDestination({ name: destination })).paused, false);
+
+    // Edit: the name, and a URL checked before sending.
+    await page.getByRole("button", { name: "Edit" }).click();
+    const edit = page.getByRole("dialog", { name: "Edit Ops webhook" });
+    await edit.getByLabel("Name", { exact: true }).fill("Ops webhook (main)");
+    await edit.getByLabel("New URL").fill("ftp://127.0.0.1/x");
+    await edit.getByRole("button", { name: "Save" }).click();
+    await edit.getByText("Only https:// URLs are accepted.").waitFor();
+    await edit.getByLabel("New URL").fill("");
+    await edit.getByRole("button", { name: "Save" }).click();
+    await page.getByRole("heading", { name: "Ops webhook (main)" }).waitFor();
+    const renamed = await owner().destinations.getDestination({ name: destination });
+    assert.equal(renamed.displayName, "Ops webhook (main)");
+    assert.equal(renamed.url, `${peer.url}/hooks/console`);
 
     const history = page.getByTestId("deliveries");
     await history
