@@ -353,7 +353,9 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.match((await page.getByTestId("monitoring-level").textContent()) ?? "", /Expanded/);
     const fs = page.getByTestId("card-filesystem");
     assert.match((await fs.locator(".u-legend").textContent()) ?? "", /\/ used/);
+    if (SHOTS) await page.screenshot({ path: join(SHOTS, "vm-expanded.png"), fullPage: true });
     assert.match((await fs.textContent()) ?? "", /Guest agent/);
+    assert.equal(await fs.locator(".vm-card-summary").textContent(), "/ 30 %");
     // The action is now "a new token", still explicit.
     await page.getByRole("button", { name: "Issue a new agent token" }).waitFor();
     assert.deepEqual(problems, []);

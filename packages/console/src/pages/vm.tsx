@@ -127,6 +127,13 @@ const CARDS: CardDef[] = [
     title: "Filesystem",
     about: "Per mountpoint, as the guest agent reports it; a mount is not necessarily one disk.",
     expanded: true,
+    summary: (r) => {
+      const used = r.series
+        .filter((s) => s.metricId === "filesystem_used_pct" && s.points.length > 0)
+        .map((s) => `${s.labels.mountpoint ?? "?"} ${s.points[s.points.length - 1].value.toFixed(0)} %`);
+      if (used.length === 0) return undefined;
+      return used.length > 3 ? `${used.slice(0, 3).join(" · ")} …` : used.join(" · ");
+    },
     views: [
       {
         key: "pct",
