@@ -10,6 +10,10 @@ import { createQueryPool, type QueryPool } from "./pool.ts";
 
 const STEP = 15_000;
 
+async function until(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setTimeout(r, 1));
+}
+
 /** `series` counters of `points` samples each, 15 s apart, and a gauge that goes stale half way. */
 function store(series: number, points: number): MemStorage {
   const s = new MemStorage();
@@ -97,28 +101,34 @@ describe("createQueryPool()", () => {
   });
 
   it("keeps a worker for another tenant while one tenant's heavy queries occupy the rest", async () => {
-    const order: string[] = [];
-    const heavy = [1, 2].map((k) =>
-      pool
-        .rangeQuery(data, parse(HEAVY), 20_000_000, 29_999_000, 1_000, { tenant: "busy", timeoutMs: 0 })
-        .then(
-          () => order.push(`heavy${k}`),
-          (e) => order.push(`heavy${k} ${e.name}`),
-        ),
-    );
-    while (pool.stats().running === 0) await new Promise((r) => setImmediate(r));
-    assert.deepEqual(
-      pool.stats(),
-      { ...pool.stats(), running: 1, queued: 1 },
-      "the busy tenant holds one of two",
-    );
-    await pool
-      .instantQuery(data, parse("sum(m_total)"), 1_000_000, { tenant: "light" })
-      .then(() => order.push("light"));
-    assert.deepEqual(order, ["light"], "the light tenant's query finished while the heavy one ran");
-    await Promise.all(heavy);
-    // The busy tenant's second query waited for its own first one, past the queue wait: a 429.
-    assert.deepEqual(order, ["light", "heavy2 QueryOverloadError", "heavy1"]);
+    const p = createQueryPool({ workers: 2, maxQueueWaitMs: 600_000 });
+    try {
+      await p.warm();
+      const order: string[] = [];
+      const heavy = [1, 2].map((k) =>
+        p
+          .rangeQuery(data, parse(HEAVY), 20_000_000, 29_999_000, 1_000, { tenant: "busy", timeoutMs: 0 })
+          .then(() => order.push(`heavy${k}`)),
+      );
+      await until(() => p.stats().running === 1);
+      assert.deepEqual(
+        p.stats(),
+        { ...p.stats(), running: 1, queued: 1 },
+        "the busy tenant holds one of two",
+      );
+      await p
+        .instantQuery(data, parse("sum(m_total)"), 1_000_000, { tenant: "light" })
+        .then(() => order.push("light"));
+      assert.deepEqual(
+        order,
+        ["light"],
+        "the light tenant's query finished while the busy one's ran and waited",
+      );
+      await Promise.all(heavy);
+      assert.deepEqual(order, ["light", "heavy1", "heavy2"]);
+    } finally {
+      await p.close();
+    }
   });
 
   it("refuses with an overload error (429), not a timeout, when a tenant waits too long for a worker", async () => {
@@ -126,12 +136,15 @@ describe("createQueryPool()", () => {
     try {
       await p.warm();
       const held = p.rangeQuery(data, parse(HEAVY), 20_000_000, 29_999_000, 1_000, { timeoutMs: 0 });
+      await until(() => p.stats().running === 1);
       await assert.rejects(p.instantQuery(data, parse("1"), 0), (e) => {
         assert.ok(e instanceof QueryOverloadError);
         assert.equal(e.retryAfterSeconds, 3);
         return true;
       });
-      await held;
+      const closed = assert.rejects(held, /query pool closed/);
+      await p.close();
+      await closed;
     } finally {
       await p.close();
     }

@@ -23,6 +23,7 @@ import {
   packSeries,
   type SelectReply,
   toWire,
+  unpackResult,
   type WorkerEngineOptions,
   type WorkerInit,
   type WorkerMessage,
@@ -396,7 +397,7 @@ class QueryPoolImpl implements QueryPool {
       case "error": {
         const job = slot.job;
         if (!job || job.msg.id !== m.id) return;
-        if (m.type === "done") this.#settle(job, undefined, m.result);
+        if (m.type === "done") this.#settle(job, undefined, unpackResult(m.result));
         else this.#settle(job, job.failure ?? fromWire(m.error));
         this.#pump();
         return;

@@ -62,7 +62,7 @@ export type WorkerMessage =
       readonly maxtMs: number;
       readonly hints?: SelectHints;
     }
-  | { readonly type: "done"; readonly id: number; readonly result: QueryResult }
+  | { readonly type: "done"; readonly id: number; readonly result: PackedResult }
   | { readonly type: "error"; readonly id: number; readonly error: WireError };
 
 /** Main → worker on the reply port: the samples of one select, packed, or why there are none. */
@@ -70,16 +70,22 @@ export type SelectReply =
   | { readonly ok: true; readonly packed: PackedSeries }
   | { readonly ok: false; readonly error: WireError };
 
-/** Series i has labels[i] and samples offsets[i] … offsets[i+1] − 1 of timestamps and values. */
+/**
+ * Series i has labels[i] (the label sets as one JSON text: one string crosses a thread at the cost of a
+ * copy, thousands of small objects at the cost of the structured-clone serializer, on the main thread)
+ * and samples offsets[i] … offsets[i+1] − 1 of timestamps and values.
+ */
 export interface PackedSeries {
-  readonly labels: Labels[];
+  readonly labels: string;
   readonly offsets: Uint32Array;
   readonly timestamps: Float64Array;
   readonly values: Float64Array;
 }
 
 /** Copies series into one pair of buffers (raw bits, so staleness markers survive). */
-export function packSeries(data: readonly SeriesData[]): PackedSeries {
+export function packSeries(
+  data: readonly { labels: Labels; timestamps: Float64Array; values: Float64Array }[],
+): PackedSeries {
   let total = 0;
   for (const s of data) total += s.values.length;
   const offsets = new Uint32Array(data.length + 1);
@@ -94,20 +100,17 @@ export function packSeries(data: readonly SeriesData[]): PackedSeries {
     k += s.values.length;
   });
   offsets[data.length] = k;
-  return { labels: data.map((s) => s.labels), offsets, timestamps, values };
+  return { labels: JSON.stringify(data.map((s) => s.labels)), offsets, timestamps, values };
 }
 
 /** Views into the packed buffers; the engine never writes into selected arrays. */
 export function unpackSeries(p: PackedSeries): SeriesData[] {
+  const labels = JSON.parse(p.labels) as Labels[];
   const out: SeriesData[] = [];
-  for (let i = 0; i < p.labels.length; i++) {
+  for (let i = 0; i < labels.length; i++) {
     const a = p.offsets[i];
     const b = p.offsets[i + 1];
-    out.push({
-      labels: p.labels[i],
-      timestamps: p.timestamps.subarray(a, b),
-      values: p.values.subarray(a, b),
-    });
+    out.push({ labels: labels[i], timestamps: p.timestamps.subarray(a, b), values: p.values.subarray(a, b) });
   }
   return out;
 }
@@ -116,27 +119,64 @@ export function packedTransfer(p: PackedSeries): ArrayBuffer[] {
   return [p.offsets.buffer, p.timestamps.buffer, p.values.buffer] as ArrayBuffer[];
 }
 
-/**
- * The buffers of a result that can be moved rather than copied: arrays that own their whole buffer
- * (a view into a larger slab would move the slab, so it is copied into its own buffer first).
- */
-export function resultTransfer(r: QueryResult): { result: QueryResult; transfer: ArrayBuffer[] } {
-  if (r.value.resultType !== "matrix") return { result: r, transfer: [] };
-  const transfer = new Set<ArrayBuffer>();
-  const own = (a: Float64Array) => {
-    const mine =
-      a.byteOffset === 0 && a.byteLength === a.buffer.byteLength && !transfer.has(a.buffer as ArrayBuffer);
-    const b = mine ? a : a.slice();
-    transfer.add(b.buffer as ArrayBuffer);
-    return b;
-  };
-  const result: RangeSeries[] = r.value.result.map((s) => ({
-    metric: s.metric,
-    timestamps: own(s.timestamps),
-    values: own(s.values),
-  }));
-  const value: QueryValue = { resultType: "matrix", result };
-  return { result: { value, annotations: r.annotations }, transfer: [...transfer] };
+/** A QueryResult as it crosses back: vectors and matrices packed like selected series. */
+export type PackedResult =
+  | {
+      readonly kind: "matrix";
+      readonly packed: PackedSeries;
+      readonly annotations: QueryResult["annotations"];
+    }
+  | {
+      readonly kind: "vector";
+      readonly packed: PackedSeries;
+      readonly annotations: QueryResult["annotations"];
+    }
+  | { readonly kind: "plain"; readonly result: QueryResult };
+
+export function packResult(r: QueryResult): { packed: PackedResult; transfer: ArrayBuffer[] } {
+  const v = r.value;
+  if (v.resultType === "matrix") {
+    const packed = packSeries(
+      v.result.map((s) => ({ labels: s.metric, timestamps: s.timestamps, values: s.values })),
+    );
+    return {
+      packed: { kind: "matrix", packed, annotations: r.annotations },
+      transfer: packedTransfer(packed),
+    };
+  }
+  if (v.resultType === "vector") {
+    const packed = packSeries(
+      v.result.map((s) => ({
+        labels: s.metric,
+        timestamps: Float64Array.of(s.t),
+        values: Float64Array.of(s.v),
+      })),
+    );
+    return {
+      packed: { kind: "vector", packed, annotations: r.annotations },
+      transfer: packedTransfer(packed),
+    };
+  }
+  return { packed: { kind: "plain", result: r }, transfer: [] };
+}
+
+/** The result again; a matrix's arrays are views into two shared buffers, owned by the caller. */
+export function unpackResult(p: PackedResult): QueryResult {
+  if (p.kind === "plain") return p.result;
+  const series = unpackSeries(p.packed);
+  const value: QueryValue =
+    p.kind === "matrix"
+      ? {
+          resultType: "matrix",
+          result: series.map(
+            (s): RangeSeries => ({ metric: s.labels, timestamps: s.timestamps, values: s.values }),
+          ),
+        }
+      : {
+          resultType: "vector",
+          result: series.map((s) => ({ metric: s.labels, t: s.timestamps[0], v: s.values[0] })),
+        };
+  return { value, annotations: p.annotations };
 }
 
 /** An error as it crosses threads: its class name and the fields its constructor needs. */

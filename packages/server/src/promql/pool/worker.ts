@@ -9,7 +9,7 @@ import { createEngine } from "../engine/engine.ts";
 import {
   fromWire,
   type JobMessage,
-  resultTransfer,
+  packResult,
   type SelectReply,
   toWire,
   unpackSeries,
@@ -58,8 +58,8 @@ port.on("message", (job: JobMessage) => {
       job.kind === "instant"
         ? engine.instantQuery(queryable, job.expr, job.timeMs, opts)
         : engine.rangeQuery(queryable, job.expr, job.startMs, job.endMs, job.stepMs, opts);
-    const { result, transfer } = resultTransfer(r);
-    const done: WorkerMessage = { type: "done", id: job.id, result };
+    const { packed, transfer } = packResult(r);
+    const done: WorkerMessage = { type: "done", id: job.id, result: packed };
     port.postMessage(done, transfer);
   } catch (err) {
     const failed: WorkerMessage = { type: "error", id: job.id, error: toWire(err) };
