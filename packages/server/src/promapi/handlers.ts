@@ -28,6 +28,8 @@ export interface RequestContext {
   readonly params: Params;
   /** The decoded `<name>` of `label/<name>/values`. */
   readonly labelName?: string;
+  /** Fires when the client goes away before the answer: its evaluation is stopped. */
+  readonly signal?: AbortSignal;
   expr: string;
 }
 
@@ -104,7 +106,7 @@ function listBody<T>(deps: HandlerDeps, items: T[], limit: number, each: (x: T) 
 export const query: Handler = async (deps, ctx) => {
   const expr = expression(deps, ctx);
   const time = parseTime(ctx.params, "time", deps.now());
-  const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx) };
+  const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
   const r = await deps.limiter.run(ctx.projectId, () =>
     deps.metrics.instantQuery(ctx.projectId, expr, time, opts),
   );
@@ -135,7 +137,7 @@ export const queryRange: Handler = async (deps, ctx) => {
       `exceeded maximum resolution of ${max.toLocaleString("en-US")} points per timeseries (requested ${points.toLocaleString("en-US")}). Try decreasing the query resolution (?step=XX), e.g. step=${suggested}s [POINT_BUDGET_EXCEEDED]`,
     );
   }
-  const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx) };
+  const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
   // Parse and type errors come first, even for a range wholly outside retention (Prometheus: 400).
   const type = typeOf(parse(expr));
   if (type !== "vector" && type !== "scalar") {

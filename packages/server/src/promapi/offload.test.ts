@@ -20,10 +20,12 @@ const sec = (ms: number) => String(ms / 1000);
  * Seconds of work on any machine: a one-second subquery over two hours (the project's CPU rate on a
  * time ramp), sorted for a median at each of 10,000 steps (~70 million values sorted).
  */
+const HEAVY =
+  "quantile_over_time(0.5, (vector(time()) + scalar(sum(rate(svc_vm_cpu_seconds_total[5m]))))[2h:1s])";
+
 function heavy(f: PromFixture, extra: Record<string, string> = {}) {
   return f.post("mine", "api/v1/query_range", {
-    query:
-      "quantile_over_time(0.5, (vector(time()) + scalar(sum(rate(svc_vm_cpu_seconds_total[5m]))))[2h:1s])",
+    query: HEAVY,
     start: sec(f.endMs - 9_999 * S),
     end: sec(f.endMs),
     step: "1",
@@ -111,6 +113,32 @@ describe("Prometheus API queries off the event loop", () => {
     assert.equal(s.started, before.started + 1, "and a fresh one took its place");
     const ok = await f.get("mine", "api/v1/query", { query: "sum(svc_vm_vcpus)", time: sec(f.endMs) });
     assert.equal(ok.status, 200);
+  });
+
+  it("stops the evaluation, terminating its worker, when the client goes away", async () => {
+    const before = pool.stats();
+    const gone = new AbortController();
+    const form = new URLSearchParams({
+      query: HEAVY,
+      start: sec(f.endMs - 9_999 * S),
+      end: sec(f.endMs),
+      step: "1",
+    });
+    const r = fetch(`${f.t.baseUrl}/v1/monitoring/projects/mine/prometheus/api/v1/query_range`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${f.mine.key}`, "content-type": "application/x-www-form-urlencoded" },
+      body: form.toString(),
+      signal: gone.signal,
+    }).then(
+      () => "answered",
+      (e: Error) => e.name,
+    );
+    await until(() => pool.stats().running === 1);
+    gone.abort();
+    assert.equal(await r, "AbortError");
+    await until(() => pool.stats().running === 0);
+    // Replaced, not finished: the heavy query runs for seconds.
+    assert.equal(pool.stats().replaced, before.replaced + 1);
   });
 
   describe("with a small pool", () => {

@@ -70,16 +70,26 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
 
     const run = (handler: h.Handler) => async (req: Req, reply: FastifyReply) => {
       const form = (req.headers["content-type"] ?? "").startsWith("application/x-www-form-urlencoded");
+      // A client that goes away (a dashboard refreshing, a closed tab) stops its evaluation: the
+      // response closes before it finished.
+      const gone = new AbortController();
+      const onClose = () => {
+        if (!reply.raw.writableFinished) gone.abort();
+      };
+      reply.raw.on("close", onClose);
       const ctx: h.RequestContext = {
         projectId: req.params.projectId,
         params: new Params(form ? req.body : undefined, req.query),
         labelName: req.params.name,
+        signal: gone.signal,
         expr: "",
       };
       try {
         return send(reply, 200, await handler(hd, ctx));
       } catch (err) {
         return sendError(reply, toApiError(err, ctx.expr, "query", logUnknown));
+      } finally {
+        reply.raw.off("close", onClose);
       }
     };
 
