@@ -2,6 +2,7 @@ import { createHmac } from "node:crypto";
 import { join } from "node:path";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
+import { sql } from "kysely";
 import pino, { type Logger } from "pino";
 import pretty from "pino-pretty";
 import { collectDefaultMetrics, Registry } from "prom-client";
@@ -191,6 +192,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     maxRequestBytes: config.maxRequestBytes,
     now,
     routes: config.roles.has("api") ? routes : () => {},
+    readiness: {
+      database: () => sql`select 1`.execute(db.db),
+      metrics: () => metrics.labelNames("__readiness__", [], now() - 60_000, now()),
+    },
     ciTokenResolver: ci.resolver,
     consoleKey,
     plugins: [

@@ -48,7 +48,8 @@ export interface ServerDeps {
   readonly routes: (router: ConnectRouter) => void;
   /** Extra HTTP surfaces (Prometheus API, ingest, export), each registered in its own scope. */
   readonly plugins?: readonly FastifyPluginAsync[];
-  readonly ready?: () => boolean;
+  /** Readiness checks by name (the database, the metrics backend): each resolves or throws. */
+  readonly readiness?: Readonly<Record<string, () => Promise<unknown>>>;
   readonly ciTokenResolver?: TokenResolver;
   /** Signs the console's CSRF tokens. */
   readonly consoleKey: Buffer;
@@ -87,9 +88,33 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   app.get("/healthz", async () => ({ status: "ok" }));
+  // Liveness is the process answering; readiness is whether it can serve: each dependency answers
+  // within a second. A load balancer takes a replica out while its database or metrics store is away.
   app.get("/readyz", async (_req, reply) => {
-    const ready = deps.ready?.() ?? true;
-    return reply.code(ready ? 200 : 503).send({ status: ready ? "ready" : "starting" });
+    const checks: Record<string, string> = {};
+    await Promise.all(
+      Object.entries(deps.readiness ?? {}).map(async ([name, check]) => {
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          await Promise.race([
+            check(),
+            new Promise((_r, reject) => {
+              timer = setTimeout(() => reject(new Error("no answer within 1 s")), 1000);
+            }),
+          ]);
+          checks[name] = "ok";
+        } catch (err) {
+          checks[name] = err instanceof Error ? err.message : String(err);
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
+    );
+    const ready = Object.values(checks).every((v) => v === "ok");
+    return reply
+      .code(ready ? 200 : 503)
+      .header("cache-control", "no-store")
+      .send({ status: ready ? "ready" : "unavailable", checks });
   });
   app.get("/metrics", async (_req, reply) => {
     return reply.type(deps.registry.contentType).send(await deps.registry.metrics());
