@@ -111,7 +111,7 @@ const INSERT_CHUNK = 100;
 /** Ids per UPDATE … WHERE id IN (…). */
 const UPDATE_CHUNK = 500;
 /** Attempt records are written at most this long after the first of them waits, ms … */
-const RECORD_DELAY_MS = 10;
+const RECORD_DELAY_MS = 30;
 /** … or at once when this many wait. */
 const RECORD_FLUSH_AT = 256;
 
