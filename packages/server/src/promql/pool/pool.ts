@@ -295,8 +295,9 @@ class QueryPoolImpl implements QueryPool {
       else this.#running.delete(job.tenant);
     } else {
       const q = this.#queues.get(job.tenant);
-      if (q) {
-        q.splice(q.indexOf(job), 1);
+      const i = q ? q.indexOf(job) : -1;
+      if (q && i >= 0) {
+        q.splice(i, 1);
         if (q.length === 0) this.#queues.delete(job.tenant);
       }
     }
