@@ -248,3 +248,41 @@ describe("demo collector: web-2 of the demo project runs hot on schedule", () =>
     assert.ok(progress.at(-1)!.endsWith(new Date(t.clock.now() + MINUTE).toISOString()));
   });
 });
+
+describe("demo collector restarts", () => {
+  let t: TestApp;
+  before(async () => {
+    t = await startTestApp(sqlite.dialect);
+  });
+  after(() => t?.close());
+
+  it("continues its counters after a restart instead of dropping them (no reset spike in rate())", async () => {
+    await t.seedProject("resume", ["r-1"]);
+    const start = () =>
+      startDemoCollector({
+        db: t.app.db.db,
+        baseUrl: t.baseUrl,
+        collectorToken: t.app.config.collectorToken,
+        dataDir: t.app.config.dataDir,
+        log: pino({ level: "silent" }),
+        now: t.clock.now,
+        backfillMs: HOUR,
+      });
+    (await start()).stop();
+    t.clock.advance(10 * MINUTE);
+    (await start()).stop();
+    const now = t.clock.now();
+    for (const name of ["svc_vm_network_receive_bytes_total", "svc_vm_disk_read_bytes_total"]) {
+      const series = await t.app.metrics.select("resume", [eq("__name__", name)], now - 2 * HOUR, now);
+      assert.ok(series.length > 0, name);
+      for (const s of series) {
+        assert.ok(s.timestamps.at(-1)! > now - 5 * MINUTE, "the second run sent samples");
+        for (let i = 1; i < s.values.length; i++)
+          assert.ok(
+            s.values[i] >= s.values[i - 1],
+            `${name} drops at ${new Date(s.timestamps[i]).toISOString()}`,
+          );
+      }
+    }
+  });
+});

@@ -6,7 +6,13 @@ import type { Db } from "../db/database.ts";
 import { DEMO_PROJECT } from "../demo.ts";
 import { vmName } from "../inventory/names.ts";
 import { recordStateEvent } from "../inventory/vms.ts";
-import { createSimulator, type ScenarioEvent, type SimVm } from "./simulator/index.ts";
+import {
+  type CounterState,
+  createSimulator,
+  type ScenarioEvent,
+  type Simulator,
+  type SimVm,
+} from "./simulator/index.ts";
 
 export interface DemoCollectorOptions {
   readonly db: Db;
@@ -28,6 +34,9 @@ interface SimState {
   readonly anchorMs: number;
   /** Newest step already sent. */
   watermarkMs: number;
+  /** The VMs' counters at the watermark: a restart continues them (a drop would read as a reset, and
+   * rate() would count the whole counter as one interval's traffic). */
+  counters?: Record<string, CounterState>;
 }
 
 const HOUR = 3_600_000;
@@ -89,7 +98,11 @@ export async function startDemoCollector(opts: DemoCollectorOptions): Promise<{ 
   const state: SimState = first
     ? { anchorMs: now(), watermarkMs: 0 }
     : (JSON.parse(readFileSync(statePath, "utf8")) as SimState);
-  const save = () => writeFileSync(statePath, `${JSON.stringify(state)}\n`);
+  let sim: Simulator | undefined;
+  const save = () => {
+    if (sim) state.counters = sim.counters();
+    writeFileSync(statePath, `${JSON.stringify(state)}\n`);
+  };
 
   const rows = await opts.db
     .selectFrom("vms")
@@ -116,7 +129,8 @@ export async function startDemoCollector(opts: DemoCollectorOptions): Promise<{ 
   const from = Math.max(state.watermarkMs + 1, to - (opts.backfillMs ?? 24 * HOUR));
   const hot = rows.findIndex((r) => r.project_id === HOT_VM.projectId && r.vm_id === HOT_VM.vmId);
   if (hot >= 0) scenarios.push(...demoLoadSchedule(vms[hot].name, to, from, to + HOT_SCHEDULE.aheadMs));
-  const sim = createSimulator({ vms, seed: 7, intervalMs, scenarios });
+  sim = createSimulator({ vms, seed: 7, intervalMs, scenarios });
+  if (state.counters) sim.restoreCounters(state.counters);
   const url = `${opts.baseUrl}/v1/ingest/prometheus/api/v1/write`;
   const send = async (req: Parameters<typeof pushRemoteWrite>[2]) => {
     const res = await pushRemoteWrite(url, opts.collectorToken, req, { timeoutMs: 30_000 });

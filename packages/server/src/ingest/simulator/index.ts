@@ -6,3 +6,4 @@ export {
   type SimVm,
 } from "./options.ts";
 export { createSimulator, type Simulator } from "./simulator.ts";
+export type { CounterState } from "./vm-model.ts";

@@ -1,6 +1,6 @@
 import type { Sample, TimeSeries, WriteRequest } from "@svc/remotewrite";
 import { resolveSimulatorOptions, SimulatorError, type SimulatorOptions } from "./options.ts";
-import { type SeriesRef, VmModel } from "./vm-model.ts";
+import { type CounterState, type SeriesRef, VmModel } from "./vm-model.ts";
 
 /** A simulated hypervisor collector: the remote-write requests it would send for a set of VMs. */
 export interface Simulator {
@@ -16,6 +16,10 @@ export interface Simulator {
    * returned requests are new and owned by the caller. `nowMs` must not go backwards.
    */
   tick(nowMs: number): WriteRequest[];
+  /** Every VM's counters now, by VM name (to resume them after a restart). */
+  counters(): Record<string, CounterState>;
+  /** Continues the named VMs' counters from saved values; call before backfill or tick. */
+  restoreCounters(saved: Record<string, CounterState>): void;
 }
 
 /** Builds a deterministic simulator: the same options (seed included) and calls give the same bytes. */
@@ -36,6 +40,20 @@ class SimulatorImpl implements Simulator {
     this.#models = o.vms
       .filter((vm) => vm.state.toLowerCase() === "running")
       .map((vm) => new VmModel(vm, o.seed, o.intervalMs, o.scenarios));
+    this.#names = o.vms.filter((vm) => vm.state.toLowerCase() === "running").map((vm) => vm.name);
+  }
+
+  readonly #names: string[];
+
+  counters(): Record<string, CounterState> {
+    return Object.fromEntries(this.#models.map((m, i) => [this.#names[i], m.counters()]));
+  }
+
+  restoreCounters(saved: Record<string, CounterState>): void {
+    this.#models.forEach((m, i) => {
+      const c = saved[this.#names[i]];
+      if (c) m.restoreCounters(c);
+    });
   }
 
   async *backfill(fromMs: number, toMs: number): AsyncIterable<WriteRequest> {
@@ -43,7 +61,10 @@ class SimulatorImpl implements Simulator {
     if (!(fromMs <= toMs)) throw new SimulatorError("backfill needs fromMs <= toMs");
     this.#started = true;
     this.#lastNow = toMs;
-    for (const m of this.#models) m.nextStepMs = m.stepAtOrAfter(fromMs);
+    for (const m of this.#models) {
+      m.nextStepMs = m.stepAtOrAfter(fromMs);
+      m.skipRestartsBefore(fromMs);
+    }
     for (let w = fromMs; w <= toMs; w += this.#o.backfillWindowMs) {
       const until = Math.min(toMs, w + this.#o.backfillWindowMs - 1);
       yield* this.#generate(until);
@@ -57,7 +78,10 @@ class SimulatorImpl implements Simulator {
     this.#lastNow = nowMs;
     if (!this.#started) {
       this.#started = true;
-      for (const m of this.#models) m.nextStepMs = m.stepAtOrBefore(nowMs);
+      for (const m of this.#models) {
+        m.nextStepMs = m.stepAtOrBefore(nowMs);
+        m.skipRestartsBefore(m.nextStepMs);
+      }
     }
     return this.#generate(nowMs);
   }

@@ -29,6 +29,13 @@ interface NetCounters {
   txPackets: number;
 }
 
+/** A VM's counter values, saved by the demo collector so a restart continues them instead of resetting. */
+export interface CounterState {
+  cpuSeconds: number;
+  disks: Record<string, DiskCounters>;
+  nets: Record<string, NetCounters>;
+}
+
 function sorted(labels: Label[]): Label[] {
   return labels.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
@@ -218,6 +225,29 @@ export class VmModel {
       if (late !== undefined) this.#held.push({ deliverAtMs: late, ref, sample });
       else emit(ref, sample);
     }
+  }
+
+  counters(): CounterState {
+    return {
+      cpuSeconds: this.#cpuSeconds,
+      disks: Object.fromEntries([...this.#disks].map(([d, c]) => [d, { ...c }])),
+      nets: Object.fromEntries([...this.#nets].map(([n, c]) => [n, { ...c }])),
+    };
+  }
+
+  /**
+   * Restarts before `ms` happened in history this run does not generate: their counter reset is
+   * already in the counters it starts from, so they must not reset them again at the first step.
+   */
+  skipRestartsBefore(ms: number): void {
+    for (const e of this.#events) if (e.kind === "restart" && e.atMs < ms) this.#applied.add(e);
+  }
+
+  /** Continues from saved values (devices this model does not have are ignored). */
+  restoreCounters(saved: CounterState): void {
+    this.#cpuSeconds = saved.cpuSeconds;
+    for (const [d, c] of Object.entries(saved.disks)) if (this.#disks.has(d)) this.#disks.set(d, { ...c });
+    for (const [n, c] of Object.entries(saved.nets)) if (this.#nets.has(n)) this.#nets.set(n, { ...c });
   }
 
   #resetCounters(): void {
