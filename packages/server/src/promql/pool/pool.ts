@@ -113,7 +113,13 @@ export function createQueryPool(overrides: Partial<QueryPoolOptions> = {}): Quer
   return new QueryPoolImpl(o);
 }
 
-const WORKER_URL = new URL("./bootstrap.mjs", import.meta.url);
+declare global {
+  /** Set by the production build (scripts/build-server.mjs): the bundled worker, beside main.js. */
+  var SVC_QUERY_WORKER_BUNDLE: string | undefined;
+}
+
+// From sources, a bootstrap registers tsx in the worker; the production bundle has a plain JS worker.
+const WORKER_URL = new URL(globalThis.SVC_QUERY_WORKER_BUNDLE ?? "./bootstrap.mjs", import.meta.url);
 
 interface Job {
   readonly msg: JobMessage;

@@ -1,0 +1,107 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { createSvcClients } from "@svc/sdk";
+
+const root = join(import.meta.dirname, "..");
+const ADMIN = "prod-build-operator-token-0123456789";
+
+/** `npm run build:server` then `npm run start:prod`: the bundle runs on plain node, without tsx. */
+describe("the production build", () => {
+  let child: ChildProcess | undefined;
+  let dataDir: string;
+  let baseUrl = "";
+  let output = "";
+  let exit: Promise<number | null>;
+  before(async () => {
+    const build = spawnSync(process.execPath, [join(root, "scripts", "build-server.mjs")], {
+      encoding: "utf8",
+    });
+    assert.equal(build.status, 0, build.stderr);
+    dataDir = mkdtempSync(join(tmpdir(), "svc-prod-"));
+    child = spawn(process.execPath, [join(root, "packages", "server", "dist", "main.js")], {
+      // No --import tsx, no loader: what start:prod runs.
+      env: {
+        PATH: process.env.PATH,
+        PORT: "0",
+        SVC_DATA_DIR: dataDir,
+        SVC_DEMO: "false",
+        SVC_ADMIN_TOKEN: ADMIN,
+        SVC_LOG_FORMAT: "json",
+        SVC_QUERY_WORKERS: "1",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child.stdout?.on("data", (d) => {
+      output += d;
+    });
+    child.stderr?.on("data", (d) => {
+      output += d;
+    });
+    exit = new Promise((r) => child?.on("exit", (code) => r(code)));
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const m = /svc listening on (\S+)/.exec(output);
+      if (m) {
+        baseUrl = m[1];
+        break;
+      }
+      assert.ok(Date.now() < deadline && child.exitCode === null, `the bundle did not start:\n${output}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+  after(() => {
+    child?.kill("SIGKILL");
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("has no TypeScript loader in the bundle", () => {
+    const main = readFileSync(join(root, "packages", "server", "dist", "main.js"), "utf8");
+    assert.ok(!/from "tsx|tsx\/esm/.test(main), "main.js imports no tsx");
+    assert.ok(main.includes("query-worker.js"), "the query pool starts the bundled worker");
+  });
+
+  it("serves RPCs, readiness and a PromQL query (SVC_QUERY_WORKERS=1: in the bundled worker)", async () => {
+    const ready = await fetch(`${baseUrl}/readyz`);
+    assert.equal(ready.status, 200, await ready.text());
+    const admin = createSvcClients({ baseUrl, token: ADMIN, maxRetries: 0 }).admin;
+    await admin.projects.createProject({ projectId: "prod", displayName: "prod" });
+    const user = await admin.users.createUser({
+      email: "o@example.com",
+      password: "pw-prod-build",
+      displayName: "O",
+    });
+    await admin.projects.setMember({ project: "projects/prod", user: user.name, role: "owner" });
+    const { sessionToken } = await createSvcClients({ baseUrl, maxRetries: 0 }).sessions.login({
+      email: "o@example.com",
+      password: "pw-prod-build",
+    });
+    const owner = createSvcClients({ baseUrl, token: sessionToken, maxRetries: 0 });
+    const sa = await owner.serviceAccounts.createServiceAccount({
+      parent: "projects/prod",
+      displayName: "reader",
+      template: "Metrics scraper",
+    });
+    const { secret } = await owner.keys.createKey({
+      parent: sa.name,
+      displayName: "k",
+      capabilities: ["monitoring.read"],
+      requestId: crypto.randomUUID(),
+    });
+    const q = await fetch(
+      `${baseUrl}/v1/monitoring/projects/prod/prometheus/api/v1/query?query=${encodeURIComponent("vector(1) + 1")}`,
+      { headers: { authorization: `Bearer ${secret}` } },
+    );
+    const body = (await q.json()) as { status: string; data?: { result: unknown } };
+    assert.equal(q.status, 200, JSON.stringify(body));
+    assert.equal((body.data?.result as { value: [number, string] }[])[0].value[1], "2");
+  });
+
+  it("stops cleanly on SIGTERM", async () => {
+    child?.kill("SIGTERM");
+    assert.equal(await exit, 0, output);
+  });
+});
