@@ -133,17 +133,45 @@ function done(ann: Annotations) {
   return { warnings: [...ann.warnings], infos: [...ann.infos] };
 }
 
-/** Delayed name removal, then Prometheus' final duplicate check. */
+/**
+ * Delayed name removal, then Prometheus' final duplicate check. Series that end up with one label set
+ * are one series of the result when they never hold a value at the same step (`count(x > 5) or
+ * vector(0)` over a range: the left side at some steps, the right at the others), as Prometheus
+ * merges a range query's steps by label set; two values at one step are the error.
+ */
 function finish(series: StepSeries[]): StepSeries[] {
-  const out = series.map((s) =>
-    s.dropName ? { ...s, labels: dropMetricName(s.labels), dropName: false } : s,
-  );
-  const seen = new Set<string>();
-  for (const s of out) {
-    if (!s.present.some((p) => p === 1)) continue;
+  const out: StepSeries[] = [];
+  const byKey = new Map<string, StepSeries>();
+  for (const raw of series) {
+    const s = raw.dropName ? { ...raw, labels: dropMetricName(raw.labels), dropName: false } : raw;
+    if (!s.present.some((p) => p === 1)) {
+      out.push(s);
+      continue;
+    }
     const k = labelsKey(s.labels);
-    if (seen.has(k)) throw new QueryEvalError("vector cannot contain metrics with the same labelset");
-    seen.add(k);
+    const first = byKey.get(k);
+    if (first === undefined) {
+      byKey.set(k, s);
+      out.push(s);
+      continue;
+    }
+    for (let i = 0; i < s.present.length; i++) {
+      if (!s.present[i]) continue;
+      if (first.present[i]) throw new QueryEvalError("vector cannot contain metrics with the same labelset");
+    }
+    // Merged into a copy: the first series' arrays may belong to an operand.
+    const merged = {
+      ...first,
+      values: Float64Array.from(first.values),
+      present: Uint8Array.from(first.present),
+    };
+    for (let i = 0; i < s.present.length; i++) {
+      if (!s.present[i]) continue;
+      merged.values[i] = s.values[i];
+      merged.present[i] = 1;
+    }
+    out[out.indexOf(first)] = merged;
+    byKey.set(k, merged);
   }
   return out;
 }
