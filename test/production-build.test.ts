@@ -95,9 +95,9 @@ describe("the production build", () => {
       `${baseUrl}/v1/monitoring/projects/prod/prometheus/api/v1/query?query=${encodeURIComponent("vector(1) + 1")}`,
       { headers: { authorization: `Bearer ${secret}` } },
     );
-    const body = (await q.json()) as { status: string; data?: { result: unknown } };
+    const body = (await q.json()) as { status: string; data: { result: { value: [number, string] }[] } };
     assert.equal(q.status, 200, JSON.stringify(body));
-    assert.equal((body.data?.result as { value: [number, string] }[])[0].value[1], "2");
+    assert.equal(body.data.result[0].value[1], "2");
   });
 
   it("stops cleanly on SIGTERM", async () => {

@@ -1,7 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type ReactNode, useState } from "react";
 import "./access-ui.css";
-import { fmtAgo, fmtTime, MISSING } from "../format.ts";
 import { Badge, Button, Dialog, ErrorBanner } from "./ui.tsx";
 
 /** Building blocks shared by the access screens: keys, service accounts and CI trusts. */
@@ -47,18 +46,7 @@ export function CapabilityBadges(props: { capabilities: readonly string[] }) {
   );
 }
 
-/** A time in the browser's zone, with UTC on hover. */
-export function Time(props: { unix: bigint | number | undefined; relative?: boolean }) {
-  const s = Number(props.unix ?? 0);
-  if (!s) return <span className="muted">{MISSING}</span>;
-  const utc = new Date(s * 1000).toISOString().replace(".000Z", "Z").replace("T", " ");
-  return (
-    <time dateTime={new Date(s * 1000).toISOString()} title={`${utc} UTC`}>
-      {fmtTime(s)}
-      {props.relative ? <span className="muted small"> ({fmtAgo(s)})</span> : null}
-    </time>
-  );
-}
+export { Time } from "./ui.tsx";
 
 /**
  * Whether a failed call may still have been carried out by the server (the answer was lost): then the

@@ -1,26 +1,12 @@
 import type { Incident } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import { useQuery } from "@tanstack/react-query";
 import { api } from "../api.ts";
-import { fmtDuration, fmtTime, lastSegment, MISSING } from "../format.ts";
+import { fmtDuration, lastSegment, MISSING } from "../format.ts";
 import { useProject, useSession } from "../session.tsx";
 
 /** Small display pieces shared by the incident and destination screens. */
 
-/** A time in the browser's zone, with UTC (and the exact Unix second) on hover. */
-export function Time(props: { unix: bigint | number | undefined; className?: string }) {
-  const s = Number(props.unix ?? 0);
-  if (!s) return <span className="muted">{MISSING}</span>;
-  const d = new Date(s * 1000);
-  const utc = `${d
-    .toISOString()
-    .replace("T", " ")
-    .replace(/\.\d{3}Z$/, "")} UTC`;
-  return (
-    <time dateTime={d.toISOString()} title={utc} className={props.className}>
-      {fmtTime(s)}
-    </time>
-  );
-}
+export { Time } from "./ui.tsx";
 
 const OPERATORS: Record<string, string> = {
   GREATER_THAN: ">",

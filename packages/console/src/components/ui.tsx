@@ -1,5 +1,6 @@
 import { type ReactNode, useEffect, useRef, useState } from "react";
 import { describeError } from "../api.ts";
+import { fmtAgo, fmtTime, MISSING } from "../format.ts";
 
 /** Shared building blocks: page frame, tables, errors, buttons, dialogs, a secret shown once. */
 
@@ -177,5 +178,22 @@ export function Pager(props: { pager: ReturnType<typeof usePager>; nextToken?: s
         Next →
       </Button>
     </div>
+  );
+}
+
+/** A time in the browser's zone, with UTC on hover; a dash when there is none. */
+export function Time(props: { unix: bigint | number | undefined; relative?: boolean; className?: string }) {
+  const s = Number(props.unix ?? 0);
+  if (!s) return <span className="muted">{MISSING}</span>;
+  const d = new Date(s * 1000);
+  const utc = `${d
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d{3}Z$/, "")} UTC`;
+  return (
+    <time dateTime={d.toISOString()} title={utc} className={props.className}>
+      {fmtTime(s)}
+      {props.relative ? <span className="muted small"> ({fmtAgo(s)})</span> : null}
+    </time>
   );
 }

@@ -185,6 +185,6 @@ function messageOf(
     },
     vm: { name: inc.vm_name, ...(inc.mountpoint ? { mountpoint: inc.mountpoint } : {}) },
     summary,
-    link: `${baseUrl}/#/incidents/${inc.id}`,
+    link: `${baseUrl}/projects/${inc.project_id}/incidents/${inc.id}`,
   };
 }
