@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import type { Browser } from "playwright-core";
+import {
+  browserUnavailable,
+  buildConsole,
+  launchBrowser,
+  openPage,
+  signIn,
+} from "../../packages/server/src/testing/browser.ts";
+
+const root = join(import.meta.dirname, "..", "..");
+/** Screenshots kept as test artifacts (SVC_TEST_ARTIFACTS, or a folder under the system temp dir). */
+const ARTIFACTS = process.env.SVC_TEST_ARTIFACTS ?? join(tmpdir(), "svc-test-artifacts");
+
+/** What a newcomer does: `npm start` on an empty data dir, open the URL, sign in with the printed login. */
+describe("the console on npm start's demo", { skip: browserUnavailable() }, () => {
+  let child: ChildProcess | undefined;
+  let dataDir: string;
+  let browser: Browser;
+  let output = "";
+  before(async () => {
+    buildConsole();
+    dataDir = mkdtempSync(join(tmpdir(), "svc-demo-console-"));
+    child = spawn(process.execPath, ["--import", "tsx", "packages/server/src/main.ts"], {
+      cwd: root,
+      env: { ...process.env, PORT: "0", SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: "warn" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child.stdout?.on("data", (d) => {
+      output += d;
+    });
+    child.stderr?.on("data", (d) => {
+      output += d;
+    });
+    const deadline = Date.now() + 180_000;
+    // The demo's 24 h backfill is done when the simulated load line is printed.
+    while (!/simulated load:/.test(output)) {
+      assert.ok(Date.now() < deadline && child.exitCode === null, `the demo did not start:\n${output}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    child?.kill("SIGTERM");
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("prints the URL and login; the VM list shows the demo VMs; web-1's charts have data", async () => {
+    const url = /console: (\S+)\//.exec(output)?.[1];
+    const login = /console login: (\S+) \/ (\S+)/.exec(output);
+    assert.ok(url && login, output);
+    const creds = JSON.parse(readFileSync(join(dataDir, "demo-credentials.json"), "utf8")) as {
+      consolePassword: string;
+    };
+    assert.equal(login[2], creds.consolePassword);
+    const { page, problems } = await openPage(browser);
+    await signIn(page, url, login[1], login[2]);
+    const names = await page.getByTestId("vm-table").locator("tbody tr td:first-child a").allTextContents();
+    for (const vm of ["db-1", "web-1", "web-2", "batch-1", "old-1"])
+      assert.ok(names.includes(vm), `${vm} in ${names}`);
+
+    await page.getByRole("link", { name: "web-1", exact: true }).click();
+    await page.getByRole("button", { name: "24 h" }).click();
+    const chart = page.getByTestId("card-cpu").locator('.vm-chart[data-step="120"]');
+    await chart.waitFor();
+    const [cpu] = JSON.parse((await chart.getAttribute("data-series")) ?? "[]") as {
+      values: (number | null)[];
+    }[];
+    const present = cpu.values.filter((v) => v !== null) as number[];
+    assert.ok(present.length > 600, `${present.length} of ${cpu.values.length} steps have a value`);
+    assert.ok(present.every((v) => v > 0 && v <= 100));
+    // The canvas really has the line drawn: some pixels are the series' colour, not the background.
+    const coloured = (await page.evaluate(`(() => {
+      const c = document.querySelector('[data-testid="card-cpu"] canvas');
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i + 2] > 180 && d[i] < 120) n++;
+      return n;
+    })()`)) as number;
+    assert.ok(coloured > 200, `${coloured} blue pixels on the CPU canvas`);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const shot = join(ARTIFACTS, "console-demo-web-1.png");
+    await page.screenshot({ path: shot, fullPage: true });
+    process.stdout.write(`screenshot of the demo VM page: ${shot}\n`);
+    assert.deepEqual(problems, []);
+  });
+});
