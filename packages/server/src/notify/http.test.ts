@@ -325,6 +325,27 @@ describe("notify/http", () => {
     assert.equal(seen.length, before);
   });
 
+  it("postJson checks an IP literal against each call's allowlist, even one changed in place", async () => {
+    // The pool of the last options and the IP literals that passed are remembered: neither may let
+    // a refused address through.
+    const hosts = ["127.0.0.1"];
+    const url = `https://127.0.0.1:${port}/ok`;
+    const first = await postJson(url, body, {}, { timeoutMs: 5_000, allowHosts: hosts, ca });
+    assert.equal(first.kind === "response" && first.status, 200);
+    const before = seen.length;
+    hosts.length = 0;
+    const changed = await postJson(url, body, {}, { timeoutMs: 5_000, allowHosts: hosts, ca });
+    assert.match(
+      changed.kind === "error" ? changed.error : "",
+      /refused: 127\.0\.0\.1 is a loopback address/,
+    );
+    const other = await postJson(url, body, {}, { timeoutMs: 5_000, allowHosts: [], ca });
+    assert.match(other.kind === "error" ? other.error : "", /refused: 127\.0\.0\.1 is a loopback address/);
+    assert.equal(seen.length, before, "nothing reached the receiver");
+    const again = await postJson(url, body, {}, { timeoutMs: 5_000, allowHosts: local, ca });
+    assert.equal(again.kind === "response" && again.status, 200);
+  });
+
   // checkDestinationUrl: every special address is refused with a clear reason; no network is used
   // (literals are checked as they are, `localhost` resolves from the hosts file).
   const refused: [url: string, reason: RegExp][] = [

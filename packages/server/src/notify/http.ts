@@ -75,17 +75,23 @@ export async function postJson(
 ): Promise<HttpOutcome> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
-  const secrets = secretsOf(url, headers);
+  // What an error message must not repeat; only needed when there is an error.
+  const secrets = () => secretsOf(url, headers);
 
   let target: Target;
   let pool: Pool;
   try {
-    target = parseTarget(url);
+    target = cachedTarget(url);
     pool = poolFor(opts);
     // An IP literal never reaches `lookup` (net.connect skips it), so it is checked here.
-    if (target.ip && !pool.allow.host(target.host)) refuseIfSpecial(target.ip, pool.allow);
+    if (target.ip && !pool.passedIps.has(target.ip)) {
+      if (!pool.allow.host(target.host)) refuseIfSpecial(target.ip, pool.allow);
+      // The outcome depends only on the address and the pool's allowlist: remembered when it passed.
+      if (pool.passedIps.size >= MAX_CACHED_TARGETS) pool.passedIps.clear();
+      pool.passedIps.add(target.ip);
+    }
   } catch (e) {
-    return { kind: "error", error: describeError(e, secrets), durationMs: elapsed() };
+    return { kind: "error", error: describeError(e, secrets()), durationMs: elapsed() };
   }
 
   return new Promise<HttpOutcome>((settle) => {
@@ -103,7 +109,7 @@ export async function postJson(
     const fail = (e: unknown) => {
       // Once the status line is in, the endpoint has answered: a stalled or cut body changes nothing.
       if (status !== undefined) respond();
-      else finish({ kind: "error", error: describeError(e, secrets), durationMs: elapsed() });
+      else finish({ kind: "error", error: describeError(e, secrets()), durationMs: elapsed() });
     };
     const respond = () =>
       finish({
@@ -136,7 +142,7 @@ export async function postJson(
         });
       } catch (e) {
         // Invalid header names or values throw synchronously.
-        finish({ kind: "error", error: describeError(e, secrets), durationMs: elapsed() });
+        finish({ kind: "error", error: describeError(e, secrets()), durationMs: elapsed() });
         return;
       }
       current = req;
@@ -193,6 +199,7 @@ export async function postJson(
 export function closeIdleConnections(): void {
   for (const p of pools.values()) p.agent.destroy();
   pools.clear();
+  lastPool = undefined;
 }
 
 // ---- connection pools -----------------------------------------------------------------------------
@@ -208,6 +215,8 @@ interface Pool {
   readonly allow: AllowList;
   readonly lookup: LookupFunction;
   readonly secureContext?: SecureContext;
+  /** IP-literal hosts already checked against this pool's allowlist and found allowed or ordinary. */
+  readonly passedIps: Set<string>;
 }
 
 /**
@@ -221,7 +230,40 @@ const secureContexts = new Map<string, { readonly id: number; readonly context: 
 const resolverIds = new WeakMap<ResolveHost, number>();
 let lastId = 0;
 
+/**
+ * The pool of the last call's options: the app passes the same CA string, allowlist and resolver on
+ * every call. The allowlist is compared by value (a copy), so a list changed in place since is never
+ * given the old list's pool; a Buffer CA always takes the keyed path.
+ */
+let lastPool:
+  | {
+      readonly ca: string | undefined;
+      readonly lookup: ResolveHost | undefined;
+      readonly hosts: readonly string[];
+      readonly pool: Pool;
+    }
+  | undefined;
+
 function poolFor(opts: PostJsonOptions): Pool {
+  const last = lastPool;
+  const hosts = opts.allowHosts ?? [];
+  if (
+    last !== undefined &&
+    last.ca === opts.ca &&
+    last.lookup === opts.lookup &&
+    last.hosts.length === hosts.length &&
+    last.hosts.every((h, i) => h === hosts[i])
+  )
+    return last.pool;
+  const pool = keyedPool(opts);
+  lastPool =
+    typeof opts.ca === "string" || opts.ca === undefined
+      ? { ca: opts.ca, lookup: opts.lookup, hosts: [...hosts], pool }
+      : undefined;
+  return pool;
+}
+
+function keyedPool(opts: PostJsonOptions): Pool {
   const resolve = opts.lookup ?? systemResolve;
   let resolverId = resolverIds.get(resolve);
   if (resolverId === undefined) {
@@ -246,6 +288,7 @@ function poolFor(opts: PostJsonOptions): Pool {
     pool = {
       allow,
       lookup,
+      passedIps: new Set(),
       ...(tls ? { secureContext: tls.context } : {}),
       // The SSRF check stays on the address actually connected: `lookup` is the agent's own, so it
       // runs for every NEW socket at connect time (a name that now resolves to a refused address
@@ -359,6 +402,21 @@ interface Target {
   readonly ip?: string;
 }
 
+/** Parsed URLs: the dispatcher posts to the same few URLs again and again (parsing one is ~2% of its CPU). */
+const targets = new Map<string, Target>();
+const MAX_CACHED_TARGETS = 1_024;
+
+/** parseTarget, remembered per URL string (a Target is immutable); a URL that does not parse is not remembered. */
+function cachedTarget(url: string): Target {
+  let target = targets.get(url);
+  if (target === undefined) {
+    target = parseTarget(url);
+    if (targets.size >= MAX_CACHED_TARGETS) targets.clear();
+    targets.set(url, target);
+  }
+  return target;
+}
+
 function parseTarget(url: string): Target {
   let u: URL;
   try {
@@ -374,12 +432,12 @@ function parseTarget(url: string): Target {
     .replace(/\.$/, "")
     .toLowerCase();
   if (!host) throw new Error("has no host");
-  return {
+  return Object.freeze({
     host,
     port: u.port ? Number(u.port) : 443,
     path: `${u.pathname}${u.search}`,
     ...(isIP(host) ? { ip: host } : {}),
-  };
+  });
 }
 
 function refusal(address: string, why: string, hostname?: string): string {

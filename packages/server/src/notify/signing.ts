@@ -29,6 +29,24 @@ export function webhookSecretKey(secret: string): Buffer {
   return key;
 }
 
+/**
+ * Decoded keys by secret, so that a destination's secrets are decoded once, not at every attempt;
+ * bounded (cleared when full). The secrets themselves are already in the dispatcher's memory.
+ */
+const decodedKeys = new Map<string, Buffer>();
+const MAX_DECODED_KEYS = 1_024;
+
+/** webhookSecretKey, remembered per secret (only secrets that decode); the Buffer must not be changed. */
+function cachedSecretKey(secret: string): Buffer {
+  let key = decodedKeys.get(secret);
+  if (key === undefined) {
+    key = webhookSecretKey(secret);
+    if (decodedKeys.size >= MAX_DECODED_KEYS) decodedKeys.clear();
+    decodedKeys.set(secret, key);
+  }
+  return key;
+}
+
 export interface SignDeliveryInput {
   /** DeliveryID, stable across retries. */
   readonly deliveryId: string;
@@ -54,7 +72,7 @@ export function signDelivery(input: SignDeliveryInput): Record<string, string> {
   if (secrets.length === 0) throw new TypeError("at least one active secret is required");
   const body = typeof input.body === "string" ? Buffer.from(input.body, "utf8") : input.body;
   const ts = String(timestampS);
-  const keys = secrets.map(webhookSecretKey);
+  const keys = secrets.map(cachedSecretKey);
   const v1 = Buffer.from(`${deliveryId}.${ts}.`, "utf8");
   const v2 = Buffer.from(`v2\n${deliveryId}\n${attemptId}\n${ts}\n`, "utf8");
   const mac = (key: Buffer, prefix: Buffer) =>
@@ -67,7 +85,7 @@ export function signDelivery(input: SignDeliveryInput): Record<string, string> {
     "svc-signature-v2": keys.map((k) => `v2,${mac(k, v2)}`).join(" "),
   };
   if (legacySecret !== undefined) {
-    const hex = createHmac("sha256", webhookSecretKey(legacySecret)).update(body).digest("hex");
+    const hex = createHmac("sha256", cachedSecretKey(legacySecret)).update(body).digest("hex");
     headers["svc-signature-256"] = `sha256=${hex}`;
   }
   return headers;
