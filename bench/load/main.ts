@@ -1,0 +1,297 @@
+/**
+ * Load test (not a test; issue 19): is svc fair when one project runs heavy queries?
+ *
+ *   npm run bench:load               3 projects × 30 VMs × 6 h of history, 30 s of mixed load
+ *   npm run bench:load -- --quick    3 projects × 10 VMs × 2 h, 10 s
+ *
+ * The server runs as its own process (`node --import tsx packages/server/src/main.ts`, no demo), so its
+ * event-loop delay is its own: read from its /metrics (prom-client's nodejs_eventloop_lag_p99_seconds,
+ * which resets at every scrape, so the scrape before the loaded phase starts the window). History is
+ * written through remote write from the hypervisor simulator. All traffic is loopback.
+ *
+ * Projects: `heavy` runs Prometheus-API range queries with subqueries over the whole history, from more
+ * loops than its concurrency cap (4), so it sits at its cap and has a queue; `light` is a dashboard
+ * user (QueryVMMonitoring of one VM's CPU and memory for the last hour, ListVMMonitoring) and a
+ * customer Prometheus scraping its four export shards; `writer` is the hypervisor collector sending
+ * every VM's samples once a second (its acknowledgement latency is measured).
+ *
+ * First the light project's QueryVMMonitoring is measured alone (the unloaded figure), then everything
+ * runs at once. Goals (issue 19): no 5xx; event-loop delay p99 ≤ 20 ms; remote-write ack p99 ≤ 100 ms;
+ * the light project's QueryVMMonitoring p99 ≤ 2× its unloaded p99. 429s are expected for the heavy
+ * project (past its queue) and counted.
+ */
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { pushRemoteWrite } from "../../packages/remotewrite/src/index.ts";
+import { createSvcClients } from "../../packages/sdk/src/index.ts";
+import { createSimulator, type SimVm } from "../../packages/server/src/ingest/simulator/index.ts";
+
+const quick = process.argv.includes("--quick");
+const VMS = Number(process.env.BENCH_VMS ?? (quick ? 10 : 30));
+const HOURS = Number(process.env.BENCH_HOURS ?? (quick ? 2 : 6));
+const DURATION_MS = Number(process.env.BENCH_SECONDS ?? (quick ? 10 : 30)) * 1000;
+const HEAVY_LOOPS = 6;
+const ADMIN = `bench-load-admin-${randomUUID()}`;
+const COLLECTOR = `svcc_bench_${randomUUID().replaceAll("-", "")}`;
+const root = join(import.meta.dirname, "..", "..");
+
+const HEAVY_QUERY = "max_over_time(sum by (vm) (rate(svc_vm_disk_read_bytes_total[5m]))[30m:30s])";
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function pct(xs: number[], q: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
+}
+
+const fmt = (ms: number) => (Number.isNaN(ms) ? "—" : ms < 10 ? ms.toFixed(1) : String(Math.round(ms)));
+
+interface ClassStats {
+  latencies: number[];
+  statuses: Map<number, number>;
+}
+
+const classes = new Map<string, ClassStats>();
+function record(cls: string, ms: number, status: number): void {
+  let c = classes.get(cls);
+  if (!c) {
+    c = { latencies: [], statuses: new Map() };
+    classes.set(cls, c);
+  }
+  if (status < 500 && status !== 429) c.latencies.push(ms);
+  c.statuses.set(status, (c.statuses.get(status) ?? 0) + 1);
+}
+
+async function timed(cls: string, f: () => Promise<Response>): Promise<void> {
+  const t0 = performance.now();
+  let status = 0;
+  try {
+    const r = await f();
+    status = r.status;
+    await r.arrayBuffer();
+  } catch {
+    status = 599; // the connection failed: counted with the 5xx
+  }
+  record(cls, performance.now() - t0, status);
+}
+
+async function main(): Promise<void> {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-load-"));
+  const server: ChildProcess = spawn(process.execPath, ["--import", "tsx", "packages/server/src/main.ts"], {
+    cwd: root,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      SVC_DATA_DIR: dataDir,
+      SVC_DEMO: "false",
+      SVC_SIMULATOR: "false",
+      SVC_ADMIN_TOKEN: ADMIN,
+      SVC_COLLECTOR_TOKEN: COLLECTOR,
+      SVC_LOG_LEVEL: "warn",
+      SVC_LOG_FORMAT: "json",
+    },
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  try {
+    for (;;) {
+      const ok = await fetch(`${base}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) break;
+      if (server.exitCode !== null) throw new Error("the server exited");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const admin = createSvcClients({ baseUrl: base, token: ADMIN, maxRetries: 0 }).admin;
+    const keys: Record<string, string> = {};
+    const vms: SimVm[] = [];
+    for (const project of ["heavy", "light", "writer"]) {
+      await admin.projects.createProject({ projectId: project, displayName: project });
+      const email = `${project}@bench.example`;
+      const user = await admin.users.createUser({ email, password: "bench-password", displayName: project });
+      await admin.projects.setMember({ project: `projects/${project}`, user: user.name, role: "owner" });
+      const { sessionToken } = await createSvcClients({ baseUrl: base, maxRetries: 0 }).sessions.login({
+        email,
+        password: "bench-password",
+      });
+      const owner = createSvcClients({ baseUrl: base, token: sessionToken, maxRetries: 0 });
+      const sa = await owner.serviceAccounts.createServiceAccount({
+        parent: `projects/${project}`,
+        displayName: "bench",
+        template: "Metrics scraper",
+      });
+      const created = await owner.keys.createKey({
+        parent: sa.name,
+        displayName: "bench",
+        capabilities: ["monitoring.read"],
+        requestId: randomUUID(),
+      });
+      if (!created.secret) throw new Error("no key secret");
+      keys[project] = created.secret;
+      for (let i = 0; i < VMS; i++) {
+        const vm = await admin.vms.createVM({
+          parent: `projects/${project}`,
+          vmId: `vm-${i}`,
+          location: "dc-1",
+          distribution: "debian-12",
+          vcpus: 4,
+          memoryBytes: 8n << 30n,
+        });
+        vms.push({
+          name: vm.name,
+          vmId: `vm-${i}`,
+          location: "dc-1",
+          vcpus: 4,
+          memoryBytes: 8 * 2 ** 30,
+          state: "running",
+        });
+      }
+    }
+    const writeUrl = `${base}/v1/ingest/prometheus/api/v1/write`;
+    const now = Date.now();
+    const sim = createSimulator({ vms, seed: 11, intervalMs: 30_000 });
+    let samples = 0;
+    const t0 = performance.now();
+    for await (const req of sim.backfill(now - HOURS * 3_600_000, now)) {
+      samples += req.timeseries.reduce((n, ts) => n + ts.samples.length, 0);
+      const r = await pushRemoteWrite(writeUrl, COLLECTOR, req, { timeoutMs: 60_000 });
+      if (r.status >= 300) throw new Error(`backfill refused: ${r.status} ${r.body.slice(0, 200)}`);
+    }
+    process.stdout.write(
+      `history: 3 projects × ${VMS} VMs × ${HOURS} h, ${samples.toLocaleString("en")} samples in ${Math.round(performance.now() - t0)} ms\n`,
+    );
+
+    const auth = (p: string) => ({ authorization: `Bearer ${keys[p]}` });
+    const rpc = (p: string, method: string, body: unknown) =>
+      fetch(`${base}/svc.monitoring.v1.MonitoringService/${method}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", ...auth(p) },
+        body: JSON.stringify(body),
+      });
+    const lightVm = vms.find((v) => v.name.startsWith("projects/light/"))?.name ?? "";
+    const queryLight = () => {
+      const end = Math.floor(Date.now() / 1000);
+      return rpc("light", "QueryVMMonitoring", {
+        name: lightVm,
+        metricIds: ["cpu_utilization_pct", "memory_used_bytes"],
+        startTimeUnix: String(end - 3600),
+        endTimeUnix: String(end),
+        stepSeconds: 30,
+      });
+    };
+
+    // The unloaded figure: the light project's dashboard call alone.
+    for (let i = 0; i < 20; i++) await queryLight(); // warm-up
+    for (let i = 0; i < (quick ? 60 : 150); i++) await timed("QueryVMMonitoring, unloaded", queryLight);
+
+    await fetch(`${base}/metrics`).then((r) => r.text()); // starts the event-loop delay window
+    const until = Date.now() + DURATION_MS;
+    const loop = async (f: () => Promise<void>) => {
+      while (Date.now() < until) await f();
+    };
+    const promQuery = () => {
+      const end = Math.floor(Date.now() / 1000);
+      const q = new URLSearchParams({
+        query: HEAVY_QUERY,
+        start: String(end - HOURS * 3600),
+        end: String(end),
+        step: "60",
+      });
+      return fetch(`${base}/v1/monitoring/projects/heavy/prometheus/api/v1/query_range?${q}`, {
+        headers: auth("heavy"),
+      });
+    };
+    let tick = Date.now();
+    const writes = async () => {
+      while (Date.now() < until) {
+        tick += 1000;
+        await new Promise((r) => setTimeout(r, Math.max(0, tick - Date.now())));
+        // Every VM's newest step, as a collector sends it.
+        for (const req of sim.tick(Date.now())) {
+          const t1 = performance.now();
+          const r = await pushRemoteWrite(writeUrl, COLLECTOR, req, { timeoutMs: 30_000 }).catch(() => ({
+            status: 599,
+          }));
+          record("remote write", performance.now() - t1, r.status);
+        }
+      }
+    };
+    let shard = 0;
+    await Promise.all([
+      ...Array.from({ length: HEAVY_LOOPS }, () =>
+        loop(() => timed("Prometheus API, heavy (heavy project)", promQuery)),
+      ),
+      loop(() => timed("QueryVMMonitoring, loaded (light project)", queryLight)),
+      loop(() =>
+        timed("ListVMMonitoring (light project)", () =>
+          rpc("light", "ListVMMonitoring", { projectName: "projects/light", pageSize: 50 }),
+        ),
+      ),
+      loop(() =>
+        timed("export shard (light project)", () =>
+          fetch(`${base}/v1/monitoring/projects/light/export?shard=${shard++ % 4}`, {
+            headers: auth("light"),
+          }),
+        ),
+      ),
+      writes(),
+    ]);
+    const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
+    const lagP99 =
+      Number(/^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN) * 1000;
+
+    process.stdout.write(
+      `\nload average at the end: ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(" ")}\n\n`,
+    );
+    process.stdout.write(
+      "| class | requests | p50 ms | p99 ms | statuses |\n| --- | --- | --- | --- | --- |\n",
+    );
+    let fivexx = 0;
+    for (const [cls, c] of classes) {
+      const n = [...c.statuses.values()].reduce((a, b) => a + b, 0);
+      for (const [s, k] of c.statuses) if (s >= 500) fivexx += k;
+      const statuses = [...c.statuses]
+        .sort((a, b) => a[0] - b[0])
+        .map(([s, k]) => `${s}×${k}`)
+        .join(" ");
+      process.stdout.write(
+        `| ${cls} | ${n} | ${fmt(pct(c.latencies, 0.5))} | ${fmt(pct(c.latencies, 0.99))} | ${statuses} |\n`,
+      );
+    }
+    const unloaded = pct(classes.get("QueryVMMonitoring, unloaded")?.latencies ?? [], 0.99);
+    const loaded = pct(classes.get("QueryVMMonitoring, loaded (light project)")?.latencies ?? [], 0.99);
+    const ack = pct(classes.get("remote write")?.latencies ?? [], 0.99);
+    const goal = (ok: boolean) => (ok ? "met" : "NOT met");
+    process.stdout.write(`\nserver event-loop delay p99 during the load: ${fmt(lagP99)} ms\n\n`);
+    process.stdout.write("| goal | figure | |\n| --- | --- | --- |\n");
+    process.stdout.write(`| no 5xx | ${fivexx} | ${goal(fivexx === 0)} |\n`);
+    process.stdout.write(`| event-loop delay p99 ≤ 20 ms | ${fmt(lagP99)} ms | ${goal(lagP99 <= 20)} |\n`);
+    process.stdout.write(`| remote-write ack p99 ≤ 100 ms | ${fmt(ack)} ms | ${goal(ack <= 100)} |\n`);
+    process.stdout.write(
+      `| light QueryVMMonitoring p99 ≤ 2× unloaded | ${fmt(loaded)} / ${fmt(unloaded)} ms = ${(loaded / unloaded).toFixed(2)}× | ${goal(loaded <= 2 * unloaded)} |\n`,
+    );
+  } finally {
+    server.kill("SIGTERM");
+    await new Promise((r) => server.once("exit", r));
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
