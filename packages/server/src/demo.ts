@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { randomBytes, randomUUID, X509Certificate } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -9,6 +8,7 @@ import { resolveAlertOptions } from "./alerts/options.ts";
 import { saveAlertRule } from "./alerts/rules.ts";
 import { ruleTemplates } from "./alerts/templates.ts";
 import type { Db } from "./db/database.ts";
+import { writeSelfSignedCertificate } from "./http/self-signed.ts";
 import { createKey } from "./iam/keys.ts";
 import { createServiceAccount } from "./iam/service-accounts.ts";
 import { createProject, createUser, setMember } from "./inventory/projects.ts";
@@ -268,29 +268,11 @@ function demoCertificate(dataDir: string): { key: string; cert: string } | undef
   }
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   try {
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "3650",
-        "-subj",
-        "/CN=svc demo receivers",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-        "-keyout",
-        keyPath,
-        "-out",
-        certPath,
-      ],
-      { stdio: "ignore" },
-    );
+    writeSelfSignedCertificate(keyPath, certPath, {
+      subject: "svc demo receivers",
+      altNames: "IP:127.0.0.1",
+      days: 3650,
+    });
   } catch {
     return undefined;
   }

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
@@ -7,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { SvcError } from "../errors.ts";
+import { writeSelfSignedCertificate } from "../http/self-signed.ts";
 import {
   checkDestinationUrl,
   closeIdleConnections,
@@ -33,29 +33,11 @@ describe("notify/http", () => {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "svc-notify-http-"));
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        "-days",
-        "1",
-        "-keyout",
-        join(dir, "key.pem"),
-        "-out",
-        join(dir, "cert.pem"),
-      ],
-      { stdio: "ignore" },
-    );
+    writeSelfSignedCertificate(join(dir, "key.pem"), join(dir, "cert.pem"), {
+      subject: "localhost",
+      altNames: "IP:127.0.0.1,DNS:localhost",
+      days: 1,
+    });
     ca = readFileSync(join(dir, "cert.pem"));
     server = createServer({ key: readFileSync(join(dir, "key.pem")), cert: ca }, (req, res) => {
       const chunks: Buffer[] = [];

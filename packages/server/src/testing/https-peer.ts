@@ -1,37 +1,19 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { IncomingHttpHeaders } from "node:http";
 import { createServer, type Server } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeSelfSignedCertificate } from "../http/self-signed.ts";
 
 /** A self-signed certificate for 127.0.0.1 / localhost, made now with openssl. */
 export function makeCertificate(): { key: string; cert: string } {
   const dir = mkdtempSync(join(tmpdir(), "svc-cert-"));
   try {
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        "-keyout",
-        join(dir, "key.pem"),
-        "-out",
-        join(dir, "cert.pem"),
-      ],
-      { stdio: "ignore" },
-    );
+    writeSelfSignedCertificate(join(dir, "key.pem"), join(dir, "cert.pem"), {
+      subject: "localhost",
+      altNames: "IP:127.0.0.1,DNS:localhost",
+      days: 1,
+    });
     return {
       key: readFileSync(join(dir, "key.pem"), "utf8"),
       cert: readFileSync(join(dir, "cert.pem"), "utf8"),
