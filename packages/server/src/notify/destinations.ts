@@ -259,23 +259,35 @@ export async function createDestination(
         })
         .execute();
     }
-    for (const [userId, code] of codes) {
-      await tx
-        .insertInto("destination_recipients")
-        .values({
-          destination_id: id,
-          user_id: userId,
-          code_hash: hashCode(code),
-          code_expire_time: nowMs + options.verificationTtlMs,
-          verify_time: null,
-          create_time: nowMs,
-        })
-        .execute();
-    }
+    await addUnverifiedRecipients(tx, id, codes, nowMs, options.verificationTtlMs);
   });
   const d = await loadDestination(db, projectId, id);
   await sendVerifications(deps, d, codes);
   return { destination: await view(db, d, nowMs), webhookSecret: secret, replayed: false };
+}
+
+/** New recipients wait for their emailed code: only its hash is kept, valid for `ttlMs`. */
+async function addUnverifiedRecipients(
+  tx: Db,
+  destinationId: string,
+  codes: ReadonlyMap<string, string>,
+  nowMs: number,
+  ttlMs: number,
+): Promise<void> {
+  if (codes.size === 0) return;
+  await tx
+    .insertInto("destination_recipients")
+    .values(
+      [...codes].map(([userId, code]) => ({
+        destination_id: destinationId,
+        user_id: userId,
+        code_hash: hashCode(code),
+        code_expire_time: nowMs + ttlMs,
+        verify_time: null,
+        create_time: nowMs,
+      })),
+    )
+    .execute();
 }
 
 /** The double opt-in: each new recipient gets a code by email; VerifyDestination completes it. */
@@ -377,19 +389,7 @@ export async function updateDestination(
           .where("destination_id", "=", id)
           .where("user_id", "in", removed)
           .execute();
-      for (const [userId, code] of codes) {
-        await tx
-          .insertInto("destination_recipients")
-          .values({
-            destination_id: id,
-            user_id: userId,
-            code_hash: hashCode(code),
-            code_expire_time: nowMs + options.verificationTtlMs,
-            verify_time: null,
-            create_time: nowMs,
-          })
-          .execute();
-      }
+      await addUnverifiedRecipients(tx, id, codes, nowMs, options.verificationTtlMs);
     });
   }
   await db.updateTable("destinations").set(set).where("id", "=", id).execute();
