@@ -71,6 +71,7 @@ import type { CycleReport } from "../../packages/server/src/alerts/evaluator.ts"
 import { type Labels, labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { startTestApp } from "../../packages/server/src/testing/harness.ts";
+import { calibrationMs, profileSummary } from "../common/measure.ts";
 import { cpuSeconds, freePort } from "../ingest/proc.ts";
 import { type Running, startTarget, stopTarget, type TargetSpec } from "../ingest/targets.ts";
 
@@ -367,69 +368,6 @@ function fullGc(): void {
   const gc = runInNewContext("gc") as () => void;
   gc();
   gc();
-}
-
-/**
- * Time (ms, best of 5) of a fixed CPU-bound workload, as bench/vm-query prints it: this machine's
- * speed moves between runs, and the figure tells a slower machine from a slower svc.
- */
-function calibrationMs(): number {
-  const values = Float64Array.from({ length: 4096 }, (_, i) => Math.sin(i) * 1000);
-  let best = Number.POSITIVE_INFINITY;
-  let sink = 0;
-  for (let r = 0; r < 5; r++) {
-    const t0 = performance.now();
-    for (let k = 0; k < 40; k++) {
-      sink += JSON.stringify(Array.from(values)).length;
-      for (let i = 1; i < values.length; i++) sink += values[i] > values[i - 1] ? 1 : 0;
-    }
-    best = Math.min(best, performance.now() - t0);
-  }
-  return sink > 0 ? best : Number.NaN;
-}
-
-/** Self time by function and by file of a V8 CPU profile: the top `n` of each, as table lines. */
-function profileSummary(profile: {
-  nodes: {
-    id: number;
-    callFrame: { functionName: string; url: string; lineNumber: number };
-    hitCount?: number;
-  }[];
-  samples?: number[];
-  timeDeltas?: number[];
-}): string[] {
-  const selfUs = new Map<number, number>();
-  const samples = profile.samples ?? [];
-  const deltas = profile.timeDeltas ?? [];
-  for (let j = 0; j < samples.length; j++)
-    selfUs.set(samples[j], (selfUs.get(samples[j]) ?? 0) + (deltas[j + 1] ?? deltas[j] ?? 0));
-  let total = 0;
-  const byFn = new Map<string, number>();
-  const byFile = new Map<string, number>();
-  const root = /\/work\/main\/|file:\/\/\/work\/main\//;
-  for (const n of profile.nodes) {
-    const us = selfUs.get(n.id) ?? 0;
-    total += us;
-    const file =
-      n.callFrame.url.replace(root, "").replace(/^.*node_modules\//, "node_modules/") || "(native)";
-    const fn = `${n.callFrame.functionName || "(anonymous)"} ${file}:${n.callFrame.lineNumber + 1}`;
-    byFn.set(fn, (byFn.get(fn) ?? 0) + us);
-    byFile.set(file, (byFile.get(file) ?? 0) + us);
-  }
-  const top = (m: Map<string, number>, n: number) =>
-    [...m]
-      .sort((a, b) => b[1] - a[1])
-      .slice(0, n)
-      .map(
-        ([k, us]) =>
-          `  ${((100 * us) / total).toFixed(1).padStart(5)}%  ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`,
-      );
-  return [
-    `profile: ${(total / 1000).toFixed(0)} ms sampled; self time by function:`,
-    ...top(byFn, 25),
-    "self time by file:",
-    ...top(byFile, 15),
-  ];
 }
 
 interface PromResult {

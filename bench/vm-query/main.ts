@@ -59,6 +59,7 @@ import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-
 import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { startTestApp } from "../../packages/server/src/testing/harness.ts";
+import { calibrationMs } from "../common/measure.ts";
 import { cpuSeconds, freePort } from "../ingest/proc.ts";
 import { type Running, startTarget, stopTarget, targets } from "../ingest/targets.ts";
 
@@ -602,27 +603,6 @@ function schedstat(tid: number, fd?: number): { runMs: number; waitMs: number } 
 /** Time (ms) the main thread has spent runnable but waiting for a CPU; NaN off Linux. */
 function runqueueWaitMs(): number {
   return mainSchedFd < 0 ? Number.NaN : schedstat(process.pid, mainSchedFd).waitMs;
-}
-
-/**
- * Time (ms, best of 5) of a fixed CPU-bound workload: number formatting and a typed-array sweep,
- * like a query's. This machine's speed moved by up to 70% between runs here and every latency
- * moves with it, so the figure, taken before and after the load, tells a slower machine from a
- * slower svc.
- */
-function calibrationMs(): number {
-  const values = Float64Array.from({ length: 4096 }, (_, i) => Math.sin(i) * 1000);
-  let best = Number.POSITIVE_INFINITY;
-  let sink = 0;
-  for (let r = 0; r < 5; r++) {
-    const t0 = performance.now();
-    for (let k = 0; k < 40; k++) {
-      sink += JSON.stringify(Array.from(values)).length;
-      for (let i = 1; i < values.length; i++) sink += values[i] > values[i - 1] ? 1 : 0;
-    }
-    best = Math.min(best, performance.now() - t0);
-  }
-  return sink > 0 ? best : Number.NaN;
 }
 
 /** CPU time (ms) of each of this process's threads by thread id, or undefined off Linux. */
