@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { pathToFileURL } from "node:url";
 import type { Browser, Page, Request } from "playwright-core";
+import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -23,27 +23,6 @@ const S = 1000;
 const RPC = "/svc.monitoring.v1.MonitoringService/";
 /** Set to a directory to keep screenshots of the page (1 h and 7 d) for a look. */
 const SHOTS = process.env.SVC_CONSOLE_SCREENSHOTS;
-
-/**
- * A server offers expanded monitoring only when it publishes the guest agent's package, which
- * testing/agent-package.ts builds. Loaded by path, so this test also runs where that helper is absent
- * (a server that needs no package).
- */
-async function agentPackageOverride(): Promise<object> {
-  const helper = join(
-    import.meta.dirname,
-    "..",
-    "..",
-    "packages",
-    "server",
-    "src",
-    "testing",
-    "agent-package.ts",
-  );
-  if (!existsSync(helper)) return {};
-  const m = (await import(pathToFileURL(helper).href)) as { buildAgentPackage: () => string };
-  return { agentPackageDir: m.buildAgentPackage() };
-}
 
 interface Seen {
   method: string;
@@ -76,7 +55,7 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     // The server offers expanded monitoring only when it publishes the guest agent's package.
     t = await startTestApp(
       sqlite.dialect,
-      { consoleDir: CONSOLE_DIST, ...(await agentPackageOverride()) },
+      { consoleDir: CONSOLE_DIST, agentPackageDir: buildAgentPackage() },
       { wallClock: true },
     );
     browser = await launchBrowser();
