@@ -81,6 +81,8 @@ for (const { dialect, skip } of dialects) {
       assert.equal(((await a.json()) as { reason: string }).reason, "CSRF_REJECTED");
       const b = await login(t, p.owner.email, p.owner.password, { "sec-fetch-site": "cross-site" });
       assert.equal(b.status, 403);
+      const c = await login(t, p.owner.email, p.owner.password, { origin: "not a url" });
+      assert.equal(c.status, 403, "a malformed Origin is refused, not a server error");
     });
 
     it("accepts an RPC with the cookie only together with the CSRF token", async () => {

@@ -5,7 +5,7 @@ import fastifyStatic from "@fastify/static";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
-import { invalidArgument, SvcError, unauthenticated } from "../errors.ts";
+import { invalidArgument, permissionDenied, SvcError, unauthenticated } from "../errors.ts";
 import { TokenBuckets } from "../iam/ci/ratelimit.ts";
 import { authenticate } from "../iam/principal.ts";
 import { login, logout } from "../iam/sessions.ts";
@@ -77,18 +77,16 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
   /** Refuses a cross-site caller before any work: the browser says where a request comes from. */
   const sameOrigin = (req: FastifyRequest) => {
     const site = req.headers["sec-fetch-site"];
-    if (site !== undefined && site !== "same-origin" && site !== "none")
-      throw new SvcError("permission_denied", "console requests must come from the console's own origin", {
-        reason: "CSRF_REJECTED",
-      });
     const origin = req.headers.origin;
-    if (origin !== undefined && origin !== "null") {
-      const host = req.headers.host ?? "";
-      if (new URL(origin).host !== host && origin !== deps.publicOrigin)
-        throw new SvcError("permission_denied", "console requests must come from the console's own origin", {
-          reason: "CSRF_REJECTED",
-        });
-    }
+    const crossSite =
+      (site !== undefined && site !== "same-origin" && site !== "none") ||
+      (origin !== undefined &&
+        origin !== "null" &&
+        origin !== deps.publicOrigin &&
+        // An Origin that is not a URL is no origin of ours either (and never a 500).
+        (!URL.canParse(origin) || new URL(origin).host !== (req.headers.host ?? "")));
+    if (crossSite)
+      throw permissionDenied("CSRF_REJECTED", "console requests must come from the console's own origin");
   };
 
   const currentSession = async (req: FastifyRequest) => {
