@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
@@ -10,8 +10,8 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { createSvcClients, verifyWebhook } from "@svc/sdk";
 import { makeCertificate } from "../packages/server/src/testing/https-peer.ts";
+import { startServerProcess } from "../packages/server/src/testing/server-process.ts";
 
-const root = join(import.meta.dirname, "..");
 const ADMIN_TOKEN = `svcadmin_${randomUUID()}`;
 /** The dispatcher's lease (notify/options.ts leaseMs, docs/notifications.md): a killed attempt is retried after it. */
 const LEASE_MS = 60_000;
@@ -34,30 +34,8 @@ async function startServer(
   };
   delete env.SVC_DATABASE_URL;
   delete env.SVC_SMTP_URL;
-  const child = spawn(process.execPath, ["--import", "tsx", "packages/server/src/main.ts"], {
-    cwd: root,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout?.on("data", (d) => {
-    out += d;
-  });
-  child.stderr?.on("data", (d) => {
-    out += d;
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setInterval(() => {
-      const m = /svc listening on (\S+)/.exec(out);
-      if (!m) return;
-      clearInterval(timer);
-      resolve({ child, baseUrl: m[1] });
-    }, 50);
-    child.on("exit", (code, signal) => {
-      clearInterval(timer);
-      reject(new Error(`server exited (${code ?? signal}): ${out}`));
-    });
-  });
+  const { child, baseUrl } = await startServerProcess({ env });
+  return { child, baseUrl };
 }
 
 function exited(child: ChildProcess): Promise<void> {

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { createSvcClients } from "@svc/sdk";
+import { startServerProcess } from "../packages/server/src/testing/server-process.ts";
 
 const root = join(import.meta.dirname, "..");
 const ADMIN = "prod-build-operator-token-0123456789";
@@ -14,7 +15,7 @@ describe("the production build", () => {
   let child: ChildProcess | undefined;
   let dataDir: string;
   let baseUrl = "";
-  let output = "";
+  let output: () => string = () => "";
   let exit: Promise<number | null>;
   before(async () => {
     const build = spawnSync(process.execPath, [join(root, "scripts", "build-server.mjs")], {
@@ -22,8 +23,9 @@ describe("the production build", () => {
     });
     assert.equal(build.status, 0, build.stderr);
     dataDir = mkdtempSync(join(tmpdir(), "svc-prod-"));
-    child = spawn(process.execPath, [join(root, "packages", "server", "dist", "main.js")], {
-      // No --import tsx, no loader: what start:prod runs.
+    // No --import tsx, no loader: what start:prod runs.
+    const server = await startServerProcess({
+      args: [join(root, "packages", "server", "dist", "main.js")],
       env: {
         PATH: process.env.PATH,
         PORT: "0",
@@ -33,25 +35,11 @@ describe("the production build", () => {
         SVC_LOG_FORMAT: "json",
         SVC_QUERY_WORKERS: "1",
       },
-      stdio: ["ignore", "pipe", "pipe"],
     });
-    child.stdout?.on("data", (d) => {
-      output += d;
-    });
-    child.stderr?.on("data", (d) => {
-      output += d;
-    });
-    exit = new Promise((r) => child?.on("exit", (code) => r(code)));
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const m = /svc listening on (\S+)/.exec(output);
-      if (m) {
-        baseUrl = m[1];
-        break;
-      }
-      assert.ok(Date.now() < deadline && child.exitCode === null, `the bundle did not start:\n${output}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    child = server.child;
+    baseUrl = server.baseUrl;
+    output = server.output;
+    exit = server.exited;
   });
   after(() => {
     child?.kill("SIGKILL");
@@ -102,6 +90,6 @@ describe("the production build", () => {
 
   it("stops cleanly on SIGTERM", async () => {
     child?.kill("SIGTERM");
-    assert.equal(await exit, 0, output);
+    assert.equal(await exit, 0, output());
   });
 });

@@ -1,40 +1,21 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { promisify } from "node:util";
+import { startServerProcess } from "../packages/server/src/testing/server-process.ts";
 
 const root = join(import.meta.dirname, "..");
 
 /** Starts `npm start`'s entry point on a free port and waits for the lines it prints. */
-function start(dataDir: string): Promise<{ child: ChildProcess; out: () => string; baseUrl: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "packages/server/src/main.ts"], {
-    cwd: root,
+async function start(dataDir: string): Promise<{ child: ChildProcess; out: () => string; baseUrl: string }> {
+  const s = await startServerProcess({
     env: { ...process.env, PORT: "0", SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: "warn" },
-    stdio: ["ignore", "pipe", "pipe"],
+    ready: /demo project: /,
   });
-  let out = "";
-  child.stdout?.on("data", (d) => {
-    out += d;
-  });
-  child.stderr?.on("data", (d) => {
-    out += d;
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setInterval(() => {
-      const m = /svc listening on (\S+)/.exec(out);
-      if (m && /demo project: /.test(out)) {
-        clearInterval(timer);
-        resolve({ child, out: () => out, baseUrl: m[1] });
-      }
-    }, 50);
-    child.on("exit", (code) => {
-      clearInterval(timer);
-      reject(new Error(`server exited with ${code}: ${out}`));
-    });
-  });
+  return { child: s.child, out: s.output, baseUrl: s.baseUrl };
 }
 
 /** The messages in a demo mailbox directory, with their raw text. */

@@ -21,15 +21,15 @@
  * project (past its queue) and counted.
  */
 
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pushRemoteWrite } from "../../packages/remotewrite/src/index.ts";
 import { createSvcClients } from "../../packages/sdk/src/index.ts";
+import { freePort } from "../../packages/server/src/http/free-port.ts";
 import { createSimulator, type SimVm } from "../../packages/server/src/ingest/simulator/index.ts";
+import { startServerProcess } from "../../packages/server/src/testing/server-process.ts";
 
 const quick = process.argv.includes("--quick");
 const VMS = Number(process.env.BENCH_VMS ?? (quick ? 10 : 30));
@@ -38,18 +38,8 @@ const DURATION_MS = Number(process.env.BENCH_SECONDS ?? (quick ? 10 : 30)) * 100
 const HEAVY_LOOPS = 6;
 const ADMIN = `bench-load-admin-${randomUUID()}`;
 const COLLECTOR = `svcc_bench_${randomUUID().replaceAll("-", "")}`;
-const root = join(import.meta.dirname, "..", "..");
 
 const HEAVY_QUERY = "max_over_time(sum by (vm) (rate(svc_vm_disk_read_bytes_total[5m]))[30m:30s])";
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function pct(xs: number[], q: number): number {
   if (xs.length === 0) return Number.NaN;
@@ -89,11 +79,10 @@ async function timed(cls: string, f: () => Promise<Response>): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const port = await freePort();
+  const port = await freePort("127.0.0.1");
   const base = `http://127.0.0.1:${port}`;
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-load-"));
-  const server: ChildProcess = spawn(process.execPath, ["--import", "tsx", "packages/server/src/main.ts"], {
-    cwd: root,
+  const { child: server } = await startServerProcess({
     env: {
       ...process.env,
       PORT: String(port),
@@ -105,7 +94,6 @@ async function main(): Promise<void> {
       SVC_LOG_LEVEL: "warn",
       SVC_LOG_FORMAT: "json",
     },
-    stdio: ["ignore", "inherit", "inherit"],
   });
   try {
     for (;;) {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,8 +12,8 @@ import {
   openPage,
   signIn,
 } from "../../packages/server/src/testing/browser.ts";
+import { startServerProcess } from "../../packages/server/src/testing/server-process.ts";
 
-const root = join(import.meta.dirname, "..", "..");
 /** Screenshots kept as test artifacts (SVC_TEST_ARTIFACTS, or a folder under the system temp dir). */
 const ARTIFACTS = process.env.SVC_TEST_ARTIFACTS ?? join(tmpdir(), "svc-test-artifacts");
 
@@ -26,23 +26,14 @@ describe("the console on npm start's demo", { skip: browserUnavailable() }, () =
   before(async () => {
     buildConsole();
     dataDir = mkdtempSync(join(tmpdir(), "svc-demo-console-"));
-    child = spawn(process.execPath, ["--import", "tsx", "packages/server/src/main.ts"], {
-      cwd: root,
-      env: { ...process.env, PORT: "0", SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: "warn" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    child.stdout?.on("data", (d) => {
-      output += d;
-    });
-    child.stderr?.on("data", (d) => {
-      output += d;
-    });
-    const deadline = Date.now() + 180_000;
     // The demo's 24 h backfill is done when the simulated load line is printed.
-    while (!/simulated load:/.test(output)) {
-      assert.ok(Date.now() < deadline && child.exitCode === null, `the demo did not start:\n${output}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const server = await startServerProcess({
+      env: { ...process.env, PORT: "0", SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: "warn" },
+      ready: /simulated load:/,
+      timeoutMs: 180_000,
+    });
+    child = server.child;
+    output = server.output();
     browser = await launchBrowser();
   });
   after(async () => {
