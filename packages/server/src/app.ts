@@ -10,6 +10,7 @@ import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import { holdLease, processHolderId, releaseLease } from "./cluster/lease.ts";
+import { createLimits } from "./cluster/shared-limits.ts";
 import type { Config } from "./config.ts";
 import { consoleRoutes } from "./console/routes.ts";
 import { type DbHandle, openDb } from "./db/database.ts";
@@ -28,7 +29,7 @@ import { agentPackageRoutes, loadAgentPackage } from "./ingest/agent-package.ts"
 import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
 import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts";
-import { createProjectLimiter, type ProjectLimiter } from "./metrics/concurrency.ts";
+import type { ProjectLimiter } from "./metrics/concurrency.ts";
 import { latestVmMetrics } from "./metrics/latest.ts";
 import { resolveMetricsOptions } from "./metrics/options.ts";
 import { createLogSender, createSmtpSender } from "./notify/channels/email.ts";
@@ -94,7 +95,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     queryPool,
   });
   const ingester = createIngester({ db: db.db, storage: tsdb });
-  const limiter = createProjectLimiter();
+  // Rate limits and the per-project query cap: across replicas on PostgreSQL, in process on SQLite.
+  const limits = createLimits({ db, databaseUrl: config.databaseUrl, now });
+  const limiter = limits.projectLimiter;
   const vmMetrics = {
     metrics,
     limiter,
@@ -103,7 +106,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   };
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const ci = new CiAutomation({ db: db.db, now, options: config.ci });
+  const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
   const prune = () =>
     pruneIdempotency(db.db, now()).catch((err: unknown) => log.warn({ err }, "idempotency pruning failed"));
@@ -234,7 +237,15 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         options: { retentionMs: config.retentionMs },
       }),
       agentPackageRoutes(agentPackage),
-      consoleRoutes({ db: db.db, log, now, consoleKey, publicOrigin, distDir: config.consoleDir }),
+      consoleRoutes({
+        db: db.db,
+        log,
+        now,
+        consoleKey,
+        publicOrigin,
+        distDir: config.consoleDir,
+        rateLimiters: limits.rateLimiters,
+      }),
     ];
   }
   if (config.evaluatorAutoStart && config.roles.has("evaluator")) evaluator.start();
@@ -259,6 +270,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       closeIdleConnections();
       await server.close();
       await queryPool?.close();
+      await limits.close();
       await tsdb.close();
       await db.close();
     },

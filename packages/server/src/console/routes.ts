@@ -6,7 +6,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
 import { invalidArgument, permissionDenied, SvcError, unauthenticated } from "../errors.ts";
-import { TokenBuckets } from "../iam/ci/ratelimit.ts";
+import { inProcessRateLimiters, type RateLimiterFactory } from "../iam/ci/ratelimit.ts";
 import { authenticate } from "../iam/principal.ts";
 import { login, logout } from "../iam/sessions.ts";
 import {
@@ -28,6 +28,8 @@ export interface ConsoleDeps {
   readonly publicOrigin: string;
   /** The built console (packages/console/dist); undefined or missing answers a page that says so. */
   readonly distDir: string | undefined;
+  /** Where the sign-in limits keep their buckets; in this process by default (cluster/shared-limits.ts). */
+  readonly rateLimiters?: RateLimiterFactory;
 }
 
 /** The console's only script, style and data sources are its own origin. */
@@ -56,8 +58,9 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
   const secure = deps.publicOrigin.startsWith("https:");
   // Password guessing is slowed per client address and per account (each a burst, then one a minute
   // per 10 s): a wrong password costs the same as a right one (iam/sessions.ts), so only the rate helps.
-  const byAddress = new TokenBuckets(20, 6, deps.now);
-  const byEmail = new TokenBuckets(10, 6, deps.now);
+  const buckets = deps.rateLimiters ?? inProcessRateLimiters(deps.now);
+  const byAddress = buckets("console.address", { burst: 20, perMinute: 6 });
+  const byEmail = buckets("console.email", { burst: 10, perMinute: 6 });
   const built = deps.distDir !== undefined && existsSync(join(deps.distDir, "index.html"));
 
   const fail = (reply: FastifyReply, err: unknown) => {
@@ -113,8 +116,8 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
           const body = req.body ?? {};
           if (typeof body.email !== "string") throw invalidArgument("email", "is required");
           if (typeof body.password !== "string") throw invalidArgument("password", "is required");
-          byAddress.take(req.ip, "sign-in attempts from this address");
-          byEmail.take(body.email.trim().toLowerCase(), "sign-in attempts for this account");
+          await byAddress.take(req.ip, "sign-in attempts from this address");
+          await byEmail.take(body.email.trim().toLowerCase(), "sign-in attempts for this account");
           const s = await login(deps.db, body.email, body.password, deps.now());
           const maxAge = Math.floor((s.expireTimeMs - deps.now()) / 1000);
           reply.header("set-cookie", sessionCookie(s.sessionToken, maxAge, secure));

@@ -28,6 +28,19 @@ export interface Database {
   deliveries: DeliveryTable;
   delivery_attempts: DeliveryAttemptTable;
   leases: LeaseTable;
+  rate_buckets: RateBucketTable;
+}
+
+/** A token bucket shared by replicas (cluster/shared-buckets.ts). */
+export interface RateBucketTable {
+  /** The family, e.g. "console.email". */
+  scope: string;
+  key: string;
+  /** Tokens left at `at`, fractional. */
+  tokens: number;
+  at: number;
+  /** When the bucket is full again (ms); a row past it is pruned. */
+  full_time: number;
 }
 
 export interface LeaseTable {

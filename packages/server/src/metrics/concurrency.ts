@@ -35,21 +35,31 @@ interface Slot {
   queue: { resolve: () => void; reject: (e: unknown) => void; timer: NodeJS.Timeout }[];
 }
 
-export function createProjectLimiter(overrides: Partial<ConcurrencyOptions> = {}): ProjectLimiter {
+/** Merges overrides into the defaults and checks them; frozen. */
+export function resolveConcurrencyOptions(overrides: Partial<ConcurrencyOptions> = {}): ConcurrencyOptions {
   const o = Object.freeze({ ...defaultConcurrencyOptions, ...overrides });
   if (!(o.maxConcurrent >= 1 && o.maxQueued >= 0 && o.maxWaitMs >= 0))
     throw new Error("invalid concurrency options");
+  return o;
+}
+
+/** The refusal of a query over its project's cap (HTTP 429 with Retry-After), whichever limiter says no. */
+export function tooManyQueries(o: ConcurrencyOptions, why: string): SvcError {
+  return new SvcError(
+    "resource_exhausted",
+    `too many concurrent queries for this project (${why}); retry after ${o.retryAfterSeconds} s`,
+    {
+      reason: "RATE_LIMITED",
+      metadata: { retryAfterSeconds: String(o.retryAfterSeconds) },
+      retryAfterSeconds: o.retryAfterSeconds,
+    },
+  );
+}
+
+export function createProjectLimiter(overrides: Partial<ConcurrencyOptions> = {}): ProjectLimiter {
+  const o = resolveConcurrencyOptions(overrides);
   const slots = new Map<string, Slot>();
-  const refuse = (why: string) =>
-    new SvcError(
-      "resource_exhausted",
-      `too many concurrent queries for this project (${why}); retry after ${o.retryAfterSeconds} s`,
-      {
-        reason: "RATE_LIMITED",
-        metadata: { retryAfterSeconds: String(o.retryAfterSeconds) },
-        retryAfterSeconds: o.retryAfterSeconds,
-      },
-    );
+  const refuse = (why: string) => tooManyQueries(o, why);
 
   function release(projectId: string, slot: Slot): void {
     const next = slot.queue.shift();

@@ -6,6 +6,7 @@ import * as m0004 from "./0004_alerts.ts";
 import * as m0005 from "./0005_notifications.ts";
 import * as m0006 from "./0006_leases.ts";
 import * as m0007 from "./0007_fanout_order.ts";
+import * as m0008 from "./0008_rate_buckets.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -19,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   "0005_notifications": m0005,
   "0006_leases": m0006,
   "0007_fanout_order": m0007,
+  "0008_rate_buckets": m0008,
 };

@@ -3,7 +3,7 @@ import type { TokenResolver } from "../principal.ts";
 import { ciTokenResolver, type ExchangedToken, exchange } from "./exchange.ts";
 import { JwksCache } from "./jwks.ts";
 import { type CiOptions, resolveCiOptions } from "./options.ts";
-import { TokenBuckets } from "./ratelimit.ts";
+import { inProcessRateLimiters, type RateLimiter, type RateLimiterFactory } from "./ratelimit.ts";
 import * as trusts from "./trusts.ts";
 
 export interface CiAutomationDeps {
@@ -12,6 +12,8 @@ export interface CiAutomationDeps {
   readonly options?: Partial<CiOptions>;
   /** For tests; defaults to global fetch. */
   readonly fetch?: typeof globalThis.fetch;
+  /** Where the rate limits keep their buckets; in this process by default (cluster/shared-limits.ts). */
+  readonly rateLimiters?: RateLimiterFactory;
 }
 
 /**
@@ -23,8 +25,8 @@ export class CiAutomation {
   readonly options: CiOptions;
   readonly resolver: TokenResolver = ciTokenResolver;
   private readonly ctx: trusts.CiContext;
-  private readonly perTarget: TokenBuckets;
-  private readonly perSource: TokenBuckets;
+  private readonly perTarget: RateLimiter;
+  private readonly perSource: RateLimiter;
 
   constructor(deps: CiAutomationDeps) {
     this.options = resolveCiOptions(deps.options);
@@ -37,8 +39,9 @@ export class CiAutomation {
       fetch: deps.fetch,
     });
     this.ctx = { db: deps.db, now: deps.now, options: o, jwks };
-    this.perTarget = new TokenBuckets(o.perTrustBurst, o.perTrustPerMinute, deps.now);
-    this.perSource = new TokenBuckets(o.perSourceBurst, o.perSourcePerMinute, deps.now);
+    const buckets = deps.rateLimiters ?? inProcessRateLimiters(deps.now);
+    this.perTarget = buckets("ci.target", { burst: o.perTrustBurst, perMinute: o.perTrustPerMinute });
+    this.perSource = buckets("ci.source", { burst: o.perSourceBurst, perMinute: o.perSourcePerMinute });
   }
 
   startSetup(userId: string, input: trusts.StartSetupInput): Promise<trusts.StartedSetup> {
@@ -46,18 +49,18 @@ export class CiAutomation {
   }
 
   /** @param source the caller's address, for the per-source limit */
-  verifySetup(
+  async verifySetup(
     input: { setupId: string; pairingCode: string; assertion: string },
     source: string,
   ): Promise<{ trust: trusts.CiTrustView }> {
-    this.perSource.take(source, "CI requests from this address");
-    this.perTarget.take(`setup:${input.setupId}`, "verification attempts for this setup");
+    await this.perSource.take(source, "CI requests from this address");
+    await this.perTarget.take(`setup:${input.setupId}`, "verification attempts for this setup");
     return trusts.verifySetup(this.ctx, input);
   }
 
-  exchange(input: { trustName: string; assertion: string }, source: string): Promise<ExchangedToken> {
-    this.perSource.take(source, "CI requests from this address");
-    this.perTarget.take(`trust:${input.trustName}`, "exchanges for this trust");
+  async exchange(input: { trustName: string; assertion: string }, source: string): Promise<ExchangedToken> {
+    await this.perSource.take(source, "CI requests from this address");
+    await this.perTarget.take(`trust:${input.trustName}`, "exchanges for this trust");
     return exchange(this.ctx, input);
   }
 
