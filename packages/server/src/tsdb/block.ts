@@ -62,16 +62,6 @@ export interface BlockChunk {
   readonly maxT: number;
 }
 
-export interface BlockSeries {
-  readonly labels: Labels;
-  /**
-   * The series' chunks, time ordered, and its encoded rollups (rollup-codec.ts). Called once, while
-   * the block is written, so a writer holds one series' data at a time; no chunks leaves the
-   * series out.
-   */
-  readonly data: () => { readonly chunks: readonly BlockChunk[]; readonly rollups?: Uint8Array };
-}
-
 /** Rollup ranges closer than this are read together (reading the gap is cheaper than a syscall). */
 const COALESCE_GAP = 16 * 1024;
 /** Upper bound of one coalesced rollup read, bytes. */
@@ -250,30 +240,6 @@ export class BlockWriter {
     this.#chunks.close(false);
     this.#rollups.close(false);
     rmSync(this.#tmp, { recursive: true, force: true });
-  }
-}
-
-/**
- * Writes a block from series sorted by labels, streaming their chunks; returns its meta, or
- * undefined when no series had a chunk (nothing is left on disk then). Synchronous (see db.ts).
- */
-export function writeBlock(
-  dir: string,
-  series: readonly BlockSeries[],
-  coversBefore: number,
-  walSegment: number,
-  rollupResolutionMs = 0,
-  rollupGroupLabel = "",
-): BlockMeta | undefined {
-  const w = new BlockWriter(dir, rollupGroupLabel);
-  try {
-    for (const s of series) {
-      const { chunks, rollups } = s.data();
-      w.add(s.labels, chunks, rollups);
-    }
-    return w.finish({ coversBefore, walSegment, rollupResolutionMs });
-  } finally {
-    w.abort();
   }
 }
 

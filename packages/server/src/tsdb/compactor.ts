@@ -54,22 +54,22 @@ export function mergeRanges(blockRangeMs: number, retentionMs: number): number[]
 
 /**
  * Writes one block holding every series of `sources` (ordered by min time) into `dir`; returns its
- * meta (undefined if the sources were empty). `pause` is awaited between series batches so the
- * event loop keeps serving while a large merge runs; the sources are immutable meanwhile.
+ * meta (undefined if the sources were empty). `pause` is called after each series and awaited when it
+ * returns a promise (every few ms), so the event loop keeps serving while a large merge runs; the
+ * sources are immutable meanwhile.
  */
 export async function mergeBlocks(
   dir: string,
   sources: readonly Block[],
   rollupResolutionMs: number,
   chunkTargetSamples: number,
-  pause: () => Promise<void>,
+  pause: () => Promise<void> | undefined,
   rollupGroupLabel = "",
 ): Promise<BlockMeta | undefined> {
   const w = new BlockWriter(dir, rollupGroupLabel);
   try {
     // k-way merge of the sources' series (each in label order).
     const cursors = sources.map((b) => ({ b, id: 0, labels: b.numSeries > 0 ? b.labels(0) : undefined }));
-    let sinceYield = 0;
     for (;;) {
       let next: Labels | undefined;
       for (const c of cursors) if (c.labels && (!next || compareLabels(c.labels, next) < 0)) next = c.labels;
@@ -83,10 +83,8 @@ export async function mergeBlocks(
         }
       }
       mergeSeries(w, next, parts, rollupResolutionMs, chunkTargetSamples);
-      if (++sinceYield >= 256) {
-        sinceYield = 0;
-        await pause();
-      }
+      const paused = pause();
+      if (paused) await paused;
     }
     const last = sources.reduce((a, b) => (b.meta.coversBefore > a.meta.coversBefore ? b : a));
     return w.finish({

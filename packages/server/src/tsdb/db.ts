@@ -2,10 +2,14 @@
  * The store: opens blocks, replays checkpoint + WAL into the head, hands out appenders and queriers,
  * and cuts the head into blocks, checkpoints the WAL and applies retention.
  *
- * Compaction runs synchronously once no WAL write is in flight: nothing can be applied to the head
- * while a block is cut, the head truncated and the checkpoint written, which keeps the
- * "which WAL records are already in a block" bookkeeping exact. It blocks the event loop for the
- * duration of one cut. TODO(tsdb): move block writing off the event loop.
+ * Compaction shares the event loop with requests in slices of a few milliseconds (`#slicer`): the
+ * head is cut into blocks, the WAL checkpointed and blocks merged one series at a time, while
+ * queries and in-order appends go on. What keeps the "which WAL records are already in a block"
+ * bookkeeping exact is the cut gate: from before the WAL is sealed until the last cut has truncated
+ * the head, a commit holding a sample older than the last cut line is applied (and acknowledged)
+ * only after it, so no sample lands below a line whose block is being written. Such samples are
+ * over an hour late (the line trails the newest sample by at least half a block range), so in
+ * practice only backfills wait.
  */
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -13,15 +17,7 @@ import type { Appender, AppendRefusal, Labels, Querier, Storage } from "../stora
 import { rollupsOf } from "../storage/rollups.ts";
 import type { Batch } from "./appender.ts";
 import { TsdbAppender } from "./appender.ts";
-import {
-  Block,
-  type BlockMeta,
-  type BlockSeries,
-  ByteWriter,
-  fsyncDir,
-  writeBlock,
-  writeDurable,
-} from "./block.ts";
+import { Block, type BlockMeta, BlockWriter, ByteWriter, fsyncDir, writeDurable } from "./block.ts";
 import { encodeChunks } from "./chunk.ts";
 import { mergeBlocks, mergeRanges, planMerge } from "./compactor.ts";
 import { TsdbClosedError } from "./errors.ts";
@@ -88,6 +84,8 @@ export class TsdbImpl implements Tsdb {
   #wal: Wal;
   #lastCheckpoint = 0;
   #compacting: Promise<void> | null = null;
+  /** While the head is being cut: samples below `before` wait for `done` (see the header). */
+  #cutGate: { readonly before: number; readonly done: Promise<void> } | null = null;
   #timer: NodeJS.Timeout | undefined;
   #replayMs = 0;
   #replayed = 0;
@@ -220,7 +218,7 @@ export class TsdbImpl implements Tsdb {
       frameSeriesRecord(w, newSeries);
       rec = Buffer.concat([w.finish(), rec]);
     }
-    return this.#wal.log(rec, () => {
+    const apply = () => {
       const refused: Partial<Record<AppendRefusal, number>> = {};
       let accepted = 0;
       for (let i = 0; i < batch.n; i++) {
@@ -230,7 +228,15 @@ export class TsdbImpl implements Tsdb {
       }
       this.#maybeScheduleCompaction();
       return { accepted, refused };
-    });
+    };
+    // Durable now, applied once no cut is writing the range it falls in (the gate may reopen for
+    // the next compaction before this runs, hence the re-check).
+    const applyPastGate = (): ReturnType<typeof apply> | Promise<ReturnType<typeof apply>> => {
+      const gate = this.#cutGate;
+      if (gate && hasSampleBefore(batch, gate.before)) return gate.done.then(applyPastGate);
+      return apply();
+    };
+    return this.#wal.log(rec, applyPastGate);
   }
 
   #headDue(): boolean {
@@ -248,9 +254,7 @@ export class TsdbImpl implements Tsdb {
   compact(): Promise<void> {
     if (this.closed) return Promise.resolve();
     this.#compacting ??= (async () => {
-      await this.#wal.idle();
-      if (this.closed) return;
-      this.#compactSync();
+      await this.#compactHead();
       await this.#mergeDue();
     })().finally(() => {
       this.#compacting = null;
@@ -258,54 +262,107 @@ export class TsdbImpl implements Tsdb {
     return this.#compacting;
   }
 
-  #compactSync(): void {
+  /** The cut lines due now, ascending: each block range the head holds 1.5 ranges beyond. */
+  #cutLines(): number[] {
     const R = this.opts.blockRangeMs;
-    const head = this.head;
-    const due = this.#headDue();
-    const segsSince = this.#wal.segment - this.#lastCheckpoint - 1;
-    if (due || segsSince >= this.opts.checkpointEverySegments) {
-      const sealed = this.#wal.rotate();
-      while (this.#headDue()) {
-        const cut = Math.floor(head.dataMinT / R) * R + R;
-        this.#cutBlock(cut, sealed);
+    const lines: number[] = [];
+    const maxT = this.head.dataMaxT;
+    for (let minT = this.head.dataMinT; maxT - minT > 1.5 * R; ) {
+      minT = Math.floor(minT / R) * R + R;
+      lines.push(minT);
+    }
+    return lines;
+  }
+
+  async #compactHead(): Promise<void> {
+    const lines = this.#cutLines();
+    if (
+      lines.length > 0 ||
+      this.#wal.segment - this.#lastCheckpoint - 1 >= this.opts.checkpointEverySegments
+    ) {
+      let open = () => {};
+      const done = new Promise<void>((r) => {
+        open = r;
+      });
+      // Closed before the WAL is sealed, so every sample below the lines is in the head by then.
+      this.#cutGate = { before: lines.at(-1) ?? Number.NEGATIVE_INFINITY, done };
+      let sealed: number;
+      try {
+        await this.#wal.idle();
+        if (this.closed) return;
+        sealed = this.#wal.rotate();
+        for (const line of lines) {
+          if (this.head.dataMinT >= line) continue; // a gap: nothing below this line
+          if (!(await this.#cutBlock(line, sealed))) return;
+        }
+      } finally {
+        this.#cutGate = null;
+        open();
       }
-      this.#checkpoint(sealed);
+      if (!(await this.#checkpoint(sealed))) return;
     }
     this.applyRetention();
   }
 
   /**
-   * Writes every head sample below `before` into one block, then drops them from the head. Series
-   * are sorted by labels first and their chunks encoded one series at a time while the block is
-   * written, so the cut holds one series' samples, not the whole block's.
+   * A pacer for long work on the event loop: `due()` says a slice (compactionSliceMs) has passed
+   * since the last yield, `yield()` gives the loop back to requests and resolves false when the
+   * store is closing.
    */
-  #cutBlock(before: number, walSegment: number): void {
+  #slicer(sliceMs = this.opts.compactionSliceMs): { due(): boolean; yield(): Promise<boolean> } {
+    let since = performance.now();
+    return {
+      due: () => performance.now() - since >= sliceMs,
+      yield: () =>
+        new Promise<boolean>((resolve) =>
+          setImmediate(() => {
+            since = performance.now();
+            resolve(!this.#closing);
+          }),
+        ),
+    };
+  }
+
+  /**
+   * Writes every head sample below `before` into one block, then drops them from the head. Series
+   * are sorted by labels first and their chunks encoded one series at a time, yielding between
+   * series; the samples below `before` cannot change meanwhile (the cut gate). Returns false,
+   * leaving the head whole and no block, when the store closes first.
+   */
+  async #cutBlock(before: number, walSegment: number): Promise<boolean> {
     const head = this.head;
     const refs = Array.from(head.reg.allPostings()).filter((ref) => head.hasDataBefore(ref, before));
     const res = this.opts.rollupResolutionMs;
-    const series: BlockSeries[] = refs.map((ref) => ({
-      labels: head.reg.labels(ref),
-      data: () => {
-        const s = head.samples(ref, Number.NEGATIVE_INFINITY, before - 1);
-        return {
-          chunks: encodeChunks(s.t, s.v, s.t.length, this.opts.chunkTargetSamples),
-          rollups: res > 0 ? encodeRollups(rollupsOf(s.t, s.v, res)) : undefined,
-        };
-      },
-    }));
+    const series = refs.map((ref) => ({ ref, labels: head.reg.labels(ref) }));
     series.sort((a, b) => compareLabels(a.labels, b.labels));
-    const meta = writeBlock(this.#blocksDir, series, before, walSegment, res, this.opts.rollupGroupLabel);
-    if (meta) {
-      this.#blocks.push(new Block(join(this.#blocksDir, meta.name)));
-      this.#sortBlocks();
+    const slicer = this.#slicer();
+    const w = new BlockWriter(this.#blocksDir, this.opts.rollupGroupLabel);
+    try {
+      for (const { ref, labels } of series) {
+        const s = head.samples(ref, Number.NEGATIVE_INFINITY, before - 1);
+        w.add(
+          labels,
+          encodeChunks(s.t, s.v, s.t.length, this.opts.chunkTargetSamples),
+          res > 0 ? encodeRollups(rollupsOf(s.t, s.v, res)) : undefined,
+        );
+        if (slicer.due() && !(await slicer.yield())) return false;
+      }
+      const meta = w.finish({ coversBefore: before, walSegment, rollupResolutionMs: res });
+      if (meta) {
+        this.#blocks.push(new Block(join(this.#blocksDir, meta.name)));
+        this.#sortBlocks();
+      }
+      head.truncate(before);
+      return true;
+    } finally {
+      w.abort();
     }
-    head.truncate(before);
   }
 
   /**
    * Merges blocks level by level (compactor.ts) while a group is due. Windows are merged once they
    * end an out-of-order window before the head's minimum valid time, so late samples rarely land in
-   * an already merged range. Each merge yields to the event loop between series batches; close()
+   * an already merged range. Each merge yields to the event loop every few ms, between series; close()
    * stops it, leaving the sources in place.
    */
   async #mergeDue(): Promise<void> {
@@ -317,10 +374,13 @@ export class TsdbImpl implements Tsdb {
       const group = planMerge(this.#blocks, ranges, safeBefore);
       if (!group) return;
       const sources = group.slice().sort((a, b) => a.meta.minTime - b.meta.minTime);
-      const pause = () =>
-        new Promise<void>((resolve, reject) =>
-          setImmediate(() => (this.#closing ? reject(new TsdbClosedError()) : resolve())),
-        );
+      const slicer = this.#slicer();
+      const pause = () => {
+        if (!slicer.due()) return undefined;
+        return slicer.yield().then((open) => {
+          if (!open) throw new TsdbClosedError();
+        });
+      };
       let meta: BlockMeta | undefined;
       try {
         meta = await mergeBlocks(
@@ -342,8 +402,13 @@ export class TsdbImpl implements Tsdb {
     }
   }
 
-  /** Writes checkpoint.N (series + head samples) covering segments ≤ N, then drops them. */
-  #checkpoint(upTo: number): void {
+  /**
+   * Writes checkpoint.N (series + head samples) covering segments ≤ N, then drops them; yields
+   * between series. Appends go on meanwhile: a sample they add lies in a later segment, so whether
+   * the checkpoint also holds it or not, replay gets it once (an identical sample is a no-op).
+   * Returns false, writing nothing, when the store closes first.
+   */
+  async #checkpoint(upTo: number): Promise<boolean> {
     const head = this.head;
     const name = `checkpoint.${segmentName(upTo)}`;
     const tmp = join(this.#walDir, `${name}.tmp`);
@@ -355,7 +420,12 @@ export class TsdbImpl implements Tsdb {
       const part = refs.slice(i, i + 1000).map((ref) => ({ ref, labels: head.reg.labels(ref) }));
       frameSeriesRecord(w, part);
     }
+    const slicer = this.#slicer();
     for (const ref of refs) {
+      if (slicer.due() && !(await slicer.yield())) {
+        rmSync(tmp, { recursive: true, force: true });
+        return false;
+      }
       head.walLogged[ref] = 1;
       const s = head.samples(ref, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY);
       if (s.t.length === 0) continue;
@@ -374,6 +444,7 @@ export class TsdbImpl implements Tsdb {
     fsyncDir(this.#walDir);
     this.#wal.truncate(upTo, upTo);
     this.#lastCheckpoint = upTo;
+    return true;
   }
 
   applyRetention(nowMs = this.opts.now()): number {
@@ -437,4 +508,11 @@ export class TsdbImpl implements Tsdb {
     await this.#wal.close();
     for (const b of this.#blocks) b.close();
   }
+}
+
+/** True when the batch holds a sample older than `t` (ms). */
+function hasSampleBefore(batch: Batch, t: number): boolean {
+  const ts = batch.ts;
+  for (let i = 0; i < batch.n; i++) if (ts[i] < t) return true;
+  return false;
 }

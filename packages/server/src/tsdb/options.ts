@@ -47,6 +47,11 @@ export interface TsdbOptions {
   readonly autoCompact: boolean;
   /** Period of the retention/compaction timer when autoCompact is on. Milliseconds. */
   readonly maintenanceIntervalMs: number;
+  /**
+   * Longest stretch compaction (cut, checkpoint, merge) works before giving the event loop back to
+   * requests. Milliseconds; 0 yields after every series (tests).
+   */
+  readonly compactionSliceMs: number;
   /** Clock, ms since the Unix epoch; injected by tests so they need not sleep. */
   readonly now: () => number;
 }
@@ -66,6 +71,7 @@ export const defaultTsdbOptions: TsdbOptions = Object.freeze({
   maxFutureMs: 10 * MINUTE_MS, // 10 minutes
   autoCompact: true,
   maintenanceIntervalMs: MINUTE_MS, // 1 minute
+  compactionSliceMs: 4, // ms: a request waits at most about this long behind compaction
   now: () => Date.now(),
 });
 
@@ -104,6 +110,7 @@ export function resolveTsdbOptions(overrides: Partial<TsdbOptions> = {}): TsdbOp
   intIn(o, "groupCommitWindowMs", 0, 1000);
   intIn(o, "maxFutureMs", 0, DAY_MS);
   intIn(o, "maintenanceIntervalMs", 1000, DAY_MS);
+  intIn(o, "compactionSliceMs", 0, 1000);
   if (typeof o.now !== "function") throw new InvalidTsdbOptionsError("now", "must be a function");
   if (typeof o.rollupGroupLabel !== "string")
     throw new InvalidTsdbOptionsError("rollupGroupLabel", "must be a string");

@@ -255,9 +255,10 @@ export class Wal {
 
   /**
    * Queues encoded records; after they are written and fdatasync'ed, runs `apply` (in log order) and
-   * resolves with its result. Rejects if the write fails; the WAL then refuses further writes.
+   * resolves with its result (or what the promise it returns settles to: the store defers applying
+   * a batch across a block cut). Rejects if the write fails; the WAL then refuses further writes.
    */
-  log<T>(buf: Buffer, apply: () => T): Promise<T> {
+  log<T>(buf: Buffer, apply: () => T | Promise<T>): Promise<T> {
     if (this.#failed) return Promise.reject(new TsdbClosedError(`WAL failed: ${this.#failed.message}`));
     if (this.#fd < 0) return Promise.reject(new TsdbClosedError());
     return new Promise<T>((resolve, reject) => {
