@@ -6,6 +6,7 @@ import { rootCertificates } from "node:tls";
 import { fileURLToPath } from "node:url";
 import type { AlertOptions } from "./alerts/options.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
+import { parseHeaderList } from "./metrics/remote/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
 
 /** Everything configurable, with its default, read once at start-up from the environment. */
@@ -37,6 +38,16 @@ export interface Config {
   readonly collectorToken: string;
   /** Metrics retention, ms (SVC_RETENTION_HOURS). Default 7 days. */
   readonly retentionMs: number;
+  /** Where metrics live (SVC_METRICS_BACKEND): `embedded` (the TSDB in dataDir, default) or `remote` (a
+   * Prometheus-compatible engine; see docs/deploy.md "Remote metrics backend"). */
+  readonly metricsBackend: "embedded" | "remote";
+  /** With `remote` only: SVC_REMOTE_WRITE_URL, SVC_REMOTE_QUERY_URL (base of the engine's Prometheus API)
+   * and SVC_REMOTE_HEADERS (`Name: value` pairs, comma- or newline-separated; never logged). */
+  readonly remoteMetrics?: {
+    readonly remoteWriteUrl: string;
+    readonly queryUrl: string;
+    readonly headers: Readonly<Record<string, string>>;
+  };
   /** Out-of-order window for late samples, ms (SVC_OOO_WINDOW_MINUTES). Default 1 hour. */
   readonly outOfOrderWindowMs: number;
   /** Run the hypervisor simulator for the inventory's VMs (SVC_SIMULATOR). Default: on with the demo. */
@@ -143,6 +154,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       persistedSecret(dataDir, "collector-token", () => `svcc_${randomBytes(24).toString("base64url")}`),
     retentionMs:
       overrides.retentionMs ?? positive(env.SVC_RETENTION_HOURS, "SVC_RETENTION_HOURS", 7 * 24) * 3_600_000,
+    ...metricsBackendOf(env, overrides),
     outOfOrderWindowMs:
       overrides.outOfOrderWindowMs ??
       positive(env.SVC_OOO_WINDOW_MINUTES, "SVC_OOO_WINDOW_MINUTES", 60) * 60_000,
@@ -163,6 +175,47 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
         : {}),
     },
   });
+}
+
+function metricsBackendOf(
+  env: NodeJS.ProcessEnv,
+  overrides: Partial<Config>,
+): Pick<Config, "metricsBackend" | "remoteMetrics"> {
+  const backend = overrides.metricsBackend ?? (env.SVC_METRICS_BACKEND || "embedded");
+  if (backend !== "embedded" && backend !== "remote")
+    throw new Error(`SVC_METRICS_BACKEND: "${backend}" is not embedded or remote`);
+  const write = env.SVC_REMOTE_WRITE_URL || undefined;
+  const query = env.SVC_REMOTE_QUERY_URL || undefined;
+  if (backend === "embedded") {
+    const set = [write && "SVC_REMOTE_WRITE_URL", query && "SVC_REMOTE_QUERY_URL"].filter(Boolean);
+    if (set.length > 0 || env.SVC_REMOTE_HEADERS)
+      throw new Error(
+        `${set[0] ?? "SVC_REMOTE_HEADERS"} is set but SVC_METRICS_BACKEND is embedded; set SVC_METRICS_BACKEND=remote or unset it`,
+      );
+    return { metricsBackend: "embedded" };
+  }
+  if (overrides.remoteMetrics) return { metricsBackend: "remote", remoteMetrics: overrides.remoteMetrics };
+  for (const [name, v] of [
+    ["SVC_REMOTE_WRITE_URL", write],
+    ["SVC_REMOTE_QUERY_URL", query],
+  ] as const) {
+    if (!v) throw new Error(`${name}: required with SVC_METRICS_BACKEND=remote`);
+    let u: URL;
+    try {
+      u = new URL(v);
+    } catch {
+      throw new Error(`${name}: not a URL`);
+    }
+    if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error(`${name}: must be an http(s) URL`);
+  }
+  return {
+    metricsBackend: "remote",
+    remoteMetrics: {
+      remoteWriteUrl: write!,
+      queryUrl: query!,
+      headers: parseHeaderList(env.SVC_REMOTE_HEADERS, "SVC_REMOTE_HEADERS"),
+    },
+  };
 }
 
 function queryWorkersOf(raw: string | undefined): number {

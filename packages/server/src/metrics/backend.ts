@@ -143,21 +143,25 @@ export interface LatestSample {
   readonly value: number;
 }
 
-function scoped(projectId: string, matchers: readonly LabelMatcher[]): LabelMatcher[] {
+/** The project's matchers: the tenant matcher ANDed onto the user's. */
+export function scoped(projectId: string, matchers: readonly LabelMatcher[]): LabelMatcher[] {
   // ANDed onto the user's matchers, never replacing them: a user matcher on project_id can only
   // narrow the result further.
   return [...matchers, { type: "=", name: TENANT_LABEL, value: projectId }];
 }
 
-function stripTenant(labels: Labels): Labels {
+/** A label set without the tenant label. */
+export function stripTenant(labels: Labels): Labels {
   return labels.filter((l) => l.name !== TENANT_LABEL);
 }
 
-function labelsKey(labels: Labels): string {
+/** A label set as one string that orders and compares as the set does. */
+export function labelsKey(labels: Labels): string {
   return labels.map((l) => `${l.name}\u0000${l.value}`).join("\u0001");
 }
 
-function stripValue(v: QueryValue): QueryValue {
+/** A query value without the tenant label on its series. */
+export function stripValue(v: QueryValue): QueryValue {
   switch (v.resultType) {
     case "vector":
       return { resultType: "vector", result: v.result.map((s) => ({ ...s, metric: stripTenant(s.metric) })) };

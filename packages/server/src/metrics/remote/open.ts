@@ -1,0 +1,27 @@
+import type { Logger } from "pino";
+import type { QueryPool } from "../../promql/index.ts";
+import type { Storage } from "../../storage/interface.ts";
+import { createRemoteMetricsBackend, type RemoteMetricsBackend } from "./backend.ts";
+import { createRemoteWriteStorage } from "./forwarder.ts";
+import { type RemoteMetricsOptions, resolveRemoteMetricsOptions } from "./options.ts";
+
+/**
+ * Both halves of the remote backend from the app's configuration: the Storage the ingester appends
+ * to (remote write) and the MetricsBackend every reader uses. Nothing is contacted until used; the
+ * log line names the engine's URLs without headers or credentials.
+ */
+export function openRemoteMetrics(
+  config: Pick<RemoteMetricsOptions, "remoteWriteUrl" | "queryUrl" | "headers"> &
+    Partial<RemoteMetricsOptions>,
+  deps: { queryPool?: QueryPool; log?: Logger },
+): { metrics: RemoteMetricsBackend; storage: Storage } {
+  const options = resolveRemoteMetricsOptions(config);
+  deps.log?.info(
+    { remoteWrite: new URL(options.remoteWriteUrl).origin, query: new URL(options.queryUrl).origin },
+    "metrics: remote Prometheus-compatible engine",
+  );
+  return {
+    metrics: createRemoteMetricsBackend({ options, queryPool: deps.queryPool }),
+    storage: createRemoteWriteStorage({ ...options, log: deps.log }),
+  };
+}
