@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { labelsFromRecord, writeStaleMarker } from "../../storage/interface.ts";
 import { createEngine } from "../engine/engine.ts";
@@ -39,6 +40,17 @@ describe("createQueryPool()", () => {
     await pool.warm();
   });
   after(() => pool.close());
+
+  it("runs its workers below the event loop's thread in the scheduler (nice 10, Linux)", {
+    skip: process.platform !== "linux",
+  }, () => {
+    // Field 19 of /proc/<pid>/task/<tid>/stat is the thread's nice value (after the parenthesised name).
+    const niceOf = (tid: string) =>
+      Number(readFileSync(`/proc/self/task/${tid}/stat`, "utf8").split(") ")[1].split(" ")[16]);
+    const threads = readdirSync("/proc/self/task");
+    assert.equal(niceOf(String(process.pid)), 0, "the event loop's thread keeps its priority");
+    assert.ok(threads.filter((t) => niceOf(t) === 10).length >= 2, "both workers run at nice 10");
+  });
 
   it("answers exactly what the engine answers on the event loop", async () => {
     const engine = createEngine();

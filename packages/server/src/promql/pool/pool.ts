@@ -11,7 +11,7 @@
  */
 import { availableParallelism } from "node:os";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
-import type { Querier, Queryable } from "../../storage/interface.ts";
+import type { Queryable } from "../../storage/interface.ts";
 import type { Expr } from "../ast.ts";
 import type { QueryResult } from "../engine/engine.ts";
 import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
@@ -127,7 +127,6 @@ interface Job {
   readonly queryable: Queryable;
   readonly resolve: (r: QueryResult) => void;
   readonly reject: (e: unknown) => void;
-  querier?: Querier;
   slot?: Slot;
   /** Samples handed to the worker so far. */
   loaded: number;
@@ -350,7 +349,6 @@ class QueryPoolImpl implements QueryPool {
   #assign(slot: Slot, job: Job): void {
     slot.job = job;
     job.slot = slot;
-    job.querier = job.queryable.querier();
     this.#running.set(job.tenant, (this.#running.get(job.tenant) ?? 0) + 1);
     slot.worker.ref();
     slot.worker.postMessage(job.msg);
@@ -418,8 +416,10 @@ class QueryPoolImpl implements QueryPool {
     let reply: SelectReply;
     let transfer: ArrayBuffer[] = [];
     try {
-      if (!job?.querier || job.msg.id !== m.id) throw new Error("query worker: select for no running query");
-      const data = job.querier.select(m.matchers, m.mintMs, m.maxtMs, m.hints);
+      if (!job || job.msg.id !== m.id) throw new Error("query worker: select for no running query");
+      // A querier per select: a query's selects span event-loop turns, in which a merge or retention
+      // may delete blocks that a querier taken earlier would still read.
+      const data = job.queryable.querier().select(m.matchers, m.mintMs, m.maxtMs, m.hints);
       for (const s of data) job.loaded += s.values.length;
       if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
       const packed = packSeries(data);

@@ -16,8 +16,11 @@ import {
   type WorkerInit,
   type WorkerMessage,
 } from "./protocol.ts";
+import { lowerThreadPriority } from "./thread-priority.ts";
 
 const init = workerData as WorkerInit;
+// Below the event loop's thread: see thread-priority.ts (SVC_QUERY_WORKER_NICE=0 keeps it equal).
+lowerThreadPriority(Number(process.env.SVC_QUERY_WORKER_NICE ?? 10));
 const flag = new Int32Array(init.flag);
 const replies: MessagePort = init.replies;
 // The deadline is the main thread's: it terminates this worker, so the engine needs none of its own.
