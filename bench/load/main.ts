@@ -1,23 +1,27 @@
 /**
  * Load test (not a test; issue 19): is svc fair when one project runs heavy queries?
  *
- *   npm run bench:load               3 projects × 30 VMs × 6 h of history, 30 s of mixed load
- *   npm run bench:load -- --quick    3 projects × 10 VMs × 2 h, 10 s
+ *   npm run bench:load               3 projects × 30 VMs × 6 h of history, two 30 s phases
+ *   npm run bench:load -- --quick    3 projects × 10 VMs × 2 h, two 10 s phases
  *
  * The server runs as its own process (`node --import tsx packages/server/src/main.ts`, no demo), so its
  * event-loop delay is its own: read from its /metrics (prom-client's nodejs_eventloop_lag_p99_seconds,
- * which resets at every scrape, so the scrape before the loaded phase starts the window). History is
- * written through remote write from the hypervisor simulator. All traffic is loopback.
+ * which resets at every scrape, so a scrape starts each phase's window). Node's delay histogram
+ * records the whole interval of its 10 ms timer (an idle process reads p50 ≈ 10.2 ms), so the delay
+ * printed is that figure minus the 10 ms resolution. History is written through remote write from the
+ * hypervisor simulator. All traffic is loopback. BENCH_SERVER_ARGS adds node options to the server
+ * (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  *
- * Projects: `heavy` runs Prometheus-API range queries with subqueries over the whole history, from more
- * loops than its concurrency cap (4), so it sits at its cap and has a queue; `light` is a dashboard
- * user (QueryVMMonitoring of one VM's CPU and memory for the last hour, ListVMMonitoring) and a
- * customer Prometheus scraping its four export shards; `writer` is the hypervisor collector sending
- * every VM's samples once a second (its acknowledgement latency is measured).
+ * Projects: `light` is a dashboard user at a steady pace (QueryVMMonitoring of one VM's CPU and memory
+ * for the last hour 10 times a second, ListVMMonitoring once a second) plus a customer Prometheus
+ * scraping its four export shards every 5 s; `writer` is the hypervisor collector sending every VM's
+ * samples once a second (its acknowledgement latency is measured); `heavy` runs Prometheus-API range
+ * queries with subqueries over the whole history from more loops than its concurrency cap (4), so it
+ * sits at its cap with a queue.
  *
- * First the light project's QueryVMMonitoring is measured alone (the unloaded figure), then everything
- * runs at once. Goals (issue 19): no 5xx; event-loop delay p99 ≤ 20 ms; remote-write ack p99 ≤ 100 ms;
- * the light project's QueryVMMonitoring p99 ≤ 2× its unloaded p99. 429s are expected for the heavy
+ * Two phases of the same length: "alone" (light and writer only), then "loaded" (the same, plus
+ * heavy). Goals (issue 19): no 5xx; event-loop delay p99 ≤ 20 ms; remote-write ack p99 ≤ 100 ms; the
+ * light project's QueryVMMonitoring p99 loaded ≤ 2× its p99 alone. 429s are expected for the heavy
  * project (past its queue) and counted.
  */
 
@@ -36,6 +40,10 @@ const VMS = Number(process.env.BENCH_VMS ?? (quick ? 10 : 30));
 const HOURS = Number(process.env.BENCH_HOURS ?? (quick ? 2 : 6));
 const DURATION_MS = Number(process.env.BENCH_SECONDS ?? (quick ? 10 : 30)) * 1000;
 const HEAVY_LOOPS = 6;
+// The light project's dashboard: QueryVMMonitoring calls per second (ListVMMonitoring once a second).
+const LIGHT_QUERIES_PER_S = 10;
+// prom-client's event-loop monitor resolution (its default), included in every recorded interval.
+const LAG_RESOLUTION_MS = 10;
 const ADMIN = `bench-load-admin-${randomUUID()}`;
 const COLLECTOR = `svcc_bench_${randomUUID().replaceAll("-", "")}`;
 
@@ -82,7 +90,10 @@ async function main(): Promise<void> {
   const port = await freePort("127.0.0.1");
   const base = `http://127.0.0.1:${port}`;
   const dataDir = mkdtempSync(join(tmpdir(), "svc-bench-load-"));
+  // BENCH_SERVER_ARGS: extra node options for the server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const serverArgs = (process.env.BENCH_SERVER_ARGS ?? "").split(" ").filter((a) => a !== "");
   const { child: server } = await startServerProcess({
+    args: [...serverArgs, "--import", "tsx", "packages/server/src/main.ts"],
     env: {
       ...process.env,
       PORT: String(port),
@@ -183,15 +194,6 @@ async function main(): Promise<void> {
       });
     };
 
-    // The unloaded figure: the light project's dashboard call alone.
-    for (let i = 0; i < 20; i++) await queryLight(); // warm-up
-    for (let i = 0; i < (quick ? 60 : 150); i++) await timed("QueryVMMonitoring, unloaded", queryLight);
-
-    await fetch(`${base}/metrics`).then((r) => r.text()); // starts the event-loop delay window
-    const until = Date.now() + DURATION_MS;
-    const loop = async (f: () => Promise<void>) => {
-      while (Date.now() < until) await f();
-    };
     const promQuery = () => {
       const end = Math.floor(Date.now() / 1000);
       const q = new URLSearchParams({
@@ -204,45 +206,74 @@ async function main(): Promise<void> {
         headers: auth("heavy"),
       });
     };
-    let tick = Date.now();
-    const writes = async () => {
-      while (Date.now() < until) {
-        tick += 1000;
-        await new Promise((r) => setTimeout(r, Math.max(0, tick - Date.now())));
-        // Every VM's newest step, as a collector sends it.
-        for (const req of sim.tick(Date.now())) {
-          const t1 = performance.now();
-          const r = await pushRemoteWrite(writeUrl, COLLECTOR, req, { timeoutMs: 30_000 }).catch(() => ({
-            status: 599,
-          }));
-          record("remote write", performance.now() - t1, r.status);
-        }
-      }
-    };
-    let shard = 0;
-    await Promise.all([
-      ...Array.from({ length: HEAVY_LOOPS }, () =>
-        loop(() => timed("Prometheus API, heavy (heavy project)", promQuery)),
-      ),
-      loop(() => timed("QueryVMMonitoring, loaded (light project)", queryLight)),
-      loop(() =>
-        timed("ListVMMonitoring (light project)", () =>
-          rpc("light", "ListVMMonitoring", { projectName: "projects/light", pageSize: 50 }),
-        ),
-      ),
-      loop(() =>
-        timed("export shard (light project)", () =>
-          fetch(`${base}/v1/monitoring/projects/light/export?shard=${shard++ % 4}`, {
-            headers: auth("light"),
-          }),
-        ),
-      ),
-      writes(),
-    ]);
-    const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
-    const lagP99 =
-      Number(/^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN) * 1000;
 
+    // Warm-up (JIT, caches, workers) before either phase is measured.
+    for (let i = 0; i < 20; i++) await (await queryLight()).arrayBuffer();
+    await (await promQuery()).arrayBuffer();
+
+    // Phase 1 ("alone"): the light project and the collector at their steady rates. Phase 2
+    // ("loaded"): the same, while the heavy project runs at its cap. The light project's figures of the
+    // two phases are compared; everything else is the same in both.
+    const lag: Record<string, number> = {};
+    for (const phase of ["alone", "loaded"] as const) {
+      await fetch(`${base}/metrics`).then((r) => r.text()); // starts the event-loop delay window
+      const until = Date.now() + DURATION_MS;
+      const loop = async (f: () => Promise<void>) => {
+        while (Date.now() < until) await f();
+      };
+      // Open loop: a request every `everyMs` whether or not the previous one has answered, as a
+      // dashboard's refresh or a scraper's interval does.
+      const every = async (everyMs: number, f: () => Promise<void>) => {
+        const pending: Promise<void>[] = [];
+        for (let at = Date.now(); at < until; at += everyMs) {
+          await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
+          pending.push(f());
+        }
+        await Promise.all(pending);
+      };
+      let tick = Date.now();
+      const writes = async () => {
+        while (Date.now() < until) {
+          tick += 1000;
+          await new Promise((r) => setTimeout(r, Math.max(0, tick - Date.now())));
+          // Every VM's newest step, as a collector sends it.
+          for (const req of sim.tick(Date.now())) {
+            const t1 = performance.now();
+            const r = await pushRemoteWrite(writeUrl, COLLECTOR, req, { timeoutMs: 30_000 }).catch(() => ({
+              status: 599,
+            }));
+            record(`remote write (${phase})`, performance.now() - t1, r.status);
+          }
+        }
+      };
+      let shard = 0;
+      await Promise.all([
+        ...(phase === "loaded"
+          ? Array.from({ length: HEAVY_LOOPS }, () =>
+              loop(() => timed("Prometheus API, heavy (heavy project)", promQuery)),
+            )
+          : []),
+        every(1000 / LIGHT_QUERIES_PER_S, () => timed(`QueryVMMonitoring (light, ${phase})`, queryLight)),
+        every(1000, () =>
+          timed(`ListVMMonitoring (light, ${phase})`, () =>
+            rpc("light", "ListVMMonitoring", { projectName: "projects/light", pageSize: 50 }),
+          ),
+        ),
+        // A Prometheus scraping the four shards every 5 s.
+        every(1250, () =>
+          timed(`export shard (light, ${phase})`, () =>
+            fetch(`${base}/v1/monitoring/projects/light/export?shard=${shard++ % 4}`, {
+              headers: auth("light"),
+            }),
+          ),
+        ),
+        writes(),
+      ]);
+      const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
+      const p99 = Number(/^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN) * 1000;
+      lag[phase] = Math.max(0, p99 - LAG_RESOLUTION_MS);
+    }
+    const lagP99 = lag.loaded;
     process.stdout.write(
       `\nload average at the end: ${loadavg()
         .map((x) => x.toFixed(1))
@@ -263,11 +294,13 @@ async function main(): Promise<void> {
         `| ${cls} | ${n} | ${fmt(pct(c.latencies, 0.5))} | ${fmt(pct(c.latencies, 0.99))} | ${statuses} |\n`,
       );
     }
-    const unloaded = pct(classes.get("QueryVMMonitoring, unloaded")?.latencies ?? [], 0.99);
-    const loaded = pct(classes.get("QueryVMMonitoring, loaded (light project)")?.latencies ?? [], 0.99);
-    const ack = pct(classes.get("remote write")?.latencies ?? [], 0.99);
+    const unloaded = pct(classes.get("QueryVMMonitoring (light, alone)")?.latencies ?? [], 0.99);
+    const loaded = pct(classes.get("QueryVMMonitoring (light, loaded)")?.latencies ?? [], 0.99);
+    const ack = pct(classes.get("remote write (loaded)")?.latencies ?? [], 0.99);
     const goal = (ok: boolean) => (ok ? "met" : "NOT met");
-    process.stdout.write(`\nserver event-loop delay p99 during the load: ${fmt(lagP99)} ms\n\n`);
+    process.stdout.write(
+      `\nserver event-loop delay p99: ${fmt(lag.alone)} ms alone, ${fmt(lagP99)} ms loaded\n\n`,
+    );
     process.stdout.write("| goal | figure | |\n| --- | --- | --- |\n");
     process.stdout.write(`| no 5xx | ${fivexx} | ${goal(fivexx === 0)} |\n`);
     process.stdout.write(`| event-loop delay p99 ≤ 20 ms | ${fmt(lagP99)} ms | ${goal(lagP99 <= 20)} |\n`);
