@@ -32,6 +32,7 @@ import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts"
 import type { ProjectLimiter } from "./metrics/concurrency.ts";
 import { latestVmMetrics } from "./metrics/latest.ts";
 import { resolveMetricsOptions } from "./metrics/options.ts";
+import { openRemoteMetrics } from "./metrics/remote/open.ts";
 import { createLogSender, createSmtpSender } from "./notify/channels/email.ts";
 import { createDispatcher, type Dispatcher } from "./notify/dispatcher.ts";
 import { closeIdleConnections, postJson } from "./notify/http.ts";
@@ -81,20 +82,29 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const log = opts.logger ?? createLogger(config.logLevel, config.logFormat);
   const now = opts.now ?? Date.now;
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  const tsdb = await openTsdb(join(config.dataDir, "tsdb"), {
-    retentionMs: config.retentionMs,
-    outOfOrderWindowMs: config.outOfOrderWindowMs,
-    now,
-  });
   // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
   // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
   const queryPool = config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers }) : undefined;
-  const metrics = createMetricsBackend({
-    storage: tsdb,
-    rollupResolutionMs: tsdb.options.rollupResolutionMs,
-    queryPool,
-  });
-  const ingester = createIngester({ db: db.db, storage: tsdb });
+  // SVC_METRICS_BACKEND=remote: a Prometheus-compatible engine holds the metrics; no TSDB is opened.
+  const remote =
+    config.metricsBackend === "remote" && config.remoteMetrics
+      ? openRemoteMetrics(config.remoteMetrics, { queryPool, log })
+      : undefined;
+  const tsdb = remote
+    ? undefined
+    : await openTsdb(join(config.dataDir, "tsdb"), {
+        retentionMs: config.retentionMs,
+        outOfOrderWindowMs: config.outOfOrderWindowMs,
+        now,
+      });
+  const metrics =
+    remote?.metrics ??
+    createMetricsBackend({
+      storage: tsdb!,
+      rollupResolutionMs: tsdb!.options.rollupResolutionMs,
+      queryPool,
+    });
+  const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb! });
   // Rate limits and the per-project query cap: across replicas on PostgreSQL, in process on SQLite.
   const limits = createLimits({ db, databaseUrl: config.databaseUrl, now });
   const limiter = limits.projectLimiter;
@@ -197,7 +207,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     routes: config.roles.has("api") ? routes : () => {},
     readiness: {
       database: () => sql`select 1`.execute(db.db),
-      metrics: () => metrics.labelNames("__readiness__", [], now() - 60_000, now()),
+      metrics:
+        remote?.metrics.ready ?? (() => metrics.labelNames("__readiness__", [], now() - 60_000, now())),
     },
     ciTokenResolver: ci.resolver,
     consoleKey,
@@ -253,7 +264,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   return {
     config,
     db,
-    tsdb,
+    get tsdb() {
+      if (!tsdb) throw new Error("SVC_METRICS_BACKEND=remote: the embedded TSDB is not opened");
+      return tsdb;
+    },
     metrics,
     queryPool,
     limiter,
@@ -271,7 +285,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       await server.close();
       await queryPool?.close();
       await limits.close();
-      await tsdb.close();
+      await tsdb?.close();
       await db.close();
     },
   };
