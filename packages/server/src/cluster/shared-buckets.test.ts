@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { sql } from "kysely";
 import { type DbHandle, openDb } from "../db/database.ts";
 import { SvcError } from "../errors.ts";
 import { testDialects } from "../testing/dialects.ts";
@@ -85,6 +86,15 @@ for (const { dialect, skip } of await testDialects()) {
         rows.map((r) => r.key.slice(0, 7)),
         ["sha256:"],
       );
+    });
+
+    it("keeps the buckets out of the WAL on PostgreSQL (an unlogged table)", {
+      skip: dialect.name !== "postgres",
+    }, async () => {
+      const { rows } = await sql<{
+        p: string;
+      }>`select relpersistence as p from pg_class where relname = 'rate_buckets'`.execute(handle.db);
+      assert.deepEqual(rows, [{ p: "u" }]);
     });
 
     it("prunes the rows of buckets that are full again", async () => {
