@@ -1,3 +1,4 @@
+import type { Logger } from "pino";
 import {
   createEngine,
   type Engine,
@@ -45,6 +46,8 @@ export function createRemoteMetricsBackend(deps: {
   queryPool?: QueryPool;
   /** The inline engine (and the dry run's); its options must be the pool workers'. */
   engine?: Engine;
+  /** Warns once about an engine configured in a way svc cannot answer consistently over. */
+  log?: Logger;
 }): RemoteMetricsBackend {
   const o = deps.options;
   const engine = deps.engine ?? createEngine({ maxSamples: o.maxSamples });
@@ -56,6 +59,7 @@ export function createRemoteMetricsBackend(deps: {
   const learn = () => {
     traits ??= (async () => {
       const [reader, bounds] = await Promise.all([detectRawReader(client), probeWindowBounds(client)]);
+      if (reader.kind === "export") void warnOnLatencyOffset();
       return { reader, bounds };
     })();
     traits.catch(() => {
@@ -63,6 +67,28 @@ export function createRemoteMetricsBackend(deps: {
     });
     return traits;
   };
+  /**
+   * VictoriaMetrics hides samples newer than now − `-search.latencyOffset` (30 s by default) from
+   * queries and repeats the last older value in their place, so pushed-down aggregates of the last
+   * half-minute would be wrong. Its /metrics names the flag's value; svc says so once.
+   */
+  async function warnOnLatencyOffset(): Promise<void> {
+    try {
+      const res = await fetch(`${new URL(o.queryUrl).origin}/metrics`, {
+        headers: { ...o.headers },
+        signal: AbortSignal.timeout(o.readTimeoutMs),
+      });
+      const text = await res.text();
+      const value = /^flag\{name="search\.latencyOffset", value="([^"]*)"/m.exec(text)?.[1];
+      if (value !== undefined && !/^0[a-z]*$/.test(value))
+        deps.log?.warn(
+          { engine: origin, latencyOffset: value },
+          "VictoriaMetrics runs with -search.latencyOffset above 0: the newest window aggregates repeat older values; start it with -search.latencyOffset=0s (docs/deploy.md)",
+        );
+    } catch {
+      // Best effort: a cluster's vmselect may not serve /metrics under the query URL's origin.
+    }
+  }
   const budget = (): SampleBudget => ({ remaining: o.maxSamples, limit: o.maxSamples });
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
 

@@ -21,7 +21,7 @@ export function openRemoteMetrics(
     "metrics: remote Prometheus-compatible engine",
   );
   return {
-    metrics: createRemoteMetricsBackend({ options, queryPool: deps.queryPool }),
+    metrics: createRemoteMetricsBackend({ options, queryPool: deps.queryPool, log: deps.log }),
     storage: createRemoteWriteStorage({ ...options, log: deps.log }),
   };
 }

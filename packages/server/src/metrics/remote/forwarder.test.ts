@@ -1,0 +1,190 @@
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { decodeRemoteWriteBody } from "@svc/remotewrite";
+import { loadConfig } from "../../config.ts";
+import { isStaleNaNValue, labelsFromRecord, staleNaN } from "../../storage/interface.ts";
+import { RemoteWriteRefusedError } from "./errors.ts";
+import { createRemoteWriteStorage } from "./forwarder.ts";
+import { parseHeaderList, resolveRemoteMetricsOptions } from "./options.ts";
+
+/** A loopback remote-write receiver that answers each POST with the next scripted status. */
+class Receiver {
+  readonly bodies: Buffer[] = [];
+  readonly headers: IncomingHttpHeaders[] = [];
+  script: { status: number; body?: string }[] = [];
+  #server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const next = this.script.shift() ?? { status: 204 };
+      if (next.status < 300) this.bodies.push(Buffer.concat(chunks));
+      this.headers.push(req.headers);
+      res.writeHead(next.status, { "content-type": "text/plain" }).end(next.body ?? "");
+    });
+  });
+  url = "";
+  async start(): Promise<void> {
+    this.#server.listen(0, "127.0.0.1");
+    await once(this.#server, "listening");
+    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/api/v1/write`;
+  }
+  close(): Promise<void> {
+    this.#server.closeAllConnections();
+    return new Promise((r) => this.#server.close(() => r()));
+  }
+}
+
+describe("createRemoteWriteStorage()", () => {
+  const rx = new Receiver();
+  before(() => rx.start());
+  after(() => rx.close());
+  const labels = labelsFromRecord({ __name__: "svc_vm_vcpus", project_id: "p", vm: "v" });
+  const forwarder = (over: Partial<Parameters<typeof resolveRemoteMetricsOptions>[0]> = {}) =>
+    createRemoteWriteStorage(
+      resolveRemoteMetricsOptions({
+        remoteWriteUrl: rx.url,
+        queryUrl: "http://127.0.0.1:1",
+        headers: { "X-Scope-OrgID": "tenant-1", Authorization: "Bearer s3cret-engine-token" },
+        writeBackoffMs: 10,
+        writeRetryBudgetMs: 5_000,
+        ...over,
+      }),
+    );
+
+  it("sends remote write 1.0 with the configured headers, samples sorted, staleness markers intact", async () => {
+    rx.bodies.length = 0;
+    const app = forwarder().appender();
+    app.append(labels, 2000, 2);
+    app.append(labels, 1000, 1);
+    app.append(labels, 3000, staleNaN());
+    assert.deepEqual(await app.commit(), { accepted: 3, refused: {} });
+    const h = rx.headers.at(-1)!;
+    assert.equal(h["content-encoding"], "snappy");
+    assert.equal(h["x-prometheus-remote-write-version"], "0.1.0");
+    assert.equal(h["x-scope-orgid"], "tenant-1");
+    assert.equal(h.authorization, "Bearer s3cret-engine-token");
+    const got = decodeRemoteWriteBody(rx.bodies[0]);
+    assert.deepEqual(
+      got.timeseries[0].samples.map((s) => s.timestampMs),
+      [1000, 2000, 3000],
+    );
+    assert.ok(isStaleNaNValue(got.timeseries[0].samples[2].value));
+  });
+
+  it("retries 503, 429 and 500 and resolves once the engine took the batch", async () => {
+    rx.bodies.length = 0;
+    rx.script = [{ status: 503 }, { status: 429 }, { status: 500 }];
+    const app = forwarder().appender();
+    app.append(labels, 1000, 1);
+    await app.commit();
+    assert.equal(rx.bodies.length, 1);
+    assert.equal(rx.script.length, 0);
+  });
+
+  it("splits a large batch into POSTs of at most maxSamplesPerWrite samples", async () => {
+    rx.bodies.length = 0;
+    const app = forwarder({ maxSamplesPerWrite: 7 }).appender();
+    for (let i = 0; i < 20; i++) app.append(labels, 1000 * (i + 1), i);
+    app.append(labelsFromRecord({ __name__: "svc_vm_vcpus", project_id: "p", vm: "w" }), 1000, 9);
+    await app.commit();
+    const counts = rx.bodies.map((b) =>
+      decodeRemoteWriteBody(b).timeseries.reduce((n, ts) => n + ts.samples.length, 0),
+    );
+    assert.deepEqual(counts, [7, 7, 7]);
+  });
+
+  it("does not retry a 400 and names the engine's answer, without the configured headers", async () => {
+    rx.script = [{ status: 400, body: "out of order sample" }];
+    const app = forwarder().appender();
+    app.append(labels, 1000, 1);
+    await assert.rejects(app.commit(), (err: Error) => {
+      assert.ok(err instanceof RemoteWriteRefusedError);
+      assert.equal(err.statusCode, 400);
+      assert.match(err.message, /refused the samples: HTTP 400: out of order sample/);
+      assert.doesNotMatch(err.message, /s3cret|tenant-1/);
+      return true;
+    });
+    assert.equal(rx.script.length, 0);
+  });
+
+  it("answers a 401 from the engine as svc's own failure (502), so the writer keeps its batch", async () => {
+    rx.script = [{ status: 401, body: "unauthorized" }];
+    const app = forwarder().appender();
+    app.append(labels, 1000, 1);
+    await assert.rejects(app.commit(), (err: RemoteWriteRefusedError) => err.statusCode === 502);
+  });
+});
+
+describe("remote metrics configuration", () => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-remote-config-"));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const env = (e: Record<string, string>) => ({ SVC_DATA_DIR: dir, ...e });
+
+  it("defaults to the embedded store", () => {
+    const c = loadConfig(env({}));
+    assert.equal(c.metricsBackend, "embedded");
+    assert.equal(c.remoteMetrics, undefined);
+  });
+
+  it("reads the remote engine's URLs and headers", () => {
+    const c = loadConfig(
+      env({
+        SVC_METRICS_BACKEND: "remote",
+        SVC_REMOTE_WRITE_URL: "http://vm:8480/insert/7/prometheus/api/v1/write",
+        SVC_REMOTE_QUERY_URL: "http://vm:8481/select/7/prometheus",
+        SVC_REMOTE_HEADERS: "X-Scope-OrgID: team-a, Authorization: Basic dTpw",
+      }),
+    );
+    assert.equal(c.metricsBackend, "remote");
+    assert.deepEqual(c.remoteMetrics?.headers, { "X-Scope-OrgID": "team-a", Authorization: "Basic dTpw" });
+  });
+
+  it("refuses a bad combination with an error naming the variable", () => {
+    assert.throws(() => loadConfig(env({ SVC_METRICS_BACKEND: "vm" })), /SVC_METRICS_BACKEND: "vm"/);
+    assert.throws(
+      () => loadConfig(env({ SVC_METRICS_BACKEND: "remote", SVC_REMOTE_QUERY_URL: "http://q" })),
+      /SVC_REMOTE_WRITE_URL: required with SVC_METRICS_BACKEND=remote/,
+    );
+    assert.throws(
+      () => loadConfig(env({ SVC_REMOTE_WRITE_URL: "http://w/api/v1/write" })),
+      /SVC_REMOTE_WRITE_URL is set but SVC_METRICS_BACKEND is embedded/,
+    );
+    assert.throws(
+      () =>
+        loadConfig(
+          env({
+            SVC_METRICS_BACKEND: "remote",
+            SVC_REMOTE_WRITE_URL: "ftp://w",
+            SVC_REMOTE_QUERY_URL: "http://q",
+          }),
+        ),
+      /SVC_REMOTE_WRITE_URL: must be an http\(s\) URL/,
+    );
+  });
+
+  it("names a malformed header entry by position, never its value", () => {
+    assert.throws(
+      () => parseHeaderList("X-Scope-OrgID: a, secret-without-colon", "SVC_REMOTE_HEADERS"),
+      (e: Error) => {
+        assert.match(e.message, /SVC_REMOTE_HEADERS: entry 2 is not "Name: value"/);
+        assert.doesNotMatch(e.message, /secret/);
+        return true;
+      },
+    );
+    assert.throws(
+      () =>
+        resolveRemoteMetricsOptions({
+          remoteWriteUrl: "http://w",
+          queryUrl: "http://q",
+          headers: { "Content-Encoding": "gzip" },
+        }),
+      /header Content-Encoding is set by the protocol/,
+    );
+  });
+});
