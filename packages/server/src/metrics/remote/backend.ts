@@ -89,6 +89,11 @@ export function createRemoteMetricsBackend(deps: {
       // Best effort: a cluster's vmselect may not serve /metrics under the query URL's origin.
     }
   }
+  // The query's own deadline covers the fetches too (the pool's starts when evaluation does).
+  const deadline = (opts?: { signal?: AbortSignal; timeoutMs?: number }) => {
+    const t = opts?.timeoutMs ? AbortSignal.timeout(opts.timeoutMs) : undefined;
+    return t && opts?.signal ? AbortSignal.any([t, opts.signal]) : (t ?? opts?.signal);
+  };
   const budget = (): SampleBudget => ({ remaining: o.maxSamples, limit: o.maxSamples });
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
 
@@ -143,7 +148,7 @@ export function createRemoteMetricsBackend(deps: {
           pool
             ? pool.instantQuery(q, ast, timeMs, { ...opts, tenant: projectId })
             : engine.instantQuery(q, ast, timeMs, opts),
-        opts?.signal,
+        deadline(opts),
       );
     },
     async rangeQuery(projectId, expr, startMs, endMs, stepMs, opts) {
@@ -160,7 +165,7 @@ export function createRemoteMetricsBackend(deps: {
           pool
             ? pool.rangeQuery(q, ast, startMs, endMs, stepMs, { ...opts, tenant: projectId })
             : engine.rangeQuery(q, ast, startMs, endMs, stepMs, opts),
-        opts?.signal,
+        deadline(opts),
       );
     },
     async select(projectId, matchers, startMs, endMs) {
