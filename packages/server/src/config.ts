@@ -6,7 +6,7 @@ import { rootCertificates } from "node:tls";
 import { fileURLToPath } from "node:url";
 import type { AlertOptions } from "./alerts/options.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
-import { parseHeaderList } from "./metrics/remote/options.ts";
+import { parseHeaderList, type RemoteMetricsOptions } from "./metrics/remote/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
 
 /** Everything configurable, with its default, read once at start-up from the environment. */
@@ -47,7 +47,7 @@ export interface Config {
     readonly remoteWriteUrl: string;
     readonly queryUrl: string;
     readonly headers: Readonly<Record<string, string>>;
-  };
+  } & Partial<RemoteMetricsOptions>; // the rest (timeouts, retries) only from code: tests and tools
   /** Out-of-order window for late samples, ms (SVC_OOO_WINDOW_MINUTES). Default 1 hour. */
   readonly outOfOrderWindowMs: number;
   /** Run the hypervisor simulator for the inventory's VMs (SVC_SIMULATOR). Default: on with the demo. */

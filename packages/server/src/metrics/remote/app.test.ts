@@ -27,7 +27,14 @@ for (const kind of ENGINE_KINDS) {
         sqlite.dialect,
         {
           metricsBackend: "remote",
-          remoteMetrics: { remoteWriteUrl: engine.remoteWriteUrl, queryUrl: engine.queryUrl, headers: {} },
+          remoteMetrics: {
+            remoteWriteUrl: engine.remoteWriteUrl,
+            queryUrl: engine.queryUrl,
+            headers: {},
+            // A down engine fails a write after 0.3 s of retries instead of 10 s.
+            writeRetryBudgetMs: 300,
+            writeBackoffMs: 50,
+          },
         },
         // The engine keeps real time: VictoriaMetrics drops samples outside its retention window.
         { wallClock: true },
@@ -107,6 +114,33 @@ for (const kind of ENGINE_KINDS) {
       direct.searchParams.set("query", `count_over_time(svc_vm_cpu_utilization_pct{project_id="rmt"}[20m])`);
       const held = (await (await fetch(direct)).json()) as { data: { result: unknown[] } };
       assert.equal(held.data.result.length, 1);
+    });
+
+    it("answers a write 503 while the engine is down, and takes the writer's retry once it is back", async () => {
+      const vm = p.vms[1];
+      const ts = Math.floor(Date.now() / S) * S - 60 * S;
+      const batch = [rwSeries("svc_vm_memory_total_bytes", { vm }, [[ts, 4096]])];
+      await engine.down();
+      try {
+        await assert.rejects(
+          pushAll(t.baseUrl, t.app.config.collectorToken, batch),
+          /remote write answered 503/,
+        );
+        const ready = await fetch(`${t.baseUrl}/readyz`);
+        assert.equal(ready.status, 503);
+      } finally {
+        await engine.up();
+      }
+      await pushAll(t.baseUrl, t.app.config.collectorToken, batch);
+      await pushAll(t.baseUrl, t.app.config.collectorToken, batch);
+      await engine.flush();
+      const direct = new URL(`${engine.queryUrl}/api/v1/query`);
+      direct.searchParams.set("query", `count_over_time(svc_vm_memory_total_bytes{project_id="rmt"}[5m])`);
+      direct.searchParams.set("time", String(ts / S + 1));
+      const held = (await (await fetch(direct)).json()) as {
+        data: { result: { value: [number, string] }[] };
+      };
+      assert.equal(held.data.result[0]?.value[1], "1");
     });
   });
 }
