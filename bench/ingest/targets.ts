@@ -38,12 +38,15 @@ export interface TargetSpec {
 const ADMIN_TOKEN = "bench-operator-token-0123456789";
 const COLLECTOR_TOKEN = "bench-collector-token-0123456789";
 const MAIN = resolve(import.meta.dirname, "../../packages/server/src/main.ts");
+// BENCH_SVC_PROD=1 runs the production build (`npm run build`) instead of the sources through tsx.
+const PROD_MAIN = resolve(import.meta.dirname, "../../packages/server/dist/main.js");
+const svcEntry = () => (process.env.BENCH_SVC_PROD === "1" ? [PROD_MAIN] : ["--import", "tsx", MAIN]);
 
 const svc: TargetSpec = {
   name: "svc",
   start: (dir, port) => ({
     cmd: process.execPath,
-    argv: [...(process.env.BENCH_SVC_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", MAIN],
+    argv: [...(process.env.BENCH_SVC_NODE_ARGS?.split(" ").filter(Boolean) ?? []), ...svcEntry()],
     env: {
       ...process.env,
       PORT: String(port),
