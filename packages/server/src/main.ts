@@ -1,11 +1,8 @@
 import { rootCertificates } from "node:tls";
 import { createApp } from "./app.ts";
 import { type Config, loadConfig } from "./config.ts";
-import { credentialsPath, demoNotifyLine, ensureDemo, startDemoReceivers } from "./demo.ts";
 import { freePort } from "./http/free-port.ts";
-import { startDemoCollector } from "./ingest/demo-collector.ts";
 import { createSmtpSender } from "./notify/channels/email.ts";
-import { startDemoMailbox } from "./notify/demo-mailbox.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
 
@@ -34,6 +31,19 @@ function withDemoNotify(config: Config, demo: { cert?: string; smtpUrl?: string 
   });
 }
 
+/**
+ * The demo's modules (the project, its receivers, the SMTP catcher, the simulated collector) load only
+ * when it runs: a production start compiles none of them.
+ */
+async function loadDemoKit() {
+  const [demo, collector, mailbox] = await Promise.all([
+    import("./demo.ts"),
+    import("./ingest/demo-collector.ts"),
+    import("./notify/demo-mailbox.ts"),
+  ]);
+  return { ...demo, ...collector, ...mailbox };
+}
+
 /** `npm start`: every role in one process on HOST:PORT, with the demo project on an empty data directory. */
 async function main(): Promise<void> {
   const out = (line: string) => process.stdout.write(`${line}\n`);
@@ -42,11 +52,14 @@ async function main(): Promise<void> {
     configured.port === 0
       ? Object.freeze({ ...configured, port: await freePort(configured.host) })
       : configured;
+  const kit = loaded.demo || loaded.simulator ? await loadDemoKit() : undefined;
   // The demo's receivers listen before the app starts, whose dispatcher must trust their certificate.
-  const receivers = loaded.demo ? await startDemoReceivers(loaded.dataDir, out) : undefined;
+  const receivers = loaded.demo && kit ? await kit.startDemoReceivers(loaded.dataDir, out) : undefined;
   // Without SVC_SMTP_URL, the demo's emails go through real SMTP to a catcher that keeps them on disk.
   const mailbox =
-    loaded.demo && !loaded.notify.smtpUrl ? await startDemoMailbox(loaded.dataDir, out) : undefined;
+    loaded.demo && kit && !loaded.notify.smtpUrl
+      ? await kit.startDemoMailbox(loaded.dataDir, out)
+      : undefined;
   const config = loaded.demo
     ? withDemoNotify(loaded, { cert: receivers?.cert, smtpUrl: mailbox?.smtpUrl })
     : loaded;
@@ -57,8 +70,9 @@ async function main(): Promise<void> {
     config.baseUrl ?? `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${url.port}`;
   out(`svc listening on ${baseUrl}`);
   out(`console: ${baseUrl}/`);
-  if (config.demo) {
-    const demo = await ensureDemo(
+  if (config.demo && kit) {
+    const { credentialsPath } = kit;
+    const demo = await kit.ensureDemo(
       app.db.db,
       config.dataDir,
       baseUrl,
@@ -94,19 +108,20 @@ async function main(): Promise<void> {
       );
       out(`console login: ${demo.credentials.consoleEmail} / ${demo.credentials.consolePassword}`);
     }
-    const notifyLine = demoNotifyLine(config.dataDir, mailbox?.dir);
+    const notifyLine = kit.demoNotifyLine(config.dataDir, mailbox?.dir);
     if (notifyLine) out(notifyLine);
   }
-  const collector = config.simulator
-    ? await startDemoCollector({
-        db: app.db.db,
-        baseUrl: `http://127.0.0.1:${url.port}`,
-        collectorToken: config.collectorToken,
-        dataDir: config.dataDir,
-        log: app.log,
-        onProgress: out,
-      })
-    : undefined;
+  const collector =
+    config.simulator && kit
+      ? await kit.startDemoCollector({
+          db: app.db.db,
+          baseUrl: `http://127.0.0.1:${url.port}`,
+          collectorToken: config.collectorToken,
+          dataDir: config.dataDir,
+          log: app.log,
+          onProgress: out,
+        })
+      : undefined;
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;

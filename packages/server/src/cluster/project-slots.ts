@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import pg from "pg";
+import type { Client } from "pg";
 import { SvcError } from "../errors.ts";
 import {
   type ConcurrencyOptions,
@@ -39,7 +39,7 @@ export function projectLockKey(projectId: string): number {
 
 /** One connection and the slots this replica holds on it (a new connection holds none). */
 interface Session {
-  readonly client: pg.Client;
+  readonly client: Client;
   readonly held: Map<number, Set<number>>;
   dead: boolean;
 }
@@ -86,6 +86,7 @@ export function createSharedProjectLimiter(
   };
 
   const open = async (): Promise<Session> => {
+    const { default: pg } = await import("pg");
     const client = new pg.Client({ connectionString, application_name: "svc query slots" });
     const s: Session = { client, held: new Map(), dead: false };
     // The server ended the session (restart, pg_terminate_backend): its slots are gone with it.

@@ -2,7 +2,6 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SQLite from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
-import pg from "pg";
 import { migrations } from "./migrations/index.ts";
 import type { Database } from "./schema.ts";
 import { withStatementCache } from "./statement-cache.ts";
@@ -25,10 +24,6 @@ export interface OpenDbOptions {
   readonly dataDir?: string;
 }
 
-// PostgreSQL BIGINT arrives as a string by default; our BIGINT columns hold Unix milliseconds and byte
-// counts, all well inside 2^53.
-pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
-
 /** Opens the control-plane store and runs pending migrations. */
 export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
   const url = opts.databaseUrl ?? "";
@@ -36,6 +31,11 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
   let dialect: DbDialect;
   if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
     dialect = "postgres";
+    // Loaded only for PostgreSQL: a start on SQLite never compiles the driver.
+    const { default: pg } = await import("pg");
+    // PostgreSQL BIGINT arrives as a string by default; our BIGINT columns hold Unix milliseconds and
+    // byte counts, all well inside 2^53.
+    pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
     db = new Kysely<Database>({
       dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 10 }) }),
     });

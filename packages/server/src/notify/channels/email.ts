@@ -1,4 +1,4 @@
-import { createTransport } from "nodemailer";
+import type { Transporter } from "nodemailer";
 import type { NotificationMessage } from "../message.ts";
 import { factsOf, fit, linkLabelOf, oneLine, shortName, titleOf } from "./format.ts";
 
@@ -28,17 +28,20 @@ const SMTP_TIMEOUTS = { connectionTimeout: 10_000, greetingTimeout: 10_000, sock
  */
 export function createSmtpSender(url: string): MailSender & { close(): void } {
   if (!/^smtps?:\/\//i.test(url)) throw new Error("SMTP URL must start with smtp:// or smtps://");
-  const transport = createTransport({ url, ...SMTP_TIMEOUTS });
+  // nodemailer loads at the first email: a process that sends none never compiles it.
+  let transport: Promise<Transporter> | undefined;
+  const open = () =>
+    (transport ??= import("nodemailer").then((m) => m.createTransport({ url, ...SMTP_TIMEOUTS })));
   return {
-    sendMail: (mail) =>
-      transport.sendMail({
+    sendMail: async (mail) =>
+      (await open()).sendMail({
         from: mail.from,
         to: mail.to,
         subject: mail.subject,
         text: mail.text,
         ...(mail.html === undefined ? {} : { html: mail.html }),
       }),
-    close: () => transport.close(),
+    close: () => void transport?.then((t) => t.close()),
   };
 }
 
