@@ -1,4 +1,8 @@
-/** Helpers shared by the benchmarks: a machine-speed probe and a CPU profile summary. */
+/**
+ * Helpers shared by the benchmarks: a machine-speed probe, the load average, quantiles of paired
+ * measurements and a CPU profile summary.
+ */
+import { loadavg } from "node:os";
 
 /**
  * Time (ms, best of 5) of a fixed CPU-bound workload, as bench/vm-query prints it: this machine's
@@ -17,6 +21,28 @@ export function calibrationMs(): number {
     best = Math.min(best, performance.now() - t0);
   }
   return sink > 0 ? best : Number.NaN;
+}
+
+/** The machine's 1-, 5- and 15-minute load averages, as a line to print beside the figures. */
+export function loadAverageLine(): string {
+  return `load average ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" / ")} (1 / 5 / 15 min)`;
+}
+
+/** The value at quantile `f` (0..1) of ascending `sorted` (nearest rank below); NaN when empty. */
+export function quantile(sorted: ArrayLike<number>, f: number): number {
+  return sorted.length === 0
+    ? Number.NaN
+    : sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))];
+}
+
+/** Median of `values` (in any order; not modified): the mean of the middle two when their number is even. */
+export function median(values: readonly number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  if (s.length === 0) return Number.NaN;
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 /** Self time by function and by file of a V8 CPU profile: the top `n` of each, as table lines. */

@@ -6,6 +6,10 @@
  *   npm run bench:ingest              10,000 active series × 4 h (≈ 4.8 M samples; the head spans more
  *                                     than 1.5 block ranges, so svc and Prometheus cut a block), 4 senders
  *   npm run bench:ingest -- --quick   4,000 series × 2 h, about a minute in all
+ *   npm run bench:ingest -- --backend remote [--quick]
+ *                                     svc with SVC_METRICS_BACKEND=remote in front of VictoriaMetrics
+ *                                     against VictoriaMetrics alone, interleaved (bench/ingest/remote.ts):
+ *                                     CPU per million samples of svc + engine ÷ engine alone
  *
  * Env: BENCH_SERIES, BENCH_HOURS, BENCH_CONCURRENCY, BENCH_TARGETS (comma list), BENCH_CHURN (share
  * of VMs replaced every 15 min, default 0.02), BENCH_SVC_NODE_ARGS (extra node flags for the svc process,
@@ -16,12 +20,14 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pushRemoteWrite } from "@svc/remotewrite";
+import { backendArg } from "../common/args.ts";
 import { cpuSeconds, duBytes, freePort, rssBytes } from "./proc.ts";
+import { compareRemote } from "./remote.ts";
 import { probeAnswers, startTarget, stopTarget, type TargetSpec, targets } from "./targets.ts";
-import { buildWorkload, type Workload } from "./workload.ts";
+import { buildWorkload, type SendFailures, sendStep, type Workload } from "./workload.ts";
 
 const quick = process.argv.includes("--quick");
+const backend = backendArg();
 const num = (name: string, dflt: number): number => {
   const v = process.env[name];
   return v === undefined || v === "" ? dflt : Number(v);
@@ -68,22 +74,9 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
     const rss0 = rssBytes(pid);
     const cpu0 = cpuSeconds(pid);
     const t0 = performance.now();
-    let failed = 0;
-    let firstError = "";
+    const failed: SendFailures = { count: 0, first: "" };
     const url = running.base + spec.write;
-    for (const step of w.steps) {
-      await Promise.all(
-        Array.from({ length: concurrency }, async (_, k) => {
-          for (let i = k; i < step.length; i += concurrency) {
-            const r = await pushRemoteWrite(url, spec.token, step[i], { timeoutMs: 120_000 });
-            if (r.status >= 300) {
-              failed++;
-              firstError ||= `${r.status} ${r.body.slice(0, 300)}`;
-            }
-          }
-        }),
-      );
-    }
+    for (const step of w.steps) await sendStep(url, spec.token, step, concurrency, failed);
     if (spec.flush) await fetch(running.base + spec.flush);
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuSeconds(pid) - cpu0;
@@ -104,8 +97,8 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
       replayReadyMs: again.readyMs,
       replayQueryMs,
       emptyReadyMs: empty.readyMs,
-      failedRequests: failed,
-      firstError,
+      failedRequests: failed.count,
+      firstError: failed.first,
     };
   } finally {
     if (running) await stopTarget(running);
@@ -128,60 +121,66 @@ console.log(
     `${w.totalSeries.toLocaleString()} series), ${w.opts.hours} h at 30 s with ms jitter = ` +
     `${w.samples.toLocaleString()} samples in ${w.requests} requests, ${concurrency} senders`,
 );
-const results: Result[] = [];
-for (const spec of targets) {
-  if (!wanted.includes(spec.name)) continue;
-  if (spec.bin && !installed(spec.bin)) {
-    console.log(`skipping ${spec.name}: not installed`);
-    continue;
-  }
-  process.stdout.write(`${spec.name}: ingest, restart … `);
-  const r = await measure(spec, w);
-  console.log(`${(r.samplesPerSec / 1000).toFixed(0)}k samples/s`);
-  results.push(r);
-}
+if (backend === "remote") await compareRemote(w, { concurrency, quick });
+else await compareTargets();
 
-const svc = results.find((r) => r.name === "svc");
-const peersOf = results.filter((r) => r !== svc);
-type Row = [string, (r: Result) => number | undefined, number];
-const rowsSpec: Row[] = [
-  ["samples/s (higher is better)", (r) => r.samplesPerSec, 0],
-  ["CPU s per 1M samples", (r) => r.cpuPerMillion, 2],
-  ["disk bytes per sample", (r) => r.diskPerSample, 2],
-  ["RSS bytes per active series", (r) => r.rssPerSeries, 0],
-  ["restart after ingest: ready (ms)", (r) => r.replayReadyMs, 0],
-  ["restart after ingest: query data (ms)", (r) => r.replayQueryMs, 0],
-  ["restart without data: ready (ms)", (r) => r.emptyReadyMs, 0],
-  ["WAL replay ≈ difference (ms)", (r) => r.replayReadyMs - r.emptyReadyMs, 0],
-];
-const head = ["figure", ...results.map((r) => r.name), ...peersOf.map((p) => `svc÷${p.name}`)];
-const table = rowsSpec.map(([label, get, digits]) => {
-  const cells = results.map((r) => {
-    const v = get(r);
-    return v === undefined ? "n/a" : v.toLocaleString("en-US", { maximumFractionDigits: digits });
+/** The default run: svc (embedded store), Prometheus and VictoriaMetrics one after another. */
+async function compareTargets(): Promise<void> {
+  const results: Result[] = [];
+  for (const spec of targets) {
+    if (!wanted.includes(spec.name)) continue;
+    if (spec.bin && !installed(spec.bin)) {
+      console.log(`skipping ${spec.name}: not installed`);
+      continue;
+    }
+    process.stdout.write(`${spec.name}: ingest, restart … `);
+    const r = await measure(spec, w);
+    console.log(`${(r.samplesPerSec / 1000).toFixed(0)}k samples/s`);
+    results.push(r);
+  }
+
+  const svc = results.find((r) => r.name === "svc");
+  const peersOf = results.filter((r) => r !== svc);
+  type Row = [string, (r: Result) => number | undefined, number];
+  const rowsSpec: Row[] = [
+    ["samples/s (higher is better)", (r) => r.samplesPerSec, 0],
+    ["CPU s per 1M samples", (r) => r.cpuPerMillion, 2],
+    ["disk bytes per sample", (r) => r.diskPerSample, 2],
+    ["RSS bytes per active series", (r) => r.rssPerSeries, 0],
+    ["restart after ingest: ready (ms)", (r) => r.replayReadyMs, 0],
+    ["restart after ingest: query data (ms)", (r) => r.replayQueryMs, 0],
+    ["restart without data: ready (ms)", (r) => r.emptyReadyMs, 0],
+    ["WAL replay ≈ difference (ms)", (r) => r.replayReadyMs - r.emptyReadyMs, 0],
+  ];
+  const head = ["figure", ...results.map((r) => r.name), ...peersOf.map((p) => `svc÷${p.name}`)];
+  const table = rowsSpec.map(([label, get, digits]) => {
+    const cells = results.map((r) => {
+      const v = get(r);
+      return v === undefined ? "n/a" : v.toLocaleString("en-US", { maximumFractionDigits: digits });
+    });
+    const ratios = peersOf.map((p) => {
+      const a = svc ? get(svc) : undefined;
+      const b = get(p);
+      return a === undefined || b === undefined || b === 0 ? "n/a" : (a / b).toFixed(2);
+    });
+    return [label, ...cells, ...ratios];
   });
-  const ratios = peersOf.map((p) => {
-    const a = svc ? get(svc) : undefined;
-    const b = get(p);
-    return a === undefined || b === undefined || b === 0 ? "n/a" : (a / b).toFixed(2);
-  });
-  return [label, ...cells, ...ratios];
-});
-const widths = head.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)));
-const line = (cells: string[]) =>
-  cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
-console.log(line(head));
-for (const r of table) console.log(line(r));
-for (const r of results) {
-  if (r.failedRequests > 0)
-    console.log(`note: ${r.name}: ${r.failedRequests} requests failed, first: ${r.firstError}`);
+  const widths = head.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+  console.log(line(head));
+  for (const r of table) console.log(line(r));
+  for (const r of results) {
+    if (r.failedRequests > 0)
+      console.log(`note: ${r.name}: ${r.failedRequests} requests failed, first: ${r.firstError}`);
+  }
+  console.log(
+    "note: CPU = utime+stime of the server process (/proc/<pid>/stat) over the ingest; RSS = growth over the ingest ÷ active series; " +
+      "disk = store directory after the ingest (svc: <data>/tsdb, not its SQLite inventory); restart = clean stop (SIGTERM), then spawn → ready " +
+      "(svc opens the store, replaying the WAL, before it listens; it has no HTTP query API, so no query figure).",
+  );
+  console.log(
+    "note: svc also stores what it derives per VM (CPU utilization, memory used, last observation) and adds VM labels; " +
+      "figures are per sample/series sent.",
+  );
 }
-console.log(
-  "note: CPU = utime+stime of the server process (/proc/<pid>/stat) over the ingest; RSS = growth over the ingest ÷ active series; " +
-    "disk = store directory after the ingest (svc: <data>/tsdb, not its SQLite inventory); restart = clean stop (SIGTERM), then spawn → ready " +
-    "(svc opens the store, replaying the WAL, before it listens; it has no HTTP query API, so no query figure).",
-);
-console.log(
-  "note: svc also stores what it derives per VM (CPU utilization, memory used, last observation) and adds VM labels; " +
-    "figures are per sample/series sent.",
-);

@@ -6,7 +6,7 @@
  * Bodies are encoded up front so the sender's own CPU does not vary between targets.
  */
 import type { TimeSeries } from "@svc/remotewrite";
-import { encodeRemoteWriteBody } from "@svc/remotewrite";
+import { encodeRemoteWriteBody, pushRemoteWrite } from "@svc/remotewrite";
 
 /** Prometheus' staleness marker (NaN with payload 2), as remote write carries it. */
 const STALE_NAN = new Float64Array(new Uint32Array([2, 0x7ff00000]).buffer)[0];
@@ -223,4 +223,34 @@ export function buildWorkload(opts: WorkloadOptions): Workload {
     startMs: startMs - stepMs,
     endMs: opts.endMs,
   };
+}
+
+/** Requests a target refused while the workload was sent, and the first refusal's answer. */
+export interface SendFailures {
+  count: number;
+  first: string;
+}
+
+/**
+ * Sends one step's bodies to `url` from `concurrency` senders (request i by sender i % concurrency, so
+ * each series stays in order) and resolves when all are answered; refusals are counted in `failed`.
+ */
+export async function sendStep(
+  url: string,
+  token: string,
+  step: readonly Uint8Array[],
+  concurrency: number,
+  failed: SendFailures,
+): Promise<void> {
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, k) => {
+      for (let i = k; i < step.length; i += concurrency) {
+        const r = await pushRemoteWrite(url, token, step[i], { timeoutMs: 120_000 });
+        if (r.status >= 300) {
+          failed.count++;
+          failed.first ||= `${r.status} ${r.body.slice(0, 300)}`;
+        }
+      }
+    }),
+  );
 }

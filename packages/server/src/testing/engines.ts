@@ -19,6 +19,8 @@ export interface RunningEngine {
   readonly remoteWriteUrl: string;
   /** Base of the engine's Prometheus HTTP API (SVC_REMOTE_QUERY_URL). */
   readonly queryUrl: string;
+  /** The running process's id (benches read its CPU time from /proc), or undefined while it is down. */
+  readonly pid: number | undefined;
   /**
    * Makes everything acknowledged so far readable. VictoriaMetrics serves new samples about a second
    * after it acknowledged them (its in-memory parts are flushed every second); Prometheus at once.
@@ -94,6 +96,9 @@ export async function startEngine(kind: EngineKind, opts: { port?: number } = {}
     kind,
     remoteWriteUrl: `${base}/api/v1/write`,
     queryUrl: base,
+    get pid() {
+      return proc?.pid;
+    },
     async flush() {
       if (kind !== "victoria-metrics") return;
       const res = await fetch(`${base}/internal/force_flush`);

@@ -1,0 +1,200 @@
+/**
+ * `bench:ingest --backend remote`: svc in front of VictoriaMetrics against VictoriaMetrics alone, in one
+ * run, on the same workload. Two VictoriaMetrics processes with the flags docs/deploy.md gives (via
+ * testing/engines.ts), each with its own empty data directory: "a" behind svc (SVC_METRICS_BACKEND=remote,
+ * which validates, derives and forwards), "b" written straight to. Separate processes, not one with two
+ * directories: each engine's CPU is then its own in /proc, and neither's background merges land on the
+ * other's figure. Each 30 s step of the workload goes to both in turn, the order alternating step by
+ * step, so both arms see the same machine load; CPU (utime + stime of svc and of each engine) is read at
+ * the edges of equal blocks of steps, and the ratio is given over the whole run and as the median of the
+ * blocks' ratios (a noisy neighbour spoils a block, not the figure).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type RunningEngine, startEngine } from "../../packages/server/src/testing/engines.ts";
+import { loadAverageLine, median } from "../common/measure.ts";
+import { cpuSeconds, freePort, rssBytes } from "./proc.ts";
+import { type Running, startTarget, stopTarget, type TargetSpec, targets } from "./targets.ts";
+import { type SendFailures, sendStep, type Workload } from "./workload.ts";
+
+/** The goal of issue 18: svc adds at most this share of CPU to the engine's ingest. */
+const GOAL_ADDED_CPU = 0.25;
+
+/** svc's target (bench/ingest/targets.ts) with the remote backend pointing at `engine`. */
+function svcInFrontOf(engine: RunningEngine): TargetSpec {
+  const svc = targets.find((t) => t.name === "svc")!;
+  return {
+    ...svc,
+    name: "svc (remote)",
+    start(dir, port) {
+      const s = svc.start(dir, port);
+      return {
+        ...s,
+        env: {
+          ...s.env,
+          SVC_METRICS_BACKEND: "remote",
+          SVC_REMOTE_WRITE_URL: engine.remoteWriteUrl,
+          SVC_REMOTE_QUERY_URL: engine.queryUrl,
+        },
+      };
+    },
+  };
+}
+
+/** Samples the engine stored from remote write so far (its own counter). */
+async function rowsInserted(engine: RunningEngine): Promise<number> {
+  const text = await (await fetch(`${engine.queryUrl}/metrics`)).text();
+  const m = /^vm_rows_inserted_total\{type="promremotewrite"\} (\S+)$/m.exec(text);
+  return m ? Number(m[1]) : Number.NaN;
+}
+
+/** CPU seconds of the three processes, in one read. */
+interface Cpu {
+  svc: number;
+  behind: number;
+  alone: number;
+}
+
+export async function compareRemote(w: Workload, o: { concurrency: number; quick: boolean }): Promise<void> {
+  const blocks = Math.min(o.quick ? 8 : 12, w.steps.length);
+  const engines: RunningEngine[] = [];
+  const dir = mkdtempSync(join(tmpdir(), "svc-bench-remote-"));
+  let svc: Running | undefined;
+  try {
+    const behind = await startEngine("victoria-metrics");
+    engines.push(behind);
+    const alone = await startEngine("victoria-metrics");
+    engines.push(alone);
+    const spec = svcInFrontOf(behind);
+    svc = (await startTarget(spec, dir, await freePort())).running;
+    await spec.prepare?.(svc.base, w);
+    const svcPid = svc.proc.pid!;
+    const cpu = (): Cpu => ({
+      svc: cpuSeconds(svcPid),
+      behind: cpuSeconds(behind.pid!),
+      alone: cpuSeconds(alone.pid!),
+    });
+    console.log(`remote: before the ingest, ${loadAverageLine()}`);
+    const rss0 = rssBytes(svcPid);
+    const viaSvc = { url: svc.base + spec.write, token: spec.token, seconds: 0 };
+    const direct = { url: alone.remoteWriteUrl, token: "unused", seconds: 0 };
+    const failed = { svc: { count: 0, first: "" }, alone: { count: 0, first: "" } };
+    const edges: Cpu[] = [cpu()];
+    const send = async (arm: typeof viaSvc, step: Uint8Array[], f: SendFailures) => {
+      const t0 = performance.now();
+      await sendStep(arm.url, arm.token, step, o.concurrency, f);
+      arm.seconds += (performance.now() - t0) / 1000;
+    };
+    let nextEdge = 1;
+    for (let s = 0; s < w.steps.length; s++) {
+      // Alternate which arm goes first, so neither always runs right after the other's burst.
+      if (s % 2 === 0) {
+        await send(viaSvc, w.steps[s], failed.svc);
+        await send(direct, w.steps[s], failed.alone);
+      } else {
+        await send(direct, w.steps[s], failed.alone);
+        await send(viaSvc, w.steps[s], failed.svc);
+      }
+      if (s + 1 === Math.round((nextEdge * w.steps.length) / blocks) && nextEdge < blocks) {
+        edges.push(cpu());
+        nextEdge++;
+      }
+    }
+    // What the engines still do for this ingest (flushing in-memory parts, merges) counts, in the last block.
+    await Promise.all([behind.flush(), alone.flush()]);
+    await settle(cpu);
+    edges.push(cpu());
+    const svcRss = rssBytes(svcPid) - rss0;
+    console.log(`remote: after the ingest, ${loadAverageLine()}`);
+    const [rowsBehind, rowsAlone] = await Promise.all([rowsInserted(behind), rowsInserted(alone)]);
+    report(w, edges, viaSvc.seconds, direct.seconds, rowsBehind, rowsAlone, svcRss);
+    for (const [arm, f] of Object.entries(failed))
+      if (f.count > 0) console.log(`note: ${arm}: ${f.count} requests failed, first: ${f.first}`);
+  } finally {
+    if (svc) await stopTarget(svc);
+    for (const e of engines) await e.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Waits (at most 30 s) until no process uses more than 2 % of a core over a second. */
+async function settle(cpu: () => Cpu): Promise<void> {
+  const t0 = performance.now();
+  let last = cpu();
+  while (performance.now() - t0 < 30_000) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = cpu();
+    const busiest = Math.max(now.svc - last.svc, now.behind - last.behind, now.alone - last.alone);
+    last = now;
+    if (busiest <= 0.02) return;
+  }
+}
+
+function report(
+  w: Workload,
+  edges: readonly Cpu[],
+  svcSeconds: number,
+  aloneSeconds: number,
+  rowsBehind: number,
+  rowsAlone: number,
+  svcRss: number,
+): void {
+  const first = edges[0];
+  const last = edges[edges.length - 1];
+  const million = w.samples / 1e6;
+  const perM = (k: keyof Cpu) => (last[k] - first[k]) / million;
+  const withSvc = perM("svc") + perM("behind");
+  const ratio = withSvc / perM("alone");
+  // Per block: (svc + engine a) ÷ engine b over the same steps.
+  const blockRatios: number[] = [];
+  for (let i = 1; i < edges.length; i++) {
+    const d = (k: keyof Cpu) => edges[i][k] - edges[i - 1][k];
+    blockRatios.push((d("svc") + d("behind")) / d("alone"));
+  }
+  const blockMedian = median(blockRatios);
+  const f = (x: number, digits = 2) => x.toLocaleString("en-US", { maximumFractionDigits: digits });
+  const rows: [string, string, string, string][] = [
+    ["figure", "svc → VictoriaMetrics a", "VictoriaMetrics b alone", "a ÷ b"],
+    [
+      "samples/s sent (each arm's own sending time)",
+      f(w.samples / svcSeconds, 0),
+      f(w.samples / aloneSeconds, 0),
+      (aloneSeconds / svcSeconds).toFixed(2),
+    ],
+    ["CPU s per 1M samples: svc", f(perM("svc")), "", ""],
+    [
+      "CPU s per 1M samples: engine",
+      f(perM("behind")),
+      f(perM("alone")),
+      (perM("behind") / perM("alone")).toFixed(2),
+    ],
+    ["CPU s per 1M samples: svc + engine", f(withSvc), f(perM("alone")), ratio.toFixed(2)],
+    [
+      "samples the engine stored (its vm_rows_inserted_total)",
+      f(rowsBehind, 0),
+      f(rowsAlone, 0),
+      (rowsBehind / rowsAlone).toFixed(2),
+    ],
+    ["svc RSS growth per active series (bytes)", f(svcRss / w.activeSeries, 0), "", ""],
+  ];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  for (const r of rows)
+    console.log(r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  "));
+  const sorted = [...blockRatios].sort((a, b) => a - b);
+  console.log(
+    `(svc + engine a) ÷ engine b per block of ${Math.round(w.steps.length / blockRatios.length)} steps: median ${blockMedian.toFixed(2)}, ` +
+      `range ${sorted[0].toFixed(2)}–${sorted[sorted.length - 1].toFixed(2)} (${blockRatios.map((r) => r.toFixed(2)).join(" ")})`,
+  );
+  const added = blockMedian - 1;
+  console.log(
+    `goal: svc adds ≤ ${GOAL_ADDED_CPU * 100} % CPU to the engine's ingest: ${added <= GOAL_ADDED_CPU ? "met" : "NOT met"} ` +
+      `(adds ${(added * 100).toFixed(0)} % by the median of blocks, ${((ratio - 1) * 100).toFixed(0)} % over the whole run; ` +
+      `svc's own process ${((perM("svc") / perM("alone")) * 100).toFixed(0)} % of engine b, engine a ${((perM("behind") / perM("alone") - 1) * 100).toFixed(0)} % more than b)`,
+  );
+  console.log(
+    "note: CPU = utime+stime from /proc/<pid>/stat of svc and of each engine over the ingest, the engines' flush and settling included; " +
+      "engine a stores what svc derives per VM (CPU utilization, memory used, last observation) and svc's VM labels besides the samples sent. " +
+      "Both engines run with docs/deploy.md's flags (-dedup.minScrapeInterval=1ms, -search.latencyOffset=0s).",
+  );
+}
