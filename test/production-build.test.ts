@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { Module } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { Script } from "node:vm";
 import { createSvcClients } from "@svc/sdk";
 import { startServerProcess } from "../packages/server/src/testing/server-process.ts";
 
@@ -46,10 +48,17 @@ describe("the production build", () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it("has no TypeScript loader in the bundle", () => {
-    const main = readFileSync(join(root, "packages", "server", "dist", "main.js"), "utf8");
-    assert.ok(!/from "tsx|tsx\/esm/.test(main), "main.js imports no tsx");
-    assert.ok(main.includes("query-worker.js"), "the query pool starts the bundled worker");
+  it("has no TypeScript loader in the bundle, and a code cache V8 accepts", () => {
+    const dist = join(root, "packages", "server", "dist");
+    const server = readFileSync(join(dist, "server.cjs"), "utf8");
+    assert.ok(!/require\("tsx|tsx\/esm/.test(server), "server.cjs loads no tsx");
+    assert.ok(server.includes("query-worker.cjs"), "the query pool starts the bundled worker");
+    assert.ok(readFileSync(join(dist, "main.js"), "utf8").includes(".v8-cache"), "main.js loads the cache");
+    const script = new Script(Module.wrap(server), {
+      filename: join(dist, "server.cjs"),
+      cachedData: readFileSync(join(dist, "server.cjs.v8-cache")),
+    });
+    assert.equal(script.cachedDataRejected, false, "the cache was written by this Node for this file");
   });
 
   it("serves RPCs, readiness and a PromQL query (SVC_QUERY_WORKERS=1: in the bundled worker)", async () => {
