@@ -53,6 +53,15 @@ describe("parse() / print()", () => {
     assert.ok(Object.isFrozen(ast));
   });
 
+  it("answers a repeated expression from its cache with the same frozen tree, and never caches an error", () => {
+    const text = 'sum by (vm) (rate(parse_cache_probe_total{job="a"}[5m]))';
+    const first = parse(text);
+    assert.equal(parse(text), first);
+    assert.ok(Object.isFrozen(first));
+    assert.throws(() => parse("sum(parse_cache_probe"), /unexpected/);
+    assert.throws(() => parse("sum(parse_cache_probe"), /unexpected/);
+  });
+
   it("binds unary minus looser than ^", () => {
     assert.equal(parse("-1^2").kind, "Unary");
   });
