@@ -95,6 +95,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     : await openTsdb(join(config.dataDir, "tsdb"), {
         retentionMs: config.retentionMs,
         outOfOrderWindowMs: config.outOfOrderWindowMs,
+        maxBlockDurationMs: Math.min(config.maxBlockDurationMs, config.retentionMs),
         now,
       });
   const metrics =

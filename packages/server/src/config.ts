@@ -48,6 +48,10 @@ export interface Config {
     readonly queryUrl: string;
     readonly headers: Readonly<Record<string, string>>;
   } & Partial<RemoteMetricsOptions>; // the rest (timeouts, retries) only from code: tests and tools
+  /** Longest block the embedded store merges its 2-hour blocks into, ms (SVC_TSDB_MAX_BLOCK_HOURS,
+   * Prometheus' --storage.tsdb.max-block-duration). Default 0: a seventh of the retention (24 h);
+   * 2 hours or less: no merging. */
+  readonly maxBlockDurationMs: number;
   /** Out-of-order window for late samples, ms (SVC_OOO_WINDOW_MINUTES). Default 1 hour. */
   readonly outOfOrderWindowMs: number;
   /** Run the hypervisor simulator for the inventory's VMs (SVC_SIMULATOR). Default: on with the demo. */
@@ -155,6 +159,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     retentionMs:
       overrides.retentionMs ?? positive(env.SVC_RETENTION_HOURS, "SVC_RETENTION_HOURS", 7 * 24) * 3_600_000,
     ...metricsBackendOf(env, overrides),
+    maxBlockDurationMs:
+      overrides.maxBlockDurationMs ??
+      (env.SVC_TSDB_MAX_BLOCK_HOURS
+        ? positive(env.SVC_TSDB_MAX_BLOCK_HOURS, "SVC_TSDB_MAX_BLOCK_HOURS", 24) * 3_600_000
+        : 0),
     outOfOrderWindowMs:
       overrides.outOfOrderWindowMs ??
       positive(env.SVC_OOO_WINDOW_MINUTES, "SVC_OOO_WINDOW_MINUTES", 60) * 60_000,

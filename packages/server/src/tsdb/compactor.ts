@@ -46,10 +46,14 @@ export function planMerge<M extends { readonly meta: Pick<BlockMeta, "minTime" |
   return undefined;
 }
 
-/** The level ranges for a block range: 3× and 12× it (6 h and 24 h for 2-hour blocks), capped. */
-export function mergeRanges(blockRangeMs: number, retentionMs: number): number[] {
+/**
+ * The level ranges for a block range: 3× and 12× it (6 h and 24 h for 2-hour blocks), up to
+ * `maxBlockDurationMs` (0: a seventh of the retention).
+ */
+export function mergeRanges(blockRangeMs: number, retentionMs: number, maxBlockDurationMs = 0): number[] {
   // Retention deletes whole blocks, so a block much longer than a tenth of it keeps data too long.
-  return [3 * blockRangeMs, 12 * blockRangeMs].filter((r) => r <= Math.max(blockRangeMs, retentionMs / 7));
+  const cap = maxBlockDurationMs > 0 ? maxBlockDurationMs : Math.max(blockRangeMs, retentionMs / 7);
+  return [3 * blockRangeMs, 12 * blockRangeMs].filter((r) => r <= cap);
 }
 
 /**

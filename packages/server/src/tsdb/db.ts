@@ -367,7 +367,7 @@ export class TsdbImpl implements Tsdb {
    */
   async #mergeDue(): Promise<void> {
     if (!this.opts.mergeBlocks) return;
-    const ranges = mergeRanges(this.opts.blockRangeMs, this.opts.retentionMs);
+    const ranges = mergeRanges(this.opts.blockRangeMs, this.opts.retentionMs, this.opts.maxBlockDurationMs);
     for (;;) {
       if (this.#closing) return;
       const safeBefore = this.head.minValidT - this.opts.outOfOrderWindowMs;

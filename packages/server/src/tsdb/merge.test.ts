@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { isStaleMarker, staleNaN } from "../storage/interface.ts";
+import { mergeRanges } from "./compactor.ts";
 import { mergeParts } from "./merge.ts";
 
 const part = (t: number[], v: number[]) => ({ t: Float64Array.from(t), v: Float64Array.from(v) });
@@ -29,5 +30,17 @@ describe("mergeParts", () => {
     const m = mergeParts([part([], []), part([], [])]);
     assert.equal(m.t.length, 0);
     assert.equal(m.v.length, 0);
+  });
+});
+
+describe("mergeRanges()", () => {
+  const H = 3_600_000;
+  it("merges 2-hour blocks into 6 h and 24 h ones for 7 days of retention", () => {
+    assert.deepEqual(mergeRanges(2 * H, 168 * H), [6 * H, 24 * H]);
+  });
+  it("stops at the largest block allowed: a seventh of the retention, or the configured maximum", () => {
+    assert.deepEqual(mergeRanges(2 * H, 48 * H), [6 * H]);
+    assert.deepEqual(mergeRanges(2 * H, 168 * H, 12 * H), [6 * H]);
+    assert.deepEqual(mergeRanges(2 * H, 168 * H, 2 * H), [], "the block range: no merging");
   });
 });

@@ -33,6 +33,11 @@ export interface TsdbOptions {
   readonly rollupMemoryBytes: number;
   /** Merge blocks into 3× and 12× longer ones once their window is behind the head (compactor.ts). */
   readonly mergeBlocks: boolean;
+  /**
+   * Longest block a merge makes (Prometheus' --storage.tsdb.max-block-duration), ms; 0: a seventh
+   * of the retention. The block range or less turns merging off.
+   */
+  readonly maxBlockDurationMs: number;
   /** A head chunk is cut after this many samples. Count. */
   readonly chunkTargetSamples: number;
   /** A WAL segment file is rotated once it reaches this size. Bytes. */
@@ -64,6 +69,7 @@ export const defaultTsdbOptions: TsdbOptions = Object.freeze({
   rollupGroupLabel: "vm",
   rollupMemoryBytes: 256 * 1024 * 1024, // 256 MiB: 7 days of ~40,000 series at 30 s sampling
   mergeBlocks: true,
+  maxBlockDurationMs: 0, // a seventh of the retention: 24 h for 7 days
   chunkTargetSamples: 120, // samples
   walSegmentBytes: 128 * 1024 * 1024, // 128 MiB
   checkpointEverySegments: 3, // segments
@@ -111,6 +117,7 @@ export function resolveTsdbOptions(overrides: Partial<TsdbOptions> = {}): TsdbOp
   intIn(o, "maxFutureMs", 0, DAY_MS);
   intIn(o, "maintenanceIntervalMs", 1000, DAY_MS);
   intIn(o, "compactionSliceMs", 0, 1000);
+  intIn(o, "maxBlockDurationMs", 0, o.retentionMs);
   if (typeof o.now !== "function") throw new InvalidTsdbOptionsError("now", "must be a function");
   if (typeof o.rollupGroupLabel !== "string")
     throw new InvalidTsdbOptionsError("rollupGroupLabel", "must be a string");
