@@ -45,6 +45,25 @@ export function median(values: readonly number[]): number {
   return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
+/**
+ * Waits until the processes `cpuSeconds` reads (their CPU seconds so far, summed) used at most
+ * `idleCpuS` over an interval of `intervalMs`, or `maxMs` passed: background work a load left behind
+ * (an engine's merges and compactions) is done before the next measurement. Resolves with the ms waited.
+ */
+export async function waitForIdle(
+  cpuSeconds: () => number,
+  o: { intervalMs: number; idleCpuS: number; maxMs: number },
+): Promise<number> {
+  const t0 = performance.now();
+  for (let last = cpuSeconds(); performance.now() - t0 < o.maxMs; ) {
+    await new Promise((r) => setTimeout(r, o.intervalMs));
+    const now = cpuSeconds();
+    if (now - last <= o.idleCpuS) break;
+    last = now;
+  }
+  return performance.now() - t0;
+}
+
 /** Self time by function and by file of a V8 CPU profile: the top `n` of each, as table lines. */
 export function profileSummary(profile: {
   nodes: {

@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type RunningEngine, startEngine } from "../../packages/server/src/testing/engines.ts";
-import { loadAverageLine, median } from "../common/measure.ts";
+import { loadAverageLine, median, waitForIdle } from "../common/measure.ts";
 import { cpuSeconds, freePort, rssBytes } from "./proc.ts";
 import { type Running, startTarget, stopTarget, type TargetSpec, targets } from "./targets.ts";
 import { type SendFailures, sendStep, type Workload } from "./workload.ts";
@@ -103,7 +103,13 @@ export async function compareRemote(w: Workload, o: { concurrency: number; quick
     }
     // What the engines still do for this ingest (flushing in-memory parts, merges) counts, in the last block.
     await Promise.all([behind.flush(), alone.flush()]);
-    await settle(cpu);
+    await waitForIdle(
+      () => {
+        const c = cpu();
+        return c.svc + c.behind + c.alone;
+      },
+      { intervalMs: 1000, idleCpuS: 0.03, maxMs: 30_000 },
+    );
     edges.push(cpu());
     const svcRss = rssBytes(svcPid) - rss0;
     console.log(`remote: after the ingest, ${loadAverageLine()}`);
@@ -115,19 +121,6 @@ export async function compareRemote(w: Workload, o: { concurrency: number; quick
     if (svc) await stopTarget(svc);
     for (const e of engines) await e.stop();
     rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-/** Waits (at most 30 s) until no process uses more than 2 % of a core over a second. */
-async function settle(cpu: () => Cpu): Promise<void> {
-  const t0 = performance.now();
-  let last = cpu();
-  while (performance.now() - t0 < 30_000) {
-    await new Promise((r) => setTimeout(r, 1000));
-    const now = cpu();
-    const busiest = Math.max(now.svc - last.svc, now.behind - last.behind, now.alone - last.alone);
-    last = now;
-    if (busiest <= 0.02) return;
   }
 }
 

@@ -40,7 +40,7 @@
  * latter.
  */
 
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
@@ -59,30 +59,12 @@ import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-
 import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { startTestApp } from "../../packages/server/src/testing/harness.ts";
-import { calibrationMs } from "../common/measure.ts";
+import { calibrationMs, quantile, waitForIdle } from "../common/measure.ts";
 import { cpuSeconds, freePort } from "../ingest/proc.ts";
 import { type Running, startTarget, stopTarget, targets } from "../ingest/targets.ts";
+import { DAYS, ITER, observed, SIX_METRICS, STEP_MS, VMS, valuesAt, vmSeriesLabels, WARMUP } from "./data.ts";
+import { runLoad, type Span } from "./run-load.ts";
 
-const quick = process.argv.includes("--quick");
-const num = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt);
-const VMS = num("BENCH_VMS", quick ? 100 : 1000);
-const DAYS = num("BENCH_DAYS", quick ? 1 : 7);
-// 1,000 measured requests per row: the p99 of 400 is the 4th-slowest request, so two or three
-// collector pauses decided it from run to run.
-const ITER = num("BENCH_ITER", quick ? 100 : 1000);
-// V8 keeps optimizing the request path for ~2,000 requests (its compiler threads ran ~1 s of CPU
-// over the first 500 7-day requests here, competing for the two cores), so a row is measured after
-// that warm-up: the steady state of a server that has been running, not its first seconds.
-const WARMUP = num("BENCH_WARMUP", quick ? 300 : 2000);
-const STEP_MS = 30_000;
-// The load client should take as little of the two cores as it can, as wrk would: without these,
-// its own V8 compiler and GC threads ran up to 9 ms inside single measured requests (schedstat of
-// its threads), and its main thread then waited for a CPU while the server's answer sat unread.
-// One thread (GC and compiler on the main thread, warmed up before measuring) and a young
-// generation large enough that it rarely collects. BENCH_CLIENT_FLAGS replaces them.
-const CLIENT_FLAGS = (process.env.BENCH_CLIENT_FLAGS ?? "--single-threaded --max-semi-space-size=64")
-  .split(" ")
-  .filter(Boolean);
 // The main thread's schedstat stays open (-1: none) for the reads around every measured request
 // (schedstat() below); declared here because the bench's body runs before the end of the file.
 const schedBuf = Buffer.alloc(128);
@@ -120,25 +102,12 @@ try {
     location: "dc-1",
     source: "hypervisor",
   });
-  const labels = p.vms.map((vm, i) => {
-    const b = base(vm, vmIds[i]);
-    return {
-      util: labelsFromRecord({ ...b, __name__: "svc_vm_cpu_utilization_pct" }),
-      used: labelsFromRecord({ ...b, __name__: "svc_vm_memory_used_bytes" }),
-      total: labelsFromRecord({ ...b, __name__: "svc_vm_memory_total_bytes" }),
-      vcpus: labelsFromRecord({ ...b, __name__: "svc_vm_vcpus" }),
-      disk: labelsFromRecord({ ...b, __name__: "svc_vm_disk_read_bytes_total", device: "vda" }),
-      net: labelsFromRecord({ ...b, __name__: "svc_vm_network_receive_bytes_total", interface: "eth0" }),
-      last: labelsFromRecord({ ...b, __name__: "svc_vm_last_observation_timestamp_seconds" }),
-    };
-  });
+  const labels = p.vms.map((vm, i) => vmSeriesLabels(vm, vmIds[i]).map(labelsFromRecord));
   const steps = Math.floor((DAYS * 86_400_000) / STEP_MS) - 2;
   const start = nowMs - steps * STEP_MS;
   let samples = 0;
   // The same samples go to Prometheus by remote write, 10 steps per request, in time order.
-  const promLabels = labels.map((l) =>
-    Object.values(l).map((ls) => ls.map((x) => ({ name: x.name, value: x.value }))),
-  );
+  const promLabels = labels.map((l) => l.map((ls) => ls.map((x) => ({ name: x.name, value: x.value }))));
   let promBatch: {
     labels: { name: string; value: string }[];
     samples: { value: number; timestampMs: number }[];
@@ -158,28 +127,18 @@ try {
     const app = t.app.tsdb.appender();
     for (let i = 0; i < VMS; i++) {
       const l = labels[i];
-      const u = 20 + 15 * Math.sin((k + i) / 120) + (i % 7);
-      app.append(l.util, ts, u);
-      app.append(l.used, ts, 2e9 + 1e6 * ((k + i) % 500));
-      app.append(l.total, ts, 4 * 2 ** 30);
-      app.append(l.vcpus, ts, 2);
-      app.append(l.disk, ts, k * 4096 * (1 + (i % 3)));
-      app.append(l.net, ts, k * 1500 * (1 + (i % 5)));
+      const v = valuesAt(i, k, ts);
+      for (let j = 0; j < 6; j++) app.append(l[j], ts, v[j]);
       samples += 6;
-      if (k % 10 === 0 || k === steps) {
-        app.append(l.last, ts, ts / 1000);
+      if (observed(k, steps)) {
+        app.append(l[6], ts, v[6]);
         samples++;
       }
       if (prom) {
-        // Same order as promLabels: util, used, total, vcpus, disk, net, last.
+        // Same order as promLabels.
         const b = i * 7;
-        promBatch[b].samples.push({ value: u, timestampMs: ts });
-        promBatch[b + 1].samples.push({ value: 2e9 + 1e6 * ((k + i) % 500), timestampMs: ts });
-        promBatch[b + 2].samples.push({ value: 4 * 2 ** 30, timestampMs: ts });
-        promBatch[b + 3].samples.push({ value: 2, timestampMs: ts });
-        promBatch[b + 4].samples.push({ value: k * 4096 * (1 + (i % 3)), timestampMs: ts });
-        promBatch[b + 5].samples.push({ value: k * 1500 * (1 + (i % 5)), timestampMs: ts });
-        if (k % 10 === 0 || k === steps) promBatch[b + 6].samples.push({ value: ts / 1000, timestampMs: ts });
+        for (let j = 0; j < 6; j++) promBatch[b + j].samples.push({ value: v[j], timestampMs: ts });
+        if (observed(k, steps)) promBatch[b + 6].samples.push({ value: v[6], timestampMs: ts });
       }
     }
     await app.commit();
@@ -220,16 +179,12 @@ try {
     // Prometheus compacts the ingested head in the background; measure once it has settled too
     // (it shares the two cores with svc and the client).
     const pid = prom.proc.pid!;
-    const w0 = performance.now();
-    for (let last = cpuSeconds(pid); performance.now() - w0 < 300_000; ) {
-      await new Promise((r) => setTimeout(r, 2000));
-      const now = cpuSeconds(pid);
-      if (now - last < 0.1) break;
-      last = now;
-    }
-    out(
-      `  Prometheus settled (background compaction) after ${((performance.now() - w0) / 1000).toFixed(0)} s`,
-    );
+    const waited = await waitForIdle(() => cpuSeconds(pid), {
+      intervalMs: 2000,
+      idleCpuS: 0.1,
+      maxMs: 300_000,
+    });
+    out(`  Prometheus settled (background compaction) after ${(waited / 1000).toFixed(0)} s`);
     // Paused (SIGSTOP) except during its own row, as svc is idle during that one: its background
     // work (a compaction check every minute, Go's GC) took CPU from svc's rows otherwise.
     prom.proc.kill("SIGSTOP");
@@ -265,14 +220,7 @@ try {
   const only = process.env.BENCH_ONLY;
   const profileTo = process.env.BENCH_CPU_PROFILE;
   const heapProfileTo = process.env.BENCH_HEAP_PROFILE;
-  const six = [
-    "cpu_utilization_pct",
-    "memory_used_bytes",
-    "memory_used_pct",
-    "vcpus",
-    "disk_read_bytes_per_sec",
-    "network_receive_bytes_per_sec",
-  ];
+  const six = [...SIX_METRICS];
   const queryReq = (i: number, metricIds: string[], rangeS: number, step: number) =>
     create(QueryVMMonitoringRequestSchema, {
       name: p.vms[(i * 7919) % VMS],
@@ -447,9 +395,11 @@ try {
   const threads0 = threadCpuMs();
   calibrationMs(); // once unmeasured, so the figure before the load is of compiled code too
   const calibration0 = calibrationMs();
+  // The peer runs during its own row only (svc is idle then); paused otherwise.
   const results = await runLoad(
     rows.map((r) => ({ ...r, warmup: WARMUP, warmupMaxMs: 15_000 })),
     serverMs,
+    (row) => prom?.proc.kill(row.peer ? "SIGCONT" : "SIGSTOP"),
   );
   const threads1 = threadCpuMs();
   const calibration1 = calibrationMs();
@@ -549,44 +499,6 @@ function prometheusInstalled(): boolean {
   return spawnSync("prometheus", ["--version"]).status === 0;
 }
 
-interface LoadRequest {
-  url: string;
-  method: string;
-  headers: Record<string, string>;
-  body?: string;
-}
-
-interface LoadRow {
-  name: string;
-  n: number;
-  /** Warm-up requests before measuring, stopped early after warmupMaxMs. */
-  warmup?: number;
-  warmupMaxMs?: number;
-  /** The row's requests go to the peer, which runs (SIGCONT) during this row only. */
-  peer?: boolean;
-  requests: (LoadRequest | { group: LoadRequest[] })[];
-}
-
-/** What the load client measured of one row, and the server process's CPU time over those requests. */
-interface RowResult {
-  name: string;
-  n: number;
-  latenciesMs: number[];
-  seconds: number;
-  bytes: number;
-  /** CPU time (user + system, all threads: gzip and GC helpers too) of this process while the row ran. */
-  serverCpuMs: number;
-  /** Time inside the server of each HTTP request the row's measured phase made (a group's members each). */
-  serverMs: Span[];
-}
-
-interface Span {
-  start: number;
-  end: number;
-  /** Time the main thread was runnable but waiting for a CPU (Linux schedstat), when known. */
-  waitMs?: number;
-}
-
 /**
  * A thread's scheduler times from /proc/self/task/<tid>/schedstat, ms: on a CPU, and runnable but
  * waiting for one. `fd` (of the file, kept open) saves an open and close per read.
@@ -636,63 +548,4 @@ function slowestBreakdown(spans: readonly Span[], pauses: readonly Span[]): stri
   }
   const f = (x: number) => (x / slow.length).toFixed(2);
   return `${f(ms)} / ${f(gc)} / ${f(wait)}`;
-}
-
-function quantile(sorted: readonly number[], f: number): number {
-  return sorted.length === 0
-    ? Number.NaN
-    : sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))];
-}
-
-/**
- * Runs bench/vm-query/load.mjs as a child process over the rows; resolves with its latencies and, per
- * row, this (the server's) process CPU time between the client's "measuring" and "measured" marks:
- * steadier than latency percentiles on a shared 2-core machine, so it shows what a change saves. The
- * in-server times collected into `serverMs` between the same marks are handed out per row too.
- */
-function runLoad(rows: LoadRow[], serverMs: Span[]): Promise<RowResult[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [...CLIENT_FLAGS, new URL("./load.mjs", import.meta.url).pathname],
-      {
-        stdio: ["pipe", "pipe", "inherit"],
-      },
-    );
-    const cpuMs = new Map<number, number>();
-    const inServer = new Map<number, Span[]>();
-    let cpu0 = process.cpuUsage();
-    let last = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => {
-      const lines = (last + d).split("\n");
-      last = lines.pop() ?? "";
-      for (const line of lines) {
-        const e = JSON.parse(line) as { starting?: number; measuring?: number; measured?: number };
-        if (e.starting !== undefined) prom?.proc.kill(rows[e.starting].peer ? "SIGCONT" : "SIGSTOP");
-        if (e.measuring !== undefined) {
-          cpu0 = process.cpuUsage();
-          serverMs.length = 0;
-        }
-        if (e.measured !== undefined) {
-          const c = process.cpuUsage(cpu0);
-          cpuMs.set(e.measured, (c.user + c.system) / 1000);
-          inServer.set(e.measured, serverMs.splice(0));
-        }
-      }
-    });
-    child.on("error", reject);
-    // "close", not "exit": the rows are the child's last stdout, which may still be unread at exit.
-    child.on("close", (code) => {
-      if (code !== 0) return reject(new Error(`load client exited with ${code}`));
-      const got = (JSON.parse(last) as { rows: Omit<RowResult, "serverCpuMs" | "serverMs">[] }).rows;
-      resolve(
-        got.map((r, i) => ({
-          ...r,
-          serverCpuMs: cpuMs.get(i) ?? Number.NaN,
-          serverMs: inServer.get(i) ?? [],
-        })),
-      );
-    });
-    child.stdin.end(JSON.stringify({ rows }));
-  });
 }

@@ -1,6 +1,6 @@
 // Load client of bench/vm-query, run as its own process (as a dashboard or wrk would be), so the
 // client's response decoding neither shares the server's event loop nor its heap.
-// stdin: {"rows":[{"name","n","requests":[{"url","method","headers","body"} | {"group":[...]}]}]};
+// stdin: {"rows":[{"name","n","requests":[{"url","method","headers","body"} | {"group":[...]} | {"seq":[...]}]}]};
 // requests are sent one at a time (a group's members at once), cycling through each row's list, after
 // the row's warm-up ("warmup" requests, default min(n, 100), stopped after "warmupMaxMs"): the
 // server's JIT is still optimizing the row's code paths during the first ~2,000 requests, which is a
@@ -61,14 +61,25 @@ const out = [];
 /** Tells the parent (which serves the requests) where a row's measured phase begins and ends. */
 const mark = (event) =>
   new Promise((resolve) => process.stdout.write(`${JSON.stringify(event)}\n`, () => setTimeout(resolve, 20)));
-for (const [index, row] of input.rows.entries()) {
-  // A request may be a group sent at once (a dashboard's panels): its latency is the slowest one's.
-  const send = async (i) => {
-    const r = row.requests[i % row.requests.length];
-    if (!r.group) return one(r, row.name);
-    const sizes = await Promise.all(r.group.map((g) => one(g, row.name)));
+/**
+ * One item: a request, a group sent at once (a dashboard's panels: its latency is the slowest
+ * one's) or a sequence sent one after another; resolves with the bytes of every answer.
+ */
+async function item(r, rowName) {
+  if (r.group) {
+    const sizes = await Promise.all(r.group.map((g) => item(g, rowName)));
     return sizes.reduce((a, b) => a + b, 0);
-  };
+  }
+  if (r.seq) {
+    let bytes = 0;
+    for (const s of r.seq) bytes += await item(s, rowName);
+    return bytes;
+  }
+  return one(r, rowName);
+}
+
+for (const [index, row] of input.rows.entries()) {
+  const send = (i) => item(row.requests[i % row.requests.length], row.name);
   await mark({ starting: index });
   const warmup = row.warmup ?? Math.min(100, row.n);
   const warmUntil = performance.now() + (row.warmupMaxMs ?? Number.POSITIVE_INFINITY);
