@@ -80,6 +80,17 @@ export interface Querier {
     hints?: SelectHints,
   ): SeriesData[];
   /**
+   * Optional: `select`'s series one at a time, in the same order, for a reader that gives the event
+   * loop back between series. The store answers from the sources as they were when the iteration
+   * started, and holds them until it ends (finish it, or stop it with `return()`, as `for…of` does).
+   */
+  selectIter?(
+    matchers: readonly LabelMatcher[],
+    mintMs: number,
+    maxtMs: number,
+    hints?: SelectHints,
+  ): Generator<SeriesData, void, undefined>;
+  /**
    * Optional: the newest sample in [mintMs, maxtMs] of each series matching all matchers (a
    * staleness marker included as such), in no particular order. Lets a store answer from what it
    * keeps per series, without decoding.

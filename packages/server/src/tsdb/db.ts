@@ -200,7 +200,27 @@ export class TsdbImpl implements Tsdb {
 
   querier(): Querier {
     if (this.closed) throw new TsdbClosedError();
-    return new TsdbQuerier(this.head, this.#blocks.slice());
+    return new TsdbQuerier(this.head, this.#blocks.slice(), this.#holdBlocks);
+  }
+
+  /** Iterations (selectIter) in progress, and the blocks they keep from deletion until they end. */
+  #holders = 0;
+  #doomed: Block[] = [];
+
+  readonly #holdBlocks = (): (() => void) => {
+    this.#holders++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--this.#holders === 0) for (const b of this.#doomed.splice(0)) b.delete();
+    };
+  };
+
+  /** Deletes a block no longer in the store's list, or once no iteration holds the blocks. */
+  #retire(b: Block): void {
+    if (this.#holders > 0 && !this.closed) this.#doomed.push(b);
+    else b.delete();
   }
 
   commitBatch(batch: Batch): Promise<{ accepted: number; refused: Partial<Record<AppendRefusal, number>> }> {
@@ -398,7 +418,7 @@ export class TsdbImpl implements Tsdb {
       const merged = meta ? [new Block(join(this.#blocksDir, meta.name))] : [];
       this.#blocks = this.#blocks.filter((b) => !sources.includes(b)).concat(merged);
       this.#sortBlocks();
-      for (const b of sources) b.delete();
+      for (const b of sources) this.#retire(b);
     }
   }
 
@@ -453,7 +473,7 @@ export class TsdbImpl implements Tsdb {
     let dropped = 0;
     for (const b of this.#blocks) {
       if (b.meta.maxTime < limit) {
-        b.delete();
+        this.#retire(b);
         dropped++;
       } else keep.push(b);
     }
@@ -507,6 +527,9 @@ export class TsdbImpl implements Tsdb {
     this.closed = true;
     await this.#wal.close();
     for (const b of this.#blocks) b.close();
+    // Replaced while an iteration held them; a crash here instead leaves them for the next open
+    // (merge sources) or the next retention pass.
+    for (const b of this.#doomed.splice(0)) b.delete();
   }
 }
 

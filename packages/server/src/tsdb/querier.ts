@@ -23,10 +23,49 @@ export class TsdbQuerier implements Querier {
   readonly #head: Head;
   readonly #blocks: readonly Block[];
 
-  /** `blocks` ordered by min time; the querier sees the sources as they are at each call. */
-  constructor(head: Head, blocks: readonly Block[]) {
+  readonly #hold: () => () => void;
+
+  /**
+   * `blocks` ordered by min time; the querier sees the sources as they are at each call. `hold`
+   * keeps the store from deleting blocks until the function it returns is called (selectIter).
+   */
+  constructor(head: Head, blocks: readonly Block[], hold: () => () => void = () => () => {}) {
     this.#head = head;
     this.#blocks = blocks;
+    this.#hold = hold;
+  }
+
+  /**
+   * See Querier.selectIter. The head's samples are read at once (a block cut may truncate the head
+   * while the iteration waits); the blocks' as the iteration reaches each series, from blocks the
+   * store keeps until the iteration ends, even if a merge or retention replaced them meanwhile.
+   */
+  *selectIter(
+    matchers: readonly LabelMatcher[],
+    mintMs: number,
+    maxtMs: number,
+    hints?: SelectHints,
+  ): Generator<SeriesData, void, undefined> {
+    const cms = compileMatchers(matchers);
+    if (
+      hints?.labelsOnly ||
+      !this.#blocks.some((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs)
+    ) {
+      yield* this.select(matchers, mintMs, maxtMs, hints);
+      return;
+    }
+    const release = this.#hold();
+    try {
+      const list = this.#seriesParts(cms, mintMs, maxtMs).sort((a, b) => compareLabels(a.labels, b.labels));
+      const tails = list.map((s) => (s.ref >= 0 ? this.#head.samples(s.ref, mintMs, maxtMs) : undefined));
+      for (let i = 0; i < list.length; i++) {
+        const m = this.#samplesOf(list[i], mintMs, maxtMs, tails[i]);
+        tails[i] = undefined;
+        if (m.t.length > 0) yield { labels: list[i].labels, timestamps: m.t, values: m.v };
+      }
+    } finally {
+      release();
+    }
   }
 
   /**

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
-import { labelsFromRecord, writeStaleMarker } from "../../storage/interface.ts";
+import { labelsFromRecord, type Queryable, writeStaleMarker } from "../../storage/interface.ts";
 import { createEngine } from "../engine/engine.ts";
 import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
 import { parse } from "../parser.ts";
@@ -50,6 +50,44 @@ describe("createQueryPool()", () => {
     const threads = readdirSync("/proc/self/task");
     assert.equal(niceOf(String(process.pid)), 0, "the event loop's thread keeps its priority");
     assert.ok(threads.filter((t) => niceOf(t) === 10).length >= 2, "both workers run at nice 10");
+  });
+
+  it("reads a store that can iterate a series at a time, giving the event loop back in between", async () => {
+    const events: string[] = [];
+    // The store as the TSDB is: select and, for sliced readers, selectIter.
+    const iterating: Queryable = {
+      querier: () => {
+        const q = data.querier();
+        return {
+          ...q,
+          select: q.select.bind(q),
+          *selectIter(matchers, mintMs, maxtMs, hints) {
+            for (const s of q.select(matchers, mintMs, maxtMs, hints)) {
+              events.push("series");
+              yield s;
+            }
+          },
+        };
+      },
+    };
+    const sliced = createQueryPool({ workers: 1, readSliceMs: 0 });
+    try {
+      let ticking = true;
+      const tick = () => {
+        events.push("tick");
+        if (ticking) setImmediate(tick);
+      };
+      setImmediate(tick);
+      const ast = injectTenant(parse("sum(m_total)"), "p");
+      const got = await sliced.instantQuery(iterating, ast, 15_000_000);
+      ticking = false;
+      assert.deepEqual(got, createEngine().instantQuery(data, ast, 15_000_000));
+      const reads = events.slice(events.indexOf("series"), events.lastIndexOf("series") + 1);
+      assert.equal(reads.filter((e) => e === "series").length, 20);
+      assert.ok(reads.filter((e) => e === "tick").length >= 19, `other work ran between series: ${reads}`);
+    } finally {
+      await sliced.close();
+    }
   });
 
   it("answers exactly what the engine answers on the event loop", async () => {

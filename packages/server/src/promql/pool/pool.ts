@@ -11,7 +11,7 @@
  */
 import { availableParallelism } from "node:os";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
-import type { Queryable } from "../../storage/interface.ts";
+import type { Queryable, SeriesData } from "../../storage/interface.ts";
 import type { Expr } from "../ast.ts";
 import type { QueryResult } from "../engine/engine.ts";
 import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
@@ -40,6 +40,11 @@ export interface QueryPoolOptions {
   readonly maxQueueWaitMs: number;
   /** Retry-After of that refusal, seconds. */
   readonly retryAfterSeconds: number;
+  /**
+   * Longest stretch a select reads on the event loop before giving it back to other requests, ms
+   * (stores with selectIter); 0 yields after every series (tests).
+   */
+  readonly readSliceMs: number;
   /** The engine's own options in each worker (its deadline is the pool's). */
   readonly engine: WorkerEngineOptions;
 }
@@ -50,6 +55,7 @@ export const defaultQueryPoolOptions: QueryPoolOptions = Object.freeze({
   timeoutMs: defaultEngineOptions.timeoutMs, // ms
   maxQueueWaitMs: 2_000, // ms
   retryAfterSeconds: 2, // s
+  readSliceMs: 4, // ms
   engine: Object.freeze({
     lookbackDeltaMs: defaultEngineOptions.lookbackDeltaMs,
     maxPointsPerSeries: defaultEngineOptions.maxPointsPerSeries,
@@ -396,7 +402,7 @@ class QueryPoolImpl implements QueryPool {
         this.#pump();
         return;
       case "select":
-        this.#select(slot, m);
+        void this.#select(slot, m);
         return;
       case "done":
       case "error": {
@@ -410,8 +416,13 @@ class QueryPoolImpl implements QueryPool {
     }
   }
 
-  /** Reads one selector's samples for the worker's query, within the query's sample budget. */
-  #select(slot: Slot, m: Extract<WorkerMessage, { type: "select" }>): void {
+  /**
+   * Reads one selector's samples for the worker's query, within the query's sample budget. A store
+   * that can (selectIter) is read a series at a time with the event loop given back every
+   * `readSliceMs`, so a large read holds other requests for a slice, not for the whole read; the
+   * budget is checked as the samples come, so an oversized read stops early.
+   */
+  async #select(slot: Slot, m: Extract<WorkerMessage, { type: "select" }>): Promise<void> {
     const job = slot.job;
     let reply: SelectReply;
     let transfer: ArrayBuffer[] = [];
@@ -419,9 +430,27 @@ class QueryPoolImpl implements QueryPool {
       if (!job || job.msg.id !== m.id) throw new Error("query worker: select for no running query");
       // A querier per select: a query's selects span event-loop turns, in which a merge or retention
       // may delete blocks that a querier taken earlier would still read.
-      const data = job.queryable.querier().select(m.matchers, m.mintMs, m.maxtMs, m.hints);
-      for (const s of data) job.loaded += s.values.length;
-      if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
+      const q = job.queryable.querier();
+      let data: SeriesData[];
+      if (q.selectIter) {
+        data = [];
+        let since = performance.now();
+        for (const s of q.selectIter(m.matchers, m.mintMs, m.maxtMs, m.hints)) {
+          data.push(s);
+          job.loaded += s.values.length;
+          if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
+          if (performance.now() - since >= this.#o.readSliceMs) {
+            await new Promise((r) => setImmediate(r));
+            // Settled meanwhile (deadline, client gone, pool closed): its worker is gone too.
+            if (job.done) return;
+            since = performance.now();
+          }
+        }
+      } else {
+        data = q.select(m.matchers, m.mintMs, m.maxtMs, m.hints);
+        for (const s of data) job.loaded += s.values.length;
+        if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
+      }
       const packed = packSeries(data);
       reply = { ok: true, packed };
       transfer = packedTransfer(packed);
@@ -429,6 +458,7 @@ class QueryPoolImpl implements QueryPool {
       if (job) job.failure = err;
       reply = { ok: false, error: toWire(err) };
     }
+    if (job?.done) return;
     slot.replies.postMessage(reply, transfer);
     Atomics.store(slot.flag, 0, 1);
     Atomics.notify(slot.flag, 0);
