@@ -23,9 +23,12 @@
  *   latency minus this arm's is svc's own time (HTTP, auth, inventory, decoding, rate, encoding).
  * The figure against the goal (≤ 2 ms added to a query's p50) is svc's p50 − the PromQL arm's, and
  * the median of the paired differences beside it.
- * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER (iterations per row: 1,000; 100 with --quick), BENCH_WARMUP.
+ * Env: BENCH_VMS, BENCH_DAYS, BENCH_ITER (iterations per row: 1,000; 100 with --quick), BENCH_WARMUP,
+ * BENCH_CPU_PROFILE=<file.cpuprofile> (svc's process over the measured rows, summarized at the end).
  */
 import { randomUUID } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { create, toJsonString } from "@bufbuild/protobuf";
 import { pushRemoteWrite, type Sample, type TimeSeries } from "../../packages/remotewrite/src/index.ts";
 import { QueryVMMonitoringRequestSchema } from "../../packages/sdk/src/gen/svc/monitoring/v1/monitoring_pb.ts";
@@ -35,7 +38,14 @@ import { defaultRemoteMetricsOptions } from "../../packages/server/src/metrics/r
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { type RunningEngine, startEngine } from "../../packages/server/src/testing/engines.ts";
 import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
-import { calibrationMs, loadAverageLine, median, quantile, waitForIdle } from "../common/measure.ts";
+import {
+  calibrationMs,
+  loadAverageLine,
+  median,
+  profileSummary,
+  quantile,
+  waitForIdle,
+} from "../common/measure.ts";
 import { cpuSeconds } from "../ingest/proc.ts";
 import { DAYS, ITER, observed, SIX_METRICS, STEP_MS, VMS, valuesAt, vmSeriesLabels, WARMUP } from "./data.ts";
 import { type LoadItem, type LoadRequest, type LoadRow, runLoad, type Span } from "./run-load.ts";
@@ -123,10 +133,23 @@ try {
   calibrationMs();
   const calibration0 = calibrationMs();
   const load0 = loadAverageLine();
+  const profileTo = process.env.BENCH_CPU_PROFILE;
+  const inspector = profileTo ? new Session() : undefined;
+  if (inspector) {
+    inspector.connect();
+    await inspector.post("Profiler.enable");
+    await inspector.post("Profiler.start");
+  }
   const results = await runLoad(
     rows.map((r) => r.row),
     serverMs,
   );
+  if (inspector && profileTo) {
+    const { profile } = await inspector.post("Profiler.stop");
+    writeFileSync(profileTo, JSON.stringify(profile));
+    inspector.disconnect();
+    out(profileSummary(profile).join("\n"));
+  }
   const calibration1 = calibrationMs();
   out(
     `\n${VMS} VMs, ${DAYS} d of data in VictoriaMetrics; ${iterations} iterations per row, arms interleaved`,

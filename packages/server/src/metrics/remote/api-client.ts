@@ -1,6 +1,7 @@
 import { QueryEvalError, QueryTimeoutError } from "../../promql/index.ts";
 import type { Label, LabelMatcher, Labels } from "../../storage/interface.ts";
 import { MetricsEngineUnavailableError, safeOrigin } from "./errors.ts";
+import { type EngineRequest, type EngineResponse, engineRequest } from "./transport.ts";
 
 /** One series of a `matrix` answer: labels sorted by name, times in ms. */
 export interface ApiSeries {
@@ -11,7 +12,7 @@ export interface ApiSeries {
 
 /**
  * A small client of a Prometheus-compatible HTTP API (Prometheus, VictoriaMetrics, Mimir, Thanos):
- * form-encoded requests over Node's fetch (keep-alive), each with a deadline, JSON answers parsed
+ * form-encoded requests over node:http (keep-alive, transport.ts), each with a deadline, JSON answers parsed
  * into svc's types and failures turned into svc's errors, so the Connect and Prometheus-API edges
  * answer as they do for the embedded store:
  * no answer, 5xx or 429 → MetricsEngineUnavailableError; `timeout` → QueryTimeoutError; `bad_data`
@@ -31,9 +32,18 @@ export interface PromApiClient {
     req?: RequestOpts,
   ): Promise<ApiSeries[]>;
   /** The raw answer to a POST (remote read): status, and the body as bytes. */
-  post(path: string, body: Uint8Array, headers: Record<string, string>, req?: RequestOpts): Promise<Response>;
+  post(
+    path: string,
+    body: Uint8Array,
+    headers: Record<string, string>,
+    req?: RequestOpts,
+  ): Promise<EngineResponse>;
   /** A GET whose body the caller streams (VictoriaMetrics' export). */
-  stream(path: string, params: readonly (readonly [string, string])[], req?: RequestOpts): Promise<Response>;
+  stream(
+    path: string,
+    params: readonly (readonly [string, string])[],
+    req?: RequestOpts,
+  ): Promise<EngineResponse>;
 }
 
 export interface RequestOpts {
@@ -49,11 +59,15 @@ export function createPromApiClient(opts: {
   const base = opts.baseUrl.replace(/\/+$/, "");
   const origin = safeOrigin(base);
 
-  async function send(path: string, init: RequestInit, req?: RequestOpts): Promise<Response> {
+  async function send(
+    path: string,
+    init: Omit<EngineRequest, "signal">,
+    req?: RequestOpts,
+  ): Promise<EngineResponse> {
     const own = AbortSignal.timeout(opts.timeoutMs);
     const signal = req?.signal ? AbortSignal.any([own, req.signal]) : own;
     try {
-      const res = await fetch(`${base}${path}`, { ...init, signal });
+      const res = await engineRequest(`${base}${path}`, { ...init, signal });
       if (res.status >= 500 || res.status === 429) {
         const text = await res.text().catch(() => "");
         if (res.status === 503 && /timeout|timed out|deadline/i.test(text) && !/unavailable/i.test(text))
@@ -73,7 +87,7 @@ export function createPromApiClient(opts: {
     }
   }
 
-  async function parse(res: Response): Promise<unknown> {
+  async function parse(res: EngineResponse): Promise<unknown> {
     const text = await res.text();
     let body: { status?: string; data?: unknown; errorType?: string; error?: string };
     try {

@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { Appender, AppendResult, Labels, Storage } from "../../storage/interface.ts";
 import { MetricsEngineUnavailableError, RemoteWriteRefusedError, safeOrigin } from "./errors.ts";
 import type { RemoteMetricsOptions } from "./options.ts";
+import { type EngineResponse, engineRequest } from "./transport.ts";
 
 type WriteOptions = Pick<
   RemoteMetricsOptions,
@@ -28,9 +29,9 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
   const origin = safeOrigin(o.remoteWriteUrl);
 
   async function postOnce(body: Uint8Array): Promise<"ok" | { retry: string }> {
-    let res: Response;
+    let res: EngineResponse;
     try {
-      res = await fetch(o.remoteWriteUrl, {
+      res = await engineRequest(o.remoteWriteUrl, {
         method: "POST",
         headers: {
           ...o.headers,

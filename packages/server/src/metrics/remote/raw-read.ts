@@ -1,3 +1,4 @@
+import { StringDecoder } from "node:string_decoder";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import {
   decodeWriteRequestCompact,
@@ -59,7 +60,7 @@ export function remoteReadReader(client: PromApiClient): RawSampleReader {
         },
         req,
       );
-      const body = new Uint8Array(await res.arrayBuffer());
+      const body = new Uint8Array(await res.bytes());
       if (!res.ok) {
         const text = new TextDecoder().decode(body.subarray(0, 300)).trim();
         throw new QueryEvalError(`the metrics engine refused a remote read: HTTP ${res.status}: ${text}`);
@@ -91,12 +92,12 @@ export function exportReader(client: PromApiClient): RawSampleReader {
         ],
         req,
       );
-      if (!res.ok || !res.body) {
+      if (!res.ok) {
         const text = (await res.text()).trim().slice(0, 300);
         throw new QueryEvalError(`the metrics engine refused an export: HTTP ${res.status}: ${text}`);
       }
       const out: SeriesData[] = [];
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      const decoder = new StringDecoder("utf8");
       let rest = "";
       const line = (l: string) => {
         if (l.trim() === "") return;
@@ -110,10 +111,8 @@ export function exportReader(client: PromApiClient): RawSampleReader {
         out.push(exportSeries(labelsOf(s.metric), s.timestamps, s.values, mintMs, maxtMs));
       };
       try {
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          rest += value;
+        for await (const chunk of res.body as AsyncIterable<Buffer>) {
+          rest += decoder.write(chunk);
           let nl = rest.indexOf("\n");
           while (nl >= 0) {
             line(rest.slice(0, nl));
@@ -121,9 +120,9 @@ export function exportReader(client: PromApiClient): RawSampleReader {
             nl = rest.indexOf("\n");
           }
         }
-        line(rest);
+        line(rest + decoder.end());
       } catch (err) {
-        await reader.cancel().catch(() => {});
+        res.body.destroy();
         if (err instanceof SyntaxError)
           throw new MetricsEngineUnavailableError("the metrics engine sent an export line that is not JSON");
         throw err;
