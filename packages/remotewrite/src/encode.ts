@@ -188,6 +188,79 @@ export function encodeWriteRequest(req: WriteRequest): Uint8Array {
   return o.buf;
 }
 
+/**
+ * A series' labels as they are encoded inside a TimeSeries message (its repeated Label fields, in the
+ * order given): a sender that forwards the same series again and again encodes them once and hands
+ * them to encodeSeriesColumns. Returns a new array owned by the caller.
+ */
+export function encodeLabelFields(labels: readonly Label[]): Uint8Array {
+  let size = 0;
+  for (const l of labels) size += fieldLen(labelLen(l));
+  const o = new Out(size);
+  for (const l of labels) {
+    o.buf[o.pos++] = TAG_TS_LABEL;
+    o.varint(labelLen(l));
+    o.str(TAG_STRING_1, l.name);
+    o.str(TAG_STRING_2, l.value);
+  }
+  return o.buf;
+}
+
+/** One series of encodeSeriesColumns. */
+export interface ColumnSeries {
+  /** From encodeLabelFields. */
+  readonly labelFields: Uint8Array;
+  /** Positions of the series' samples in the columns, in the order to send (ascending by time). */
+  readonly samples: readonly number[];
+}
+
+/**
+ * A WriteRequest (protobuf, not compressed) of series whose labels are already encoded and whose
+ * samples are positions into two columns: `timestampsMs[i]` and `values[i]` (copied bit for bit, so
+ * staleness markers keep their payload). Throws RangeError for a timestamp that is not a safe integer.
+ */
+export function encodeSeriesColumns(
+  series: readonly ColumnSeries[],
+  timestampsMs: ArrayLike<number>,
+  values: Float64Array,
+): Uint8Array {
+  const sampleBytes = (i: number) =>
+    (isPositiveZero(values[i]) ? 0 : 9) + (timestampsMs[i] === 0 ? 0 : 1 + varintLen(timestampsMs[i]));
+  const lens = new Array<number>(series.length);
+  let size = 0;
+  for (let k = 0; k < series.length; k++) {
+    let n = series[k].labelFields.length;
+    for (const i of series[k].samples) {
+      checkTimestamp(timestampsMs[i]);
+      n += fieldLen(sampleBytes(i));
+    }
+    lens[k] = n;
+    size += fieldLen(n);
+  }
+  const o = new Out(size);
+  const valueBytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  for (let k = 0; k < series.length; k++) {
+    o.buf[o.pos++] = TAG_WR_TIMESERIES;
+    o.varint(lens[k]);
+    o.buf.set(series[k].labelFields, o.pos);
+    o.pos += series[k].labelFields.length;
+    for (const i of series[k].samples) {
+      o.buf[o.pos++] = TAG_TS_SAMPLE;
+      o.varint(sampleBytes(i));
+      if (!isPositiveZero(values[i])) {
+        o.buf[o.pos++] = TAG_SAMPLE_VALUE;
+        for (let b = i * 8; b < i * 8 + 8; b++) o.buf[o.pos++] = valueBytes[b];
+      }
+      if (timestampsMs[i] !== 0) {
+        o.buf[o.pos++] = TAG_SAMPLE_TS;
+        o.varint(timestampsMs[i]);
+      }
+    }
+  }
+  if (o.pos !== size) throw new Error(`remote write encoder: wrote ${o.pos} bytes, sized ${size}`);
+  return o.buf;
+}
+
 /** Encodes and snappy-compresses a WriteRequest: exactly the HTTP body of a remote-write POST. */
 export function encodeRemoteWriteBody(req: WriteRequest): Uint8Array {
   return snappyCompress(encodeWriteRequest(req));

@@ -5,7 +5,13 @@ export {
   decodeWriteRequest,
   decodeWriteRequestCompact,
 } from "./decode.ts";
-export { encodeRemoteWriteBody, encodeWriteRequest } from "./encode.ts";
+export {
+  type ColumnSeries,
+  encodeLabelFields,
+  encodeRemoteWriteBody,
+  encodeSeriesColumns,
+  encodeWriteRequest,
+} from "./encode.ts";
 export { type DecodeLimitName, RemoteWriteDecodeError, RemoteWritePushError } from "./errors.ts";
 export { type DecodeLimits, defaultDecodeLimits, resolveDecodeLimits } from "./options.ts";
 export { type FetchLike, type PushOptions, type PushResult, pushRemoteWrite } from "./push.ts";

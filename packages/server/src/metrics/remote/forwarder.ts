@@ -1,4 +1,4 @@
-import { encodeRemoteWriteBody, type Sample, type TimeSeries } from "@svc/remotewrite";
+import { type ColumnSeries, encodeLabelFields, encodeSeriesColumns, snappyCompress } from "@svc/remotewrite";
 import type { Logger } from "pino";
 import type { Appender, AppendResult, Labels, Storage } from "../../storage/interface.ts";
 import { MetricsEngineUnavailableError, RemoteWriteRefusedError, safeOrigin } from "./errors.ts";
@@ -72,23 +72,40 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
     }
   }
 
+  // Each series' labels encoded once: the ingester hands the same Labels object for a series in
+  // every batch, and encoding ~7 label pairs per sample was most of svc's forwarding CPU.
+  const labelFieldsOf = new WeakMap<Labels, Uint8Array>();
+  const labelFields = (labels: Labels): Uint8Array => {
+    let f = labelFieldsOf.get(labels);
+    if (f === undefined) {
+      f = encodeLabelFields(labels);
+      labelFieldsOf.set(labels, f);
+    }
+    return f;
+  };
+
   /** Splits the batch into bodies of at most maxSamplesPerWrite samples (a big series is cut too). */
-  function bodies(series: ReadonlyMap<Labels, Sample[]>): Uint8Array[] {
+  function bodies(batch: Batch): Uint8Array[] {
     const out: Uint8Array[] = [];
-    let part: TimeSeries[] = [];
+    let part: ColumnSeries[] = [];
     let n = 0;
     const flush = () => {
-      if (part.length > 0) out.push(encodeRemoteWriteBody({ timeseries: part }));
+      if (part.length > 0)
+        out.push(snappyCompress(encodeSeriesColumns(part, batch.timestamps, batch.values)));
       part = [];
       n = 0;
     };
-    for (const [labels, samples] of series) {
+    const t = batch.timestamps;
+    for (const [labels, samples] of batch.series) {
       // Remote write wants each series' samples ascending; a client may send them in any order.
-      if (!samples.every((s, i) => i === 0 || samples[i - 1].timestampMs <= s.timestampMs))
-        samples.sort((a, b) => a.timestampMs - b.timestampMs);
+      if (!samples.every((s, i) => i === 0 || t[samples[i - 1]] <= t[s])) samples.sort((a, b) => t[a] - t[b]);
+      const fields = labelFields(labels);
       for (let i = 0; i < samples.length; ) {
         const take = Math.min(samples.length - i, o.maxSamplesPerWrite - n);
-        part.push({ labels, samples: samples.slice(i, i + take) });
+        part.push({
+          labelFields: fields,
+          samples: take === samples.length ? samples : samples.slice(i, i + take),
+        });
         n += take;
         i += take;
         if (n >= o.maxSamplesPerWrite) flush();
@@ -100,28 +117,32 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
 
   return {
     appender(): Appender {
-      // By label set: the ingester hands the same Labels object for every sample of a series.
-      let series = new Map<Labels, Sample[]>();
-      let count = 0;
+      let batch = newBatch();
       return {
         append(labels, timestampMs, value) {
           if (!Number.isSafeInteger(timestampMs)) return false;
-          let s = series.get(labels);
+          const b = batch;
+          let s = b.series.get(labels);
           if (!s) {
             s = [];
-            series.set(labels, s);
+            b.series.set(labels, s);
           }
-          // An object keeps a staleness marker's NaN payload; a plain number array would not.
-          s.push({ timestampMs, value });
-          count++;
+          if (b.count === b.values.length) {
+            const grown = new Float64Array(b.values.length * 2);
+            grown.set(b.values);
+            b.values = grown;
+          }
+          // A Float64Array keeps a staleness marker's NaN payload; a plain number array would not.
+          b.values[b.count] = value;
+          b.timestamps.push(timestampMs);
+          s.push(b.count++);
           return true;
         },
         async commit(): Promise<AppendResult> {
-          const batch = series;
-          const accepted = count;
-          series = new Map();
-          count = 0;
-          const parts = bodies(batch);
+          const done = batch;
+          batch = newBatch();
+          const accepted = done.count;
+          const parts = bodies(done);
           let next = 0;
           let failed = false;
           const worker = async () => {
@@ -138,8 +159,7 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
           return { accepted, refused: {} };
         },
         rollback() {
-          series = new Map();
-          count = 0;
+          batch = newBatch();
         },
       };
     },
@@ -148,4 +168,16 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
     },
     async close() {},
   };
+}
+
+/** One commit's samples: positions per series (by the ingester's Labels object) into two columns. */
+interface Batch {
+  readonly series: Map<Labels, number[]>;
+  readonly timestamps: number[];
+  values: Float64Array;
+  count: number;
+}
+
+function newBatch(): Batch {
+  return { series: new Map(), timestamps: [], values: new Float64Array(1024), count: 0 };
 }
