@@ -28,7 +28,8 @@
  * including what young-generation GCs already collected (what makes scavenges frequent);
  * BENCH_ONLY=<regex> runs only the rows whose name it matches; BENCH_SPANS=<file.json> writes each
  * measured request's span in the server (start, end, ms waiting for a CPU) and the GC pauses;
- * BENCH_HEAP_PROMOTED=1 limits the heap profile to what survived young-generation GCs.
+ * BENCH_HEAP_PROMOTED=1 limits the heap profile to what survived young-generation GCs;
+ * BENCH_MAX_BLOCK_HOURS caps merged blocks (2: no merging, every 2-hour block read on its own).
  *
  * A fixed CPU workload is timed before and after the load ("machine speed"): the same code's
  * CPU per request moved by up to 70% between runs on this machine, and that line tells which runs
@@ -78,7 +79,12 @@ const mainSchedFd = (() => {
 const S = 1000;
 
 const [sqlite] = await testDialects();
-const t = await startTestApp(sqlite.dialect);
+// BENCH_MAX_BLOCK_HOURS=2 turns block merging off (SVC_TSDB_MAX_BLOCK_HOURS), for merging's before/after.
+const maxBlockHours = process.env.BENCH_MAX_BLOCK_HOURS;
+const t = await startTestApp(
+  sqlite.dialect,
+  maxBlockHours ? { maxBlockDurationMs: Number(maxBlockHours) * 3_600_000 } : {},
+);
 const out = (s: string) => process.stdout.write(`${s}\n`);
 const peerDir = mkdtempSync(join(tmpdir(), "svc-bench-vmq-"));
 let prom: Running | undefined;
