@@ -158,9 +158,7 @@ try {
   out(
     `machine speed: a fixed CPU workload took ${calibration0.toFixed(1)} ms before the load and ${calibration1.toFixed(1)} ms after (lower is faster)`,
   );
-  out(
-    "| row | arm | n | p50 ms | p90 ms | p99 ms | max ms | svc CPU ms/req | in svc p50 ms | response KiB |",
-  );
+  out("| row | arm | n | p50 ms | p90 ms | p99 ms | max ms | svc CPU ms/req | in svc p50 ms |");
   out("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
   const goals: string[] = [];
   results.forEach((r, k) => {
