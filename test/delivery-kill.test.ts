@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { createSvcClients, verifyWebhook } from "@svc/sdk";
+import { waitFor } from "../packages/server/src/testing/assert.ts";
 import { makeCertificate } from "../packages/server/src/testing/https-peer.ts";
 import { startServerProcess } from "../packages/server/src/testing/server-process.ts";
 
@@ -41,17 +42,6 @@ async function startServer(
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((r) => child.once("exit", () => r()));
-}
-
-/** Polls until `check` returns a value, with a deadline far beyond what a slow machine needs. */
-async function waitFor<T>(what: string, ms: number, check: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 /** A message for a failed assertion (protobuf messages hold bigints). */

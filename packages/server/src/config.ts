@@ -68,7 +68,8 @@ export interface Config {
   /** Worker threads evaluating Prometheus-API queries off the event loop (SVC_QUERY_WORKERS). Default:
    * the machine's available parallelism; 0 evaluates on the event loop (no threads). */
   readonly queryWorkers: number;
-  /** Alert limits: SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES (10,000) per project. */
+  /** Alerts: SVC_EVALUATION_INTERVAL_SECONDS (30), SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES
+   * (10,000) per project. */
   readonly alerts: Partial<AlertOptions>;
   /** The built console served at / (SVC_CONSOLE_DIR). Default packages/console/dist of this checkout. */
   readonly consoleDir: string;
@@ -77,7 +78,8 @@ export interface Config {
   readonly agentPackageDir: string;
   /** Notifications: SVC_SMTP_URL (smtp://… ; unset = emails are logged), SVC_EMAIL_FROM,
    * SVC_NOTIFY_ALLOW_HOSTS (comma-separated hosts allowed although loopback/private; off by default),
-   * SVC_NOTIFY_CA_FILE (extra CA for webhook TLS, PEM), SVC_MAX_DESTINATIONS (5), SVC_DISPATCHER (true). */
+   * SVC_NOTIFY_CA_FILE (extra CA for webhook TLS, PEM), SVC_MAX_DESTINATIONS (5), SVC_DISPATCHER (true),
+   * SVC_NOTIFY_LEASE_SECONDS (60: how long a claimed delivery is held before another pass may retry it). */
   readonly notify: {
     readonly smtpUrl?: string;
     readonly ca?: string;
@@ -176,6 +178,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     notify: overrides.notify ?? notifyFromEnv(env),
     queryWorkers: overrides.queryWorkers ?? queryWorkersOf(env.SVC_QUERY_WORKERS),
     alerts: overrides.alerts ?? {
+      ...(env.SVC_EVALUATION_INTERVAL_SECONDS
+        ? {
+            evaluationIntervalMs:
+              positive(env.SVC_EVALUATION_INTERVAL_SECONDS, "SVC_EVALUATION_INTERVAL_SECONDS", 30) * 1000,
+          }
+        : {}),
       ...(env.SVC_ALERT_MAX_RULES
         ? { maxRulesPerProject: positive(env.SVC_ALERT_MAX_RULES, "SVC_ALERT_MAX_RULES", 20) }
         : {}),
@@ -265,6 +273,8 @@ function notifyFromEnv(env: NodeJS.ProcessEnv): Config["notify"] {
       .map((s) => s.trim())
       .filter(Boolean);
   if (env.SVC_EMAIL_FROM) options.emailFrom = env.SVC_EMAIL_FROM;
+  if (env.SVC_NOTIFY_LEASE_SECONDS)
+    options.leaseMs = positive(env.SVC_NOTIFY_LEASE_SECONDS, "SVC_NOTIFY_LEASE_SECONDS", 60) * 1000;
   if (env.SVC_MAX_DESTINATIONS)
     options.maxDestinationsPerProject = positive(env.SVC_MAX_DESTINATIONS, "SVC_MAX_DESTINATIONS", 5);
   return {

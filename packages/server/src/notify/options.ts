@@ -57,6 +57,11 @@ export function resolveNotifyOptions(o: Partial<NotifyOptions> = {}): NotifyOpti
     if (!Number.isSafeInteger(r[k]) || r[k] <= 0)
       throw new Error(`notify option ${k} must be a positive integer`);
   }
+  // No attempt starts in a claim's second half (dispatcher.ts), so one ends while the lease holds.
+  if (r.requestTimeoutMs * 2 > r.leaseMs)
+    throw new Error(
+      `notify option leaseMs (${r.leaseMs} ms) must be at least twice requestTimeoutMs (${r.requestTimeoutMs} ms)`,
+    );
   if (r.retryDelaysMs.length === 0) throw new Error("notify option retryDelaysMs must not be empty");
   return Object.freeze(r);
 }

@@ -14,3 +14,17 @@ export async function rejectsWith(p: Promise<unknown>, code: Code, reason?: stri
   }
   assert.fail(`expected ${Code[code]}${reason ? ` ${reason}` : ""}`);
 }
+
+/**
+ * Polls `check` every 200 ms until it returns a value, failing after `ms` (a deadline far beyond what a
+ * slow machine needs: tests wait for outcomes, never for a fixed time).
+ */
+export async function waitFor<T>(what: string, ms: number, check: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

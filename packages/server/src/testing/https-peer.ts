@@ -27,34 +27,49 @@ export interface Received {
   readonly path: string;
   readonly headers: IncomingHttpHeaders;
   readonly body: Buffer;
+  /** The sender's port (tells which process sent it). */
+  readonly remotePort: number;
+}
+
+/** An answer; `hold` keeps the request waiting until it settles (a receiver that does not answer yet). */
+export interface PeerAnswer {
+  readonly status: number;
+  readonly headers?: Record<string, string>;
+  readonly delayMs?: number;
+  readonly hold?: Promise<unknown>;
 }
 
 /** An HTTPS receiver on 127.0.0.1 that records requests and answers what `respond` says (default 204). */
 export interface HttpsPeer {
   readonly url: string;
   readonly received: Received[];
-  respond: (r: Received) => { status: number; headers?: Record<string, string>; delayMs?: number };
+  respond: (r: Received) => PeerAnswer;
   close(): Promise<void>;
 }
 
 export async function startHttpsPeer(tls: { key: string; cert: string }): Promise<HttpsPeer> {
   const peer = {
     received: [] as Received[],
-    respond: (_r: Received) =>
-      ({ status: 204 }) as { status: number; headers?: Record<string, string>; delayMs?: number },
+    respond: (_r: Received): PeerAnswer => ({ status: 204 }),
   };
   const server: Server = createServer(tls, (req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const r = { path: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks) };
+      const r = {
+        path: req.url ?? "",
+        headers: req.headers,
+        body: Buffer.concat(chunks),
+        remotePort: req.socket.remotePort ?? 0,
+      };
       peer.received.push(r);
       const a = peer.respond(r);
-      setTimeout(() => {
+      const answer = () => {
         if (res.destroyed) return;
         res.writeHead(a.status, a.headers ?? {});
         res.end();
-      }, a.delayMs ?? 0);
+      };
+      void Promise.resolve(a.hold).finally(() => setTimeout(answer, a.delayMs ?? 0));
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

@@ -1,0 +1,4 @@
+import { replicaSuite } from "./suite.ts";
+
+// One file per engine, so scripts/test.mjs runs the two suites side by side.
+await replicaSuite("victoria-metrics");
