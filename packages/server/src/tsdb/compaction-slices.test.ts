@@ -1,21 +1,13 @@
 import assert from "node:assert/strict";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import type { Labels, SeriesData } from "../storage/interface.ts";
 import type { Tsdb } from "./index.ts";
-import { L, openForTest, T0 } from "./testutil.ts";
+import { L, openForTest, T0, trackCleanups } from "./testutil.ts";
 
 const MIN = 60_000;
-let cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanups = [];
-});
-const track = (c: () => Promise<void> | void, first = false) => {
-  if (first) cleanups.unshift(c);
-  else cleanups.push(c);
-};
+const track = trackCleanups();
 
 // 1-minute blocks, and a yield after every series, so the interleaving does not depend on speed.
 const options = { blockRangeMs: MIN, outOfOrderWindowMs: MIN, compactionSliceMs: 0, mergeBlocks: false };

@@ -2,24 +2,16 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Tsdb } from "./index.ts";
-import { L, openForTest, T0 } from "./testutil.ts";
+import { L, openForTest, T0, trackCleanups } from "./testutil.ts";
 
 const child = fileURLToPath(new URL("./crash-merge-child.ts", import.meta.url));
 const MIN = 60_000;
 const SERIES = 300;
 
-let cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanups = [];
-});
-const track = (c: () => Promise<void> | void, first = false) => {
-  if (first) cleanups.unshift(c);
-  else cleanups.push(c);
-};
+const track = trackCleanups();
 
 const options = { blockRangeMs: MIN, outOfOrderWindowMs: 0 };
 

@@ -1,20 +1,13 @@
 import assert from "node:assert/strict";
 import { appendFileSync, existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { isStaleMarker, type Labels, type SeriesData, staleNaN } from "../storage/interface.ts";
 import type { openTsdb, Tsdb } from "./index.ts";
-import { L, openForTest, T0 } from "./testutil.ts";
+import { L, openForTest, T0, trackCleanups } from "./testutil.ts";
 
 const HOUR = 3_600_000;
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-/** Cleanups run newest first; a temp dir is removed after the store in it is closed. */
-const track = (fn: () => Promise<void> | void, first = false) =>
-  first ? cleanups.unshift(fn) : cleanups.push(fn);
+const track = trackCleanups();
 const open = (overrides: Parameters<typeof openTsdb>[1] = {}, dir?: string) =>
   openForTest(track, overrides, dir);
 

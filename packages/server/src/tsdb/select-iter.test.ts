@@ -1,20 +1,12 @@
 import assert from "node:assert/strict";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import type { SeriesData } from "../storage/interface.ts";
-import { L, openForTest, T0 } from "./testutil.ts";
+import { L, openForTest, T0, trackCleanups } from "./testutil.ts";
 
 const MIN = 60_000;
-let cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanups = [];
-});
-const track = (c: () => Promise<void> | void, first = false) => {
-  if (first) cleanups.unshift(c);
-  else cleanups.push(c);
-};
+const track = trackCleanups();
 
 const options = { blockRangeMs: MIN, outOfOrderWindowMs: 0 };
 const m = [{ type: "=", name: "__name__", value: "m" } as const];

@@ -2,6 +2,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterEach } from "node:test";
 import { type Labels, labelsFromRecord } from "../storage/interface.ts";
 import { openTsdb, type Tsdb, type TsdbOptions } from "./index.ts";
 
@@ -41,4 +42,19 @@ export async function openForTest(
   const db = await openTsdb(d, { now: clock.now, autoCompact: false, ...overrides });
   track(() => db.close());
   return { db, dir: d, clock };
+}
+
+/**
+ * The `track` that openForTest takes, for a test file: what it is given runs after each test, newest
+ * first, so a temp dir is removed after the store in it is closed (`first` puts a cleanup last).
+ */
+export function trackCleanups(): (fn: () => Promise<void> | void, first?: boolean) => void {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    while (cleanups.length > 0) await cleanups.pop()?.();
+  });
+  return (fn, first = false) => {
+    if (first) cleanups.unshift(fn);
+    else cleanups.push(fn);
+  };
 }
