@@ -1,14 +1,11 @@
 import assert from "node:assert/strict";
-import { afterEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { isStaleMarker, type LatestSamples, type SeriesData, staleNaN } from "../storage/interface.ts";
 import { openTsdb } from "./index.ts";
-import { L, manualClock, T0, tempDir } from "./testutil.ts";
+import { L, manualClock, T0, tempDir, trackCleanups } from "./testutil.ts";
 
 const HOUR = 3_600_000;
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
+const track = trackCleanups();
 
 type Row = [string, number, number, boolean];
 const byLabels = (rows: Row[]) => rows.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
@@ -37,10 +34,10 @@ function rows(l: LatestSamples): Row[] {
 describe("tsdb selectLatest", () => {
   it("equals the newest sample of select, from the head and across blocks, staleness markers kept", async () => {
     const dir = tempDir();
-    cleanups.push(dir.cleanup);
+    track(dir.cleanup);
     const clock = manualClock(T0);
     const db = await openTsdb(dir.dir, { now: clock.now, autoCompact: false });
-    cleanups.push(() => db.close());
+    track(() => db.close());
     const a = L({ __name__: "m", vm: "a" });
     const b = L({ __name__: "m", vm: "b" });
     const c = L({ __name__: "m", vm: "c" });

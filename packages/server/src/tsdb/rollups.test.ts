@@ -1,24 +1,17 @@
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { type Labels, labelValue, type RollupSeriesData } from "../storage/interface.ts";
 import { RollupColumn, type Rollups, rollupsOf } from "../storage/rollups.ts";
 import { Block } from "./block.ts";
 import { planMerge } from "./compactor.ts";
 import { openTsdb, type Tsdb } from "./index.ts";
-import { L, openForTest, T0 } from "./testutil.ts";
+import { L, openForTest, T0, trackCleanups } from "./testutil.ts";
 
 const HOUR = 3_600_000;
 const R = 1_800_000;
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-/** Cleanups run newest first; a temp dir is removed after the store in it is closed. */
-const track = (fn: () => Promise<void> | void, first = false) =>
-  first ? cleanups.unshift(fn) : cleanups.push(fn);
+const track = trackCleanups();
 const open = (overrides: Parameters<typeof openTsdb>[1] = {}, dir?: string) =>
   openForTest(track, overrides, dir);
 
