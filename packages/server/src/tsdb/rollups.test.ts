@@ -189,7 +189,7 @@ describe("tsdb rollups and block merging", () => {
     await db.close();
     // Reopened with rollups on: the old blocks have none, so every series is raw.
     const re = await openTsdb(dir, { now: () => T0, autoCompact: false, mergeBlocks: false });
-    cleanups.push(() => re.close());
+    track(() => re.close());
     const got = rollupsByLabels(re, T0 - 6 * HOUR, T0);
     assert.equal(got.length, 2);
     for (const s of got) {
@@ -256,7 +256,7 @@ describe("tsdb rollups and block merging", () => {
     const src = merged.meta.sources[0];
     cpSync(join(blocksDir, merged.meta.name), join(blocksDir, src), { recursive: true });
     const re = await openTsdb(dir, { now: () => T0, autoCompact: false });
-    cleanups.push(() => re.close());
+    track(() => re.close());
     assert.ok(!existsSync(join(blocksDir, src)));
     const after = re.querier().select([{ type: "=", name: "__name__", value: "m" }], -Infinity, Infinity);
     assert.deepEqual(after, before);
