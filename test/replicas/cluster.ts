@@ -74,6 +74,7 @@ export async function startReplicaCluster(
     const collectorToken = `svcc_${randomBytes(18).toString("base64url")}`;
     const shared: NodeJS.ProcessEnv = {
       SVC_BASE_URL: lb.url,
+      SVC_TRUSTED_PROXIES: "127.0.0.1",
       SVC_DATABASE_URL: database.databaseUrl,
       SVC_SECRET_KEY: randomBytes(32).toString("hex"),
       SVC_ADMIN_TOKEN: adminToken,

@@ -58,7 +58,15 @@ export async function startRoundRobinProxy(
           port: u.port,
           method: req.method,
           path: req.url,
-          headers: { ...endToEnd(req.headers), host: u.host, "content-length": String(body.length) },
+          headers: {
+            ...endToEnd(req.headers),
+            host: u.host,
+            "content-length": String(body.length),
+            // nginx's $proxy_add_x_forwarded_for: the replicas trust the balancer (SVC_TRUSTED_PROXIES).
+            "x-forwarded-for": [req.headers["x-forwarded-for"], req.socket.remoteAddress]
+              .filter(Boolean)
+              .join(", "),
+          },
         },
         resolve,
       );

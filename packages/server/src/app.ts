@@ -213,6 +213,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     },
     ciTokenResolver: ci.resolver,
     consoleKey,
+    trustedProxies: config.trustedProxies,
     plugins: [
       ...(config.roles.has("ingest")
         ? [

@@ -19,6 +19,10 @@ export interface Config {
   readonly baseUrl?: string;
   /** Data directory: SQLite file, TSDB, secrets. Default ./.data */
   readonly dataDir: string;
+  /** Load balancers in front (SVC_TRUSTED_PROXIES: comma-separated addresses or CIDRs): a request from
+   * one of them is taken to come from the client its X-Forwarded-For names (per-address rate limits).
+   * Default none: the header is ignored, so a client cannot choose its own address. */
+  readonly trustedProxies: readonly string[];
   /** postgres://… selects PostgreSQL for the control plane; otherwise SQLite in dataDir. */
   readonly databaseUrl?: string;
   /** The provider's operator token for svc.admin.v1 (SVC_ADMIN_TOKEN). Generated into dataDir when unset. */
@@ -148,6 +152,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
         fileURLToPath(new URL("../../console/dist", import.meta.url)),
     ),
     databaseUrl: overrides.databaseUrl ?? env.SVC_DATABASE_URL,
+    trustedProxies:
+      overrides.trustedProxies ??
+      (env.SVC_TRUSTED_PROXIES ?? "")
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean),
     adminToken,
     secretKey,
     logLevel: overrides.logLevel ?? env.SVC_LOG_LEVEL ?? "info",

@@ -184,3 +184,38 @@ describe("console pages", () => {
     assert.match(r.headers.get("content-type") ?? "", /json/);
   });
 });
+
+describe("sign-in limits per address behind a load balancer (SVC_TRUSTED_PROXIES)", () => {
+  /** Sign-ins to unknown accounts (401, each its own account bucket) until one is refused. */
+  async function attemptsUntilLimited(t: TestApp, headers: Record<string, string>): Promise<number> {
+    for (let i = 1; i <= 30; i++) {
+      const r = await login(t, `nobody-${i}-${Math.random()}@example.com`, "pw", headers);
+      if (r.status === 429) return i;
+      assert.equal(r.status, 401);
+    }
+    return Number.POSITIVE_INFINITY;
+  }
+  const from = (ip: string) => ({ "x-forwarded-for": ip });
+
+  it("limits the client X-Forwarded-For names when the request comes from a trusted balancer", async () => {
+    const t = await startTestApp(dialects[0].dialect, { trustedProxies: ["127.0.0.1"] });
+    try {
+      assert.equal(await attemptsUntilLimited(t, from("203.0.113.7")), 21, "20 per address, then refused");
+      // Another client behind the same balancer has its own bucket.
+      assert.equal((await login(t, "someone@example.com", "pw", from("203.0.113.8"))).status, 401);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("ignores X-Forwarded-For by default: a client cannot pick its own address", async () => {
+    const t = await startTestApp(dialects[0].dialect);
+    try {
+      for (let i = 0; i < 20; i++)
+        assert.equal((await login(t, `a-${i}@example.com`, "pw", from(`198.51.100.${i}`))).status, 401);
+      assert.equal((await login(t, "b@example.com", "pw", from("198.51.100.99"))).status, 429);
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -53,6 +53,8 @@ export interface ServerDeps {
   readonly ciTokenResolver?: TokenResolver;
   /** Signs the console's CSRF tokens. */
   readonly consoleKey: Buffer;
+  /** Addresses or CIDRs of load balancers whose X-Forwarded-For names the client (req.ip). */
+  readonly trustedProxies?: readonly string[];
 }
 
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
@@ -63,6 +65,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     // One debug line per request (below), instead of Fastify's two info lines.
     logController: new LogController({ disableRequestLogging: true }),
+    ...(deps.trustedProxies?.length ? { trustProxy: [...deps.trustedProxies] } : {}),
   });
   const requests = new Counter({
     name: "svc_http_requests_total",
