@@ -9,8 +9,10 @@ import {
   RemoteWriteDecodeError,
   snappyCompress,
   snappyDecompress,
+  snappyImplementation,
   type WriteRequest,
 } from "./index.ts";
+import { snappyCompressJs, snappyDecompressJs } from "./snappy.ts";
 
 const hex = (s: string) => Uint8Array.from(Buffer.from(s.replace(/\s+/g, ""), "hex"));
 // Through a typed-array store, not `new Float64Array([v])`: V8 quiets NaNs kept in plain double arrays.
@@ -220,12 +222,6 @@ function snappyBomb(declared: number, copies: number): Uint8Array {
 describe("snappyDecompress() on hostile bodies", () => {
   const thirtyMB = 30_000_000;
 
-  it("decodes a hand-made block (literal + copy)", () => {
-    // "abcabcabca": literal "abc", then copy length 7 at offset 3.
-    const block = hex("0a 08 616263 0d 03");
-    assert.equal(Buffer.from(snappyDecompress(block, 100)).toString(), "abcabcabca");
-  });
-
   it("refuses a body that declares 30 MB but carries a few bytes, without allocating 30 MB", () => {
     const body = snappyBomb(thirtyMB, 10);
     const before = process.memoryUsage().arrayBuffers;
@@ -250,16 +246,62 @@ describe("snappyDecompress() on hostile bodies", () => {
     assert.ok(process.memoryUsage().arrayBuffers - before < 10_000_000);
   });
 
-  it("refuses a stream that falls short of its declared length (truncated) before allocating", () => {
-    const body = snappyBomb(thirtyMB, Math.ceil(thirtyMB / 64) - 1000);
-    assert.throws(
-      () => snappyDecompress(body, 32 * 1024 * 1024),
-      (e: unknown) => e instanceof RemoteWriteDecodeError && /preamble declares/.test(e.message),
-    );
+  // The same refusals from the native decoder (when it loaded) and the JavaScript one.
+  for (const [name, decompress] of [
+    ["snappyDecompress", snappyDecompress],
+    ["snappyDecompressJs", snappyDecompressJs],
+  ] as const) {
+    describe(`${name}()`, () => {
+      it("decodes a hand-made block (literal + copy)", () => {
+        // "abcabcabca": literal "abc", then copy length 7 at offset 3.
+        const block = hex("0a 08 616263 0d 03");
+        assert.equal(Buffer.from(decompress(block, 100)).toString(), "abcabcabca");
+      });
+
+      it("refuses a stream that falls short of its declared length (truncated)", () => {
+        const body = snappyBomb(thirtyMB, Math.ceil(thirtyMB / 64) - 1000);
+        assert.throws(
+          () => decompress(body, 32 * 1024 * 1024),
+          (e: unknown) => e instanceof RemoteWriteDecodeError && /preamble declares/.test(e.message),
+        );
+      });
+
+      it("refuses a stream that produces more than its declared length", () => {
+        assert.throws(() => decompress(hex("09 08 616263 0d 03"), 100), /more than the declared 9 bytes/);
+      });
+
+      it("refuses copy offsets before the start of the output", () => {
+        assert.throws(() => decompress(hex("08 0d 05"), 100), /copy offset out of range/);
+      });
+    });
+  }
+});
+
+describe("snappy native and JavaScript", () => {
+  // Remote-write-like bytes: repeated label strings, varints and doubles.
+  const bodies = [0, 1, 7, 64, 1000, 100_000].map((n) => {
+    const b = Buffer.alloc(n);
+    for (let i = 0; i < n; i++)
+      b[i] = i % 97 < 60 ? "svc_vm_cpu_seconds_total"[i % 24].charCodeAt(0) : (i * 31) & 0xff;
+    return b;
   });
 
-  it("refuses copy offsets before the start of the output", () => {
-    assert.throws(() => snappyDecompress(hex("08 0d 05"), 100), /copy offset out of range/);
+  it("each decompresses what the other compressed, from a view into a larger buffer too", () => {
+    for (const raw of bodies) {
+      for (const c of [snappyCompress(raw), snappyCompressJs(raw)]) {
+        const inner = Buffer.concat([Buffer.from("xx"), c, Buffer.from("yy")]).subarray(2, 2 + c.length);
+        for (const out of [snappyDecompress(inner, raw.length), snappyDecompressJs(inner, raw.length)]) {
+          assert.ok(Buffer.from(out).equals(raw), `${raw.length} bytes`);
+        }
+      }
+    }
+  });
+
+  it("is native on linux x64 with glibc (the lock carries the prebuilt binary)", (t) => {
+    const glibc = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)
+      ?.header?.glibcVersionRuntime;
+    if (process.platform !== "linux" || process.arch !== "x64" || !glibc) return t.skip("other platform");
+    assert.equal(snappyImplementation, "native");
   });
 });
 

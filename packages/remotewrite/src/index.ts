@@ -15,7 +15,7 @@ export {
 export { type DecodeLimitName, RemoteWriteDecodeError, RemoteWritePushError } from "./errors.ts";
 export { type DecodeLimits, defaultDecodeLimits, resolveDecodeLimits } from "./options.ts";
 export { type FetchLike, type PushOptions, type PushResult, pushRemoteWrite } from "./push.ts";
-export { readSnappyLength, snappyCompress, snappyDecompress } from "./snappy.ts";
+export { readSnappyLength, snappyCompress, snappyDecompress, snappyImplementation } from "./snappy.ts";
 export {
   type Label,
   type MetricMetadata,
