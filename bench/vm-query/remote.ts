@@ -18,8 +18,8 @@
  *   queries sent at once, as a dashboard's panels would be: what a client reading the engine directly
  *   sends for the same charts (VictoriaMetrics evaluates its own `rate`, see docs/decisions.md);
  * - engine, svc's requests: exactly what svc sends for the RPC (metrics/remote/window-aggregates.ts
- *   and query.ts): the pushed-down max/avg/last_over_time range queries and the raw exports `rate`
- *   is computed from, at svc's read concurrency, then the export of the newest observations. svc's
+ *   and query.ts): one range query for the pushed-down max/avg/last_over_time and the pieces `rate`
+ *   is computed from, with the export of the newest observations alongside. svc's
  *   latency minus this arm's is svc's own time (HTTP, auth, inventory, decoding, rate, encoding).
  * The figure against the goal (≤ 2 ms added to a query's p50) is svc's p50 − the PromQL arm's, and
  * the median of the paired differences beside it.
@@ -34,7 +34,7 @@ import { pushRemoteWrite, type Sample, type TimeSeries } from "../../packages/re
 import { QueryVMMonitoringRequestSchema } from "../../packages/sdk/src/gen/svc/monitoring/v1/monitoring_pb.ts";
 import type { WindowRequest } from "../../packages/server/src/metrics/backend.ts";
 import { metricIds } from "../../packages/server/src/metrics/metric-ids.ts";
-import { defaultRemoteMetricsOptions } from "../../packages/server/src/metrics/remote/options.ts";
+import { victoriaMetricsQuery } from "../../packages/server/src/metrics/remote/window-aggregates.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { type RunningEngine, startEngine } from "../../packages/server/src/testing/engines.ts";
 import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
@@ -252,8 +252,9 @@ function enginePromql(
 
 /**
  * What svc sends to the engine for QueryVMMonitoring (query.ts runQuery → window-aggregates.ts, then
- * newestObservations): one raw export per rate metric over its widest window, one range query per
- * other aggregate, `readConcurrency` at a time; then the export of the newest observations.
+ * readNewest): one range query for every aggregate (victoriaMetricsQuery; `rate` as its per-window
+ * pieces: the bench's counters never reset, so svc never falls back to raw exports) and, alongside
+ * it, the export of the newest observations.
  */
 function svcsRequests(
   base: string,
@@ -284,38 +285,25 @@ function svcsRequests(
     method: "GET",
     headers: {},
   });
-  const jobs: LoadItem[] = [];
-  for (const metric of new Set(requests.filter((r) => r.fn === "rate").map((r) => r.metric))) {
-    const widest = Math.max(...requests.filter((r) => r.metric === metric).map((r) => r.windowMs));
-    jobs.push(exportOf(sel(metric), startMs - widest + 1, endMs));
-  }
-  for (const r of requests) {
-    if (r.fn === "rate") continue;
-    jobs.push({
-      url: `${base}/api/v1/query_range`,
-      method: "POST",
-      headers: { "Content-Type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams([
-        ["query", `${r.fn}(${sel(r.metric)}[${r.windowMs}ms])`],
-        ["start", (startMs / S).toFixed(3)],
-        ["end", (endMs / S).toFixed(3)],
-        ["step", stepS.toFixed(3)],
-        ["nocache", "1"],
-      ]).toString(),
-    });
-  }
-  // svc's workers: job k runs on worker k % concurrency, each worker's jobs one after another.
-  const workers = Math.min(defaultRemoteMetricsOptions.readConcurrency, jobs.length);
-  const group = Array.from({ length: workers }, (_, w) => ({
-    seq: jobs.filter((_, k) => k % workers === w),
-  }));
+  const windows: LoadRequest = {
+    url: `${base}/api/v1/query_range`,
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams([
+      ["query", victoriaMetricsQuery(requests, sel)],
+      ["start", (startMs / S).toFixed(3)],
+      ["end", (endMs / S).toFixed(3)],
+      ["step", stepS.toFixed(3)],
+      ["nocache", "1"],
+    ]).toString(),
+  };
   const recentMs = Math.min(3_600_000, endMs - startMs + stepS * S);
   const latest = exportOf(
     tenantSelector(vm, [`__name__=~${JSON.stringify([...stored].join("|"))}`]),
     endMs - recentMs,
     endMs,
   );
-  return { seq: [{ group }, latest] };
+  return { group: [windows, latest] };
 }
 
 interface PairedRow {

@@ -225,6 +225,16 @@ async function runQuery(
   const slots = planned.map(({ plan }) =>
     plan.kind === "window" ? [indexOf(plan.request)] : [indexOf(plan.num), indexOf(plan.den)],
   );
+  // The newest observations do not depend on the window reads: read them alongside.
+  const latestRead = readNewest(
+    deps,
+    vm,
+    name,
+    planned.map((p) => p.def),
+    plan,
+  );
+  // Settled here, so a failure while the window reads run is not an unhandled rejection.
+  latestRead.catch(() => {});
   const remaining = deadline - deps.now();
   let results: WindowOutcome[];
   if (planned.length === 0) results = [];
@@ -268,7 +278,7 @@ async function runQuery(
   const order = new Map(defs.map((d, i) => [d.id, i]));
   errors.sort((a, b) => (order.get(a.metricId) ?? 0) - (order.get(b.metricId) ?? 0));
 
-  const observed = await newestObservations(deps, vm, name, outcomes, plan);
+  const observed = newestObservations(await latestRead, outcomes);
   const staleAfterS = (o.staleAfterIntervals * o.samplingIntervalMs) / 1000;
   const series: SeriesOut[] = [];
   const seriesQuality: SeriesQualityOut[] = [];
@@ -357,19 +367,18 @@ function qualityOf(
 }
 
 /**
- * Newest source observation (Unix s, ≤ the range end) per result series and for the VM, from one
+ * The newest samples of the stored series behind `defs` (and the VM's observation series), from one
  * `latest` read over the last hour of the range; only series with nothing in that hour are looked
  * up again over the whole range (they are stale anyway, but their last time is still reported).
  */
-async function newestObservations(
+async function readNewest(
   deps: VmQueryDeps,
   vm: VmTable,
   name: string,
-  outcomes: readonly MetricOutcome[],
+  defs: readonly MetricDef[],
   plan: RangePlan,
-): Promise<{ perSeries: Map<string, number>; vm: number | undefined }> {
-  const stored = new Set<string>([LAST_OBSERVATION]);
-  for (const { def } of outcomes) for (const s of def.series) stored.add(s);
+): Promise<LatestSample[]> {
+  const stored = storedNames(defs);
   const endMs = plan.endS * 1000;
   const read = (names: Iterable<string>, lookbackMs: number) =>
     deps.metrics.latest(
@@ -388,6 +397,26 @@ async function newestObservations(
   if (missing.length > 0 && recent < (plan.endS - plan.startS + plan.stepS) * 1000) {
     samples = samples.concat(await read(missing, (plan.endS - plan.startS + plan.stepS) * 1000));
   }
+  return samples;
+}
+
+function storedNames(defs: readonly MetricDef[]): Set<string> {
+  const stored = new Set<string>([LAST_OBSERVATION]);
+  for (const def of defs) for (const s of def.series) stored.add(s);
+  return stored;
+}
+
+/**
+ * Newest source observation (Unix s, ≤ the range end) per result series and for the VM, from
+ * readNewest's samples; only the series of metrics that were served count (a failed metric's
+ * samples were read alongside, before it failed).
+ */
+function newestObservations(
+  latest: readonly LatestSample[],
+  outcomes: readonly MetricOutcome[],
+): { perSeries: Map<string, number>; vm: number | undefined } {
+  const stored = storedNames(outcomes.map((o) => o.def));
+  const samples = latest.filter((s) => stored.has(nameOf(s.labels)));
   const byStored = new Map<string, number>();
   let vmLast: number | undefined;
   for (const s of samples) {

@@ -1,5 +1,6 @@
+import { extrapolate } from "../../promql/engine/rangefuncs.ts";
 import { QueryTimeoutError, type RangeSeries } from "../../promql/index.ts";
-import { type LabelMatcher, labelValue } from "../../storage/interface.ts";
+import { type LabelMatcher, labelValue, type SeriesData } from "../../storage/interface.ts";
 import { labelsKey, stripTenant, type WindowOutcome, type WindowRequest } from "../backend.ts";
 import { type StepGrid, stepAggregate, withoutStaleMarkers } from "../windows.ts";
 import { type PromApiClient, selectorOf } from "./api-client.ts";
@@ -31,11 +32,14 @@ export async function probeWindowBounds(client: PromApiClient, signal?: AbortSig
 
 /**
  * windowAggregates against a remote engine. `max_over_time`, `avg_over_time` and `last_over_time`
- * are pushed down, one range query each, because they mean the same in PromQL and MetricsQL once the
- * window's left bound is made the same (a left-closed engine is asked for `[w − 1ms]`: timestamps
- * are whole milliseconds). `rate` is not: MetricsQL's rate neither extrapolates nor stays inside
- * the window, so svc reads the raw samples and computes it with the embedded backend's own sweep
- * (windows.ts), one read per metric for all its rate requests.
+ * are pushed down, because they mean the same in PromQL and MetricsQL once the window's left bound
+ * is made the same (a left-closed engine is asked for `[w − 1ms]`: timestamps are whole
+ * milliseconds). `rate` itself is not: MetricsQL's rate neither extrapolates nor stays inside the
+ * window, and Prometheus 2's left-closed window changes its extrapolation. On VictoriaMetrics svc
+ * computes it from exact per-window pieces (ratePiecesQuery) and every request goes in one query;
+ * where a window may hold a counter reset, and on other engines, svc reads the raw samples and
+ * computes it with the embedded backend's own sweep (windows.ts), one read per metric for all its
+ * rate requests; other engines get one range query per pushed-down request, `concurrency` at a time.
  */
 export async function remoteWindowAggregates(
   deps: {
@@ -62,70 +66,105 @@ export async function remoteWindowAggregates(
   if (grid.points === 0) return requests.map(() => ({ ok: true, series: [] }));
 
   const jobs: (() => Promise<void>)[] = [];
-  // rate: one raw read per metric, as wide as its widest window.
-  const rateByMetric = new Map<string, number[]>();
-  requests.forEach((r, i) => {
-    if (r.fn === "rate") rateByMetric.set(r.metric, [...(rateByMetric.get(r.metric) ?? []), i]);
-  });
-  for (const [metric, idx] of rateByMetric) {
-    jobs.push(async () => {
-      const widest = Math.max(...idx.map((i) => requests[i].windowMs));
+  const owners = new Map<() => Promise<void>, number[]>();
+  // rate swept in svc over raw samples: one read per metric, as wide as its widest rate window,
+  // shared by that metric's rate requests (started on first use).
+  const rawReads = new Map<string, Promise<SeriesData[]>>();
+  const rawRate = (metric: string, windowMs: number): Promise<RangeSeries[]> => {
+    let read = rawReads.get(metric);
+    if (!read) {
+      const widest = Math.max(
+        ...requests.filter((r) => r.fn === "rate" && r.metric === metric).map((r) => r.windowMs),
+      );
       const budget: SampleBudget = { remaining: deps.maxSamples, limit: deps.maxSamples };
-      const data = await deps.reader.select(
+      read = deps.reader.select(
         [...scopedMatchers, { type: "=", name: "__name__", value: metric }],
         startMs - widest + 1,
         lastStep,
         budget,
         { signal },
       );
-      for (const i of idx) {
-        const series: RangeSeries[] = [];
-        for (const s of data) {
-          const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
-          const steps = stepAggregate(t, v, grid, requests[i].windowMs, "rate");
-          if (steps.timestamps.length === 0) continue;
-          const metricLabels = stripTenant(s.labels).filter((l) => l.name !== "__name__");
-          series.push({ metric: metricLabels, timestamps: steps.timestamps, values: steps.values });
-        }
-        out[i] = { ok: true, series };
-      }
-    });
-  }
-  requests.forEach((r, i) => {
-    if (r.fn === "rate") return;
-    jobs.push(async () => {
-      const w = deps.bounds === "left-closed" ? r.windowMs - 1 : r.windowMs;
-      const sel = selectorOf([...scopedMatchers, { type: "=", name: "__name__", value: r.metric }]);
-      const got = await deps.client.queryRange(`${r.fn}(${sel}[${w}ms])`, startMs, lastStep, stepMs, {
-        signal,
-      });
-      const keepName = r.fn === "last_over_time";
+      rawReads.set(metric, read);
+    }
+    return read.then((data) => {
       const series: RangeSeries[] = [];
-      for (const s of got) {
-        if (s.timestamps.length === 0) continue;
-        let metric = stripTenant(s.metric);
-        // VictoriaMetrics keeps the name on max_over_time and avg_over_time; PromQL drops it.
-        if (!keepName) metric = metric.filter((l) => l.name !== "__name__");
-        else if (labelValue(metric, "__name__") === "")
-          metric = [{ name: "__name__", value: r.metric }, ...metric];
-        series.push({ metric, timestamps: s.timestamps, values: s.values });
+      for (const s of data) {
+        const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
+        const steps = stepAggregate(t, v, grid, windowMs, "rate");
+        if (steps.timestamps.length === 0) continue;
+        const metricLabels = stripTenant(s.labels).filter((l) => l.name !== "__name__");
+        series.push({ metric: metricLabels, timestamps: steps.timestamps, values: steps.values });
       }
-      series.sort((a, b) => {
-        const ka = labelsKey(a.metric);
-        const kb = labelsKey(b.metric);
-        return ka < kb ? -1 : ka > kb ? 1 : 0;
-      });
-      out[i] = { ok: true, series };
+      return series;
     });
+  };
+  const selector = (metric: string) =>
+    selectorOf([...scopedMatchers, { type: "=", name: "__name__", value: metric }]);
+  const pushedDown = (r: WindowRequest) =>
+    `${r.fn}(${selector(r.metric)}[${deps.bounds === "left-closed" ? r.windowMs - 1 : r.windowMs}ms])`;
+  // The answer of pushedDown(r) as svc's series.
+  const fromEngine = (r: WindowRequest, got: readonly RangeSeries[]): RangeSeries[] => {
+    const keepName = r.fn === "last_over_time";
+    const series: RangeSeries[] = [];
+    for (const s of got) {
+      if (s.timestamps.length === 0) continue;
+      let metric = stripTenant(s.metric);
+      // VictoriaMetrics keeps the name on max_over_time and avg_over_time; PromQL drops it.
+      if (!keepName) metric = metric.filter((l) => l.name !== "__name__");
+      else if (labelValue(metric, "__name__") === "")
+        metric = [{ name: "__name__", value: r.metric }, ...metric];
+      series.push({ metric, timestamps: s.timestamps, values: s.values });
+    }
+    return byLabels(series);
+  };
+
+  if (deps.reader.kind === "export") {
+    // VictoriaMetrics: every request in one MetricsQL query (one round trip), told apart by a label;
+    // rate from its per-window pieces (ratePiecesQuery), or from the raw samples of a metric where a
+    // window may hold a counter reset.
+    const expr = victoriaMetricsQuery(requests, selector);
+    try {
+      if (signal?.aborted) throw new QueryTimeoutError("query timed out before the aggregates were read");
+      const got = await deps.client.queryRange(expr, startMs, lastStep, stepMs, { signal });
+      const parts: RangeSeries[][] = requests.map(() => []);
+      for (const s of got) {
+        const i = Number(labelValue(s.metric, REQUEST));
+        parts[i]?.push({ ...s, metric: s.metric.filter((l) => l.name !== REQUEST) });
+      }
+      await Promise.all(
+        requests.map(async (r, i) => {
+          try {
+            const pieces = r.fn === "rate" ? rateFromPieces(parts[i], r.windowMs) : undefined;
+            const series =
+              r.fn !== "rate" ? fromEngine(r, parts[i]) : (pieces ?? (await rawRate(r.metric, r.windowMs)));
+            out[i] = { ok: true, series };
+          } catch (err) {
+            out[i] = { ok: false, error: err instanceof Error ? err : new Error(String(err)) };
+          }
+        }),
+      );
+    } catch (err) {
+      const error = err instanceof Error ? err : new Error(String(err));
+      return requests.map(() => ({ ok: false, error }));
+    }
+    return out;
+  }
+
+  // Other engines: one range query per pushed-down request, rate from the raw samples.
+  requests.forEach((r, i) => {
+    const job = async () => {
+      if (r.fn === "rate") {
+        out[i] = { ok: true, series: await rawRate(r.metric, r.windowMs) };
+        return;
+      }
+      const got = await deps.client.queryRange(pushedDown(r), startMs, lastStep, stepMs, { signal });
+      out[i] = { ok: true, series: fromEngine(r, got) };
+    };
+    jobs.push(job);
+    owners.set(job, [i]);
   });
 
-  // Served `concurrency` at a time; a failure is the outcome of the requests that job served.
-  const owners = new Map<() => Promise<void>, number[]>();
-  let j = 0;
-  for (const [, idx] of rateByMetric) owners.set(jobs[j++], idx);
-  requests.forEach((r, i) => {
-    if (r.fn !== "rate") owners.set(jobs[j++], [i]);
-  });
+  // Served `concurrency` at a time; a failure is the outcome of the request that job served.
   let next = 0;
   const worker = async () => {
     for (let k = next++; k < jobs.length; k = next++) {
@@ -141,4 +180,122 @@ export async function remoteWindowAggregates(
   };
   await Promise.all(Array.from({ length: Math.min(deps.concurrency, jobs.length) }, worker));
   return out;
+}
+
+function byLabels(series: RangeSeries[]): RangeSeries[] {
+  const keyed = series.map((s) => ({ s, k: labelsKey(s.metric) }));
+  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0));
+  return keyed.map((x) => x.s);
+}
+
+/**
+ * VictoriaMetrics' one query for all of a windowAggregates call's requests (its windows are
+ * left-open): each request's expression, `rate` as its pieces, tagged with its index.
+ */
+export function victoriaMetricsQuery(
+  requests: readonly WindowRequest[],
+  selector: (metric: string) => string,
+): string {
+  return `union(${requests
+    .map((r, i) => {
+      const sel = selector(r.metric);
+      const e = r.fn === "rate" ? ratePiecesQuery(sel, r.windowMs) : `${r.fn}(${sel}[${r.windowMs}ms])`;
+      return `label_set(${e},"${REQUEST}","${i}")`;
+    })
+    .join(",")})`;
+}
+
+/** The label that tells the requests of VictoriaMetrics' one query apart (removed from what svc returns). */
+const REQUEST = "svc_request";
+
+/** The label that tells the pieces of ratePiecesQuery apart (removed from what svc returns). */
+const PIECE = "svc_rate_piece";
+
+/**
+ * The pieces Prometheus' extrapolated `rate(m[w])` is computed from, per window (t − w, t], as one
+ * MetricsQL range query: sample count, first and last value, first and last sample time (s), and
+ * `resets`. Each is exact on VictoriaMetrics (1.79; tested against svc's sweep in remote.test.ts):
+ * they read the window's own samples, staleness markers excluded. `resets` alone also looks at the
+ * sample before the window, so it may count a drop into the window: it is only used as a guard
+ * (0 = no reset inside). Not used: `increase_prometheus`, whose counter-reset correction treats a
+ * drop of less than 1/8 as jitter (100 → 95 is no reset there, a reset in PromQL).
+ */
+export function ratePiecesQuery(selector: string, windowMs: number): string {
+  const piece = (fn: string, tag: string) =>
+    `label_set(${fn}(${selector}[${windowMs}ms]),"${PIECE}","${tag}")`;
+  return `union(${[
+    piece("count_over_time", "n"),
+    piece("first_over_time", "fv"),
+    piece("last_over_time", "lv"),
+    piece("tfirst_over_time", "ft"),
+    piece("tlast_over_time", "lt"),
+    piece("resets", "r"),
+  ].join(",")})`;
+}
+
+/**
+ * `rate` per series and step from ratePiecesQuery's answer, with the engine's own extrapolation
+ * (promql extrapolate, as windows.ts stepAggregate): a window with fewer than 2 samples has no
+ * value. Undefined when a window may hold a counter reset (its correction is not among the pieces):
+ * the caller then reads the raw samples.
+ */
+export function rateFromPieces(got: readonly RangeSeries[], windowMs: number): RangeSeries[] | undefined {
+  const bySeries = new Map<string, { metric: RangeSeries["metric"]; pieces: Map<string, RangeSeries> }>();
+  for (const s of got) {
+    const tag = labelValue(s.metric, PIECE);
+    const metric = stripTenant(s.metric).filter((l) => l.name !== "__name__" && l.name !== PIECE);
+    const k = labelsKey(metric);
+    const entry = bySeries.get(k) ?? { metric, pieces: new Map<string, RangeSeries>() };
+    bySeries.set(k, entry);
+    entry.pieces.set(tag, s);
+  }
+  const series: RangeSeries[] = [];
+  for (const { metric, pieces } of bySeries.values()) {
+    const n = pieces.get("n");
+    if (!n) continue;
+    const at = (tag: string) => {
+      const p = pieces.get(tag);
+      const m = new Map<number, number>();
+      if (p) for (let i = 0; i < p.timestamps.length; i++) m.set(p.timestamps[i], p.values[i]);
+      return m;
+    };
+    const fv = at("fv");
+    const lv = at("lv");
+    const ft = at("ft");
+    const lt = at("lt");
+    const resets = at("r");
+    const outT: number[] = [];
+    const outV: number[] = [];
+    for (let i = 0; i < n.timestamps.length; i++) {
+      const end = n.timestamps[i];
+      const cnt = n.values[i];
+      if (!(cnt >= 2)) continue;
+      const r = resets.get(end);
+      if (r === undefined || r !== 0) return undefined;
+      const firstV = fv.get(end);
+      const lastV = lv.get(end);
+      const firstS = ft.get(end);
+      const lastS = lt.get(end);
+      if (firstV === undefined || lastV === undefined || firstS === undefined || lastS === undefined)
+        return undefined;
+      outT.push(end);
+      outV.push(
+        extrapolate(
+          lastV - firstV,
+          Math.round(firstS * 1000),
+          firstV,
+          Math.round(lastS * 1000),
+          cnt,
+          end - windowMs,
+          end,
+          true,
+          true,
+          windowMs,
+        ),
+      );
+    }
+    if (outT.length > 0)
+      series.push({ metric, timestamps: Float64Array.from(outT), values: Float64Array.from(outV) });
+  }
+  return byLabels(series);
 }
