@@ -7,6 +7,7 @@ import { after, before, describe, it } from "node:test";
 import type { TimeSeries } from "@svc/remotewrite";
 import { createSvcClients, type SvcClients, verifyWebhook } from "@svc/sdk";
 import pg from "pg";
+import { checkScaled } from "../../deploy/check-scaled.ts";
 import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-ids.ts";
 import { waitFor } from "../../packages/server/src/testing/assert.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
@@ -178,6 +179,20 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
           metrics: "ok",
         });
       }
+    });
+
+    it("passes docs/deploy.md's check of the scaled layout (deploy/check-scaled.ts)", async () => {
+      const said: string[] = [];
+      await checkScaled(
+        {
+          lb: c.lb.url,
+          replicas: c.replicas.map((r) => r.origin),
+          adminToken: c.adminToken,
+          collectorToken: c.collectorToken,
+        },
+        (line) => said.push(line),
+      );
+      assert.equal(said.at(-1), "ok: both replicas answer from one PostgreSQL and one metrics engine");
     });
 
     it("agrees: QueryVMMonitoring = the Prometheus API = the export shards = ListVMMonitoring", async () => {
