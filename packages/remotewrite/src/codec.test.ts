@@ -3,13 +3,17 @@ import { describe, it } from "node:test";
 import {
   decodeRemoteWriteBody,
   decodeWriteRequest,
+  encodeLabelFields,
   encodeRemoteWriteBody,
+  encodeSeriesColumns,
   encodeWriteRequest,
   MetricType,
   RemoteWriteDecodeError,
+  type Sample,
   snappyCompress,
   snappyDecompress,
   snappyImplementation,
+  type TimeSeries,
   type WriteRequest,
 } from "./index.ts";
 import { snappyCompressJs, snappyDecompressJs } from "./snappy.ts";
@@ -275,6 +279,71 @@ describe("snappyDecompress() on hostile bodies", () => {
       });
     });
   }
+});
+
+describe("encodeSeriesColumns()", () => {
+  // Every varint length of a timestamp (0 omitted, negative = 10 bytes, up to 2^53 - 1) and the
+  // values the encoder special-cases (+0 omitted, -0 kept, the staleness marker's payload).
+  const times = [
+    0,
+    1,
+    127,
+    128,
+    16_383,
+    16_384,
+    2 ** 21,
+    2 ** 28,
+    2 ** 31,
+    2 ** 32,
+    2 ** 35,
+    1_764_000_000_123,
+  ];
+  times.push(2 ** 42, 2 ** 49, Number.MAX_SAFE_INTEGER, -1, -1_000);
+  // A Float64Array: a plain array would quiet the marker's NaN.
+  const vals = Float64Array.from([0, -0, 1.5, 0, Number.POSITIVE_INFINITY, -2.25, 1e300]);
+  vals[3] = staleNaN();
+
+  it("writes the bytes encodeWriteRequest writes for the same series", () => {
+    const timestampsMs: number[] = [];
+    const values = new Float64Array(times.length * vals.length);
+    const series: TimeSeries[] = [];
+    for (const [k, t] of times.entries()) {
+      const samples: Sample[] = [];
+      for (const v of vals) {
+        values[timestampsMs.length] = v;
+        timestampsMs.push(t);
+        samples.push({ value: values[timestampsMs.length - 1], timestampMs: t });
+      }
+      series.push({
+        labels: [
+          { name: "__name__", value: `m${k}` },
+          { name: "vm", value: "v" },
+        ],
+        samples,
+      });
+    }
+    const columns = series.map((s, k) => ({
+      labelFields: encodeLabelFields(s.labels),
+      samples: s.samples.map((_, j) => k * vals.length + j),
+    }));
+    const got = encodeSeriesColumns(columns, timestampsMs, values);
+    assert.deepEqual(Buffer.from(got), Buffer.from(encodeWriteRequest({ timeseries: series })));
+    // Into a reused buffer (dirty from before): a view of it with the same bytes; too small, a new array.
+    const scratch = new Uint8Array(got.length + 10).fill(0xee);
+    const into = encodeSeriesColumns(columns, timestampsMs, values, scratch);
+    assert.equal(into.buffer, scratch.buffer);
+    assert.deepEqual(Buffer.from(into), Buffer.from(got));
+    const small = new Uint8Array(got.length - 1);
+    assert.notEqual(encodeSeriesColumns(columns, timestampsMs, values, small).buffer, small.buffer);
+    const back = decodeWriteRequest(got);
+    assert.equal(bitsOf(back.timeseries[0].samples[3].value), bitsOf(staleNaN()));
+    assert.equal(back.timeseries[times.length - 1].samples[0].timestampMs, -1_000);
+  });
+
+  it("refuses a timestamp that is not a safe integer", () => {
+    const columns = [{ labelFields: encodeLabelFields([{ name: "__name__", value: "m" }]), samples: [0] }];
+    assert.throws(() => encodeSeriesColumns(columns, [2 ** 53], new Float64Array(1)), RangeError);
+  });
 });
 
 describe("snappy native and JavaScript", () => {

@@ -28,15 +28,17 @@ function utf8Len(s: string): number {
   return n;
 }
 
-/** Bytes of a varint; negative int64 values always take 10. */
+/** Bytes of a varint of a safe integer, by comparisons; negative int64 values always take 10. */
 function varintLen(v: number): number {
   if (v < 0) return 10;
-  let n = 1;
-  while (v > 0x7f) {
-    v = Math.floor(v / 0x80);
-    n++;
-  }
-  return n;
+  if (v < 0x80) return 1;
+  if (v < 0x4000) return 2;
+  if (v < 0x200000) return 3;
+  if (v < 0x10000000) return 4;
+  if (v < 0x800000000) return 5;
+  if (v < 0x40000000000) return 6;
+  if (v < 0x2000000000000) return 7;
+  return 8; // safe integers stop below 2^53
 }
 
 /** Size of a length-delimited field (1-byte tag + length + body) whose body is `len` bytes. */
@@ -84,22 +86,7 @@ class Out {
   }
 
   varint(v: number): void {
-    const b = this.buf;
-    if (v < 0) {
-      // Two's complement over 64 bits; only timestamps before 1970 get here.
-      let x = BigInt.asUintN(64, BigInt(v));
-      while (x > 0x7fn) {
-        b[this.pos++] = Number(x & 0x7fn) | 0x80;
-        x >>= 7n;
-      }
-      b[this.pos++] = Number(x);
-      return;
-    }
-    while (v > 0x7f) {
-      b[this.pos++] = (v % 0x80) | 0x80;
-      v = Math.floor(v / 0x80);
-    }
-    b[this.pos++] = v;
+    this.pos = putVarint(this.buf, this.pos, v);
   }
 
   str(tag: number, s: string): void {
@@ -218,47 +205,101 @@ export interface ColumnSeries {
  * A WriteRequest (protobuf, not compressed) of series whose labels are already encoded and whose
  * samples are positions into two columns: `timestampsMs[i]` and `values[i]` (copied bit for bit, so
  * staleness markers keep their payload). Throws RangeError for a timestamp that is not a safe integer.
+ * Returns a new array owned by the caller, or, when `scratch` is given and large enough, a view of
+ * its start, valid until the caller writes to `scratch` again (a sender that compresses each body at
+ * once allocates no buffer per body).
  */
 export function encodeSeriesColumns(
   series: readonly ColumnSeries[],
   timestampsMs: ArrayLike<number>,
   values: Float64Array,
+  scratch?: Uint8Array,
 ): Uint8Array {
-  const sampleBytes = (i: number) =>
-    (isPositiveZero(values[i]) ? 0 : 9) + (timestampsMs[i] === 0 ? 0 : 1 + varintLen(timestampsMs[i]));
+  // The forwarder's hot loop (once per forwarded sample): sizes by comparisons, bytes through a local
+  // cursor, no closures; Out is for the rest.
   const lens = new Array<number>(series.length);
   let size = 0;
   for (let k = 0; k < series.length; k++) {
+    const samples = series[k].samples;
     let n = series[k].labelFields.length;
-    for (const i of series[k].samples) {
-      checkTimestamp(timestampsMs[i]);
-      n += fieldLen(sampleBytes(i));
+    for (let j = 0; j < samples.length; j++) {
+      const i = samples[j];
+      const t = timestampsMs[i];
+      checkTimestamp(t);
+      const body = sampleBodyLen(values[i], t);
+      n += 1 + varintLen(body) + body;
     }
     lens[k] = n;
     size += fieldLen(n);
   }
-  const o = new Out(size);
+  // Every byte up to `size` is written below, so a reused buffer needs no clearing.
+  const buf =
+    scratch !== undefined && scratch.length >= size ? scratch.subarray(0, size) : new Uint8Array(size);
   const valueBytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  let p = 0;
   for (let k = 0; k < series.length; k++) {
-    o.buf[o.pos++] = TAG_WR_TIMESERIES;
-    o.varint(lens[k]);
-    o.buf.set(series[k].labelFields, o.pos);
-    o.pos += series[k].labelFields.length;
-    for (const i of series[k].samples) {
-      o.buf[o.pos++] = TAG_TS_SAMPLE;
-      o.varint(sampleBytes(i));
-      if (!isPositiveZero(values[i])) {
-        o.buf[o.pos++] = TAG_SAMPLE_VALUE;
-        for (let b = i * 8; b < i * 8 + 8; b++) o.buf[o.pos++] = valueBytes[b];
+    const { labelFields, samples } = series[k];
+    buf[p++] = TAG_WR_TIMESERIES;
+    p = putVarint(buf, p, lens[k]);
+    buf.set(labelFields, p);
+    p += labelFields.length;
+    for (let j = 0; j < samples.length; j++) {
+      const i = samples[j];
+      const t = timestampsMs[i];
+      const v = values[i];
+      buf[p++] = TAG_TS_SAMPLE;
+      buf[p++] = sampleBodyLen(v, t); // at most 20: one byte
+      if (!isPositiveZero(v)) {
+        buf[p++] = TAG_SAMPLE_VALUE;
+        const b = i * 8;
+        buf[p] = valueBytes[b];
+        buf[p + 1] = valueBytes[b + 1];
+        buf[p + 2] = valueBytes[b + 2];
+        buf[p + 3] = valueBytes[b + 3];
+        buf[p + 4] = valueBytes[b + 4];
+        buf[p + 5] = valueBytes[b + 5];
+        buf[p + 6] = valueBytes[b + 6];
+        buf[p + 7] = valueBytes[b + 7];
+        p += 8;
       }
-      if (timestampsMs[i] !== 0) {
-        o.buf[o.pos++] = TAG_SAMPLE_TS;
-        o.varint(timestampsMs[i]);
+      if (t !== 0) {
+        buf[p++] = TAG_SAMPLE_TS;
+        p = putVarint(buf, p, t);
       }
     }
   }
-  if (o.pos !== size) throw new Error(`remote write encoder: wrote ${o.pos} bytes, sized ${size}`);
-  return o.buf;
+  if (p !== size) throw new Error(`remote write encoder: wrote ${p} bytes, sized ${size}`);
+  return buf;
+}
+
+/** A Sample message's body size (proto3 defaults omitted). */
+function sampleBodyLen(v: number, t: number): number {
+  return (isPositiveZero(v) ? 0 : 9) + (t === 0 ? 0 : 1 + varintLen(t));
+}
+
+/** Writes a varint of a safe integer at `p`; returns the position after it. */
+function putVarint(b: Uint8Array, p: number, v: number): number {
+  if (v < 0) {
+    let x = BigInt.asUintN(64, BigInt(v));
+    while (x > 0x7fn) {
+      b[p++] = Number(x & 0x7fn) | 0x80;
+      x >>= 7n;
+    }
+    b[p++] = Number(x);
+    return p;
+  }
+  // `& 0x7f` keeps the low bits of any safe integer exactly (ToInt32 is modulo 2^32); dividing by 128
+  // is exact in doubles. Below 2^31 the shifts are int32 arithmetic.
+  while (v > 0x7fffffff) {
+    b[p++] = (v & 0x7f) | 0x80;
+    v = Math.floor(v / 128);
+  }
+  while (v > 0x7f) {
+    b[p++] = (v & 0x7f) | 0x80;
+    v >>>= 7;
+  }
+  b[p++] = v;
+  return p;
 }
 
 /** Encodes and snappy-compresses a WriteRequest: exactly the HTTP body of a remote-write POST. */

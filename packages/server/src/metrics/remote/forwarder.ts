@@ -84,21 +84,28 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
     return f;
   };
 
+  // Each body is encoded into this buffer and compressed at once (bodies() never awaits), so encoding
+  // allocates nothing per body; it grows to the largest body seen (maxSamplesPerWrite bounds it).
+  let scratch = new Uint8Array(0);
+
   /** Splits the batch into bodies of at most maxSamplesPerWrite samples (a big series is cut too). */
   function bodies(batch: Batch): Uint8Array[] {
     const out: Uint8Array[] = [];
     let part: ColumnSeries[] = [];
     let n = 0;
     const flush = () => {
-      if (part.length > 0)
-        out.push(snappyCompress(encodeSeriesColumns(part, batch.timestamps, batch.values)));
+      if (part.length > 0) {
+        const pb = encodeSeriesColumns(part, batch.timestamps, batch.values, scratch);
+        if (pb.buffer !== scratch.buffer) scratch = new Uint8Array(Math.ceil(pb.length * 1.25));
+        out.push(snappyCompress(pb));
+      }
       part = [];
       n = 0;
     };
     const t = batch.timestamps;
     for (const [labels, samples] of batch.series) {
       // Remote write wants each series' samples ascending; a client may send them in any order.
-      if (!samples.every((s, i) => i === 0 || t[samples[i - 1]] <= t[s])) samples.sort((a, b) => t[a] - t[b]);
+      if (!ascending(samples, t)) samples.sort((a, b) => t[a] - t[b]);
       const fields = labelFields(labels);
       for (let i = 0; i < samples.length; ) {
         const take = Math.min(samples.length - i, o.maxSamplesPerWrite - n);
@@ -176,6 +183,11 @@ interface Batch {
   readonly timestamps: number[];
   values: Float64Array;
   count: number;
+}
+
+function ascending(samples: readonly number[], t: readonly number[]): boolean {
+  for (let i = 1; i < samples.length; i++) if (t[samples[i - 1]] > t[samples[i]]) return false;
+  return true;
 }
 
 function newBatch(): Batch {

@@ -1,3 +1,4 @@
+import { snappyImplementation } from "@svc/remotewrite";
 import type { Logger } from "pino";
 import type { QueryPool } from "../../promql/index.ts";
 import type { Storage } from "../../storage/interface.ts";
@@ -8,7 +9,7 @@ import { type RemoteMetricsOptions, resolveRemoteMetricsOptions } from "./option
 /**
  * Both halves of the remote backend from the app's configuration: the Storage the ingester appends
  * to (remote write) and the MetricsBackend every reader uses. Nothing is contacted until used; the
- * log line names the engine's URLs without headers or credentials.
+ * log line names the engine's URLs without headers or credentials, and which snappy is in use.
  */
 export function openRemoteMetrics(
   config: Pick<RemoteMetricsOptions, "remoteWriteUrl" | "queryUrl" | "headers"> &
@@ -17,7 +18,12 @@ export function openRemoteMetrics(
 ): { metrics: RemoteMetricsBackend; storage: Storage } {
   const options = resolveRemoteMetricsOptions(config);
   deps.log?.info(
-    { remoteWrite: new URL(options.remoteWriteUrl).origin, query: new URL(options.queryUrl).origin },
+    {
+      remoteWrite: new URL(options.remoteWriteUrl).origin,
+      query: new URL(options.queryUrl).origin,
+      // "javascript" when the native snappy binary did not load: ingest then costs more CPU.
+      snappy: snappyImplementation,
+    },
     "metrics: remote Prometheus-compatible engine",
   );
   return {
