@@ -18,7 +18,11 @@ const server = join(root, "packages", "server");
 const out = join(server, "dist");
 const { version } = JSON.parse(readFileSync(join(server, "package.json"), "utf8"));
 
-/** Loaded from node_modules at run time: a native addon, and optional packages never installed. */
+/**
+ * Loaded from node_modules at run time: a native addon, and optional packages never installed. The native
+ * `snappy` needs no entry: remotewrite/src/snappy.ts loads it through createRequire, which esbuild leaves
+ * alone, and falls back to JavaScript where it does not load.
+ */
 const EXTERNAL = ["better-sqlite3", "pg-native"];
 
 rmSync(out, { recursive: true, force: true });
