@@ -34,7 +34,7 @@ import { pushRemoteWrite, type Sample, type TimeSeries } from "../../packages/re
 import { QueryVMMonitoringRequestSchema } from "../../packages/sdk/src/gen/svc/monitoring/v1/monitoring_pb.ts";
 import type { WindowRequest } from "../../packages/server/src/metrics/backend.ts";
 import { metricIds } from "../../packages/server/src/metrics/metric-ids.ts";
-import { victoriaMetricsQuery } from "../../packages/server/src/metrics/remote/window-aggregates.ts";
+import { victoriaMetricsQueries } from "../../packages/server/src/metrics/remote/window-aggregates.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { type RunningEngine, startEngine } from "../../packages/server/src/testing/engines.ts";
 import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
@@ -252,7 +252,7 @@ function enginePromql(
 
 /**
  * What svc sends to the engine for QueryVMMonitoring (query.ts runQuery → window-aggregates.ts, then
- * readNewest): one range query for every aggregate (victoriaMetricsQuery; `rate` as its per-window
+ * readNewest): one range query for every aggregate (victoriaMetricsQueries; `rate` as its per-window
  * pieces: the bench's counters never reset, so svc never falls back to raw exports) and, alongside
  * it, the export of the newest observations.
  */
@@ -285,25 +285,25 @@ function svcsRequests(
     method: "GET",
     headers: {},
   });
-  const windows: LoadRequest = {
+  const windows: LoadRequest[] = victoriaMetricsQueries(requests, sel).map((query) => ({
     url: `${base}/api/v1/query_range`,
     method: "POST",
     headers: { "Content-Type": "application/x-www-form-urlencoded" },
     body: new URLSearchParams([
-      ["query", victoriaMetricsQuery(requests, sel)],
+      ["query", query],
       ["start", (startMs / S).toFixed(3)],
       ["end", (endMs / S).toFixed(3)],
       ["step", stepS.toFixed(3)],
       ["nocache", "1"],
     ]).toString(),
-  };
+  }));
   const recentMs = Math.min(3_600_000, endMs - startMs + stepS * S);
   const latest = exportOf(
     tenantSelector(vm, [`__name__=~${JSON.stringify([...stored].join("|"))}`]),
     endMs - recentMs,
     endMs,
   );
-  return { group: [windows, latest] };
+  return { group: [...windows, latest] };
 }
 
 interface PairedRow {

@@ -9,7 +9,7 @@ import { createPromApiClient, selectorOf } from "./api-client.ts";
 import { createRemoteMetricsBackend, type RemoteMetricsBackend } from "./backend.ts";
 import { createRemoteWriteStorage } from "./forwarder.ts";
 import { resolveRemoteMetricsOptions } from "./options.ts";
-import { rateFromPieces, ratePiecesQuery } from "./window-aggregates.ts";
+import { rateFromPieces, ratePiecesQuery, victoriaMetricsQueries } from "./window-aggregates.ts";
 
 /**
  * `rate` in windowAggregates against each real engine equals the embedded sweep, on counters made
@@ -127,6 +127,29 @@ for (const kind of ENGINE_KINDS) {
           assertSeriesEqual(o.series, w.series, `rate[${requests[i].windowMs}ms] step ${g.step}`);
         });
       }
+    });
+
+    it("a call whose requests exceed one query's length is split and still answers as embedded", async () => {
+      const m: LabelMatcher[] = [{ type: "=~", name: "vm", value: ".*" }];
+      const requests: WindowRequest[] = Array.from({ length: 48 }, (_, k) => ({
+        metric: M,
+        fn: k % 3 === 2 ? "max_over_time" : "rate",
+        windowMs: (k + 1) * MIN,
+      }));
+      const queries = victoriaMetricsQueries(requests, (metric) =>
+        selectorOf(scoped("p", [...m, { type: "=", name: "__name__", value: metric }])),
+      );
+      // Together over VictoriaMetrics' default -search.maxQueryLen (16 KiB), each under it.
+      assert.ok(queries.join(",").length > 16_384 && queries.every((q) => q.length < 16_384));
+      const [got, exp] = await Promise.all([
+        remote.windowAggregates("p", m, requests, T0, END, 60 * S),
+        want.windowAggregates("p", m, requests, T0, END, 60 * S),
+      ]);
+      got.forEach((o, i) => {
+        const w = exp[i];
+        assert.ok(o.ok && w.ok, o.ok ? "" : o.error.message);
+        assertSeriesEqual(o.series, w.series, `${requests[i].fn}[${requests[i].windowMs}ms]`);
+      });
     });
 
     it("the per-window pieces alone give the embedded rate, except where a window may hold a reset", {

@@ -122,10 +122,15 @@ export async function remoteWindowAggregates(
     // VictoriaMetrics: every request in one MetricsQL query (one round trip), told apart by a label;
     // rate from its per-window pieces (ratePiecesQuery), or from the raw samples of a metric where a
     // window may hold a counter reset.
-    const expr = victoriaMetricsQuery(requests, selector);
     try {
       if (signal?.aborted) throw new QueryTimeoutError("query timed out before the aggregates were read");
-      const got = await deps.client.queryRange(expr, startMs, lastStep, stepMs, { signal });
+      const got = (
+        await Promise.all(
+          victoriaMetricsQueries(requests, selector).map((expr) =>
+            deps.client.queryRange(expr, startMs, lastStep, stepMs, { signal }),
+          ),
+        )
+      ).flat();
       const parts: RangeSeries[][] = requests.map(() => []);
       for (const s of got) {
         const i = Number(labelValue(s.metric, REQUEST));
@@ -189,21 +194,39 @@ function byLabels(series: RangeSeries[]): RangeSeries[] {
 }
 
 /**
- * VictoriaMetrics' one query for all of a windowAggregates call's requests (its windows are
- * left-open): each request's expression, `rate` as its pieces, tagged with its index.
+ * VictoriaMetrics' queries for all of a windowAggregates call's requests (its windows are left-open):
+ * each request's expression, `rate` as its pieces, tagged with its index, as few `union`s as keep
+ * each query under MAX_QUERY_BYTES (usually one).
  */
-export function victoriaMetricsQuery(
+export function victoriaMetricsQueries(
   requests: readonly WindowRequest[],
   selector: (metric: string) => string,
-): string {
-  return `union(${requests
-    .map((r, i) => {
-      const sel = selector(r.metric);
-      const e = r.fn === "rate" ? ratePiecesQuery(sel, r.windowMs) : `${r.fn}(${sel}[${r.windowMs}ms])`;
-      return `label_set(${e},"${REQUEST}","${i}")`;
-    })
-    .join(",")})`;
+): string[] {
+  const queries: string[] = [];
+  let parts: string[] = [];
+  let bytes = 0;
+  requests.forEach((r, i) => {
+    const sel = selector(r.metric);
+    const e = r.fn === "rate" ? ratePiecesQuery(sel, r.windowMs) : `${r.fn}(${sel}[${r.windowMs}ms])`;
+    const part = `label_set(${e},"${REQUEST}","${i}")`;
+    const n = Buffer.byteLength(part) + 1;
+    if (parts.length > 0 && bytes + n > MAX_QUERY_BYTES) {
+      queries.push(`union(${parts.join(",")})`);
+      parts = [];
+      bytes = 0;
+    }
+    parts.push(part);
+    bytes += n;
+  });
+  if (parts.length > 0) queries.push(`union(${parts.join(",")})`);
+  return queries;
 }
+
+/**
+ * VictoriaMetrics refuses a query longer than `-search.maxQueryLen` (16 KiB by default); all twenty
+ * metrics of QueryVMMonitoring with long names come to ~17 KB, so the requests are split below it.
+ */
+const MAX_QUERY_BYTES = 8000;
 
 /** The label that tells the requests of VictoriaMetrics' one query apart (removed from what svc returns). */
 const REQUEST = "svc_request";
