@@ -169,6 +169,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   return app;
 }
 
+/** A bound on JSON size ÷ binary size of svc's messages, with margin (see responseLimit). */
+const JSON_TO_BINARY_MAX_RATIO = 32;
+
 /**
  * Refuses an answer larger than `maxBytes` (encoded as the client asked, before compression) with
  * RESPONSE_TOO_LARGE, which the auth interceptor around it maps like any domain error. Connect's own
@@ -184,9 +187,14 @@ function responseLimit(maxBytes: number): Interceptor {
       req.requestMethod === "GET"
         ? new URL(req.url).searchParams.get("encoding") === "proto"
         : /^application\/(?:connect\+)?proto\b/.test(req.header.get("content-type") ?? "");
-    const bytes = binary
-      ? toBinary(res.method.output, res.message).byteLength
-      : Buffer.byteLength(toJsonString(res.method.output, res.message, jsonOptions));
+    const binaryBytes = toBinary(res.method.output, res.message).byteLength;
+    // JSON is measured only when it could be over the limit: it is at most ~18× the binary size for
+    // svc's messages (a bool or one-byte number under a 27-character field name), and encoding it
+    // twice (here and in Connect) cost ~0.3 ms of a 7-day QueryVMMonitoring call.
+    const bytes =
+      binary || binaryBytes * JSON_TO_BINARY_MAX_RATIO <= maxBytes
+        ? binaryBytes
+        : Buffer.byteLength(toJsonString(res.method.output, res.message, jsonOptions));
     if (bytes > maxBytes) {
       throw new SvcError(
         "invalid_argument",
