@@ -106,3 +106,22 @@ export function negotiateAcceptEncoding(header: string, binary: boolean): string
     .sort((a, b) => b.q - a.q || a.rank - b.rank);
   return offered.length > 0 ? offered.map((c) => c.name).join(", ") : "identity";
 }
+
+/**
+ * A text answer of the HTTP surfaces (export shards, the Prometheus API) as the client accepts it:
+ * compressed with the best coding it accepts when the text is worth it (≥ 1 KiB), plain otherwise.
+ * `binary` picks the preference among equally weighted codings (negotiateAcceptEncoding): gzip for
+ * the exposition format, which every scraper decodes; br for JSON. Large texts compress in the
+ * thread pool, small ones on the event loop (sizedCompression).
+ */
+export async function encodeText(
+  text: string,
+  acceptEncoding: string,
+  binary: boolean,
+): Promise<{ body: string | Buffer; encoding?: string }> {
+  const coding = negotiateAcceptEncoding(acceptEncoding, binary).split(", ")[0];
+  const compression = connectCompressions.find((c) => c.name === coding);
+  if (!compression || text.length < 1024) return { body: text };
+  const z = await compression.compress(Buffer.from(text));
+  return { body: Buffer.from(z.buffer, z.byteOffset, z.byteLength), encoding: compression.name };
+}

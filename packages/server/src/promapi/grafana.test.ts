@@ -5,7 +5,9 @@
  * HTTP method POST, `Authorization: Bearer <read key>` as a server-side custom header.
  */
 import assert from "node:assert/strict";
+import { request } from "node:http";
 import { after, before, describe, it } from "node:test";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { type PromFixture, S, startPromFixture } from "./testkit.ts";
 
 describe("Grafana Prometheus data source replay", () => {
@@ -145,6 +147,48 @@ describe("Grafana Prometheus data source replay", () => {
       }
     }
     assert.ok(Math.abs(Number(r.json.data.result[0].values.at(-1)[1]) - 0.5) < 1e-9);
+  });
+
+  it("compresses an answer as the client accepts it (Grafana asks for gzip), and the content is the same", async () => {
+    const path = `${base}/api/v1/query_range?${new URLSearchParams({
+      query: "svc_vm_cpu_seconds_total",
+      start: `${start()}`,
+      end: `${end()}`,
+      step: "15",
+    })}`;
+    const raw = (acceptEncoding: string) =>
+      new Promise<{ encoding: string | undefined; vary: string | undefined; body: Buffer }>(
+        (resolve, reject) => {
+          const req = request(
+            path,
+            { headers: { ...grafanaHeaders(), "accept-encoding": acceptEncoding } },
+            (res) => {
+              const parts: Buffer[] = [];
+              res.on("data", (d: Buffer) => parts.push(d));
+              res.on("end", () =>
+                resolve({
+                  encoding: res.headers["content-encoding"],
+                  vary: res.headers.vary,
+                  body: Buffer.concat(parts),
+                }),
+              );
+            },
+          );
+          req.on("error", reject);
+          req.end();
+        },
+      );
+    const plain = await raw("identity");
+    assert.equal(plain.encoding, undefined);
+    assert.ok(plain.body.length > 1024, "large enough to compress");
+    const gz = await raw("gzip");
+    assert.equal(gz.encoding, "gzip");
+    assert.equal(gz.vary, "accept-encoding");
+    assert.ok(gz.body.length < plain.body.length / 3);
+    assert.deepEqual(gunzipSync(gz.body), plain.body);
+    const br = await raw("gzip, deflate, br");
+    assert.equal(br.encoding, "br", "br first for JSON among equally weighted codings");
+    assert.deepEqual(brotliDecompressSync(br.body), plain.body);
   });
 
   it("instant table query: POST form with time and a step-like interval", async () => {

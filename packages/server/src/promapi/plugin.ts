@@ -8,6 +8,7 @@ import formbody from "@fastify/formbody";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
+import { encodeText } from "../http/compression.ts";
 import { authorizeBearer, type TokenResolver } from "../iam/principal.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
@@ -35,6 +36,18 @@ type Req = FastifyRequest<{ Params: { projectId: string; name?: string } }>;
 
 function send(reply: FastifyReply, status: number, body: string): FastifyReply {
   return reply.code(status).type("application/json").send(body);
+}
+
+/**
+ * An answer compressed as the client accepts (Grafana and Prometheus' own clients ask for gzip, as
+ * Prometheus compresses its API): a range query's JSON shrinks ~10×, and writing it to the socket
+ * was the largest cost of a heavy query's answer on the event loop.
+ */
+async function sendCompressed(req: FastifyRequest, reply: FastifyReply, body: string): Promise<FastifyReply> {
+  const encoded = await encodeText(body, req.headers["accept-encoding"] ?? "", false);
+  reply.code(200).type("application/json").header("vary", "accept-encoding");
+  if (encoded.encoding) reply.header("content-encoding", encoded.encoding);
+  return reply.send(encoded.body);
 }
 
 function sendError(reply: FastifyReply, e: ApiError): FastifyReply {
@@ -85,7 +98,7 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
         expr: "",
       };
       try {
-        return send(reply, 200, await handler(hd, ctx));
+        return await sendCompressed(req, reply, await handler(hd, ctx));
       } catch (err) {
         return sendError(reply, toApiError(err, ctx.expr, "query", logUnknown));
       } finally {
