@@ -14,8 +14,10 @@
  *
  * Projects: `light` is a dashboard user at a steady pace (QueryVMMonitoring of one VM's CPU and memory
  * for the last hour 10 times a second, ListVMMonitoring once a second) plus a customer Prometheus
- * scraping its four export shards every 5 s; `writer` is the hypervisor collector sending every VM's
- * samples once a second (its acknowledgement latency is measured); `heavy` runs Prometheus-API range
+ * scraping its four export shards every 5 s, from its own process (light-client.ts: one customer's
+ * client does not share an event loop with another customer's heavy load); `writer` is the hypervisor
+ * collector sending every VM's samples once a second (its acknowledgement latency is measured, here,
+ * in the process that also runs the heavy loops, so it is an upper bound); `heavy` runs Prometheus-API range
  * queries with subqueries over the whole history from more loops than its concurrency cap (4), so it
  * sits at its cap with a queue.
  *
@@ -25,15 +27,18 @@
  * project (past its queue) and counted.
  */
 
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, setPriority, tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { pushRemoteWrite } from "../../packages/remotewrite/src/index.ts";
 import { createSvcClients } from "../../packages/sdk/src/index.ts";
 import { freePort } from "../../packages/server/src/http/free-port.ts";
 import { createSimulator, type SimVm } from "../../packages/server/src/ingest/simulator/index.ts";
 import { startServerProcess } from "../../packages/server/src/testing/server-process.ts";
+import type { ClassRecord, LightClientConfig } from "./light-client.ts";
 
 const quick = process.argv.includes("--quick");
 // The load generator shares the 2 cores with the server it measures: below the server's event loop
@@ -46,6 +51,9 @@ const DURATION_MS = Number(process.env.BENCH_SECONDS ?? (quick ? 10 : 30)) * 100
 const HEAVY_LOOPS = 6;
 // The light project's dashboard: QueryVMMonitoring calls per second (ListVMMonitoring once a second).
 const LIGHT_QUERIES_PER_S = 10;
+// The light project's client runs in its own process (light-client.ts), at this nice value (the
+// load generator's by default, so neither client is favoured).
+const LIGHT_NICE = Number(process.env.BENCH_LIGHT_NICE ?? CLIENT_NICE);
 // prom-client's event-loop monitor resolution (its default), included in every recorded interval.
 const LAG_RESOLUTION_MS = 10;
 const ADMIN = `bench-load-admin-${randomUUID()}`;
@@ -88,6 +96,27 @@ async function timed(cls: string, f: () => Promise<Response>): Promise<void> {
     status = 599; // the connection failed: counted with the 5xx
   }
   record(cls, performance.now() - t0, status);
+}
+
+/** The light project's client process, warmed up; `run` starts its phase, ending at `until`. */
+async function startLightClient(
+  cfg: LightClientConfig,
+): Promise<{ run(until: number): Promise<Record<string, ClassRecord>> }> {
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "light-client.ts")], {
+    env: { ...process.env, BENCH_LIGHT_CONFIG: JSON.stringify(cfg) },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  if (first.value !== "ready") throw new Error(`light client: expected "ready", got ${first.value}`);
+  return {
+    async run(until) {
+      child.stdin.end(`${until}\n`);
+      const result = await lines.next();
+      if (result.done) throw new Error("light client exited without its figures");
+      return JSON.parse(result.value) as Record<string, ClassRecord>;
+    },
+  };
 }
 
 async function main(): Promise<void> {
@@ -222,20 +251,19 @@ async function main(): Promise<void> {
     // two phases are compared; everything else is the same in both.
     const lag: Record<string, number> = {};
     for (const phase of ["alone", "loaded"] as const) {
+      const light = await startLightClient({
+        base,
+        key: keys.light,
+        vm: lightVm,
+        phase,
+        queriesPerS: LIGHT_QUERIES_PER_S,
+        nice: LIGHT_NICE,
+      });
       await fetch(`${base}/metrics`).then((r) => r.text()); // starts the event-loop delay window
       const until = Date.now() + DURATION_MS;
+      const lightResults = light.run(until);
       const loop = async (f: () => Promise<void>) => {
         while (Date.now() < until) await f();
-      };
-      // Open loop: a request every `everyMs` whether or not the previous one has answered, as a
-      // dashboard's refresh or a scraper's interval does.
-      const every = async (everyMs: number, f: () => Promise<void>) => {
-        const pending: Promise<void>[] = [];
-        for (let at = Date.now(); at < until; at += everyMs) {
-          await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
-          pending.push(f());
-        }
-        await Promise.all(pending);
       };
       let tick = Date.now();
       const writes = async () => {
@@ -252,29 +280,20 @@ async function main(): Promise<void> {
           }
         }
       };
-      let shard = 0;
       await Promise.all([
         ...(phase === "loaded"
           ? Array.from({ length: HEAVY_LOOPS }, () =>
               loop(() => timed("Prometheus API, heavy (heavy project)", promQuery)),
             )
           : []),
-        every(1000 / LIGHT_QUERIES_PER_S, () => timed(`QueryVMMonitoring (light, ${phase})`, queryLight)),
-        every(1000, () =>
-          timed(`ListVMMonitoring (light, ${phase})`, () =>
-            rpc("light", "ListVMMonitoring", { projectName: "projects/light", pageSize: 50 }),
-          ),
-        ),
-        // A Prometheus scraping the four shards every 5 s.
-        every(1250, () =>
-          timed(`export shard (light, ${phase})`, () =>
-            fetch(`${base}/v1/monitoring/projects/light/export?shard=${shard++ % 4}`, {
-              headers: auth("light"),
-            }),
-          ),
-        ),
         writes(),
       ]);
+      for (const [cls, c] of Object.entries(await lightResults)) {
+        classes.set(cls, {
+          latencies: c.latencies,
+          statuses: new Map(Object.entries(c.statuses).map(([k, n]) => [Number(k), n])),
+        });
+      }
       const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
       const p99 = Number(/^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN) * 1000;
       lag[phase] = Math.max(0, p99 - LAG_RESOLUTION_MS);
