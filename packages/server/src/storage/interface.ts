@@ -67,6 +67,21 @@ export interface SelectHints {
   readonly labelsOnly?: boolean;
 }
 
+/** See Querier.selectParts. */
+export interface SelectParts {
+  /**
+   * The blocks to read, oldest first: each one's directory and its open chunks file, which the
+   * reader (in the same process) reads through without opening or closing it.
+   */
+  readonly blocks: readonly { readonly dir: string; readonly fd: number }[];
+  /** Every block the store has now, so a reader can forget the ones it no longer holds. */
+  readonly liveBlockDirs: readonly string[];
+  /** The matching series' samples outside those blocks (the head's), sorted by labels. */
+  readonly rest: SeriesData[];
+  /** The blocks may be deleted again; idempotent. */
+  release(): void;
+}
+
 export interface Querier {
   /**
    * Series that match **all** matchers and have at least one sample in [mintMs, maxtMs];
@@ -80,16 +95,16 @@ export interface Querier {
     hints?: SelectHints,
   ): SeriesData[];
   /**
-   * Optional: `select`'s series one at a time, in the same order, for a reader that gives the event
-   * loop back between series. The store answers from the sources as they were when the iteration
-   * started, and holds them until it ends (finish it, or stop it with `return()`, as `for…of` does).
+   * Optional: `select` split for a reader in another thread (a query worker) that reads the store's
+   * immutable on-disk blocks itself (tsdb/block-set.ts), so the event loop does not: the blocks in
+   * range, kept from deletion until `release()`, and the rest of the store's samples, read now.
    */
-  selectIter?(
+  selectParts?(
     matchers: readonly LabelMatcher[],
     mintMs: number,
     maxtMs: number,
     hints?: SelectHints,
-  ): Generator<SeriesData, void, undefined>;
+  ): SelectParts;
   /**
    * Optional: the newest sample in [mintMs, maxtMs] of each series matching all matchers (a
    * staleness marker included as such), in no particular order. Lets a store answer from what it

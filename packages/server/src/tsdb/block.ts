@@ -284,13 +284,23 @@ export class Block implements PostingsIndex {
   readonly #rLen: Uint32Array;
   readonly #postings = new Map<string, Map<string, number[]>>();
   readonly #all: Uint32Array;
-  #fd: number;
+  readonly #withRollups: boolean;
+  /** Owned descriptors of the chunks and rollups files (-1: not open); see `lend`. */
+  #fd = -1;
   #rfd = -1;
+  /** A reader in another thread: reads go to a descriptor the store lends it (`lend`), never its own. */
+  readonly #borrower: boolean;
   /** The whole rollups file while it is held in memory (holdRollups), else reads go to the file. */
   #rbuf: Buffer | undefined;
 
-  constructor(dir: string) {
+  /**
+   * `borrower`: this thread only parses the index and reads chunks through descriptors the store's
+   * thread lends it (a query worker): it opens no file it would have to close, so a worker terminated
+   * at a query's deadline leaks none.
+   */
+  constructor(dir: string, opts: { borrower?: boolean } = {}) {
     this.dir = dir;
+    this.#borrower = opts.borrower === true;
     this.meta = JSON.parse(readFileSync(join(dir, "meta.json"), "utf8")) as BlockMeta;
     const buf = readFileSync(join(dir, "index"));
     if (buf.length < 12 || buf.readUInt32LE(buf.length - 4) !== crc32(buf.subarray(0, buf.length - 4))) {
@@ -353,8 +363,36 @@ export class Block implements PostingsIndex {
     this.#cOff = Float64Array.from(cmeta[2]);
     this.#cLen = Uint32Array.from(cmeta[3]);
     this.#cCount = Uint16Array.from(cmeta[4]);
+    this.#withRollups = withRollups;
+    if (this.#borrower) return;
     this.#fd = openSync(join(dir, "chunks"), "r");
     if (withRollups) this.#rfd = openSync(join(dir, "rollups"), "r");
+  }
+
+  /** The chunks file's descriptor, for `lend` in another thread's Block of the same directory. */
+  get chunksFd(): number {
+    return this.#fd;
+  }
+
+  /**
+   * A borrower's reads go to `fd` (the store's chunksFd of this block, valid while the store holds
+   * the block for the borrower's query) until `lend(-1)`.
+   */
+  lend(fd: number): void {
+    if (!this.#borrower) throw new Error(`block ${this.meta.name}: lend is for a borrower's Block`);
+    this.#fd = fd;
+  }
+
+  #chunksFd(): number {
+    if (this.#fd < 0) throw new Error(`block ${this.meta.name}: chunks read with no open file`);
+    return this.#fd;
+  }
+
+  /** The rollups file, or -1 when the block has none. */
+  #rollupsFd(): number {
+    if (this.#withRollups && this.#rfd < 0)
+      throw new Error(`block ${this.meta.name}: rollups read with no open file`);
+    return this.#rfd;
   }
 
   get numSeries(): number {
@@ -395,7 +433,7 @@ export class Block implements PostingsIndex {
     // A series' chunks are contiguous in the file: one read covers them all.
     const start = this.#cOff[first];
     const buf = Buffer.allocUnsafe(this.#cOff[last] + this.#cLen[last] - start);
-    readSync(this.#fd, buf, 0, buf.length, start);
+    readSync(this.#chunksFd(), buf, 0, buf.length, start);
     const t = new Float64Array(total);
     const v = new Float64Array(total);
     let n = 0;
@@ -418,7 +456,7 @@ export class Block implements PostingsIndex {
     if (last < first) return [];
     const start = this.#cOff[first];
     const buf = Buffer.allocUnsafe(this.#cOff[last] + this.#cLen[last] - start);
-    readSync(this.#fd, buf, 0, buf.length, start);
+    readSync(this.#chunksFd(), buf, 0, buf.length, start);
     const out: BlockChunk[] = [];
     for (let c = first; c <= last; c++) {
       const at = this.#cOff[c] - start;
@@ -447,7 +485,7 @@ export class Block implements PostingsIndex {
    */
   rollupsMany(ids: readonly number[], minEnd: number, maxEnd: number, outs: readonly Rollups[]): boolean[] {
     const ok = ids.map(() => false);
-    if (this.#rfd < 0 || ids.length === 0) return ok;
+    if (!this.#withRollups || ids.length === 0) return ok;
     const order = ids
       .map((_, k) => k)
       .filter((k) => this.#rLen[ids[k]] > 0 && this.meta.rollupResolutionMs === outs[k].resolutionMs)
@@ -471,7 +509,7 @@ export class Block implements PostingsIndex {
         base = 0;
       } else {
         buf = Buffer.allocUnsafe(end - start);
-        readSync(this.#rfd, buf, 0, buf.length, start);
+        readSync(this.#rollupsFd(), buf, 0, buf.length, start);
       }
       for (let k = i; k < j; k++) {
         const id = ids[order[k]];
@@ -513,7 +551,7 @@ export class Block implements PostingsIndex {
 
   /** Size of the rollups file (0 when the block has none). */
   rollupsBytes(): number {
-    return this.#rfd >= 0 ? fstatSync(this.#rfd).size : 0;
+    return this.#withRollups ? fstatSync(this.#rollupsFd()).size : 0;
   }
 
   /** Whether the rollups file is held in memory. */
@@ -526,12 +564,13 @@ export class Block implements PostingsIndex {
    * per read, and no stall when the OS has dropped the pages (see TsdbOptions.rollupMemoryBytes).
    */
   holdRollups(): void {
-    if (this.#rbuf || this.#rfd < 0) return;
-    const size = fstatSync(this.#rfd).size;
+    if (this.#rbuf || !this.#withRollups) return;
+    const fd = this.#rollupsFd();
+    const size = fstatSync(fd).size;
     const buf = Buffer.allocUnsafeSlow(size);
     let got = 0;
     while (got < size) {
-      const n = readSync(this.#rfd, buf, got, size - got, got);
+      const n = readSync(fd, buf, got, size - got, got);
       if (n === 0) throw new CorruptionError(join(this.dir, "rollups"), "file shrank while read");
       got += n;
     }
@@ -545,15 +584,17 @@ export class Block implements PostingsIndex {
 
   sizeBytes(): number {
     let n = 0;
-    const files = ["meta.json", "index", "chunks", ...(this.#rfd >= 0 ? ["rollups"] : [])];
+    const files = ["meta.json", "index", "chunks", ...(this.#withRollups ? ["rollups"] : [])];
     for (const f of files) n += statSync(join(this.dir, f)).size;
     return n;
   }
 
   close(): void {
     this.#rbuf = undefined;
-    if (this.#fd >= 0) closeSync(this.#fd);
-    if (this.#rfd >= 0) closeSync(this.#rfd);
+    if (!this.#borrower) {
+      if (this.#fd >= 0) closeSync(this.#fd);
+      if (this.#rfd >= 0) closeSync(this.#rfd);
+    }
     this.#fd = -1;
     this.#rfd = -1;
   }

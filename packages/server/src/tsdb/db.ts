@@ -203,23 +203,35 @@ export class TsdbImpl implements Tsdb {
     return new TsdbQuerier(this.head, this.#blocks.slice(), this.#holdBlocks);
   }
 
-  /** Iterations (selectIter) in progress, and the blocks they keep from deletion until they end. */
-  #holders = 0;
-  #doomed: Block[] = [];
+  /**
+   * Readers holding blocks (an iteration, a query worker reading them itself), per block: a block a
+   * merge or retention replaced is deleted once no reader holds it, not when every reader has ended,
+   * so a steady stream of overlapping queries cannot keep replaced blocks on disk.
+   */
+  readonly #holds = new Map<Block, number>();
+  readonly #doomed = new Set<Block>();
 
-  readonly #holdBlocks = (): (() => void) => {
-    this.#holders++;
+  readonly #holdBlocks = (blocks: readonly Block[]): (() => void) => {
+    for (const b of blocks) this.#holds.set(b, (this.#holds.get(b) ?? 0) + 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      if (--this.#holders === 0) for (const b of this.#doomed.splice(0)) b.delete();
+      for (const b of blocks) {
+        const n = (this.#holds.get(b) ?? 1) - 1;
+        if (n > 0) {
+          this.#holds.set(b, n);
+          continue;
+        }
+        this.#holds.delete(b);
+        if (this.#doomed.delete(b)) b.delete();
+      }
     };
   };
 
-  /** Deletes a block no longer in the store's list, or once no iteration holds the blocks. */
+  /** Deletes a block no longer in the store's list, now or once no reader holds it. */
   #retire(b: Block): void {
-    if (this.#holders > 0 && !this.closed) this.#doomed.push(b);
+    if (this.#holds.has(b) && !this.closed) this.#doomed.add(b);
     else b.delete();
   }
 
@@ -529,7 +541,8 @@ export class TsdbImpl implements Tsdb {
     for (const b of this.#blocks) b.close();
     // Replaced while an iteration held them; a crash here instead leaves them for the next open
     // (merge sources) or the next retention pass.
-    for (const b of this.#doomed.splice(0)) b.delete();
+    for (const b of this.#doomed) b.delete();
+    this.#doomed.clear();
   }
 }
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { Labels } from "../storage/interface.ts";
-import { SymbolTable, symsEqual, symsHash } from "./labels.ts";
+import { labelsHash, SymbolTable, symsEqual, symsHash } from "./labels.ts";
 
 /** Interns a label set into its own symbol table, as a block or the head stores it. */
 function stored(labels: Labels, syms = new SymbolTable()) {
@@ -28,6 +28,13 @@ describe("symsHash / symsEqual", () => {
     assert.notDeepEqual([...a.arr], [...b.arr]);
     assert.equal(a.hash, b.hash);
     assert.ok(Number.isSafeInteger(a.hash) && a.hash >= 0);
+  });
+
+  it("is what labelsHash gives for the same set as strings (a series from another thread)", () => {
+    for (const labels of [vm(1), vm(2, "m"), [], [{ name: "a", value: "" }]]) {
+      assert.equal(labelsHash(labels), stored(labels).hash);
+    }
+    assert.notEqual(labelsHash(vm(1)), labelsHash(vm(2)));
   });
 
   it("tells name from value and label from label (no concatenation collisions)", () => {

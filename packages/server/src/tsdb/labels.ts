@@ -91,10 +91,22 @@ export class SymbolTable {
  * ends with 0xff and a value with 0xfe. Callers still compare labels: the hash only narrows.
  */
 export function symsHash(syms: SymbolTable, arr: Uint32Array, off: number, count: number): number {
+  return hashLabelStrings(2 * count, (i) => syms.str(arr[off + i]));
+}
+
+/** symsHash of a label set held as strings (a series that came from another thread). */
+export function labelsHash(labels: Labels): number {
+  return hashLabelStrings(2 * labels.length, (i) =>
+    i % 2 === 0 ? labels[i >> 1].name : labels[i >> 1].value,
+  );
+}
+
+/** The two lanes over names (even i) and values (odd i), as symsHash describes. */
+function hashLabelStrings(n: number, str: (i: number) => string): number {
   let a = 0x811c9dc5;
   let b = 0x9e3779b9;
-  for (let i = 0; i < 2 * count; i++) {
-    const s = syms.str(arr[off + i]);
+  for (let i = 0; i < n; i++) {
+    const s = str(i);
     for (let k = 0; k < s.length; k++) {
       const c = s.charCodeAt(k);
       a = Math.imul(a ^ c, 0x01000193);

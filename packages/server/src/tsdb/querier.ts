@@ -10,12 +10,13 @@ import type {
   Querier,
   RollupSeriesData,
   SelectHints,
+  SelectParts,
   SeriesData,
 } from "../storage/interface.ts";
 import { Rollups } from "../storage/rollups.ts";
 import type { Block } from "./block.ts";
 import type { Head, SampleArrays } from "./head.ts";
-import { compareLabels, labelsKey } from "./labels.ts";
+import { compareLabels, labelsHash, labelsKey } from "./labels.ts";
 import { compileMatchers, postingsForMatchers } from "./matchers.ts";
 import { mergeParts } from "./merge.ts";
 
@@ -23,48 +24,55 @@ export class TsdbQuerier implements Querier {
   readonly #head: Head;
   readonly #blocks: readonly Block[];
 
-  readonly #hold: () => () => void;
+  readonly #hold: (blocks: readonly Block[]) => () => void;
 
   /**
    * `blocks` ordered by min time; the querier sees the sources as they are at each call. `hold`
-   * keeps the store from deleting blocks until the function it returns is called (selectIter).
+   * keeps the store from deleting those blocks until the function it returns is called
+   * (selectParts).
    */
-  constructor(head: Head, blocks: readonly Block[], hold: () => () => void = () => () => {}) {
+  constructor(
+    head: Head,
+    blocks: readonly Block[],
+    hold: (blocks: readonly Block[]) => () => void = () => () => {},
+  ) {
     this.#head = head;
     this.#blocks = blocks;
     this.#hold = hold;
   }
 
   /**
-   * See Querier.selectIter. The head's samples are read at once (a block cut may truncate the head
-   * while the iteration waits); the blocks' as the iteration reaches each series, from blocks the
-   * store keeps until the iteration ends, even if a merge or retention replaced them meanwhile.
+   * See Querier.selectParts: the blocks in range (held until `release`) for the reader to read with
+   * selectFromBlocks, and the head's samples of matching series, read now.
    */
-  *selectIter(
+  selectParts(
     matchers: readonly LabelMatcher[],
     mintMs: number,
     maxtMs: number,
     hints?: SelectHints,
-  ): Generator<SeriesData, void, undefined> {
-    const cms = compileMatchers(matchers);
-    if (
-      hints?.labelsOnly ||
-      !this.#blocks.some((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs)
-    ) {
-      yield* this.select(matchers, mintMs, maxtMs, hints);
-      return;
+  ): SelectParts {
+    const blocks = this.#blocks.filter((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs);
+    const live = this.#blocks.map((b) => b.dir);
+    if (hints?.labelsOnly || blocks.length === 0) {
+      return {
+        blocks: [],
+        liveBlockDirs: live,
+        rest: this.select(matchers, mintMs, maxtMs, hints),
+        release() {},
+      };
     }
-    const release = this.#hold();
+    const release = this.#hold(blocks);
     try {
-      const list = this.#seriesParts(cms, mintMs, maxtMs).sort((a, b) => compareLabels(a.labels, b.labels));
-      const tails = list.map((s) => (s.ref >= 0 ? this.#head.samples(s.ref, mintMs, maxtMs) : undefined));
-      for (let i = 0; i < list.length; i++) {
-        const m = this.#samplesOf(list[i], mintMs, maxtMs, tails[i]);
-        tails[i] = undefined;
-        if (m.t.length > 0) yield { labels: list[i].labels, timestamps: m.t, values: m.v };
-      }
-    } finally {
+      const rest = this.#headOnly(compileMatchers(matchers), mintMs, maxtMs);
+      return {
+        blocks: blocks.map((b) => ({ dir: b.dir, fd: b.chunksFd })),
+        liveBlockDirs: live,
+        rest,
+        release,
+      };
+    } catch (err) {
       release();
+      throw err;
     }
   }
 
@@ -96,31 +104,7 @@ export class TsdbQuerier implements Querier {
    * series ids (blocks oldest first) and the head ref (−1 when none). Nothing is decoded yet.
    */
   #seriesParts(cms: ReturnType<typeof compileMatchers>, mintMs: number, maxtMs: number): SeriesParts[] {
-    // Joined by a hash of the labels (kept per block series) and checked for equality, so a read
-    // builds labels once per series, not once per source, and no string key per source.
-    const found = new Map<number, SeriesParts>();
-    const list: SeriesParts[] = [];
-    for (const block of this.#blocks) {
-      if (block.meta.maxTime < mintMs || block.meta.minTime > maxtMs) continue;
-      const ids = postingsForMatchers(block, cms);
-      for (let i = 0; i < ids.length; i++) {
-        const id = ids[i];
-        const h = block.labelsHash(id);
-        let e = found.get(h);
-        while (e && !block.hasLabels(id, e.labels)) e = e.next;
-        if (e) e.parts.push({ block, id });
-        else {
-          const added: SeriesParts = {
-            labels: block.labels(id),
-            parts: [{ block, id }],
-            ref: -1,
-            next: found.get(h),
-          };
-          found.set(h, added);
-          list.push(added);
-        }
-      }
-    }
+    const { found, list } = blockSeriesParts(this.#blocks, cms, mintMs, maxtMs);
     const reg = this.#head.reg;
     const refs = postingsForMatchers(reg, cms);
     for (let i = 0; i < refs.length; i++) {
@@ -287,6 +271,78 @@ export class TsdbQuerier implements Querier {
   }
 }
 
+/**
+ * The matching series of every block overlapping [mintMs, maxtMs], by label set, blocks oldest
+ * first. Joined by a hash of the labels (kept per block series) and checked for equality, so a read
+ * builds labels once per series, not once per source, and no string key per source. Nothing is
+ * decoded yet.
+ */
+function blockSeriesParts(
+  blocks: readonly Block[],
+  cms: ReturnType<typeof compileMatchers>,
+  mintMs: number,
+  maxtMs: number,
+): { found: Map<number, SeriesParts>; list: SeriesParts[] } {
+  const found = new Map<number, SeriesParts>();
+  const list: SeriesParts[] = [];
+  for (const block of blocks) {
+    if (block.meta.maxTime < mintMs || block.meta.minTime > maxtMs) continue;
+    const ids = postingsForMatchers(block, cms);
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      const h = block.labelsHash(id);
+      let e = found.get(h);
+      while (e && !block.hasLabels(id, e.labels)) e = e.next;
+      if (e) e.parts.push({ block, id });
+      else {
+        const added: SeriesParts = {
+          labels: block.labels(id),
+          parts: [{ block, id }],
+          ref: -1,
+          next: found.get(h),
+        };
+        found.set(h, added);
+        list.push(added);
+      }
+    }
+  }
+  return { found, list };
+}
+
+/**
+ * `select` over blocks the reader opened itself (a query worker, from Querier.selectParts) and the
+ * rest of the store's samples (`rest`: the head's, which take the place of the head as the latest
+ * source), one series at a time in label order, so the reader can count samples as they come.
+ */
+export function* selectFromBlocks(
+  blocks: readonly Block[],
+  matchers: readonly LabelMatcher[],
+  mintMs: number,
+  maxtMs: number,
+  rest: readonly SeriesData[],
+): Generator<SeriesData, void, undefined> {
+  const { found, list } = blockSeriesParts(blocks, compileMatchers(matchers), mintMs, maxtMs);
+  for (const s of rest) {
+    const h = labelsHash(s.labels);
+    let e = found.get(h);
+    while (e && compareLabels(e.labels, s.labels) !== 0) e = e.next;
+    const tail = { t: s.timestamps, v: s.values };
+    if (e) e.tail = tail;
+    else {
+      const added: SeriesParts = { labels: s.labels, parts: [], ref: -1, next: found.get(h), tail };
+      found.set(h, added);
+      list.push(added);
+    }
+  }
+  list.sort((a, b) => compareLabels(a.labels, b.labels));
+  for (const series of list) {
+    const arrays = series.parts.map(({ block, id }) => block.samples(id, mintMs, maxtMs));
+    if (series.tail) arrays.push(series.tail);
+    const m = mergeParts(arrays);
+    if (m.t.length > 0) yield { labels: series.labels, timestamps: m.t, values: m.v };
+  }
+}
+
 function allIfEmpty(ms: readonly LabelMatcher[]): readonly LabelMatcher[] {
   return ms.length > 0 ? ms : [{ type: "!=", name: "__name__", value: "" }];
 }
@@ -298,6 +354,8 @@ interface SeriesParts {
   ref: number;
   /** Another label set with the same hash (a collision), if any. */
   readonly next: SeriesParts | undefined;
+  /** The latest source's samples when they came read already (selectFromBlocks' `rest`). */
+  tail?: SampleArrays;
 }
 
 interface LatestColumns {

@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
-import { after, before, describe, it } from "node:test";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, afterEach, before, describe, it } from "node:test";
 import { labelsFromRecord, type Queryable, writeStaleMarker } from "../../storage/interface.ts";
+import { openTsdb, type Tsdb } from "../../tsdb/index.ts";
 import { createEngine } from "../engine/engine.ts";
 import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
 import { parse } from "../parser.ts";
@@ -29,6 +32,44 @@ function store(series: number, points: number): MemStorage {
   return s;
 }
 
+const HOUR = 3_600_000;
+const T0 = Date.UTC(2025, 0, 1);
+
+/** 20 counters over three hours, 15 s apart, cut into one-hour blocks plus the head, in a temp dir. */
+async function tsdbWithBlocks(): Promise<{ db: Tsdb; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), "svc-pool-"));
+  const db = await openTsdb(dir, {
+    now: () => T0 + 3 * HOUR,
+    autoCompact: false,
+    blockRangeMs: HOUR,
+    outOfOrderWindowMs: 0,
+    mergeBlocks: false,
+  });
+  cleanups.push(async () => {
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const app = db.appender();
+  for (let t = T0; t <= T0 + 3 * HOUR; t += STEP)
+    for (let k = 0; k < 20; k++)
+      app.append(
+        labelsFromRecord({ __name__: "m_total", i: String(k), project_id: "p" }),
+        t,
+        (t - T0) * (k + 1),
+      );
+  await app.commit();
+  await db.compact();
+  assert.ok(db.stats().blocks >= 2, "blocks were cut");
+  return { db, dir };
+}
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
+});
+
+/** Seconds of work on a TSDB: quantiles of an hour of 1 s points at each second of two hours. */
+const HEAVY_TSDB = "quantile_over_time(0.5, (sum(rate(m_total[5m])) + vector(time()))[1h:1s])";
+
 /** ~seconds of sorting on any machine: a 1 s subquery over two hours at each of 10,000 steps. */
 const HEAVY = "quantile_over_time(0.5, (sum(rate(m_total[5m])) + vector(time()))[2h:1s])";
 
@@ -52,41 +93,74 @@ describe("createQueryPool()", () => {
     assert.ok(threads.filter((t) => niceOf(t) === 10).length >= 2, "both workers run at nice 10");
   });
 
-  it("reads a store that can iterate a series at a time, giving the event loop back in between", async () => {
-    const events: string[] = [];
-    // The store as the TSDB is: select and, for sliced readers, selectIter.
-    const iterating: Queryable = {
+  it("reads a TSDB's blocks in the worker and answers what the engine answers", async () => {
+    const { db } = await tsdbWithBlocks();
+    const engine = createEngine();
+    for (const expr of ["sum by (i) (rate(m_total[5m]))", "max_over_time(m_total[30m])", "m_total"]) {
+      const ast = injectTenant(parse(expr), "p");
+      const want = engine.rangeQuery(db, ast, T0, T0 + 3 * HOUR, 60_000);
+      assert.ok(want.value.resultType === "matrix" && want.value.result.length === 20, expr);
+      assert.deepEqual(await pool.rangeQuery(db, ast, T0, T0 + 3 * HOUR, 60_000), want, expr);
+    }
+  });
+
+  it("keeps the blocks a query reads until its worker has stopped, and leaves no file of them open", async () => {
+    const { db, dir } = await tsdbWithBlocks();
+    const blocks = () => readdirSync(join(dir, "blocks")).filter((e) => !e.endsWith(".tmp"));
+    // Descriptors of this process (the workers' included: threads share them) into the blocks.
+    const blockFds = () =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`).startsWith(join(dir, "blocks"));
+        } catch {
+          return false; // closed meanwhile
+        }
+      });
+    let lent = 0;
+    const watched: Queryable = {
       querier: () => {
-        const q = data.querier();
+        const q = db.querier();
         return {
           ...q,
           select: q.select.bind(q),
-          *selectIter(matchers, mintMs, maxtMs, hints) {
-            for (const s of q.select(matchers, mintMs, maxtMs, hints)) {
-              events.push("series");
-              yield s;
-            }
+          selectParts(...args) {
+            const parts = q.selectParts?.(...args);
+            assert.ok(parts);
+            lent += parts.blocks.length;
+            return parts;
           },
         };
       },
     };
-    const sliced = createQueryPool({ workers: 1, readSliceMs: 0 });
+    const before = blocks();
+    assert.ok(before.length >= 2);
+    const stop = new AbortController();
+    const running = pool.rangeQuery(watched, parse(HEAVY_TSDB), T0 + HOUR, T0 + 3 * HOUR, 1_000, {
+      timeoutMs: 0,
+      signal: stop.signal,
+    });
+    await until(() => lent > 0);
+    assert.ok(db.applyRetention(T0 + 365 * 24 * HOUR) >= before.length);
+    assert.deepEqual(blocks(), before, "held while the worker may read them");
+    stop.abort();
+    await assert.rejects(running, QueryTimeoutError);
+    await until(() => blocks().length === 0);
+    assert.deepEqual(blockFds(), [], "the worker opened none of the blocks' files");
+  });
+
+  it("counts the samples a worker reads from blocks against the limit", async () => {
+    const { db } = await tsdbWithBlocks();
+    const small = createQueryPool({ workers: 1, maxSamples: 1_000 });
     try {
-      let ticking = true;
-      const tick = () => {
-        events.push("tick");
-        if (ticking) setImmediate(tick);
-      };
-      setImmediate(tick);
-      const ast = injectTenant(parse("sum(m_total)"), "p");
-      const got = await sliced.instantQuery(iterating, ast, 15_000_000);
-      ticking = false;
-      assert.deepEqual(got, createEngine().instantQuery(data, ast, 15_000_000));
-      const reads = events.slice(events.indexOf("series"), events.lastIndexOf("series") + 1);
-      assert.equal(reads.filter((e) => e === "series").length, 20);
-      assert.ok(reads.filter((e) => e === "tick").length >= 19, `other work ran between series: ${reads}`);
+      await assert.rejects(small.rangeQuery(db, parse("m_total"), T0, T0 + 3 * HOUR, 60_000), (e) => {
+        assert.ok(e instanceof TooManySamplesError);
+        assert.equal(e.limit, 1_000);
+        return true;
+      });
+      const ok = await small.instantQuery(db, injectTenant(parse("count(m_total)"), "p"), T0 + 3 * HOUR);
+      assert.equal(ok.value.resultType, "vector");
     } finally {
-      await sliced.close();
+      await small.close();
     }
   });
 

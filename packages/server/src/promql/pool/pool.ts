@@ -1,8 +1,9 @@
 /**
  * A pool of worker threads that evaluate PromQL off the event loop. The main thread keeps the store:
- * a worker's selects come back here, are read (and counted against `maxSamples`) on the main thread
- * and handed over as transferable buffers, while the unchanged engine runs in the worker. The
- * deadline terminates the worker (the work really stops) and the pool starts a fresh one.
+ * a worker's selects come back here; the in-memory part is read (and counted against `maxSamples`)
+ * on the main thread and handed over as transferable buffers, and the TSDB's immutable blocks are
+ * read by the worker itself (Querier.selectParts), while the unchanged engine runs in the worker.
+ * The deadline terminates the worker (the work really stops) and the pool starts a fresh one.
  *
  * Fairness: queued queries are taken round-robin across tenants, and with two or more workers one
  * tenant never holds more than all but one of them, so another project always finds a worker free
@@ -11,7 +12,7 @@
  */
 import { availableParallelism } from "node:os";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
-import type { Queryable, SeriesData } from "../../storage/interface.ts";
+import type { Queryable } from "../../storage/interface.ts";
 import type { Expr } from "../ast.ts";
 import type { QueryResult } from "../engine/engine.ts";
 import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
@@ -40,11 +41,6 @@ export interface QueryPoolOptions {
   readonly maxQueueWaitMs: number;
   /** Retry-After of that refusal, seconds. */
   readonly retryAfterSeconds: number;
-  /**
-   * Longest stretch a select reads on the event loop before giving it back to other requests, ms
-   * (stores with selectIter); 0 yields after every series (tests).
-   */
-  readonly readSliceMs: number;
   /** The engine's own options in each worker (its deadline is the pool's). */
   readonly engine: WorkerEngineOptions;
 }
@@ -55,7 +51,6 @@ export const defaultQueryPoolOptions: QueryPoolOptions = Object.freeze({
   timeoutMs: defaultEngineOptions.timeoutMs, // ms
   maxQueueWaitMs: 2_000, // ms
   retryAfterSeconds: 2, // s
-  readSliceMs: 4, // ms
   engine: Object.freeze({
     lookbackDeltaMs: defaultEngineOptions.lookbackDeltaMs,
     maxPointsPerSeries: defaultEngineOptions.maxPointsPerSeries,
@@ -138,6 +133,8 @@ interface Job {
   loaded: number;
   /** An error raised here (a failed read) that the worker's failure stands for. */
   failure?: unknown;
+  /** Lets the store delete the blocks lent to the worker for this query (Querier.selectParts). */
+  readonly releases: (() => void)[];
   done: boolean;
   timers: NodeJS.Timeout[];
   unlisten?: () => void;
@@ -245,6 +242,7 @@ class QueryPoolImpl implements QueryPool {
         loaded: 0,
         done: false,
         timers: [],
+        releases: [],
       };
       const timeoutMs = opts?.timeoutMs ?? this.#o.timeoutMs;
       if (timeoutMs > 0)
@@ -283,10 +281,15 @@ class QueryPoolImpl implements QueryPool {
   #expire(job: Job, err: Error): void {
     if (job.done) return;
     const slot = job.slot;
+    // The worker may be in the middle of a read through a lent descriptor: the blocks stay until
+    // it has stopped.
+    const releases = job.releases.splice(0);
     this.#settle(job, err);
     if (slot) {
       this.#replaced++;
-      void this.#retire(slot);
+      void this.#retire(slot).finally(() => {
+        for (const r of releases) r();
+      });
       // The replacement starts now, so the pool is warm again for the next query.
       if (!this.#closed) this.#spawn();
       this.#pump();
@@ -296,6 +299,7 @@ class QueryPoolImpl implements QueryPool {
   #settle(job: Job, err: unknown, result?: QueryResult): void {
     if (job.done) return;
     job.done = true;
+    for (const r of job.releases.splice(0)) r();
     for (const t of job.timers) clearTimeout(t);
     job.unlisten?.();
     if (job.slot) {
@@ -363,7 +367,7 @@ class QueryPoolImpl implements QueryPool {
   #spawn(): void {
     const flag = new SharedArrayBuffer(4);
     const { port1, port2 } = new MessageChannel();
-    const init: WorkerInit = { flag, replies: port2, engine: this.#o.engine };
+    const init: WorkerInit = { flag, replies: port2, engine: this.#o.engine, maxSamples: this.#o.maxSamples };
     const worker = new Worker(WORKER_URL, { workerData: init, transferList: [port2] });
     worker.unref();
     const slot: Slot = { worker, flag: new Int32Array(flag), replies: port1, ready: false };
@@ -402,7 +406,7 @@ class QueryPoolImpl implements QueryPool {
         this.#pump();
         return;
       case "select":
-        void this.#select(slot, m);
+        this.#select(slot, m);
         return;
       case "done":
       case "error": {
@@ -417,42 +421,31 @@ class QueryPoolImpl implements QueryPool {
   }
 
   /**
-   * Reads one selector's samples for the worker's query, within the query's sample budget. A store
-   * that can (selectIter) is read a series at a time with the event loop given back every
-   * `readSliceMs`, so a large read holds other requests for a slice, not for the whole read; the
-   * budget is checked as the samples come, so an oversized read stops early.
+   * Answers one select of the worker's query within its sample budget. From a store that can split
+   * it (Querier.selectParts: the TSDB) only the in-memory head's part is read here: the worker reads
+   * the blocks itself, through descriptors the store lends it and keeps open until the query ends.
+   * Other stores are read here whole.
    */
-  async #select(slot: Slot, m: Extract<WorkerMessage, { type: "select" }>): Promise<void> {
+  #select(slot: Slot, m: Extract<WorkerMessage, { type: "select" }>): void {
     const job = slot.job;
     let reply: SelectReply;
     let transfer: ArrayBuffer[] = [];
     try {
       if (!job || job.msg.id !== m.id) throw new Error("query worker: select for no running query");
-      // A querier per select: a query's selects span event-loop turns, in which a merge or retention
-      // may delete blocks that a querier taken earlier would still read.
+      // A querier per select: the store's sources as they are now (a merge or retention may have
+      // replaced blocks since the query's previous select).
       const q = job.queryable.querier();
-      let data: SeriesData[];
-      if (q.selectIter) {
-        data = [];
-        let since = performance.now();
-        for (const s of q.selectIter(m.matchers, m.mintMs, m.maxtMs, m.hints)) {
-          data.push(s);
-          job.loaded += s.values.length;
-          if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
-          if (performance.now() - since >= this.#o.readSliceMs) {
-            await new Promise((r) => setImmediate(r));
-            // Settled meanwhile (deadline, client gone, pool closed): its worker is gone too.
-            if (job.done) return;
-            since = performance.now();
-          }
-        }
-      } else {
-        data = q.select(m.matchers, m.mintMs, m.maxtMs, m.hints);
-        for (const s of data) job.loaded += s.values.length;
-        if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
-      }
+      const parts = q.selectParts?.(m.matchers, m.mintMs, m.maxtMs, m.hints);
+      if (parts) job.releases.push(parts.release);
+      const data = parts ? parts.rest : q.select(m.matchers, m.mintMs, m.maxtMs, m.hints);
+      // The worker counts the blocks' samples as it reads them, on top of these.
+      for (const s of data) job.loaded += s.values.length;
+      if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
       const packed = packSeries(data);
-      reply = { ok: true, packed };
+      reply =
+        parts && parts.blocks.length > 0
+          ? { ok: true, packed, blocks: parts.blocks, liveBlockDirs: parts.liveBlockDirs }
+          : { ok: true, packed };
       transfer = packedTransfer(packed);
     } catch (err) {
       if (job) job.failure = err;

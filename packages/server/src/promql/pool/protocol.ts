@@ -30,6 +30,8 @@ export interface WorkerInit {
   /** The main thread answers selects on this port; the worker reads it synchronously. */
   readonly replies: MessagePort;
   readonly engine: WorkerEngineOptions;
+  /** Raw samples one query may load (the pool's maxSamples), counted in the worker for what it reads. */
+  readonly maxSamples: number;
 }
 
 /** Main → worker: evaluate one query. */
@@ -65,9 +67,17 @@ export type WorkerMessage =
   | { readonly type: "done"; readonly id: number; readonly result: PackedResult }
   | { readonly type: "error"; readonly id: number; readonly error: WireError };
 
-/** Main → worker on the reply port: the samples of one select, packed, or why there are none. */
+/**
+ * Main → worker on the reply port: the samples of one select, packed, or why there are none. With
+ * `blocks`, `packed` is only the head's part: the worker reads the blocks itself (Querier.selectParts).
+ */
 export type SelectReply =
-  | { readonly ok: true; readonly packed: PackedSeries }
+  | {
+      readonly ok: true;
+      readonly packed: PackedSeries;
+      readonly blocks?: readonly { readonly dir: string; readonly fd: number }[];
+      readonly liveBlockDirs?: readonly string[];
+    }
   | { readonly ok: false; readonly error: WireError };
 
 /**

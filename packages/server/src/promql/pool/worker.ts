@@ -4,8 +4,10 @@
  * store, counts what it hands out, and terminates this thread at the query's deadline.
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
-import type { Querier, Queryable } from "../../storage/interface.ts";
+import type { Querier, Queryable, SeriesData } from "../../storage/interface.ts";
+import { BlockSet } from "../../tsdb/block-set.ts";
 import { createEngine } from "../engine/engine.ts";
+import { TooManySamplesError } from "../errors.ts";
 import {
   fromWire,
   type JobMessage,
@@ -29,6 +31,9 @@ const port = parentPort;
 if (!port) throw new Error("promql/pool/worker.ts runs only as a worker thread");
 
 let current = 0;
+/** Samples the current query has loaded (the head's part and the blocks'). */
+let loaded = 0;
+const blocks = new BlockSet();
 
 const querier: Querier = {
   select(matchers, mintMs, maxtMs, hints) {
@@ -41,7 +46,20 @@ const querier: Querier = {
       if (!got) continue;
       const reply = got.message as SelectReply;
       if (!reply.ok) throw fromWire(reply.error);
-      return unpackSeries(reply.packed);
+      const rest = unpackSeries(reply.packed);
+      if (!reply.blocks || reply.blocks.length === 0) {
+        for (const s of rest) loaded += s.values.length;
+        return rest;
+      }
+      // The blocks are read here, off the event loop; the budget is checked as samples come.
+      const parts = { blocks: reply.blocks, liveBlockDirs: reply.liveBlockDirs ?? [], rest };
+      const out: SeriesData[] = [];
+      for (const s of blocks.select(parts, matchers, mintMs, maxtMs)) {
+        loaded += s.values.length;
+        if (loaded > init.maxSamples) throw new TooManySamplesError(init.maxSamples);
+        out.push(s);
+      }
+      return out;
     }
   },
   labelNames() {
@@ -55,6 +73,7 @@ const queryable: Queryable = { querier: () => querier };
 
 port.on("message", (job: JobMessage) => {
   current = job.id;
+  loaded = 0;
   const opts = { timeoutMs: 0, lookbackDeltaMs: job.lookbackDeltaMs };
   try {
     const r =
@@ -67,6 +86,8 @@ port.on("message", (job: JobMessage) => {
   } catch (err) {
     const failed: WorkerMessage = { type: "error", id: job.id, error: toWire(err) };
     port.postMessage(failed);
+  } finally {
+    blocks.endQuery();
   }
 });
 const ready: WorkerMessage = { type: "ready" };

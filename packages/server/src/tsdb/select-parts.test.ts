@@ -1,0 +1,116 @@
+import assert from "node:assert/strict";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import type { LabelMatcher, Querier, SelectParts, SeriesData } from "../storage/interface.ts";
+import { Block } from "./block.ts";
+import { BlockSet } from "./block-set.ts";
+import { L, openForTest, T0, trackCleanups } from "./testutil.ts";
+
+const MIN = 60_000;
+const track = trackCleanups();
+
+const flat = (xs: Iterable<SeriesData>) =>
+  [...xs].map(
+    (s) => `${s.labels.map((l) => `${l.name}=${l.value}`).join(",")} ${[...s.timestamps]} ${[...s.values]}`,
+  );
+const blockDirs = (dir: string) => readdirSync(join(dir, "blocks")).filter((e) => !e.endsWith(".tmp"));
+const named = (name: string): LabelMatcher[] => [{ type: "=", name: "__name__", value: name }];
+
+/** One-minute blocks over ten minutes, then a head with in-order samples and late ones over the blocks. */
+async function storeWithBlocksAndHead() {
+  const opened = await openForTest(track, { blockRangeMs: MIN, outOfOrderWindowMs: MIN, mergeBlocks: false });
+  const { db } = opened;
+  const app = db.appender();
+  for (let t = T0 - 10 * MIN; t <= T0; t += 10_000)
+    for (let i = 0; i < 12; i++) app.append(L({ __name__: i % 3 === 0 ? "g" : "m", i: String(i) }), t, t + i);
+  await app.commit();
+  await db.compact();
+  const late = db.appender();
+  for (let i = 0; i < 12; i += 2) {
+    // A new sample between two stored ones, and one at a stored timestamp with another value: the
+    // block's wins, as select merges sources.
+    late.append(L({ __name__: i % 3 === 0 ? "g" : "m", i: String(i) }), T0 - 5_000, -1);
+    late.append(L({ __name__: i % 3 === 0 ? "g" : "m", i: String(i) }), T0, -2);
+  }
+  // A series only the head has.
+  late.append(L({ __name__: "m", i: "new" }), T0 + 1_000, 7);
+  await late.commit();
+  assert.ok(db.stats().blocks >= 5, "blocks were cut");
+  return opened;
+}
+
+function partsOf(q: Querier, ...args: Parameters<NonNullable<Querier["selectParts"]>>): SelectParts {
+  const parts = q.selectParts?.(...args);
+  assert.ok(parts, "the TSDB splits selects");
+  return parts;
+}
+
+describe("TsdbQuerier.selectParts and selectFromBlocks", () => {
+  it("give, read by a borrower of the blocks, exactly what select gives", async () => {
+    const { db } = await storeWithBlocksAndHead();
+    const reader = new BlockSet();
+    const cases: [LabelMatcher[], number, number][] = [
+      [named("m"), -Infinity, Infinity],
+      [named("g"), T0 - 3 * MIN, T0 - MIN],
+      [[...named("m"), { type: "=~", name: "i", value: "1|2|new" }], T0 - 3 * MIN, T0 + 5_000],
+      [[{ type: "=~", name: "__name__", value: ".+" }], T0 - 5 * MIN, T0],
+    ];
+    for (const [ms, mint, maxt] of cases) {
+      const q = db.querier();
+      const want = flat(q.select(ms, mint, maxt));
+      assert.ok(want.length > 0);
+      const parts = partsOf(q, ms, mint, maxt);
+      try {
+        assert.ok(parts.blocks.length > 0, "blocks in range are lent, not read");
+        assert.deepEqual(flat(reader.select(parts, ms, mint, maxt)), want, JSON.stringify(ms));
+      } finally {
+        reader.endQuery();
+        parts.release();
+      }
+    }
+    assert.ok(
+      flat(db.querier().select(named("m"), T0, T0)).every((s) => !s.endsWith(" -2")),
+      "blocks win",
+    );
+  });
+
+  it("hold each block until its own readers have released it, whatever other readers hold", async () => {
+    const { db, dir } = await storeWithBlocksAndHead();
+    const all = blockDirs(dir);
+    const wide = partsOf(db.querier(), named("m"), -Infinity, Infinity);
+    const narrow = partsOf(db.querier(), named("m"), T0 - 2 * MIN, T0 - 2 * MIN);
+    assert.equal(narrow.blocks.length, 1);
+    const narrowName = narrow.blocks[0].dir.split("/").pop() ?? "";
+    assert.ok(db.applyRetention(T0 + 365 * 24 * 60 * MIN) >= all.length);
+    assert.deepEqual(blockDirs(dir), all, "every block is held");
+    wide.release();
+    assert.deepEqual(blockDirs(dir), [narrowName], "the rest went as soon as the wide reader ended");
+    wide.release(); // idempotent
+    narrow.release();
+    assert.deepEqual(blockDirs(dir), []);
+  });
+
+  it("are read by a worker's BlockSet without opening a file, forgetting blocks the store dropped", async () => {
+    const { db } = await storeWithBlocksAndHead();
+    const reader = new BlockSet();
+    const parts = partsOf(db.querier(), named("m"), -Infinity, Infinity);
+    assert.equal(flat(reader.select(parts, named("m"), -Infinity, Infinity)).length, 9);
+    reader.endQuery();
+    assert.equal(reader.size, parts.blocks.length);
+    // A borrower reads only through a lent descriptor, never one of its own.
+    const borrowed = new Block(parts.blocks[0].dir, { borrower: true });
+    assert.throws(() => borrowed.samples(0, -Infinity, Infinity), /chunks read with no open file/);
+    borrowed.lend(parts.blocks[0].fd);
+    assert.ok(borrowed.samples(0, -Infinity, Infinity).t.length > 0);
+    parts.release();
+    db.applyRetention(T0 + 365 * 24 * 60 * MIN);
+    const after = partsOf(db.querier(), named("m"), -Infinity, Infinity);
+    assert.equal(after.blocks.length, 0);
+    assert.ok(parts.blocks.every((b) => !existsSync(b.dir)));
+    reader.select(after, named("m"), -Infinity, Infinity).next();
+    reader.endQuery();
+    assert.equal(reader.size, 0, "the store lists none of them now");
+    after.release();
+  });
+});
