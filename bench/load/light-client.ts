@@ -30,7 +30,8 @@ export interface ClassRecord {
 }
 
 const cfg = JSON.parse(process.env.BENCH_LIGHT_CONFIG ?? "{}") as LightClientConfig;
-if (cfg.nice > 0) setPriority(cfg.nice);
+// Set either way: a child starts with the load generator's nice value.
+setPriority(cfg.nice);
 const out: Record<string, ClassRecord> = {};
 
 async function timed(cls: string, f: () => Promise<Response>): Promise<void> {
