@@ -160,7 +160,7 @@ for (const win of windows) {
       a = performance.now();
       const body = await queryRange(deps, { projectId: PROJECT, params, expr: "" });
       if (r > 0) h.push(performance.now() - a);
-      bytes = body.length;
+      bytes = typeof body === "string" ? body.length : body.body.byteLength;
     }
     console.log(
       `${q.name.padEnd(20)}${win.name.padEnd(6)}${pct(e, 50).toFixed(1).padStart(11)}${pct(h, 50).toFixed(1).padStart(10)}${Math.min(

@@ -19,13 +19,13 @@ import {
   type BrotliOptions,
   brotliCompress,
   brotliCompressSync,
-  constants,
   gzip,
   gzipSync,
   type ZlibOptions,
 } from "node:zlib";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import { brotliOptions, gzipOptions, MIN_COMPRESS_BYTES } from "./codings.ts";
 
 const gzipAsync = promisify(gzip);
 const brotliAsync = promisify(brotliCompress);
@@ -55,7 +55,7 @@ function sizedCompression<O>(
 export const gzipFast = sizedCompression<ZlibOptions>(
   "gzip",
   compressionGzip.decompress,
-  () => ({ level: 2 }),
+  gzipOptions,
   gzipSync,
   gzipAsync,
 );
@@ -63,12 +63,7 @@ export const gzipFast = sizedCompression<ZlibOptions>(
 export const brotliFast = sizedCompression<BrotliOptions>(
   "br",
   compressionBrotli.decompress,
-  (bytes) => ({
-    params: {
-      [constants.BROTLI_PARAM_QUALITY]: 1,
-      [constants.BROTLI_PARAM_SIZE_HINT]: bytes.byteLength,
-    },
-  }),
+  brotliOptions,
   brotliCompressSync,
   brotliAsync,
 );
@@ -121,7 +116,7 @@ export async function encodeText(
 ): Promise<{ body: string | Buffer; encoding?: string }> {
   const coding = negotiateAcceptEncoding(acceptEncoding, binary).split(", ")[0];
   const compression = connectCompressions.find((c) => c.name === coding);
-  if (!compression || text.length < 1024) return { body: text };
+  if (!compression || text.length < MIN_COMPRESS_BYTES) return { body: text };
   const z = await compression.compress(Buffer.from(text));
   return { body: Buffer.from(z.buffer, z.byteOffset, z.byteLength), encoding: compression.name };
 }

@@ -1,5 +1,7 @@
 import {
+  type AnswerEncoding,
   createEngine,
+  type EncodedAnswer,
   type Engine,
   injectTenant,
   parse,
@@ -55,6 +57,11 @@ export type WindowOutcome =
  * carry the tenant label and never include another project's series. Returned arrays belong to the
  * caller.
  */
+/** When a query is evaluated: at one instant, or on a range's steps (ms, inclusive). */
+export type QueryAt =
+  | { readonly timeMs: number }
+  | { readonly startMs: number; readonly endMs: number; readonly stepMs: number };
+
 export interface MetricsBackend {
   /**
    * Evaluates PromQL at `timeMs` over the project's series only: the expression is parsed, the tenant
@@ -71,6 +78,19 @@ export interface MetricsBackend {
     stepMs: number,
     opts?: QueryOptions,
   ): Promise<QueryResult>;
+  /**
+   * Optional: instantQuery (`at.timeMs`) or rangeQuery (`at.startMs` … `at.endMs` by `at.stepMs`)
+   * answered as the Prometheus API's success body (the tenant label removed), built and compressed
+   * where the query ran — a query worker — so the event loop only writes bytes. Absent where the
+   * answer would be built on the event loop anyway (no worker pool, the remote backend).
+   */
+  queryEncoded?(
+    projectId: string,
+    expr: string,
+    at: QueryAt,
+    encoding: Omit<AnswerEncoding, "dropLabels">,
+    opts?: QueryOptions,
+  ): Promise<EncodedAnswer>;
   /** Raw samples of the project's series matching all matchers in [startMs, endMs]. */
   select(
     projectId: string,
@@ -211,6 +231,16 @@ export function createMetricsBackend(deps: {
         : engine.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, opts);
       return { value: stripValue(r.value), annotations: r.annotations };
     },
+    ...(pool && {
+      async queryEncoded(projectId, expr, at, encoding, opts) {
+        const ast = injectTenant(parse(expr), projectId);
+        const enc = { ...encoding, dropLabels: [TENANT_LABEL] };
+        const o = { ...opts, tenant: projectId };
+        return "timeMs" in at
+          ? pool.instantQueryEncoded(deps.storage, ast, at.timeMs, enc, o)
+          : pool.rangeQueryEncoded(deps.storage, ast, at.startMs, at.endMs, at.stepMs, enc, o);
+      },
+    }),
     async select(projectId, matchers, startMs, endMs) {
       const q = deps.storage.querier();
       return q

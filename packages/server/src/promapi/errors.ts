@@ -10,6 +10,7 @@ import {
   QueryEvalError,
   QueryOverloadError,
   QueryTimeoutError,
+  ResponseTooLargeError,
   TooManySamplesError,
   UnsupportedNodeError,
 } from "../promql/index.ts";
@@ -95,6 +96,7 @@ export function toApiError(err: unknown, expr: string, param: string, log: (e: u
       `${err.message}: the limit is ${err.limit.toLocaleString("en-US")} samples per query [TOO_MANY_SAMPLES]`,
     );
   if (err instanceof QueryEvalError) return new ApiError("execution", scrubTenant(err.message));
+  if (err instanceof ResponseTooLargeError) return new ApiError("execution", err.message);
   if (err instanceof QueryOverloadError)
     return new ApiError("too_many_requests", err.message, err.retryAfterSeconds);
   if (err instanceof SvcError) {

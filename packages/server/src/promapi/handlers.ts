@@ -4,13 +4,15 @@
  * errors.ts). Every storage read goes through MetricsBackend (tenant pass, tenant label stripped) and
  * through the per-project limiter shared with the Connect RPCs.
  */
-import type { MetricsBackend } from "../metrics/backend.ts";
+import type { Coding } from "../http/codings.ts";
+import { negotiateAcceptEncoding } from "../http/compression.ts";
+import type { MetricsBackend, QueryAt } from "../metrics/backend.ts";
 import { seriesCatalog } from "../metrics/catalog.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
-import { parse, print, type QueryResult, typeOf } from "../promql/index.ts";
+import { type EncodedAnswer, parse, print, type QueryOptions, typeOf } from "../promql/index.ts";
 import type { Labels } from "../storage/interface.ts";
 import { ApiError, badParam } from "./errors.ts";
-import { BoundedWriter, jsonString, labelsJson, successBody, writeQueryData } from "./format.ts";
+import { BoundedWriter, jsonString, labelsJson, queryAnswerJson, successBody } from "./format.ts";
 import type { PromApiOptions } from "./options.ts";
 import { type Params, parseDurationParam, parseLimit, parseMatchers, parseTime } from "./params.ts";
 import { translateAst } from "./parsequery.ts";
@@ -30,10 +32,13 @@ export interface RequestContext {
   readonly labelName?: string;
   /** Fires when the client goes away before the answer: its evaluation is stopped. */
   readonly signal?: AbortSignal;
+  /** The request's Accept-Encoding: a body built in a query worker is compressed there. */
+  readonly acceptEncoding?: string;
   expr: string;
 }
 
-export type Handler = (deps: HandlerDeps, ctx: RequestContext) => Promise<string>;
+/** A success body: JSON text, or a query's body already encoded where it ran (plugin.ts sends it as is). */
+export type Handler = (deps: HandlerDeps, ctx: RequestContext) => Promise<string | EncodedAnswer>;
 
 const TRUNCATED = "results truncated due to limit";
 // Far enough in the future for any accepted sample (the TSDB refuses samples more than a day ahead).
@@ -79,15 +84,32 @@ function seriesRange(deps: HandlerDeps, ctx: RequestContext): { start: number; e
   return { start: Math.max(asked, floor), end };
 }
 
-function queryBody(deps: HandlerDeps, r: QueryResult): string {
-  const w = new BoundedWriter(deps.options.maxResponseBytes);
-  w.write('{"status":"success","data":');
-  writeQueryData(w, r.value);
-  const { warnings, infos } = r.annotations;
-  if (warnings.length > 0) w.write(`,"warnings":[${warnings.map(jsonString).join(",")}]`);
-  if (infos.length > 0) w.write(`,"infos":[${infos.map(jsonString).join(",")}]`);
-  w.write("}");
-  return w.finish();
+/**
+ * A query's success body, under the project's query slot: built (and compressed as the client
+ * accepts) by the backend where the query ran when it can — a query worker, so a large answer costs
+ * the event loop only its writing — else here from the result.
+ */
+async function queryAnswer(
+  deps: HandlerDeps,
+  ctx: RequestContext,
+  expr: string,
+  at: QueryAt,
+  opts: QueryOptions,
+): Promise<string | EncodedAnswer> {
+  const m = deps.metrics;
+  const maxBytes = deps.options.maxResponseBytes;
+  return deps.limiter.run(ctx.projectId, async () => {
+    if (m.queryEncoded) {
+      const best = negotiateAcceptEncoding(ctx.acceptEncoding ?? "", false).split(", ")[0];
+      const coding: Coding | undefined = best === "gzip" || best === "br" ? best : undefined;
+      return m.queryEncoded(ctx.projectId, expr, at, { maxBytes, coding }, opts);
+    }
+    const r =
+      "timeMs" in at
+        ? await m.instantQuery(ctx.projectId, expr, at.timeMs, opts)
+        : await m.rangeQuery(ctx.projectId, expr, at.startMs, at.endMs, at.stepMs, opts);
+    return queryAnswerJson(r, maxBytes);
+  });
 }
 
 /** A list body with Prometheus' truncation warning when `limit` cut it. */
@@ -107,10 +129,7 @@ export const query: Handler = async (deps, ctx) => {
   const expr = expression(deps, ctx);
   const time = parseTime(ctx.params, "time", deps.now());
   const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
-  const r = await deps.limiter.run(ctx.projectId, () =>
-    deps.metrics.instantQuery(ctx.projectId, expr, time, opts),
-  );
-  return queryBody(deps, r);
+  return queryAnswer(deps, ctx, expr, { timeMs: time }, opts);
 };
 
 export const queryRange: Handler = async (deps, ctx) => {
@@ -151,10 +170,7 @@ export const queryRange: Handler = async (deps, ctx) => {
   const floor = minTime(deps);
   if (start < floor) start += Math.ceil((floor - start) / step) * step;
   if (start > end) return successBody('{"resultType":"matrix","result":[]}');
-  const r = await deps.limiter.run(ctx.projectId, () =>
-    deps.metrics.rangeQuery(ctx.projectId, expr, start, end, step, opts),
-  );
-  return queryBody(deps, r);
+  return queryAnswer(deps, ctx, expr, { startMs: start, endMs: end, stepMs: step }, opts);
 };
 
 export const series: Handler = async (deps, ctx) => {

@@ -12,6 +12,7 @@ import { encodeText } from "../http/compression.ts";
 import { authorizeBearer, type TokenResolver } from "../iam/principal.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
+import type { EncodedAnswer } from "../promql/index.ts";
 import { ApiError, toApiError } from "./errors.ts";
 import { errorBody } from "./format.ts";
 import * as h from "./handlers.ts";
@@ -43,8 +44,19 @@ function send(reply: FastifyReply, status: number, body: string): FastifyReply {
  * Prometheus compresses its API): a range query's JSON shrinks ~10×, and writing it to the socket
  * was the largest cost of a heavy query's answer on the event loop.
  */
-async function sendCompressed(req: FastifyRequest, reply: FastifyReply, body: string): Promise<FastifyReply> {
-  const encoded = await encodeText(body, req.headers["accept-encoding"] ?? "", false);
+async function sendCompressed(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  body: string | EncodedAnswer,
+): Promise<FastifyReply> {
+  // A query's answer may come encoded already, from the worker that ran it.
+  const encoded =
+    typeof body === "string"
+      ? await encodeText(body, req.headers["accept-encoding"] ?? "", false)
+      : {
+          body: Buffer.from(body.body.buffer, body.body.byteOffset, body.body.byteLength),
+          encoding: body.coding,
+        };
   reply.code(200).type("application/json").header("vary", "accept-encoding");
   if (encoded.encoding) reply.header("content-encoding", encoded.encoding);
   return reply.send(encoded.body);
@@ -95,6 +107,7 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
         params: new Params(form ? req.body : undefined, req.query),
         labelName: req.params.name,
         signal: gone.signal,
+        acceptEncoding: req.headers["accept-encoding"],
         expr: "",
       };
       try {

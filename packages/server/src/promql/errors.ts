@@ -69,3 +69,16 @@ export class QueryOverloadError extends Error {
     super(message);
   }
 }
+
+/** An answer would be larger than the API's limit (`maxResponseBytes`); Prometheus' "execution" error. */
+export class ResponseTooLargeError extends Error {
+  override readonly name = "ResponseTooLargeError";
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      `response of more than ${limit.toLocaleString("en-US")} bytes (at least ${bytes.toLocaleString("en-US")}) exceeds the limit; narrow the selector, the range or raise the step`,
+    );
+  }
+}

@@ -36,6 +36,7 @@ export {
   QueryEvalError,
   QueryOverloadError,
   QueryTimeoutError,
+  ResponseTooLargeError,
   TooManySamplesError,
   UnsupportedNodeError,
 } from "./errors.ts";
@@ -54,6 +55,7 @@ export {
   type QueryPoolOptions,
   type QueryPoolStats,
 } from "./pool/pool.ts";
+export type { AnswerEncoding, EncodedAnswer } from "./pool/protocol.ts";
 export { print } from "./printer.ts";
 export { type FunctionSignature, functionSignature } from "./signatures.ts";
 export { injectTenant, TENANT_LABEL } from "./tenant.ts";

@@ -18,6 +18,8 @@ import type { QueryResult } from "../engine/engine.ts";
 import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
 import { defaultEngineOptions, type QueryOptions } from "../options.ts";
 import {
+  type AnswerEncoding,
+  type EncodedAnswer,
   fromWire,
   type JobMessage,
   packedTransfer,
@@ -97,6 +99,24 @@ export interface QueryPool {
     stepMs: number,
     opts?: PoolQueryOptions,
   ): Promise<QueryResult>;
+  /** As instantQuery, answered as the Prometheus API's encoded body, built in the worker. */
+  instantQueryEncoded(
+    queryable: Queryable,
+    expr: Expr,
+    timeMs: number,
+    encoding: AnswerEncoding,
+    opts?: PoolQueryOptions,
+  ): Promise<EncodedAnswer>;
+  /** As rangeQuery, answered as the Prometheus API's encoded body, built in the worker. */
+  rangeQueryEncoded(
+    queryable: Queryable,
+    expr: Expr,
+    startMs: number,
+    endMs: number,
+    stepMs: number,
+    encoding: AnswerEncoding,
+    opts?: PoolQueryOptions,
+  ): Promise<EncodedAnswer>;
   /** Starts every worker now; resolves once they can take queries. */
   warm(): Promise<void>;
   stats(): QueryPoolStats;
@@ -126,7 +146,7 @@ interface Job {
   readonly msg: JobMessage;
   readonly tenant: string;
   readonly queryable: Queryable;
-  readonly resolve: (r: QueryResult) => void;
+  readonly resolve: (r: QueryResult | EncodedAnswer) => void;
   readonly reject: (e: unknown) => void;
   slot?: Slot;
   /** Samples handed to the worker so far. */
@@ -165,11 +185,7 @@ class QueryPoolImpl implements QueryPool {
   }
 
   instantQuery(queryable: Queryable, expr: Expr, timeMs: number, opts?: PoolQueryOptions) {
-    return this.#submit(
-      queryable,
-      { kind: "instant", id: this.#nextId++, expr, timeMs, lookbackDeltaMs: opts?.lookbackDeltaMs },
-      opts,
-    );
+    return this.#submit(queryable, this.#instant(expr, timeMs, opts), opts) as Promise<QueryResult>;
   }
 
   rangeQuery(
@@ -182,17 +198,49 @@ class QueryPoolImpl implements QueryPool {
   ) {
     return this.#submit(
       queryable,
-      {
-        kind: "range",
-        id: this.#nextId++,
-        expr,
-        startMs,
-        endMs,
-        stepMs,
-        lookbackDeltaMs: opts?.lookbackDeltaMs,
-      },
+      this.#range(expr, startMs, endMs, stepMs, opts),
       opts,
-    );
+    ) as Promise<QueryResult>;
+  }
+
+  instantQueryEncoded(
+    queryable: Queryable,
+    expr: Expr,
+    timeMs: number,
+    encode: AnswerEncoding,
+    opts?: PoolQueryOptions,
+  ) {
+    const msg = { ...this.#instant(expr, timeMs, opts), encode };
+    return this.#submit(queryable, msg, opts) as Promise<EncodedAnswer>;
+  }
+
+  rangeQueryEncoded(
+    queryable: Queryable,
+    expr: Expr,
+    startMs: number,
+    endMs: number,
+    stepMs: number,
+    encode: AnswerEncoding,
+    opts?: PoolQueryOptions,
+  ) {
+    const msg = { ...this.#range(expr, startMs, endMs, stepMs, opts), encode };
+    return this.#submit(queryable, msg, opts) as Promise<EncodedAnswer>;
+  }
+
+  #instant(expr: Expr, timeMs: number, opts?: PoolQueryOptions): JobMessage {
+    return { kind: "instant", id: this.#nextId++, expr, timeMs, lookbackDeltaMs: opts?.lookbackDeltaMs };
+  }
+
+  #range(expr: Expr, startMs: number, endMs: number, stepMs: number, opts?: PoolQueryOptions): JobMessage {
+    return {
+      kind: "range",
+      id: this.#nextId++,
+      expr,
+      startMs,
+      endMs,
+      stepMs,
+      lookbackDeltaMs: opts?.lookbackDeltaMs,
+    };
   }
 
   async warm(): Promise<void> {
@@ -229,10 +277,14 @@ class QueryPoolImpl implements QueryPool {
     await Promise.all(exits);
   }
 
-  #submit(queryable: Queryable, msg: JobMessage, opts?: PoolQueryOptions): Promise<QueryResult> {
+  #submit(
+    queryable: Queryable,
+    msg: JobMessage,
+    opts?: PoolQueryOptions,
+  ): Promise<QueryResult | EncodedAnswer> {
     if (this.#closed) return Promise.reject(new Error("query pool closed"));
     if (opts?.signal?.aborted) return Promise.reject(new QueryTimeoutError("query aborted"));
-    return new Promise<QueryResult>((resolve, reject) => {
+    return new Promise<QueryResult | EncodedAnswer>((resolve, reject) => {
       const job: Job = {
         msg,
         tenant: opts?.tenant ?? "",
@@ -296,7 +348,7 @@ class QueryPoolImpl implements QueryPool {
     }
   }
 
-  #settle(job: Job, err: unknown, result?: QueryResult): void {
+  #settle(job: Job, err: unknown, result?: QueryResult | EncodedAnswer): void {
     if (job.done) return;
     job.done = true;
     for (const r of job.releases.splice(0)) r();
@@ -409,10 +461,12 @@ class QueryPoolImpl implements QueryPool {
         this.#select(slot, m);
         return;
       case "done":
+      case "encoded":
       case "error": {
         const job = slot.job;
         if (!job || job.msg.id !== m.id) return;
         if (m.type === "done") this.#settle(job, undefined, unpackResult(m.result));
+        else if (m.type === "encoded") this.#settle(job, undefined, m.answer);
         else this.#settle(job, job.failure ?? fromWire(m.error));
         this.#pump();
         return;

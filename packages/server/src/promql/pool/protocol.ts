@@ -3,6 +3,7 @@
  * and results cross threads as a few transferable buffers instead of thousands of cloned arrays.
  */
 import type { MessagePort } from "node:worker_threads";
+import type { Coding } from "../../http/codings.ts";
 import type { LabelMatcher, Labels, SelectHints, SeriesData } from "../../storage/interface.ts";
 import type { Expr } from "../ast.ts";
 import type { QueryResult, QueryValue, RangeSeries } from "../engine/engine.ts";
@@ -11,6 +12,7 @@ import {
   PromQLParseError,
   QueryEvalError,
   QueryTimeoutError,
+  ResponseTooLargeError,
   TooManySamplesError,
   UnsupportedNodeError,
 } from "../errors.ts";
@@ -34,8 +36,27 @@ export interface WorkerInit {
   readonly maxSamples: number;
 }
 
-/** Main → worker: evaluate one query. */
-export type JobMessage =
+/**
+ * How a worker hands a query's answer back when asked for the Prometheus API's body instead of the
+ * result: built (and compressed) in the worker, so the event loop only writes bytes.
+ */
+export interface AnswerEncoding {
+  /** Labels removed from every series of the answer (the tenant label). */
+  readonly dropLabels: readonly string[];
+  /** The body's JSON may not be longer (ResponseTooLargeError). */
+  readonly maxBytes: number;
+  /** The content coding to apply (bodies under MIN_COMPRESS_BYTES stay plain); absent: none. */
+  readonly coding?: Coding;
+}
+
+/** The encoded answer: the Prometheus API's success body, and its content coding if compressed. */
+export interface EncodedAnswer {
+  readonly body: Uint8Array;
+  readonly coding?: Coding;
+}
+
+/** Main → worker: evaluate one query (and with `encode`, answer its encoded body). */
+export type JobMessage = (
   | {
       readonly kind: "instant";
       readonly id: number;
@@ -51,7 +72,8 @@ export type JobMessage =
       readonly endMs: number;
       readonly stepMs: number;
       readonly lookbackDeltaMs?: number;
-    };
+    }
+) & { readonly encode?: AnswerEncoding };
 
 /** Worker → main. */
 export type WorkerMessage =
@@ -65,6 +87,7 @@ export type WorkerMessage =
       readonly hints?: SelectHints;
     }
   | { readonly type: "done"; readonly id: number; readonly result: PackedResult }
+  | { readonly type: "encoded"; readonly id: number; readonly answer: EncodedAnswer }
   | { readonly type: "error"; readonly id: number; readonly error: WireError };
 
 /**
@@ -198,6 +221,7 @@ export interface WireError {
   readonly maxPoints?: number;
   readonly position?: { readonly start: number; readonly end: number };
   readonly nodeKind?: string;
+  readonly bytes?: number;
 }
 
 export function toWire(err: unknown): WireError {
@@ -211,6 +235,7 @@ export function toWire(err: unknown): WireError {
     maxPoints: e.maxPoints,
     position: e.position,
     nodeKind: e.nodeKind,
+    bytes: e.bytes,
   };
 }
 
@@ -229,6 +254,8 @@ export function fromWire(w: WireError): Error {
       return new PromQLParseError(w.message, w.position ?? { start: 0, end: 0 });
     case "UnsupportedNodeError":
       return new UnsupportedNodeError(w.nodeKind ?? "?");
+    case "ResponseTooLargeError":
+      return new ResponseTooLargeError(w.bytes ?? 0, w.limit ?? 0);
     default:
       return new Error(`query worker: ${w.name}: ${w.message}`);
   }

@@ -4,11 +4,15 @@
  * store, counts what it hands out, and terminates this thread at the query's deadline.
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
-import type { Querier, Queryable, SeriesData } from "../../storage/interface.ts";
+import { compressSync, MIN_COMPRESS_BYTES } from "../../http/codings.ts";
+import type { Labels, Querier, Queryable, SeriesData } from "../../storage/interface.ts";
 import { BlockSet } from "../../tsdb/block-set.ts";
-import { createEngine } from "../engine/engine.ts";
+import { createEngine, type QueryResult, type QueryValue } from "../engine/engine.ts";
 import { TooManySamplesError } from "../errors.ts";
+import { queryAnswerJson } from "../json.ts";
 import {
+  type AnswerEncoding,
+  type EncodedAnswer,
   fromWire,
   type JobMessage,
   packResult,
@@ -80,9 +84,15 @@ port.on("message", (job: JobMessage) => {
       job.kind === "instant"
         ? engine.instantQuery(queryable, job.expr, job.timeMs, opts)
         : engine.rangeQuery(queryable, job.expr, job.startMs, job.endMs, job.stepMs, opts);
-    const { packed, transfer } = packResult(r);
-    const done: WorkerMessage = { type: "done", id: job.id, result: packed };
-    port.postMessage(done, transfer);
+    if (job.encode) {
+      const answer = encodeAnswer(r, job.encode);
+      const encoded: WorkerMessage = { type: "encoded", id: job.id, answer };
+      port.postMessage(encoded, [answer.body.buffer as ArrayBuffer]);
+    } else {
+      const { packed, transfer } = packResult(r);
+      const done: WorkerMessage = { type: "done", id: job.id, result: packed };
+      port.postMessage(done, transfer);
+    }
   } catch (err) {
     const failed: WorkerMessage = { type: "error", id: job.id, error: toWire(err) };
     port.postMessage(failed);
@@ -90,5 +100,22 @@ port.on("message", (job: JobMessage) => {
     blocks.endQuery();
   }
 });
+/** The Prometheus API's body of a result, without the dropped labels, compressed as asked. */
+function encodeAnswer(r: QueryResult, enc: AnswerEncoding): EncodedAnswer {
+  const drop = (metric: Labels) => metric.filter((l) => !enc.dropLabels.includes(l.name));
+  const v = r.value;
+  const value: QueryValue =
+    v.resultType === "matrix"
+      ? { resultType: "matrix", result: v.result.map((s) => ({ ...s, metric: drop(s.metric) })) }
+      : v.resultType === "vector"
+        ? { resultType: "vector", result: v.result.map((s) => ({ ...s, metric: drop(s.metric) })) }
+        : v;
+  const text = Buffer.from(queryAnswerJson({ value, annotations: r.annotations }, enc.maxBytes));
+  // A Buffer from the pool may share its ArrayBuffer: copy into one of its own to transfer it.
+  const own = (b: Buffer) => new Uint8Array(b);
+  if (!enc.coding || text.byteLength < MIN_COMPRESS_BYTES) return { body: own(text) };
+  return { body: own(compressSync(text, enc.coding)), coding: enc.coding };
+}
+
 const ready: WorkerMessage = { type: "ready" };
 port.postMessage(ready);
