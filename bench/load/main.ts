@@ -14,10 +14,10 @@
  *
  * Projects: `light` is a dashboard user at a steady pace (QueryVMMonitoring of one VM's CPU and memory
  * for the last hour 10 times a second, ListVMMonitoring once a second) plus a customer Prometheus
- * scraping its four export shards every 5 s, from its own process (light-client.ts: one customer's
- * client does not share an event loop with another customer's heavy load); `writer` is the hypervisor
- * collector sending every VM's samples once a second (its acknowledgement latency is measured, here,
- * in the process that also runs the heavy loops, so it is an upper bound); `heavy` runs Prometheus-API range
+ * scraping its four export shards every 5 s; `writer` is the hypervisor collector sending every VM's
+ * samples once a second (its acknowledgement latency is measured). Each of the two runs as its own
+ * process (client.ts): one customer's client does not share an event loop with another customer's
+ * heavy load. `heavy` runs Prometheus-API range
  * queries with subqueries over the whole history from more loops than its concurrency cap (4), so it
  * sits at its cap with a queue.
  *
@@ -38,7 +38,7 @@ import { createSvcClients } from "../../packages/sdk/src/index.ts";
 import { freePort } from "../../packages/server/src/http/free-port.ts";
 import { createSimulator, type SimVm } from "../../packages/server/src/ingest/simulator/index.ts";
 import { startServerProcess } from "../../packages/server/src/testing/server-process.ts";
-import type { ClassRecord, LightClientConfig } from "./light-client.ts";
+import type { ClientConfig, ClientResult } from "./client.ts";
 
 const quick = process.argv.includes("--quick");
 // The load generator shares the 2 cores with the server it measures: below the server's event loop
@@ -51,10 +51,11 @@ const DURATION_MS = Number(process.env.BENCH_SECONDS ?? (quick ? 10 : 30)) * 100
 const HEAVY_LOOPS = 6;
 // The light project's dashboard: QueryVMMonitoring calls per second (ListVMMonitoring once a second).
 const LIGHT_QUERIES_PER_S = 10;
-// The light project's client runs in its own process (light-client.ts) at the server's event-loop
-// priority (nice 0): it uses little CPU, and at the generator's nice 5 it measured its own wait for a
-// core as well (a light answer the server had finished in 3.4 ms reached that client 103 ms later,
-// with the server's loop free meanwhile). BENCH_LIGHT_NICE=5 to compare.
+// The measured clients (the light project's, the collector) run in their own processes (client.ts) at
+// the server's event-loop priority (nice 0): they use little CPU, and at the generator's nice 5 the
+// light client measured its own wait for a core as well (a light answer the server had finished in
+// 3.4 ms reached that client 103 ms later, with the server's loop free meanwhile).
+// BENCH_LIGHT_NICE=5 to compare.
 const LIGHT_NICE = Number(process.env.BENCH_LIGHT_NICE ?? 0);
 // prom-client's event-loop monitor resolution (its default), included in every recorded interval.
 const LAG_RESOLUTION_MS = 10;
@@ -100,23 +101,21 @@ async function timed(cls: string, f: () => Promise<Response>): Promise<void> {
   record(cls, performance.now() - t0, status);
 }
 
-/** The light project's client process, warmed up; `run` starts its phase, ending at `until`. */
-async function startLightClient(
-  cfg: LightClientConfig,
-): Promise<{ run(until: number): Promise<Record<string, ClassRecord>> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "light-client.ts")], {
-    env: { ...process.env, BENCH_LIGHT_CONFIG: JSON.stringify(cfg) },
+/** A measured client process (client.ts), warmed up; `run` starts its phase, ending at `until`. */
+async function startClient(cfg: ClientConfig): Promise<{ run(until: number): Promise<ClientResult> }> {
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "client.ts")], {
+    env: { ...process.env, BENCH_CLIENT_CONFIG: JSON.stringify(cfg) },
     stdio: ["pipe", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const first = await lines.next();
-  if (first.value !== "ready") throw new Error(`light client: expected "ready", got ${first.value}`);
+  if (first.value !== "ready") throw new Error(`${cfg.role} client: expected "ready", got ${first.value}`);
   return {
     async run(until) {
       child.stdin.end(`${until}\n`);
       const result = await lines.next();
-      if (result.done) throw new Error("light client exited without its figures");
-      return JSON.parse(result.value) as Record<string, ClassRecord>;
+      if (result.done) throw new Error(`${cfg.role} client exited without its figures`);
+      return JSON.parse(result.value) as ClientResult;
     },
   };
 }
@@ -252,8 +251,11 @@ async function main(): Promise<void> {
     // ("loaded"): the same, while the heavy project runs at its cap. The light project's figures of the
     // two phases are compared; everything else is the same in both.
     const lag: Record<string, number> = {};
+    let counters = sim.counters();
+    let resumeAfterMs = now;
     for (const phase of ["alone", "loaded"] as const) {
-      const light = await startLightClient({
+      const light = await startClient({
+        role: "light",
         base,
         key: keys.light,
         vm: lightVm,
@@ -261,40 +263,37 @@ async function main(): Promise<void> {
         queriesPerS: LIGHT_QUERIES_PER_S,
         nice: LIGHT_NICE,
       });
+      const writer = await startClient({
+        role: "collector",
+        base,
+        token: COLLECTOR,
+        vms,
+        counters,
+        resumeAfterMs,
+        phase,
+        nice: LIGHT_NICE,
+      });
       await fetch(`${base}/metrics`).then((r) => r.text()); // starts the event-loop delay window
       const until = Date.now() + DURATION_MS;
-      const lightResults = light.run(until);
+      const measured = [light.run(until), writer.run(until)];
       const loop = async (f: () => Promise<void>) => {
         while (Date.now() < until) await f();
       };
-      let tick = Date.now();
-      const writes = async () => {
-        while (Date.now() < until) {
-          tick += 1000;
-          await new Promise((r) => setTimeout(r, Math.max(0, tick - Date.now())));
-          // Every VM's newest step, as a collector sends it.
-          for (const req of sim.tick(Date.now())) {
-            const t1 = performance.now();
-            const r = await pushRemoteWrite(writeUrl, COLLECTOR, req, { timeoutMs: 30_000 }).catch(() => ({
-              status: 599,
-            }));
-            record(`remote write (${phase})`, performance.now() - t1, r.status);
-          }
+      if (phase === "loaded")
+        await Promise.all(
+          Array.from({ length: HEAVY_LOOPS }, () =>
+            loop(() => timed("Prometheus API, heavy (heavy project)", promQuery)),
+          ),
+        );
+      for (const result of await Promise.all(measured)) {
+        for (const [cls, c] of Object.entries(result.classes)) {
+          classes.set(cls, {
+            latencies: c.latencies,
+            statuses: new Map(Object.entries(c.statuses).map(([k, n]) => [Number(k), n])),
+          });
         }
-      };
-      await Promise.all([
-        ...(phase === "loaded"
-          ? Array.from({ length: HEAVY_LOOPS }, () =>
-              loop(() => timed("Prometheus API, heavy (heavy project)", promQuery)),
-            )
-          : []),
-        writes(),
-      ]);
-      for (const [cls, c] of Object.entries(await lightResults)) {
-        classes.set(cls, {
-          latencies: c.latencies,
-          statuses: new Map(Object.entries(c.statuses).map(([k, n]) => [Number(k), n])),
-        });
+        if (result.counters) counters = result.counters;
+        if (result.lastMs) resumeAfterMs = result.lastMs;
       }
       const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
       const p99 = Number(/^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN) * 1000;
@@ -302,7 +301,7 @@ async function main(): Promise<void> {
     }
     const lagP99 = lag.loaded;
     process.stdout.write(
-      `\nscheduling: the server's event loop at nice 0, its query workers at ${process.env.SVC_QUERY_WORKER_NICE ?? 10}, this load generator at ${CLIENT_NICE}, the light project's client at ${LIGHT_NICE}`,
+      `\nscheduling: the server's event loop at nice 0, its query workers at ${process.env.SVC_QUERY_WORKER_NICE ?? 10}, this load generator (the heavy project) at ${CLIENT_NICE}, the light project's client and the collector at ${LIGHT_NICE}`,
     );
     process.stdout.write(
       `\nload average at the end: ${loadavg()

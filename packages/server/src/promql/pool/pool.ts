@@ -3,7 +3,9 @@
  * a worker's selects come back here; the in-memory part is read (and counted against `maxSamples`)
  * on the main thread and handed over as transferable buffers, and the TSDB's immutable blocks are
  * read by the worker itself (Querier.selectParts), while the unchanged engine runs in the worker.
- * The deadline terminates the worker (the work really stops) and the pool starts a fresh one.
+ * The result comes back packed, or (…Encoded) as the Prometheus API's body, built and compressed in
+ * the worker. The deadline terminates the worker (the work really stops) and the pool starts a
+ * fresh one.
  *
  * Fairness: queued queries are taken round-robin across tenants, and with two or more workers one
  * tenant never holds more than all but one of them, so another project always finds a worker free
