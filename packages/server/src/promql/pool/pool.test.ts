@@ -62,6 +62,27 @@ async function tsdbWithBlocks(): Promise<{ db: Tsdb; dir: string }> {
   assert.ok(db.stats().blocks >= 2, "blocks were cut");
   return { db, dir };
 }
+/** `db` as a Queryable that counts the blocks its selects lend to a worker. */
+function lending(db: Tsdb): { watched: Queryable; lent: () => number } {
+  let lent = 0;
+  const watched: Queryable = {
+    querier: () => {
+      const q = db.querier();
+      return {
+        ...q,
+        select: q.select.bind(q),
+        selectParts(...args) {
+          const parts = q.selectParts?.(...args);
+          assert.ok(parts);
+          lent += parts.blocks.length;
+          return parts;
+        },
+      };
+    },
+  };
+  return { watched, lent: () => lent };
+}
+
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0)) await c();
@@ -116,22 +137,7 @@ describe("createQueryPool()", () => {
           return false; // closed meanwhile
         }
       });
-    let lent = 0;
-    const watched: Queryable = {
-      querier: () => {
-        const q = db.querier();
-        return {
-          ...q,
-          select: q.select.bind(q),
-          selectParts(...args) {
-            const parts = q.selectParts?.(...args);
-            assert.ok(parts);
-            lent += parts.blocks.length;
-            return parts;
-          },
-        };
-      },
-    };
+    const { watched, lent } = lending(db);
     const before = blocks();
     assert.ok(before.length >= 2);
     const stop = new AbortController();
@@ -139,13 +145,30 @@ describe("createQueryPool()", () => {
       timeoutMs: 0,
       signal: stop.signal,
     });
-    await until(() => lent > 0);
+    await until(() => lent() > 0);
     assert.ok(db.applyRetention(T0 + 365 * 24 * HOUR) >= before.length);
     assert.deepEqual(blocks(), before, "held while the worker may read them");
     stop.abort();
     await assert.rejects(running, QueryTimeoutError);
     await until(() => blocks().length === 0);
     assert.deepEqual(blockFds(), [], "the worker opened none of the blocks' files");
+  });
+
+  it("gives a running query's blocks back once a closing pool's workers have stopped", async () => {
+    const { db, dir } = await tsdbWithBlocks();
+    const own = createQueryPool({ workers: 1 });
+    const blocks = () => readdirSync(join(dir, "blocks")).filter((e) => !e.endsWith(".tmp"));
+    const { watched, lent } = lending(db);
+    const running = own.rangeQuery(watched, parse(HEAVY_TSDB), T0 + HOUR, T0 + 3 * HOUR, 1_000, {
+      timeoutMs: 0,
+    });
+    const closedErr = assert.rejects(running, /query pool closed/);
+    await until(() => lent() > 0);
+    db.applyRetention(T0 + 365 * 24 * HOUR);
+    assert.ok(blocks().length > 0, "held by the running query");
+    await own.close();
+    await closedErr;
+    assert.deepEqual(blocks(), [], "released when the pool had closed");
   });
 
   it("counts the samples a worker reads from blocks against the limit", async () => {

@@ -271,12 +271,18 @@ class QueryPoolImpl implements QueryPool {
     for (const q of this.#queues.values())
       for (const job of [...q]) this.#settle(job, new Error("query pool closed"));
     const exits: Promise<number>[] = [];
+    // As at a deadline: blocks lent to a running worker stay until it has stopped.
+    const releases: (() => void)[] = [];
     for (const slot of [...this.#slots]) {
-      if (slot.job) this.#settle(slot.job, new Error("query pool closed"));
+      if (slot.job) {
+        releases.push(...slot.job.releases.splice(0));
+        this.#settle(slot.job, new Error("query pool closed"));
+      }
       exits.push(this.#retire(slot));
     }
     for (const w of this.#readyWaiters.splice(0)) w();
     await Promise.all(exits);
+    for (const r of releases) r();
   }
 
   #submit(
