@@ -23,6 +23,7 @@ import {
   createSimulator,
   type SimVm,
 } from "../../packages/server/src/ingest/simulator/index.ts";
+import { type ClassRecord, Recorder } from "./record.ts";
 
 export type ClientConfig =
   | {
@@ -52,35 +53,11 @@ export interface ClientResult {
   readonly lastMs?: number;
 }
 
-export interface ClassRecord {
-  readonly latencies: number[];
-  readonly statuses: Record<string, number>;
-}
-
 const cfg = JSON.parse(process.env.BENCH_CLIENT_CONFIG ?? "{}") as ClientConfig;
 // Set either way: a child starts with the load generator's nice value.
 setPriority(cfg.nice);
-const out: Record<string, ClassRecord> = {};
-
-function record(cls: string, ms: number, status: number): void {
-  const c = out[cls] ?? { latencies: [], statuses: {} };
-  out[cls] = c;
-  if (status < 500 && status !== 429) c.latencies.push(ms);
-  c.statuses[status] = (c.statuses[status] ?? 0) + 1;
-}
-
-async function timed(cls: string, f: () => Promise<Response>): Promise<void> {
-  const t0 = performance.now();
-  let status = 0;
-  try {
-    const r = await f();
-    status = r.status;
-    await r.arrayBuffer();
-  } catch {
-    status = 599; // the connection failed: counted with the 5xx
-  }
-  record(cls, performance.now() - t0, status);
-}
+const recorder = new Recorder();
+const timed = recorder.timed.bind(recorder);
 
 /** Until `until`, open loop: a request every `everyMs` whether or not the previous one answered. */
 async function every(until: number, everyMs: number, f: () => Promise<void>): Promise<void> {
@@ -137,7 +114,7 @@ async function light(c: Extract<ClientConfig, { role: "light" }>): Promise<Clien
       ),
     ),
   ]);
-  return { classes: out };
+  return { classes: recorder.classes };
 }
 
 async function collector(c: Extract<ClientConfig, { role: "collector" }>): Promise<ClientResult> {
@@ -161,10 +138,10 @@ async function collector(c: Extract<ClientConfig, { role: "collector" }>): Promi
       const r = await pushRemoteWrite(writeUrl, c.token, req, { timeoutMs: 30_000 }).catch(() => ({
         status: 599,
       }));
-      record(`remote write (${c.phase})`, performance.now() - t1, r.status);
+      recorder.record(`remote write (${c.phase})`, performance.now() - t1, r.status);
     }
   }
-  return { classes: out, counters: sim.counters(), lastMs: last };
+  return { classes: recorder.classes, counters: sim.counters(), lastMs: last };
 }
 
 const result = cfg.role === "light" ? await light(cfg) : await collector(cfg);

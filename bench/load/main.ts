@@ -39,6 +39,7 @@ import { freePort } from "../../packages/server/src/http/free-port.ts";
 import { createSimulator, type SimVm } from "../../packages/server/src/ingest/simulator/index.ts";
 import { startServerProcess } from "../../packages/server/src/testing/server-process.ts";
 import type { ClientConfig, ClientResult } from "./client.ts";
+import { Recorder } from "./record.ts";
 
 const quick = process.argv.includes("--quick");
 // The load generator shares the 2 cores with the server it measures: below the server's event loop
@@ -72,34 +73,10 @@ function pct(xs: number[], q: number): number {
 
 const fmt = (ms: number) => (Number.isNaN(ms) ? "—" : ms < 10 ? ms.toFixed(1) : String(Math.round(ms)));
 
-interface ClassStats {
-  latencies: number[];
-  statuses: Map<number, number>;
-}
-
-const classes = new Map<string, ClassStats>();
-function record(cls: string, ms: number, status: number): void {
-  let c = classes.get(cls);
-  if (!c) {
-    c = { latencies: [], statuses: new Map() };
-    classes.set(cls, c);
-  }
-  if (status < 500 && status !== 429) c.latencies.push(ms);
-  c.statuses.set(status, (c.statuses.get(status) ?? 0) + 1);
-}
-
-async function timed(cls: string, f: () => Promise<Response>): Promise<void> {
-  const t0 = performance.now();
-  let status = 0;
-  try {
-    const r = await f();
-    status = r.status;
-    await r.arrayBuffer();
-  } catch {
-    status = 599; // the connection failed: counted with the 5xx
-  }
-  record(cls, performance.now() - t0, status);
-}
+// The heavy project's figures, recorded here; the measured clients' come from their processes.
+const recorder = new Recorder();
+const timed = recorder.timed.bind(recorder);
+const classes = recorder.classes;
 
 /** A measured client process (client.ts), warmed up; `run` starts its phase, ending at `until`. */
 async function startClient(cfg: ClientConfig): Promise<{ run(until: number): Promise<ClientResult> }> {
@@ -286,12 +263,7 @@ async function main(): Promise<void> {
           ),
         );
       for (const result of await Promise.all(measured)) {
-        for (const [cls, c] of Object.entries(result.classes)) {
-          classes.set(cls, {
-            latencies: c.latencies,
-            statuses: new Map(Object.entries(c.statuses).map(([k, n]) => [Number(k), n])),
-          });
-        }
+        Object.assign(classes, result.classes);
         if (result.counters) counters = result.counters;
         if (result.lastMs) resumeAfterMs = result.lastMs;
       }
@@ -312,10 +284,11 @@ async function main(): Promise<void> {
       "| class | requests | p50 ms | p99 ms | statuses |\n| --- | --- | --- | --- | --- |\n",
     );
     let fivexx = 0;
-    for (const [cls, c] of classes) {
-      const n = [...c.statuses.values()].reduce((a, b) => a + b, 0);
-      for (const [s, k] of c.statuses) if (s >= 500) fivexx += k;
-      const statuses = [...c.statuses]
+    for (const [cls, c] of Object.entries(classes)) {
+      const counts = Object.entries(c.statuses).map(([s, k]) => [Number(s), k] as const);
+      const n = counts.reduce((a, [, k]) => a + k, 0);
+      for (const [s, k] of counts) if (s >= 500) fivexx += k;
+      const statuses = counts
         .sort((a, b) => a[0] - b[0])
         .map(([s, k]) => `${s}×${k}`)
         .join(" ");
@@ -323,9 +296,9 @@ async function main(): Promise<void> {
         `| ${cls} | ${n} | ${fmt(pct(c.latencies, 0.5))} | ${fmt(pct(c.latencies, 0.99))} | ${statuses} |\n`,
       );
     }
-    const unloaded = pct(classes.get("QueryVMMonitoring (light, alone)")?.latencies ?? [], 0.99);
-    const loaded = pct(classes.get("QueryVMMonitoring (light, loaded)")?.latencies ?? [], 0.99);
-    const ack = pct(classes.get("remote write (loaded)")?.latencies ?? [], 0.99);
+    const unloaded = pct(classes["QueryVMMonitoring (light, alone)"]?.latencies ?? [], 0.99);
+    const loaded = pct(classes["QueryVMMonitoring (light, loaded)"]?.latencies ?? [], 0.99);
+    const ack = pct(classes["remote write (loaded)"]?.latencies ?? [], 0.99);
     const goal = (ok: boolean) => (ok ? "met" : "NOT met");
     process.stdout.write(
       `\nserver event-loop delay p99: ${fmt(lag.alone)} ms alone, ${fmt(lagP99)} ms loaded\n\n`,
