@@ -25,7 +25,7 @@ import {
 } from "node:zlib";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
-import { brotliOptions, gzipOptions, MIN_COMPRESS_BYTES } from "./codings.ts";
+import { brotliOptions, type Coding, gzipOptions, MIN_COMPRESS_BYTES } from "./codings.ts";
 
 const gzipAsync = promisify(gzip);
 const brotliAsync = promisify(brotliCompress);
@@ -102,6 +102,12 @@ export function negotiateAcceptEncoding(header: string, binary: boolean): string
   return offered.length > 0 ? offered.map((c) => c.name).join(", ") : "identity";
 }
 
+/** The coding svc answers with for an `Accept-Encoding` (negotiateAcceptEncoding's first), if any. */
+export function preferredCoding(acceptEncoding: string, binary: boolean): Coding | undefined {
+  const best = negotiateAcceptEncoding(acceptEncoding, binary).split(", ")[0];
+  return best === "gzip" || best === "br" ? best : undefined;
+}
+
 /**
  * A text answer of the HTTP surfaces (export shards, the Prometheus API) as the client accepts it:
  * compressed with the best coding it accepts when the text is worth it (≥ 1 KiB), plain otherwise.
@@ -114,7 +120,7 @@ export async function encodeText(
   acceptEncoding: string,
   binary: boolean,
 ): Promise<{ body: string | Buffer; encoding?: string }> {
-  const coding = negotiateAcceptEncoding(acceptEncoding, binary).split(", ")[0];
+  const coding = preferredCoding(acceptEncoding, binary);
   const compression = connectCompressions.find((c) => c.name === coding);
   if (!compression || text.length < MIN_COMPRESS_BYTES) return { body: text };
   const z = await compression.compress(Buffer.from(text));

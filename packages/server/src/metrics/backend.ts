@@ -9,9 +9,9 @@ import {
   type QueryPool,
   type QueryResult,
   QueryTimeoutError,
-  type QueryValue,
   type RangeSeries,
   TENANT_LABEL,
+  withoutTenant,
 } from "../promql/index.ts";
 import {
   isStaleMarker,
@@ -88,7 +88,7 @@ export interface MetricsBackend {
     projectId: string,
     expr: string,
     at: QueryAt,
-    encoding: Omit<AnswerEncoding, "dropLabels">,
+    encoding: AnswerEncoding,
     opts?: QueryOptions,
   ): Promise<EncodedAnswer>;
   /** Raw samples of the project's series matching all matchers in [startMs, endMs]. */
@@ -180,18 +180,6 @@ export function labelsKey(labels: Labels): string {
   return labels.map((l) => `${l.name}\u0000${l.value}`).join("\u0001");
 }
 
-/** A query value without the tenant label on its series. */
-export function stripValue(v: QueryValue): QueryValue {
-  switch (v.resultType) {
-    case "vector":
-      return { resultType: "vector", result: v.result.map((s) => ({ ...s, metric: stripTenant(s.metric) })) };
-    case "matrix":
-      return { resultType: "matrix", result: v.result.map((s) => ({ ...s, metric: stripTenant(s.metric) })) };
-    default:
-      return v;
-  }
-}
-
 /**
  * MetricsBackend over the embedded store (or any Queryable) and the embedded PromQL engine. `now`
  * (ms) times the deadline of windowAggregates; tests inject it.
@@ -222,23 +210,22 @@ export function createMetricsBackend(deps: {
       const r = pool
         ? await pool.instantQuery(deps.storage, ast, timeMs, { ...opts, tenant: projectId })
         : engine.instantQuery(deps.storage, ast, timeMs, opts);
-      return { value: stripValue(r.value), annotations: r.annotations };
+      return { value: withoutTenant(r.value), annotations: r.annotations };
     },
     async rangeQuery(projectId, expr, startMs, endMs, stepMs, opts) {
       const ast = injectTenant(parse(expr), projectId);
       const r = pool
         ? await pool.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, { ...opts, tenant: projectId })
         : engine.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, opts);
-      return { value: stripValue(r.value), annotations: r.annotations };
+      return { value: withoutTenant(r.value), annotations: r.annotations };
     },
     ...(pool && {
       async queryEncoded(projectId, expr, at, encoding, opts) {
         const ast = injectTenant(parse(expr), projectId);
-        const enc = { ...encoding, dropLabels: [TENANT_LABEL] };
         const o = { ...opts, tenant: projectId };
         return "timeMs" in at
-          ? pool.instantQueryEncoded(deps.storage, ast, at.timeMs, enc, o)
-          : pool.rangeQueryEncoded(deps.storage, ast, at.startMs, at.endMs, at.stepMs, enc, o);
+          ? pool.instantQueryEncoded(deps.storage, ast, at.timeMs, encoding, o)
+          : pool.rangeQueryEncoded(deps.storage, ast, at.startMs, at.endMs, at.stepMs, encoding, o);
       },
     }),
     async select(projectId, matchers, startMs, endMs) {

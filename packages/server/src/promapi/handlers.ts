@@ -4,8 +4,7 @@
  * errors.ts). Every storage read goes through MetricsBackend (tenant pass, tenant label stripped) and
  * through the per-project limiter shared with the Connect RPCs.
  */
-import type { Coding } from "../http/codings.ts";
-import { negotiateAcceptEncoding } from "../http/compression.ts";
+import { preferredCoding } from "../http/compression.ts";
 import type { MetricsBackend, QueryAt } from "../metrics/backend.ts";
 import { seriesCatalog } from "../metrics/catalog.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
@@ -100,8 +99,7 @@ async function queryAnswer(
   const maxBytes = deps.options.maxResponseBytes;
   return deps.limiter.run(ctx.projectId, async () => {
     if (m.queryEncoded) {
-      const best = negotiateAcceptEncoding(ctx.acceptEncoding ?? "", false).split(", ")[0];
-      const coding: Coding | undefined = best === "gzip" || best === "br" ? best : undefined;
+      const coding = preferredCoding(ctx.acceptEncoding ?? "", false);
       return m.queryEncoded(ctx.projectId, expr, at, { maxBytes, coding }, opts);
     }
     const r =

@@ -58,4 +58,4 @@ export {
 export type { AnswerEncoding, EncodedAnswer } from "./pool/protocol.ts";
 export { print } from "./printer.ts";
 export { type FunctionSignature, functionSignature } from "./signatures.ts";
-export { injectTenant, TENANT_LABEL } from "./tenant.ts";
+export { injectTenant, TENANT_LABEL, withoutTenant } from "./tenant.ts";

@@ -15,9 +15,29 @@ import {
   Unary,
   VectorSelector,
 } from "./ast.ts";
+import type { QueryValue } from "./engine/engine.ts";
 import { UnsupportedNodeError } from "./errors.ts";
 
 export const TENANT_LABEL = "project_id";
+
+/**
+ * A query value without the tenant label on its series: what a scoped query answers, since the label
+ * never reaches a response (used by the backends and by the query worker that encodes answers).
+ */
+export function withoutTenant(v: QueryValue): QueryValue {
+  const strip = <T extends { metric: readonly { name: string }[] }>(s: T): T => ({
+    ...s,
+    metric: s.metric.filter((l) => l.name !== TENANT_LABEL),
+  });
+  switch (v.resultType) {
+    case "vector":
+      return { resultType: "vector", result: v.result.map(strip) };
+    case "matrix":
+      return { resultType: "matrix", result: v.result.map(strip) };
+    default:
+      return v;
+  }
+}
 
 /** Returns a new tree scoped to `projectId`; `expr` is left untouched. */
 export function injectTenant(expr: Expr, projectId: string): Expr {

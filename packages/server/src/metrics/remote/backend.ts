@@ -7,16 +7,10 @@ import {
   type QueryPool,
   type QueryResult,
   TENANT_LABEL,
+  withoutTenant,
 } from "../../promql/index.ts";
 import { isStaleMarker, type LabelMatcher, type Labels, type SeriesData } from "../../storage/interface.ts";
-import {
-  type LatestSample,
-  labelsKey,
-  type MetricsBackend,
-  scoped,
-  stripTenant,
-  stripValue,
-} from "../backend.ts";
+import { type LatestSample, labelsKey, type MetricsBackend, scoped, stripTenant } from "../backend.ts";
 import { createPromApiClient, labelsOf, seconds, selectorOf } from "./api-client.ts";
 import { MetricsEngineUnavailableError, safeOrigin } from "./errors.ts";
 import type { RemoteMetricsOptions } from "./options.ts";
@@ -123,7 +117,7 @@ export function createRemoteMetricsBackend(deps: {
       // selector actually sent, so nothing leaves svc without it.
       fetch: (m, mint, maxt) => selectRaw(projectId, m, mint, maxt, b, signal),
     });
-    return { value: stripValue(r.value), annotations: r.annotations };
+    return { value: withoutTenant(r.value), annotations: r.annotations };
   }
 
   const labelParams = (

@@ -38,11 +38,10 @@ export interface WorkerInit {
 
 /**
  * How a worker hands a query's answer back when asked for the Prometheus API's body instead of the
- * result: built (and compressed) in the worker, so the event loop only writes bytes.
+ * result: built (and compressed) in the worker, without the tenant label, so the event loop only
+ * writes bytes.
  */
 export interface AnswerEncoding {
-  /** Labels removed from every series of the answer (the tenant label). */
-  readonly dropLabels: readonly string[];
   /** The body's JSON may not be longer (ResponseTooLargeError). */
   readonly maxBytes: number;
   /** The content coding to apply (bodies under MIN_COMPRESS_BYTES stay plain); absent: none. */

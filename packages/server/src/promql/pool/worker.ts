@@ -5,11 +5,12 @@
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
 import { compressSync, MIN_COMPRESS_BYTES } from "../../http/codings.ts";
-import type { Labels, Querier, Queryable, SeriesData } from "../../storage/interface.ts";
+import type { Querier, Queryable, SeriesData } from "../../storage/interface.ts";
 import { BlockSet } from "../../tsdb/block-set.ts";
-import { createEngine, type QueryResult, type QueryValue } from "../engine/engine.ts";
+import { createEngine, type QueryResult } from "../engine/engine.ts";
 import { TooManySamplesError } from "../errors.ts";
 import { queryAnswerJson } from "../json.ts";
+import { withoutTenant } from "../tenant.ts";
 import {
   type AnswerEncoding,
   type EncodedAnswer,
@@ -100,16 +101,9 @@ port.on("message", (job: JobMessage) => {
     blocks.endQuery();
   }
 });
-/** The Prometheus API's body of a result, without the dropped labels, compressed as asked. */
+/** The Prometheus API's body of a result, without the tenant label, compressed as asked. */
 function encodeAnswer(r: QueryResult, enc: AnswerEncoding): EncodedAnswer {
-  const drop = (metric: Labels) => metric.filter((l) => !enc.dropLabels.includes(l.name));
-  const v = r.value;
-  const value: QueryValue =
-    v.resultType === "matrix"
-      ? { resultType: "matrix", result: v.result.map((s) => ({ ...s, metric: drop(s.metric) })) }
-      : v.resultType === "vector"
-        ? { resultType: "vector", result: v.result.map((s) => ({ ...s, metric: drop(s.metric) })) }
-        : v;
+  const value = withoutTenant(r.value);
   const text = Buffer.from(queryAnswerJson({ value, annotations: r.annotations }, enc.maxBytes));
   // A Buffer from the pool may share its ArrayBuffer: copy into one of its own to transfer it.
   const own = (b: Buffer) => new Uint8Array(b);
