@@ -169,7 +169,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       now,
     });
     registerIamServices(router, { db: db.db, now });
-    registerAdminServices(router, { db: db.db, now });
+    registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {
       db: db.db,
