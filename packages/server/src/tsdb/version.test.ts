@@ -68,7 +68,10 @@ describe("tsdb format versions", () => {
         assert.ok(e instanceof TsdbFormatError, String(e));
         assert.ok(e.message.startsWith(`${file}: `), e.message);
         if (spoil !== "garbage")
-          assert.match(e.message, /format \d+ is newer than this build reads \(\d+\): .*\(nothing was changed\)$/);
+          assert.match(
+            e.message,
+            /format \d+ is newer than this build reads \(\d+\): .*\(nothing was changed\)$/,
+          );
         return true;
       });
       assert.deepEqual(image(dir), before, spoil);
