@@ -67,7 +67,10 @@ async function seedEveryTable(db: Kysely<unknown>): Promise<Map<string, Record<s
 it("SCHEMA_VERSION names the newest migration", () => {
   assert.equal(LATEST_MIGRATION, names.at(-1));
   assert.equal(SCHEMA_VERSION, names.length);
-  assert.deepEqual(names.map(schemaVersionOf), names.map((_, i) => i + 1));
+  assert.deepEqual(
+    names.map(schemaVersionOf),
+    names.map((_, i) => i + 1),
+  );
 });
 
 for (const { dialect, skip } of await testDialects()) {
