@@ -340,6 +340,18 @@ describe("online backup and offline restore (SQLite + embedded store)", () => {
     );
   });
 
+  it("a server refuses a data directory whose store a newer build wrote, before it opens or migrates the database", async () => {
+    const dataDir = join(work, "newer");
+    mkdirSync(join(dataDir, "tsdb"), { recursive: true });
+    writeFileSync(join(dataDir, "tsdb", "VERSION"), JSON.stringify({ wal: 99, block: 1 }));
+    await assert.rejects(
+      startOn(dataDir, t.clock.now),
+      /tsdb\/VERSION: WAL format 99 is newer than this build reads/,
+    );
+    assert.deepEqual(readdirSync(join(dataDir, "tsdb")), ["VERSION"]);
+    assert.equal(existsSync(join(dataDir, "svc.db")), false, "the database was not created or migrated");
+  });
+
   it("on PostgreSQL or a remote engine, Backup points to their own tools instead", async () => {
     const pg = { dialect: "postgres" as const, db: t.app.db.db, close: async () => {} };
     const dataDir = t.app.config.dataDir;
