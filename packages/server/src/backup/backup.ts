@@ -4,8 +4,8 @@
  * the data directory's other files (generated secrets: the secret key seals destination secrets), then
  * the manifest, last. Ingest, queries, the evaluator and the dispatcher go on meanwhile.
  */
-import { closeSync, existsSync, fsyncSync, openSync, readdirSync, rmSync, statSync } from "node:fs";
-import { copyFile, mkdir, rename, writeFile } from "node:fs/promises";
+import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
+import { copyFile, mkdir, open, rename, writeFile } from "node:fs/promises";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { appliedMigrations, type DbHandle } from "../db/database.ts";
 import { LATEST_MIGRATION } from "../db/schema-version.ts";
@@ -72,12 +72,13 @@ function unsupported(sources: BackupSources): string | undefined {
   return undefined;
 }
 
-function fsyncFile(path: string): void {
-  const fd = openSync(path, "r");
+/** fsync off the event loop: ingest and queries go on while the copies reach the disk. */
+async function fsyncFile(path: string): Promise<void> {
+  const fh = await open(path, "r");
   try {
-    fsyncSync(fd);
+    await fh.sync();
   } finally {
-    closeSync(fd);
+    await fh.close();
   }
 }
 
@@ -126,7 +127,7 @@ export async function takeBackup(sources: BackupSources, to: string): Promise<Ba
       const st = statSync(abs);
       // A link shares the live block's inode, which is already durable.
       if (linked.has(path)) linkedBytes += st.size;
-      else fsyncFile(abs);
+      else await fsyncFile(abs);
       totalBytes += st.size;
       files.push({ path, bytes: st.size, sha256: await sha256Of(abs), mode: st.mode & 0o777 });
     }
@@ -142,9 +143,9 @@ export async function takeBackup(sources: BackupSources, to: string): Promise<Ba
     // Written last and renamed into place: a backup without manifest.json is unfinished.
     const tmp = join(dest, `${MANIFEST_FILE}.tmp`);
     await writeFile(tmp, `${JSON.stringify(manifest, null, 2)}\n`);
-    fsyncFile(tmp);
+    await fsyncFile(tmp);
     await rename(tmp, join(dest, MANIFEST_FILE));
-    fsyncFile(dest);
+    await fsyncFile(dest);
     return { directory: dest, manifest, linkedBytes };
   } catch (err) {
     rmSync(created ? dest : data, { recursive: true, force: true });
