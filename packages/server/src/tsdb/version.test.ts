@@ -124,4 +124,27 @@ describe("tsdb format versions", () => {
       await copy.close();
     }
   });
+
+  it("a snapshot asked for during a compaction waits for it and copies the store it left", async () => {
+    const { db, dir } = await openForTest(track);
+    const a = db.appender();
+    for (let t = T0 - 5 * HOUR; t <= T0; t += 60_000) a.append(m, t, t / 1000);
+    await a.commit();
+    const compacting = db.compact();
+    const snapDir = `${dir}-snap`;
+    track(() => rmSync(snapDir, { recursive: true, force: true }), true);
+    const s = await db.snapshot(snapDir);
+    await compacting;
+    assert.ok(
+      s.files.some((f) => f.linked && f.path.endsWith("/meta.json")),
+      "the cut block is in it",
+    );
+    const copy = await openTsdb(snapDir, { autoCompact: false, now: () => T0 });
+    try {
+      const all = copy.querier().select([{ type: "=", name: "__name__", value: "m" }], -Infinity, Infinity);
+      assert.equal(all[0].timestamps.length, 5 * 60 + 1);
+    } finally {
+      await copy.close();
+    }
+  });
 });
