@@ -1,4 +1,5 @@
 import { Command, Option } from "commander";
+import { registerAdminCommands } from "./commands/admin.ts";
 import { registerAlertCommands } from "./commands/alerts.ts";
 import { registerAuthCommands } from "./commands/auth.ts";
 import { registerCiTrustCommands } from "./commands/ci-trusts.ts";
@@ -72,6 +73,7 @@ Examples:
   registerDestinationCommands(program, io);
   registerDeliveryCommands(program, io);
   registerConfigCommands(program, io);
+  registerAdminCommands(program, io);
   registerCompletionCommand(program, io);
   // Program options are positional (before the command, for `auth ci -- …`), so every command that
   // prints also takes --output itself.
@@ -132,6 +134,8 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     "svc deliveries list --project projects/demo --state FAILED",
     "svc deliveries list --destination projects/demo/destinations/<id> --output json",
   ],
+  "admin backup": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin backup --to /var/backups/svc/$(date +%F)'],
+  "admin restore": ["svc admin restore --from /var/backups/svc/2026-11-27 --data-dir /srv/svc/data-restored"],
   "deliveries get": ["svc deliveries get projects/demo/destinations/<id>/deliveries/<delivery_id>"],
 };
 

@@ -9,7 +9,7 @@ import {
 } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { svcErrorInterceptor } from "./errors.ts";
-import { ProjectService, UserService, VMService } from "./gen/svc/admin/v1/admin_pb.ts";
+import { OperationsService, ProjectService, UserService, VMService } from "./gen/svc/admin/v1/admin_pb.ts";
 import { AutomationService } from "./gen/svc/iam/v1/automation_pb.ts";
 import { KeyService } from "./gen/svc/iam/v1/key_pb.ts";
 import { ServiceAccountService } from "./gen/svc/iam/v1/service_account_pb.ts";
@@ -101,6 +101,8 @@ export interface SvcClients {
     projects: Client<typeof ProjectService>;
     users: Client<typeof UserService>;
     vms: Client<typeof VMService>;
+    /** Backup of the embedded defaults. */
+    operations: Client<typeof OperationsService>;
   };
   /** A typed client for any other svc service (e.g. one added after this SDK release). */
   client<S extends DescService>(service: S): Client<S>;
@@ -119,7 +121,12 @@ export function createSvcClients(opts: SvcClientOptions): SvcClients {
     serviceAccounts: c(ServiceAccountService),
     sessions: c(SessionService),
     automation: c(AutomationService),
-    admin: { projects: c(ProjectService), users: c(UserService), vms: c(VMService) },
+    admin: {
+      projects: c(ProjectService),
+      users: c(UserService),
+      vms: c(VMService),
+      operations: c(OperationsService),
+    },
     client: c,
   };
 }

@@ -40,7 +40,7 @@ import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
 import { promApiRoutes } from "./promapi/plugin.ts";
 import { createQueryPool, type QueryPool } from "./promql/index.ts";
-import { openTsdb, type Tsdb } from "./tsdb/index.ts";
+import { checkTsdbFormat, openTsdb, type Tsdb } from "./tsdb/index.ts";
 
 /** The whole service in one process: every role, wired together. */
 export interface App {
@@ -81,6 +81,8 @@ export function createLogger(level: string, format: "json" | "pretty" = "json"):
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const log = opts.logger ?? createLogger(config.logLevel, config.logFormat);
   const now = opts.now ?? Date.now;
+  // A newer build's metrics store is refused before the database is opened (and perhaps migrated).
+  if (config.metricsBackend !== "remote") checkTsdbFormat(join(config.dataDir, "tsdb"));
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
   // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
@@ -169,7 +171,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       now,
     });
     registerIamServices(router, { db: db.db, now });
-    registerAdminServices(router, { db: db.db, now });
+    registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {
       db: db.db,

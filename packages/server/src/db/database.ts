@@ -1,9 +1,10 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from "kysely";
 import { migrations } from "./migrations/index.ts";
 import type { Database } from "./schema.ts";
+import { SchemaTooNewError } from "./schema-version.ts";
 import { withStatementCache } from "./statement-cache.ts";
 
 export type Db = Kysely<Database>;
@@ -12,6 +13,11 @@ export type DbDialect = "sqlite" | "postgres";
 export interface DbHandle {
   readonly db: Db;
   readonly dialect: DbDialect;
+  /**
+   * SQLite only: copies the database to `path` through SQLite's online backup API (a consistent
+   * image while writes go on).
+   */
+  readonly backup?: (path: string) => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -29,6 +35,7 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
   const url = opts.databaseUrl ?? "";
   let db: Db;
   let dialect: DbDialect;
+  let backup: DbHandle["backup"];
   if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
     dialect = "postgres";
     // Loaded only for PostgreSQL: a start on SQLite never compiles the driver.
@@ -53,9 +60,34 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
     sqlite.pragma("foreign_keys = ON");
     sqlite.pragma("busy_timeout = 5000");
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+    backup = async (to) => {
+      await sqlite.backup(to);
+    };
   }
-  await migrate(db);
-  return { db, dialect, close: () => db.destroy() };
+  try {
+    await refuseNewerSchema(db);
+    await migrate(db);
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+  return { db, dialect, backup, close: () => db.destroy() };
+}
+
+/** Migrations already applied (none on a new database). */
+export async function appliedMigrations(db: Db): Promise<string[]> {
+  try {
+    const { rows } = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(db);
+    return rows.map((r) => r.name);
+  } catch {
+    return []; // no migration table yet
+  }
+}
+
+/** Throws SchemaTooNewError, before any migration runs, when a newer build migrated the database. */
+async function refuseNewerSchema(db: Db): Promise<void> {
+  const unknown = (await appliedMigrations(db)).filter((name) => !(name in migrations));
+  if (unknown.length > 0) throw new SchemaTooNewError(unknown);
 }
 
 async function migrate(db: Db): Promise<void> {

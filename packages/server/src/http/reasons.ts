@@ -47,5 +47,6 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   DESTINATION_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
   RULE_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
   INSTANCE_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
+  BACKUP_REFUSED: { code: "failed_precondition", metadata: ["why"] },
   INTERNAL: { code: "internal", metadata: [] },
 };

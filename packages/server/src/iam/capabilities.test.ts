@@ -3,7 +3,12 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { it } from "node:test";
 import type { DescService } from "@bufbuild/protobuf";
-import { ProjectService, UserService, VMService } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
+import {
+  OperationsService,
+  ProjectService,
+  UserService,
+  VMService,
+} from "@svc/sdk/gen/svc/admin/v1/admin_pb";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
 import { KeyService } from "@svc/sdk/gen/svc/iam/v1/key_pb";
 import { ServiceAccountService } from "@svc/sdk/gen/svc/iam/v1/service_account_pb";
@@ -25,6 +30,7 @@ const services: DescService[] = [
   ProjectService,
   UserService,
   VMService,
+  OperationsService,
 ];
 
 it("every RPC of every service has exactly one row in the access table, and no row names a missing RPC", () => {

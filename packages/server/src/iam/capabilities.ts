@@ -93,6 +93,7 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.admin.v1.VMService/ListVMStateEvents": "operator",
   "svc.admin.v1.VMService/CreateMaintenanceWindow": "operator",
   "svc.admin.v1.VMService/ListMaintenanceWindows": "operator",
+  "svc.admin.v1.OperationsService/Backup": "operator",
 };
 
 export type Role = "owner" | "editor" | "viewer";

@@ -11,7 +11,17 @@
  * over an hour late (the line trails the newest sample by at least half a block range), so in
  * practice only backfills wait.
  */
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
+import {
+  constants,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from "node:fs";
+import { copyFile, mkdir, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { Appender, AppendRefusal, Labels, Querier, Storage } from "../storage/interface.ts";
 import { rollupsOf } from "../storage/rollups.ts";
@@ -26,6 +36,7 @@ import { compareLabels } from "./labels.ts";
 import type { TsdbOptions } from "./options.ts";
 import { TsdbQuerier } from "./querier.ts";
 import { encodeRollups } from "./rollup-codec.ts";
+import { checkTsdbFormat, readTsdbFormat, TSDB_FORMAT, VERSION_FILE, versionFileText } from "./version.ts";
 import {
   frameCompactSamples,
   frameSeriesRecord,
@@ -35,6 +46,20 @@ import {
   segmentName,
   Wal,
 } from "./wal.ts";
+
+/** One file of a snapshot, relative to its directory (`blocks/…`, `wal/…`, `VERSION`). */
+export interface SnapshotFile {
+  readonly path: string;
+  readonly bytes: number;
+  /** A hard link to the live block file rather than a copy. */
+  readonly linked: boolean;
+}
+
+export interface TsdbSnapshot {
+  /** Wall-clock time the WAL was sealed: every commit acknowledged before it is in the snapshot. */
+  readonly timeMs: number;
+  readonly files: readonly SnapshotFile[];
+}
 
 /** Figures about the store; bytes are bytes, times ms. */
 export interface TsdbStats {
@@ -68,6 +93,12 @@ export interface Tsdb extends Storage {
   /** Resolves when every commit issued so far is durable and applied. */
   flush(): Promise<void>;
   stats(): TsdbStats;
+  /**
+   * Writes a consistent image of the store into `dest` (created; must not exist) while appends go
+   * on: blocks as hard links (copies across file systems), the latest checkpoint and the WAL up to
+   * a segment sealed now. Opening `dest` gives every sample acknowledged before `timeMs`.
+   */
+  snapshot(dest: string): Promise<TsdbSnapshot>;
   readonly options: TsdbOptions;
 }
 
@@ -96,8 +127,17 @@ export class TsdbImpl implements Tsdb {
     this.head = new Head(opts);
     this.#blocksDir = join(dir, "blocks");
     this.#walDir = join(dir, "wal");
+    // Before anything is created, replayed or deleted: a newer build's files stay as they are.
+    checkTsdbFormat(dir);
     mkdirSync(this.#blocksDir, { recursive: true });
     mkdirSync(this.#walDir, { recursive: true });
+    const found = readTsdbFormat(dir);
+    if (
+      !existsSync(join(dir, VERSION_FILE)) ||
+      found.wal !== TSDB_FORMAT.wal ||
+      found.block !== TSDB_FORMAT.block
+    )
+      writeDurable(join(dir, VERSION_FILE), Buffer.from(versionFileText()));
     this.#loadBlocks();
     const t0 = performance.now();
     const next = this.#replay();
@@ -499,6 +539,68 @@ export class TsdbImpl implements Tsdb {
     await this.#wal.idle();
   }
 
+  async snapshot(dest: string): Promise<TsdbSnapshot> {
+    if (this.closed || this.#closing) throw new TsdbClosedError();
+    // Holds the compaction slot: a cut, checkpoint, merge or retention pass deletes the segments and
+    // blocks being copied. A compaction due meanwhile runs at the next maintenance tick.
+    while (this.#compacting) await this.#compacting.catch(() => {});
+    let release = () => {};
+    this.#compacting = new Promise<void>((r) => {
+      release = r;
+    });
+    let unhold = () => {};
+    try {
+      await this.#wal.idle();
+      if (this.closed) throw new TsdbClosedError();
+      // Every commit acknowledged so far is durable in a segment ≤ sealed; later ones go to the next.
+      const sealed = this.#wal.rotate();
+      const timeMs = Date.now();
+      const blocks = this.#blocks.slice();
+      unhold = this.#holdBlocks(blocks);
+      mkdirSync(dest);
+      const files: SnapshotFile[] = [];
+      const add = async (rel: string, from: string, link: boolean) => {
+        const to = join(dest, rel);
+        let linked = false;
+        if (link) {
+          try {
+            linkSync(from, to);
+            linked = true;
+          } catch {
+            // another file system, or links not allowed: copy instead
+          }
+        }
+        if (!linked) await copyFile(from, to, constants.COPYFILE_FICLONE);
+        files.push({ path: rel, bytes: statSync(to).size, linked });
+      };
+      await mkdir(join(dest, "blocks"));
+      for (const b of blocks) {
+        const name = basename(b.dir);
+        await mkdir(join(dest, "blocks", name));
+        // Block files are never written after the block is renamed into place: links are safe.
+        for (const f of readdirSync(b.dir)) await add(join("blocks", name, f), join(b.dir, f), true);
+      }
+      // WAL files are copied: a replay truncates a torn tail in place, which must not reach the live store.
+      await mkdir(join(dest, "wal"));
+      const { checkpoint, segments } = walFilesUpTo(this.#walDir, sealed);
+      if (checkpoint !== undefined) {
+        const cp = `checkpoint.${segmentName(checkpoint)}`;
+        await mkdir(join(dest, "wal", cp));
+        for (const f of readdirSync(join(this.#walDir, cp)))
+          await add(join("wal", cp, f), join(this.#walDir, cp, f), false);
+      }
+      for (const s of segments)
+        await add(join("wal", segmentName(s)), join(this.#walDir, segmentName(s)), false);
+      await writeFile(join(dest, VERSION_FILE), versionFileText());
+      files.push({ path: VERSION_FILE, bytes: statSync(join(dest, VERSION_FILE)).size, linked: false });
+      return { timeMs, files };
+    } finally {
+      unhold();
+      this.#compacting = null;
+      release();
+    }
+  }
+
   stats(): TsdbStats {
     let blockSamples = 0;
     let blockBytes = 0;
@@ -544,6 +646,20 @@ export class TsdbImpl implements Tsdb {
     for (const b of this.#doomed) b.delete();
     this.#doomed.clear();
   }
+}
+
+/** The newest checkpoint and the segments after it up to `upTo` (scanWal without its deletions). */
+function walFilesUpTo(walDir: string, upTo: number): { checkpoint: number | undefined; segments: number[] } {
+  let checkpoint: number | undefined;
+  const segments: number[] = [];
+  for (const e of readdirSync(walDir)) {
+    if (/^checkpoint\.\d{8}$/.test(e)) {
+      const n = Number(e.slice(11));
+      if (n <= upTo && (checkpoint === undefined || n > checkpoint)) checkpoint = n;
+    } else if (/^\d{8}$/.test(e) && Number(e) <= upTo) segments.push(Number(e));
+  }
+  segments.sort((a, b) => a - b);
+  return { checkpoint, segments: segments.filter((s) => checkpoint === undefined || s > checkpoint) };
 }
 
 /** True when the batch holds a sample older than `t` (ms). */

@@ -6,7 +6,7 @@
 import { type Tsdb, TsdbImpl } from "./db.ts";
 import { resolveTsdbOptions, type TsdbOptions } from "./options.ts";
 
-export type { Tsdb, TsdbStats } from "./db.ts";
+export type { SnapshotFile, Tsdb, TsdbSnapshot, TsdbStats } from "./db.ts";
 export {
   CorruptionError,
   InvalidLabelsError,
@@ -16,6 +16,7 @@ export {
   TsdbClosedError,
 } from "./errors.ts";
 export { defaultTsdbOptions, InvalidTsdbOptionsError, type TsdbOptions } from "./options.ts";
+export { checkTsdbFormat, TSDB_FORMAT, type TsdbFormat, TsdbFormatError } from "./version.ts";
 
 /**
  * Opens (creating if needed) the store in `dir`: loads blocks, replays checkpoint + WAL (a torn last

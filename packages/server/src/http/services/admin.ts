@@ -1,12 +1,37 @@
 import type { ConnectRouter } from "@connectrpc/connect";
-import { ProjectService, UserService, VMService } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
+import {
+  OperationsService,
+  ProjectService,
+  UserService,
+  VMService,
+} from "@svc/sdk/gen/svc/admin/v1/admin_pb";
+import { type BackupSources, takeBackup } from "../../backup/backup.ts";
 import type { Db } from "../../db/database.ts";
 import * as projects from "../../inventory/projects.ts";
 import * as vms from "../../inventory/vms.ts";
 
 /** svc.admin.v1: provider-side inventory. Thin: the operator check is in the auth interceptor. */
-export function registerAdminServices(router: ConnectRouter, deps: { db: Db; now: () => number }): void {
+export function registerAdminServices(
+  router: ConnectRouter,
+  deps: { db: Db; now: () => number; backup: BackupSources },
+): void {
   const { db, now } = deps;
+  router.service(OperationsService, {
+    backup: async (r) => {
+      const { directory, manifest: m, linkedBytes } = await takeBackup(deps.backup, r.directory);
+      return {
+        directory,
+        snapshotTimeUnixMs: BigInt(m.snapshotTimeUnixMs),
+        files: BigInt(m.files.length),
+        totalBytes: BigInt(m.totalBytes),
+        linkedBytes: BigInt(linkedBytes),
+        tsdbWalFormat: m.formats.tsdbWal,
+        tsdbBlockFormat: m.formats.tsdbBlock,
+        schemaVersion: m.formats.schema,
+        schemaMigration: m.formats.schemaMigration,
+      };
+    },
+  });
   router.service(ProjectService, {
     createProject: (r) => projects.createProject(db, r, now()),
     getProject: (r) => projects.getProject(db, r.name),

@@ -1,0 +1,80 @@
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { testDialects } from "../../../server/src/testing/dialects.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
+import { exitCodeOf } from "../common.ts";
+import { buildProgram } from "../program.ts";
+
+/** Runs `svc <args>` in-process with `env` as the only svc settings. */
+async function run(args: string[], env: Record<string, string>) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const names = ["SVC_BASE_URL", "SVC_TOKEN", "SVC_API_KEY", "SVC_API_KEY_FILE", "SVC_CONFIG"];
+  const saved = Object.fromEntries(names.map((n) => [n, process.env[n]]));
+  for (const n of names) delete process.env[n];
+  Object.assign(process.env, env);
+  let code = 0;
+  try {
+    await buildProgram({ stdout: (s) => out.push(s), stderr: (s) => err.push(s) }).parseAsync(args, {
+      from: "user",
+    });
+  } catch (e) {
+    code = exitCodeOf(e);
+    err.push(String(e));
+  } finally {
+    for (const n of names) {
+      if (saved[n] === undefined) delete process.env[n];
+      else process.env[n] = saved[n];
+    }
+  }
+  return { code, out: out.join(""), err: err.join("") };
+}
+
+describe("svc admin backup and restore", async () => {
+  const [{ dialect }] = await testDialects();
+  let t: TestApp;
+  let env: Record<string, string>;
+  const dir = mkdtempSync(join(tmpdir(), "svc-cli-admin-"));
+  before(async () => {
+    t = await startTestApp(dialect);
+    await t.seedProject("clibk", ["vm-1"]);
+    env = { SVC_BASE_URL: t.baseUrl, SVC_TOKEN: ADMIN_TOKEN, SVC_CONFIG: join(dir, "none.json") };
+  });
+  after(async () => {
+    await t?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("backs up through the operator RPC and restores offline into a new data directory, never over one", async () => {
+    const backup = join(dir, "b1");
+    const b = await run(["admin", "backup", "--to", backup, "--output", "json"], env);
+    assert.equal(b.code, 0, b.err);
+    const res = JSON.parse(b.out) as { directory: string; files: string; schemaMigration: string };
+    assert.equal(res.directory, backup);
+    assert.ok(Number(res.files) > 3);
+    assert.ok(existsSync(join(backup, "manifest.json")));
+
+    const again = await run(["admin", "backup", "--to", backup], env);
+    assert.equal(again.code, 3, "FAILED_PRECONDITION: the directory is not empty");
+    assert.match(again.err, /not empty/);
+
+    const target = join(dir, "restored");
+    const r = await run(["admin", "restore", "--from", backup, "--data-dir", target], {});
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, new RegExp(`restored \\d+ files .* into ${target}\\n`));
+    assert.ok(readdirSync(target).includes("svc.db"));
+    const over = await run(["admin", "restore", "--from", backup, "--data-dir", target], {});
+    assert.equal(over.code, 1);
+    assert.match(over.err, /exists and is not an empty directory: restore never overwrites/);
+
+    const tenant = await run(["admin", "backup", "--to", join(dir, "b2")], {
+      ...env,
+      SVC_TOKEN: "svc_not_a_key",
+    });
+    assert.equal(tenant.code, 4);
+    assert.equal(existsSync(join(dir, "b2")), false);
+  });
+});

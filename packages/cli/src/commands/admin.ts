@@ -1,0 +1,65 @@
+import { resolve } from "node:path";
+import { BackupResponseSchema } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
+import type { Command } from "commander";
+// Restore runs offline, in this process: the server's restore code is bundled into the CLI (plain node).
+import { restoreBackup } from "../../../server/src/backup/restore.ts";
+import { outputFormat, printStructured } from "../common.ts";
+import { type CliIo, clientsOf, jsonOf, outOf } from "./alerts.ts";
+
+const mib = (n: bigint | number) => `${(Number(n) / 2 ** 20).toFixed(1)} MiB`;
+
+/** `svc admin`: the provider operator's commands (SVC_TOKEN = the operator token, SVC_ADMIN_TOKEN). */
+export function registerAdminCommands(program: Command, io: CliIo = {}): void {
+  const { out } = outOf(io);
+  const admin = program
+    .command("admin")
+    .description("operator commands: online backup and offline restore of the embedded defaults");
+
+  admin
+    .command("backup")
+    .description(
+      "online backup of the server's metrics store and SQLite database into a directory on the server's host (operator token in SVC_TOKEN)",
+    )
+    .requiredOption(
+      "--to <dir>",
+      "destination on the server's host: absent or empty, outside the data directory (a relative path is made absolute here)",
+    )
+    .option("--json", "print JSON")
+    .action(async (opts, cmd: Command) => {
+      const res = await clientsOf(cmd, io).admin.operations.backup({ directory: resolve(opts.to as string) });
+      if (opts.json) return printStructured(out, jsonOf(BackupResponseSchema, res));
+      const rows: [string, string][] = [
+        ["directory", res.directory],
+        ["snapshot time", new Date(Number(res.snapshotTimeUnixMs)).toISOString()],
+        ["files", String(res.files)],
+        ["size", `${mib(res.totalBytes)} (${mib(res.linkedBytes)} hard-linked to the live blocks)`],
+        [
+          "formats",
+          `TSDB WAL ${res.tsdbWalFormat}, block ${res.tsdbBlockFormat}, schema ${res.schemaVersion} (${res.schemaMigration})`,
+        ],
+      ];
+      for (const [k, v] of rows) out(`${k.padEnd(14)} ${v}\n`);
+    });
+
+  admin
+    .command("restore")
+    .description(
+      "offline: check a backup against its manifest and make a new data directory from it (run on the backup's host, with the server stopped or pointed elsewhere)",
+    )
+    .requiredOption("--from <dir>", "the backup directory (written by `svc admin backup`)")
+    .requiredOption("--data-dir <dir>", "the new data directory: absent or empty; never overwritten")
+    .option("--json", "print JSON")
+    .action(async (opts) => {
+      const { dataDir, manifest } = await restoreBackup(opts.from as string, opts.dataDir as string);
+      const summary = {
+        dataDir,
+        snapshotTime: new Date(manifest.snapshotTimeUnixMs).toISOString(),
+        files: manifest.files.length,
+        totalBytes: manifest.totalBytes,
+        formats: manifest.formats,
+      };
+      if (opts.json || outputFormat() !== "table") return printStructured(out, summary);
+      out(`restored ${summary.files} files (${mib(summary.totalBytes)}) into ${dataDir}\n`);
+      out(`snapshot time ${summary.snapshotTime}; start the server with SVC_DATA_DIR=${dataDir}\n`);
+    });
+}
