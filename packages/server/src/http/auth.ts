@@ -2,7 +2,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { CSRF_HEADER, checkCsrf, sessionTokenFromCookie } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
-import { permissionDenied } from "../errors.ts";
+import { capabilityDenied, permissionDenied } from "../errors.ts";
 import { type MethodAccess, methodAccess } from "../iam/capabilities.ts";
 import { authenticate, bearerToken, type Principal, type TokenResolver } from "../iam/principal.ts";
 import { principalKey } from "./context.ts";
@@ -77,6 +77,6 @@ function checkKind(access: MethodAccess, p: Principal): void {
   }
   // A capability method: a key or CI token must carry the capability at all; the project check follows.
   if (p.kind !== "HUMAN_SESSION" && !p.keyCapabilities.includes(access)) {
-    throw permissionDenied("CAPABILITY", `the credential does not carry ${access}`);
+    throw capabilityDenied(access, `the credential does not carry ${access}`);
   }
 }

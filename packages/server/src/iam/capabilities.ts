@@ -2,7 +2,7 @@
  * Capabilities and the one table that says who may call each RPC. A method absent from the table is
  * refused to everyone: adding a method means deciding its row here.
  */
-export const capabilities = ["monitoring.read", "monitoring.write"] as const;
+export const capabilities = ["monitoring.read", "monitoring.write", "notifications.write"] as const;
 export type Capability = (typeof capabilities)[number];
 
 export function isCapability(s: string): s is Capability {
@@ -38,10 +38,12 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.IncidentService/SnoozeIncident": "human",
   "svc.monitoring.v1.IncidentService/UnsnoozeIncident": "human",
 
-  "svc.monitoring.v1.DestinationService/CreateDestination": "monitoring.write",
-  "svc.monitoring.v1.DestinationService/UpdateDestination": "monitoring.write",
-  "svc.monitoring.v1.DestinationService/DeleteDestination": "monitoring.write",
-  "svc.monitoring.v1.DestinationService/RotateWebhookSecret": "monitoring.write",
+  // Where alerts go is not "saving alert rules" (SPEC §5.8): a rule-saving key must not redirect or
+  // silence notifications, so these need their own capability, never implied by monitoring.write.
+  "svc.monitoring.v1.DestinationService/CreateDestination": "notifications.write",
+  "svc.monitoring.v1.DestinationService/UpdateDestination": "notifications.write",
+  "svc.monitoring.v1.DestinationService/DeleteDestination": "notifications.write",
+  "svc.monitoring.v1.DestinationService/RotateWebhookSecret": "notifications.write",
   "svc.monitoring.v1.DestinationService/GetDestination": "monitoring.read",
   "svc.monitoring.v1.DestinationService/ListDestinations": "monitoring.read",
   "svc.monitoring.v1.DestinationService/ListDeliveries": "monitoring.read",
@@ -49,6 +51,8 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   // Human dashboard operations (SPEC §4): a recipient verifies their own address; test sends.
   "svc.monitoring.v1.DestinationService/VerifyDestination": "human",
   "svc.monitoring.v1.DestinationService/SendTestNotification": "human",
+  // A person vouches for a URL a key or CI token set (issue 34): a leaked key cannot start sending alone.
+  "svc.monitoring.v1.DestinationService/ConfirmDestination": "human",
 
   "svc.iam.v1.SessionService/Login": "public",
   "svc.iam.v1.SessionService/Logout": "human",
@@ -100,13 +104,17 @@ export const roles: readonly Role[] = ["owner", "editor", "viewer"];
 
 /** What a membership role grants in its project. */
 export const rolePermissions: Readonly<Record<Role, readonly Capability[]>> = {
-  owner: ["monitoring.read", "monitoring.write"],
-  editor: ["monitoring.read", "monitoring.write"],
+  owner: ["monitoring.read", "monitoring.write", "notifications.write"],
+  editor: ["monitoring.read", "monitoring.write", "notifications.write"],
   viewer: ["monitoring.read"],
 };
 
-/** Service-account permission templates (DESIGN §9). */
+/**
+ * Service-account permission templates (DESIGN §9). `notifications.write` comes only from its own
+ * template, chosen explicitly: the templates that existed before it never imply it.
+ */
 export const serviceAccountTemplates: Readonly<Record<string, readonly Capability[]>> = {
   "Metrics scraper": ["monitoring.read"],
   "Alert manager": ["monitoring.read", "monitoring.write"],
+  "Notification manager": ["monitoring.read", "notifications.write"],
 };

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import type { Db } from "../db/database.ts";
-import { invalidArgument, permissionDenied, unauthenticated } from "../errors.ts";
+import { capabilityDenied, invalidArgument, permissionDenied, unauthenticated } from "../errors.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, rolePermissions } from "./capabilities.ts";
 import { requireMember, roleOf } from "./membership.ts";
@@ -162,7 +162,7 @@ export async function authorizeProject(
     case "HUMAN_SESSION": {
       const role = await requireMember(db, projectId, p.userId);
       if (!rolePermissions[role].includes(capability)) {
-        throw permissionDenied("CAPABILITY", `your role ${role} does not grant ${capability}`);
+        throw capabilityDenied(capability, `your role ${role} does not grant ${capability}`);
       }
       return;
     }
@@ -173,7 +173,7 @@ export async function authorizeProject(
         throw permissionDenied("PROJECT_BOUNDARY", "the credential is bound to another project");
       }
       if (!p.keyCapabilities.includes(capability)) {
-        throw permissionDenied("CAPABILITY", `the credential does not carry ${capability}`);
+        throw capabilityDenied(capability, `the credential does not carry ${capability}`);
       }
       if (p.identityProblem === "IDENTITY_DISABLED") {
         throw permissionDenied("IDENTITY_DISABLED", "the credential's identity is disabled");
@@ -195,4 +195,23 @@ export function projectOfRequest(p: Principal, projectName: string): string {
   if (p.kind === "PERSONAL_KEY" || p.kind === "SERVICE_ACCOUNT_KEY" || p.kind === "CI_TOKEN")
     return p.projectId;
   throw invalidArgument("projectName", "is required (projects/<project_id>) for a console session");
+}
+
+/**
+ * Who a principal is, as a resource name a person can look up: users/<id>, a key's name, or the
+ * service account behind a CI token.
+ */
+export function principalName(p: Principal): string {
+  switch (p.kind) {
+    case "OPERATOR":
+      return "operator";
+    case "HUMAN_SESSION":
+      return `users/${p.userId}`;
+    case "PERSONAL_KEY":
+      return `projects/${p.projectId}/keys/${p.keyId}`;
+    case "SERVICE_ACCOUNT_KEY":
+      return `projects/${p.projectId}/serviceAccounts/${p.identityId}/keys/${p.keyId}`;
+    case "CI_TOKEN":
+      return `projects/${p.projectId}/serviceAccounts/${p.identityId} (CI token)`;
+  }
 }
