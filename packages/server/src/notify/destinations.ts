@@ -3,7 +3,7 @@ import { detachDestination, ruleName, rulesNamingDestination } from "../alerts/r
 import type { Db } from "../db/database.ts";
 import type { DestinationTable } from "../db/schema.ts";
 import { capabilityDenied, invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
-import { rolePermissions } from "../iam/capabilities.ts";
+import { notificationRead, rolePermissions } from "../iam/capabilities.ts";
 import { bodyHash, findReplay } from "../iam/idempotency.ts";
 import { roleOf } from "../iam/membership.ts";
 import { authorizeProject, type Principal, principalName, projectOfRequest } from "../iam/principal.ts";
@@ -335,7 +335,7 @@ export async function getDestination(
   name: string,
 ): Promise<DestinationView> {
   const { projectId, id } = parseDestinationName(name);
-  await authorizeProject(deps.db, p, projectId, "monitoring.read");
+  await authorizeProject(deps.db, p, projectId, notificationRead);
   return view(deps.db, await loadDestination(deps.db, projectId, id), deps.now());
 }
 
@@ -345,7 +345,7 @@ export async function listDestinations(
   projectName: string,
 ): Promise<DestinationView[]> {
   const projectId = parseProjectName(projectName);
-  await authorizeProject(deps.db, p, projectId, "monitoring.read");
+  await authorizeProject(deps.db, p, projectId, notificationRead);
   const rows = await deps.db
     .selectFrom("destinations")
     .selectAll()
