@@ -109,6 +109,7 @@ describe("npm start", () => {
         headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1" },
         body: JSON.stringify({ email: creds.consoleEmail, password: creds.consolePassword }),
       });
+      assert.equal(login.status, 200);
       const { sessionToken } = (await login.json()) as { sessionToken: string };
       const read = async (method: string, body: object, token = sessionToken) => {
         const r = await fetch(`${creds.baseUrl}/svc.monitoring.v1.${method}`, {
@@ -159,13 +160,6 @@ describe("npm start", () => {
       );
       assert.ok(!first.out().includes(code), "the code is not printed");
       // A test send to the email destination: a delivery from the outbox, sent through SMTP.
-      const login = await fetch(`${creds.baseUrl}/svc.iam.v1.SessionService/Login`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1" },
-        body: JSON.stringify({ email: creds.consoleEmail, password: creds.consolePassword }),
-      });
-      assert.equal(login.status, 200);
-      const { sessionToken } = (await login.json()) as { sessionToken: string };
       const email = destinations.find((d) => d.kind === "EMAIL")?.name ?? "";
       const test = await fetch(`${creds.baseUrl}/svc.monitoring.v1.DestinationService/SendTestNotification`, {
         method: "POST",
