@@ -723,7 +723,8 @@ export const GetDeliveryRequestSchema: GenMessage<GetDeliveryRequest> = /*@__PUR
 
 /**
  * Where incident notifications go (docs/notifications.md). In-app is always there and not a destination.
- * Create, update, delete and secret rotation need notifications.write (never monitoring.write);
+ * Create, update, delete and secret rotation need notifications.write (never monitoring.write); reads of
+ * destinations and deliveries are for members and for keys with notifications.write, not monitoring.read;
  * verification, test sends and confirmation are human (console) operations. docs/api.md has the table.
  *
  * @generated from service svc.monitoring.v1.DestinationService
