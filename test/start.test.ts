@@ -102,14 +102,22 @@ describe("npm start", () => {
         body.vms.map((v) => v.name),
       );
 
-      // The demo's notifications: a webhook, an email and a chat destination, all on the CPU rule.
-      const read = async (method: string, body: object) => {
+      // The demo's notifications: a webhook, an email and a chat destination, all on the CPU rule. Destinations
+      // are for people (and notifications.write), not for the read key: read them in a console session.
+      const login = await fetch(`${creds.baseUrl}/svc.iam.v1.SessionService/Login`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1" },
+        body: JSON.stringify({ email: creds.consoleEmail, password: creds.consolePassword }),
+      });
+      assert.equal(login.status, 200);
+      const { sessionToken } = (await login.json()) as { sessionToken: string };
+      const read = async (method: string, body: object, token = sessionToken) => {
         const r = await fetch(`${creds.baseUrl}/svc.monitoring.v1.${method}`, {
           method: "POST",
           headers: {
             "Content-Type": "application/json",
             "Connect-Protocol-Version": "1",
-            Authorization: `Bearer ${creds.readKey}`,
+            Authorization: `Bearer ${token}`,
           },
           body: JSON.stringify(body),
         });
@@ -120,7 +128,11 @@ describe("npm start", () => {
         projectName: "projects/demo",
       })) as { destinations: { name: string; kind: string }[] };
       assert.deepEqual(destinations.map((d) => d.kind).sort(), ["EMAIL", "SLACK", "WEBHOOK"]);
-      const { rules } = (await read("AlertService/ListAlertRules", { projectName: "projects/demo" })) as {
+      const { rules } = (await read(
+        "AlertService/ListAlertRules",
+        { projectName: "projects/demo" },
+        creds.readKey,
+      )) as {
         rules: { spec: { metricId: string; destinationNames: string[] } }[];
       };
       const cpu = rules.find((r) => r.spec.metricId === "cpu_utilization_pct");
@@ -148,13 +160,6 @@ describe("npm start", () => {
       );
       assert.ok(!first.out().includes(code), "the code is not printed");
       // A test send to the email destination: a delivery from the outbox, sent through SMTP.
-      const login = await fetch(`${creds.baseUrl}/svc.iam.v1.SessionService/Login`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1" },
-        body: JSON.stringify({ email: creds.consoleEmail, password: creds.consolePassword }),
-      });
-      assert.equal(login.status, 200);
-      const { sessionToken } = (await login.json()) as { sessionToken: string };
       const email = destinations.find((d) => d.kind === "EMAIL")?.name ?? "";
       const test = await fetch(`${creds.baseUrl}/svc.monitoring.v1.DestinationService/SendTestNotification`, {
         method: "POST",

@@ -195,6 +195,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       onQueued: () => {
         if (config.roles.has("notifier")) dispatcher.nudge();
       },
+      onRulesChanged: () => {
+        if (config.roles.has("evaluator")) evaluator.nudge();
+      },
     });
     registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
   };

@@ -430,7 +430,7 @@ export function demoNotifyLine(dataDir: string, mailboxDir: string | undefined):
   ].filter(Boolean);
   return (
     `demo notifications: the CPU rule notifies ${parts.join(" and ")}; ` +
-    "its deliveries: DestinationService/ListDeliveries with the read key (docs/notifications.md)"
+    "its deliveries: the console's Destinations page, or DestinationService/ListDeliveries in a console session (docs/notifications.md)"
   );
 }
 

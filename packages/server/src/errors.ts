@@ -68,8 +68,17 @@ export type DenialReason =
   | "OPERATOR_ONLY"
   | "CSRF_REJECTED";
 
-export function permissionDenied(reason: DenialReason, message: string): SvcError {
-  return new SvcError("permission_denied", message, { reason });
+export function permissionDenied(
+  reason: DenialReason,
+  message: string,
+  metadata?: Readonly<Record<string, string>>,
+): SvcError {
+  return new SvcError("permission_denied", message, { reason, metadata });
+}
+
+/** CAPABILITY, naming the capability the call needs (ErrorInfo metadata `capability`). */
+export function capabilityDenied(capability: string, message: string): SvcError {
+  return permissionDenied("CAPABILITY", message, { capability });
 }
 
 export function unauthenticated(message: string, reason = "UNAUTHENTICATED"): SvcError {

@@ -230,7 +230,8 @@ function targetOf(d: Destination): string {
 }
 
 export function destinationLine(d: Destination): string {
-  return [d.name, d.kind, d.paused ? "PAUSED" : "ACTIVE", targetOf(d), d.displayName].join("\t");
+  const state = d.awaitingConfirmation ? "UNCONFIRMED" : d.paused ? "PAUSED" : "ACTIVE";
+  return [d.name, d.kind, state, targetOf(d), d.displayName].join("\t");
 }
 
 export function printDestination(out: (s: string) => void, d: Destination): void {
@@ -238,14 +239,24 @@ export function printDestination(out: (s: string) => void, d: Destination): void
     ["name", d.name],
     ["display name", d.displayName],
     ["kind", d.kind],
-    ["state", d.paused ? "PAUSED (deliveries due meanwhile are skipped)" : "ACTIVE"],
+    [
+      "state",
+      d.awaitingConfirmation
+        ? `UNCONFIRMED (set by ${d.confirmationRequestedBy}: nothing is sent until a person confirms it in the console)`
+        : d.paused
+          ? "PAUSED (deliveries due meanwhile are skipped)"
+          : "ACTIVE",
+    ],
   ];
   if (d.kind !== "EMAIL")
     rows.push([
       "url",
       d.kind === "WEBHOOK" ? d.url : `${d.url} (the URL is a secret; only its host is shown)`,
     ]);
-  rows.push(["created", iso(d.createTimeUnix)], ["updated", iso(d.updateTimeUnix)]);
+  rows.push(
+    ["created", d.creator ? `${iso(d.createTimeUnix)} by ${d.creator}` : iso(d.createTimeUnix)],
+    ["updated", iso(d.updateTimeUnix)],
+  );
   for (const [k, v] of rows) out(`${k.padEnd(12)} ${v}\n`);
   if (d.kind === "EMAIL") {
     out("recipients:\n");
@@ -381,14 +392,21 @@ export function registerDestinationCommands(program: Command, io: DestinationIo 
 
   destinations
     .command("delete")
-    .description("delete a destination; its pending deliveries are skipped (DESTINATION_DELETED)")
+    .description(
+      "delete a destination; its pending deliveries are skipped (DESTINATION_DELETED); refused while alert rules name it (DESTINATION_IN_USE) unless --detach-from-rules",
+    )
     .argument("<name>", "projects/<project_id>/destinations/<id>")
+    .option("--detach-from-rules", "save each alert rule that names it again without it (a new version each)")
     .option("--json", "print JSON")
     .action(async (name: string, opts, cmd: Command) => {
       const clients = clientsOf(cmd, io);
-      const res = await clients.destinations.deleteDestination({ name });
+      const res = await clients.destinations.deleteDestination({
+        name,
+        detachFromRules: Boolean(opts.detachFromRules),
+      });
       if (opts.json) return printJson(out, jsonOf(DeleteDestinationResponseSchema, res));
       out(`deleted ${res.name}; ${res.skippedDeliveries} pending deliveries will be skipped\n`);
+      for (const r of res.detachedRules) out(`removed from ${r} (a new version)\n`);
     });
 
   destinations

@@ -105,7 +105,11 @@ export function registerKeyCommands(program: Command, io: CliIo = {}, o: KeyComm
 
   withParent(keys.command("create").description("create a key; its secret is printed once to stdout"))
     .requiredOption("--display-name <name>", "a name to recognise the key by")
-    .option("--capability <cap...>", "monitoring.read, monitoring.write", ["monitoring.read"])
+    .option(
+      "--capability <cap...>",
+      "named explicitly, each held by the parent's identity: monitoring.read (queries, inventory, previews), monitoring.write (saving alert rules), notifications.write (creating, changing and deleting destinations)",
+      ["monitoring.read"],
+    )
     .option("--expire-days <n>", "1..365 (0 = the default of 90)", "0")
     .option(
       "--request-id <id>",
@@ -118,6 +122,8 @@ export function registerKeyCommands(program: Command, io: CliIo = {}, o: KeyComm
 Examples:
   ${prefix} create ${parentExample} --display-name ci > key.txt
   ${prefix} create ${parentExample} --display-name ci --capability monitoring.read monitoring.write
+  # a key that manages notification destinations (its webhooks wait for a person's confirmation)
+  ${prefix} create ${parentExample} --display-name routes --capability monitoring.read notifications.write
   # the run was interrupted after "request id R": run it again with the same id
   ${prefix} create ${parentExample} --display-name ci --request-id R > key.txt`,
     )

@@ -9,15 +9,20 @@ import { registerKeyCommands } from "./keys.ts";
 export const templates = {
   "Metrics scraper": "monitoring.read",
   "Alert manager": "monitoring.read, monitoring.write",
+  "Notification manager": "monitoring.read, notifications.write",
 } as const;
 
-/** Accepts the template's name in any case, or its short form (scraper, alert-manager). */
+/** Accepts the template's name in any case, or its short form (scraper, alert-manager, notification-manager). */
 export function templateOf(s: string): string {
   const norm = s.toLowerCase().replace(/[\s_-]+/g, "");
-  for (const name of Object.keys(templates)) {
-    const n = name.toLowerCase().replace(/\s+/g, "");
-    if (norm === n || n.startsWith(norm) || n.endsWith(norm)) return name;
-  }
+  const key = (name: string) => name.toLowerCase().replace(/\s+/g, "");
+  const exact = Object.keys(templates).find((name) => key(name) === norm);
+  if (exact) return exact;
+  // A short form must name one template ("manager" alone names two).
+  const partial = Object.keys(templates).filter(
+    (name) => key(name).startsWith(norm) || key(name).endsWith(norm),
+  );
+  if (partial.length === 1) return partial[0];
   throw new UsageError(
     `--template must be one of ${Object.keys(templates)
       .map((t) => `"${t}"`)

@@ -15,7 +15,13 @@ export const CAPABILITIES: { id: string; label: string; allows: string }[] = [
   {
     id: "monitoring.write",
     label: "monitoring.write",
-    allows: "saving and deleting alert rules and notification destinations",
+    allows: "saving and deleting alert rules (which may name existing destinations)",
+  },
+  {
+    id: "notifications.write",
+    label: "notifications.write",
+    allows:
+      "creating, changing and deleting notification destinations; a webhook it creates waits for a person's confirmation",
   },
 ];
 
@@ -29,9 +35,29 @@ export const TEMPLATES: { name: string; capabilities: string[]; blurb: string }[
   {
     name: "Alert manager",
     capabilities: ["monitoring.read", "monitoring.write"],
-    blurb: "Reads, and also saves alert rules and destinations (e.g. from a deployment pipeline).",
+    blurb:
+      "Reads, and also saves alert rules (e.g. from a deployment pipeline); cannot change where alerts go.",
+  },
+  {
+    name: "Notification manager",
+    capabilities: ["monitoring.read", "notifications.write"],
+    blurb:
+      "Reads, and manages notification destinations; webhooks it creates wait for a person to confirm them.",
   },
 ];
+
+/** Each capability with what it allows, as a list (the key-creation screens show it for the choice). */
+export function CapabilityAllows(props: { capabilities: readonly string[] }) {
+  return (
+    <ul className="hint access-allows" aria-label="What these capabilities allow">
+      {props.capabilities.map((c) => (
+        <li key={c}>
+          <code>{c}</code>: {CAPABILITIES.find((x) => x.id === c)?.allows ?? "unknown capability"}
+        </li>
+      ))}
+    </ul>
+  );
+}
 
 export function CapabilityBadges(props: { capabilities: readonly string[] }) {
   if (props.capabilities.length === 0) return <span className="muted">none</span>;

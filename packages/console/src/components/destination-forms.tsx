@@ -550,9 +550,11 @@ export function DeleteDestinationDialog(props: {
   const queries = useQueryClient();
   const [typed, setTyped] = useState("");
   const del = useMutation({
-    mutationFn: () => api.destinations.deleteDestination({ name: d.name }),
+    // The dialog says the rules that name it are saved without it: the person chose to detach it.
+    mutationFn: () => api.destinations.deleteDestination({ name: d.name, detachFromRules: true }),
     onSuccess: () => {
       void queries.invalidateQueries({ queryKey: ["destinations"] });
+      void queries.invalidateQueries({ queryKey: ["alert-rules"] });
     },
   });
   return (
@@ -563,7 +565,10 @@ export function DeleteDestinationDialog(props: {
             <strong>{d.displayName}</strong> was deleted.{" "}
             {del.data.skippedDeliveries > 0
               ? `${del.data.skippedDeliveries} pending deliver${del.data.skippedDeliveries === 1 ? "y is" : "ies are"} skipped (DESTINATION_DELETED).`
-              : "No delivery was pending."}
+              : "No delivery was pending."}{" "}
+            {del.data.detachedRules.length > 0
+              ? `Removed from ${del.data.detachedRules.length} alert rule${del.data.detachedRules.length === 1 ? "" : "s"} (a new version each).`
+              : ""}
           </p>
           <div className="dialog-actions">
             <Button kind="primary" onClick={props.onDeleted}>
@@ -579,8 +584,9 @@ export function DeleteDestinationDialog(props: {
           }}
         >
           <p>
-            Rules that name <strong>{d.displayName}</strong> stop notifying it, and its pending deliveries are
-            skipped. Its delivery history stays readable for 90 days. This cannot be undone.
+            Alert rules that name <strong>{d.displayName}</strong> are saved again without it (a new version
+            of each), and its pending deliveries are skipped. Its delivery history stays readable for 90 days.
+            This cannot be undone.
           </p>
           <Field label={`Type “${d.displayName}” to confirm`}>
             <input value={typed} onChange={(e) => setTyped(e.target.value)} autoComplete="off" />

@@ -28,6 +28,15 @@ const kindTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {
 
 function StateBadge(props: { destination: Destination }) {
   const d = props.destination;
+  if (d.awaitingConfirmation)
+    return (
+      <Badge
+        tone="warn"
+        title="a key set its URL: nothing is sent until a person confirms it (DESTINATION_UNCONFIRMED)"
+      >
+        Awaiting confirmation
+      </Badge>
+    );
   if (d.paused)
     return (
       <Badge tone="warn" title="receives nothing; deliveries due meanwhile are skipped (DESTINATION_PAUSED)">
@@ -44,6 +53,15 @@ function StateBadge(props: { destination: Destination }) {
       </Badge>
     );
   return <Badge tone="ok">Active</Badge>;
+}
+
+/** The host a webhook or chat URL points at (chat URLs are shown as https://host/… already). */
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return url;
+  }
 }
 
 function Recipients(props: { destination: Destination }) {
@@ -208,6 +226,13 @@ export function DestinationPage(props: { destinationId: string }) {
       void queries.invalidateQueries({ queryKey: ["destinations", project.name] });
     },
   });
+  const confirm = useMutation({
+    mutationFn: () => api.destinations.confirmDestination({ name }),
+    onSuccess: (d) => {
+      queries.setQueryData(["destination", name], d);
+      void queries.invalidateQueries({ queryKey: ["destinations", project.name] });
+    },
+  });
   const test = useMutation({
     mutationFn: () => api.destinations.sendTestNotification({ name }),
     onSuccess: (d) => {
@@ -271,6 +296,27 @@ export function DestinationPage(props: { destinationId: string }) {
           {me && !me.verified ? " and verify your own address" : ""}; test sends and changes need the owner or
           editor role.
         </p>
+      ) : null}
+      {d.awaitingConfirmation ? (
+        <div className="banner banner-warn" data-testid="confirm-destination">
+          <p>
+            <strong>Awaiting confirmation.</strong> <code>{d.confirmationRequestedBy}</code> pointed this
+            destination at <strong>{hostOf(d.url)}</strong>
+            {d.creator && d.creator !== d.confirmationRequestedBy ? (
+              <>
+                {" "}
+                (created by <code>{d.creator}</code>)
+              </>
+            ) : null}
+            . Nothing is sent there until a person confirms it (DESTINATION_UNCONFIRMED).
+          </p>
+          {project.canWrite ? (
+            <Button kind="primary" onClick={() => confirm.mutate()} busy={confirm.isPending}>
+              Confirm sending to {hostOf(d.url)}
+            </Button>
+          ) : null}
+          <ErrorBanner error={confirm.error} title="Could not confirm" />
+        </div>
       ) : null}
       {d.paused ? (
         <p className="banner banner-warn">

@@ -5,6 +5,7 @@ import { Link } from "wouter";
 import { api } from "../api.ts";
 import {
   CAPABILITIES,
+  CapabilityAllows,
   CapabilityBadges,
   ConfirmDialog,
   isUncertain,
@@ -44,7 +45,10 @@ export function KeysPage() {
     // Service-account keys are listed to owners only (server side too).
     enabled: isOwner,
   });
-  const personalCaps = project.canWrite ? ["monitoring.read", "monitoring.write"] : ["monitoring.read"];
+  // Owners and editors hold all three through their role (iam/capabilities.ts rolePermissions).
+  const personalCaps = project.canWrite
+    ? ["monitoring.read", "monitoring.write", "notifications.write"]
+    : ["monitoring.read"];
   return (
     <Page
       title="API keys"
@@ -463,6 +467,7 @@ function CreateKeyForm(props: {
           );
         })}
       </fieldset>
+      <CapabilityAllows capabilities={caps} />
       <Field
         label="Expires after (days)"
         hint={`Default ${DEFAULT_DAYS}, at most ${MAX_DAYS} (one year).`}

@@ -1,3 +1,5 @@
+import { randomUUID } from "node:crypto";
+import { PostgresAdapter } from "kysely";
 import type { Db } from "../db/database.ts";
 import type { AlertRuleRevisionTable, AlertRuleTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
@@ -157,6 +159,7 @@ export async function saveAlertRule(
   };
   try {
     await db.transaction().execute(async (tx) => {
+      await checkDestinationsExist(tx, projectId, spec.destinationNames, true);
       await tx
         .insertInto("idempotency_records")
         .values({
@@ -237,10 +240,21 @@ async function checkVmsExist(db: Db, projectId: string, vmNames: readonly string
   }
 }
 
-/** Every named destination exists in the project (a deleted one is gone: its rule must drop it). */
-async function checkDestinationsExist(db: Db, projectId: string, names: readonly string[]): Promise<void> {
+/**
+ * Every named destination exists in the project (a deleted one is gone: its rule must drop it). Inside
+ * the save's transaction on PostgreSQL the rows are locked FOR SHARE: a concurrent DeleteDestination
+ * (which updates the row first) either waits for this save and then sees its revision, or has committed
+ * and the row no longer qualifies. SQLite runs one write transaction at a time.
+ */
+async function checkDestinationsExist(
+  db: Db,
+  projectId: string,
+  names: readonly string[],
+  lock = false,
+): Promise<void> {
   if (names.length === 0) return;
   const ids = names.map((n) => n.slice(n.lastIndexOf("/") + 1));
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
   const live = new Set(
     (
       await db
@@ -249,6 +263,7 @@ async function checkDestinationsExist(db: Db, projectId: string, names: readonly
         .where("project_id", "=", projectId)
         .where("id", "in", ids)
         .where("delete_time", "is", null)
+        .$call((q) => (lock && postgres ? q.forShare() : q))
         .execute()
     ).map((r) => r.id),
   );
@@ -356,18 +371,70 @@ async function checkInstanceLimit(
   }
 }
 
-/** The desired spec of every live rule of a project. */
-async function latestSpecs(db: Db, projectId: string): Promise<{ ruleId: string; spec: RuleSpec }[]> {
+/** The desired spec of every live rule of a project, with its version. */
+async function latestSpecs(
+  db: Db,
+  projectId: string,
+): Promise<{ ruleId: string; version: number; spec: RuleSpec }[]> {
   const rows = await db
     .selectFrom("alert_rules as r")
     .innerJoin("alert_rule_revisions as v", (j) =>
       j.onRef("v.rule_id", "=", "r.id").onRef("v.version", "=", "r.latest_version"),
     )
-    .select(["r.id", "v.spec"])
+    .select(["r.id", "r.latest_version", "v.spec"])
     .where("r.project_id", "=", projectId)
     .where("r.delete_time", "is", null)
+    .orderBy("r.id")
     .execute();
-  return rows.map((r) => ({ ruleId: r.id, spec: JSON.parse(r.spec) as RuleSpec }));
+  return rows.map((r) => ({ ruleId: r.id, version: r.latest_version, spec: JSON.parse(r.spec) as RuleSpec }));
+}
+
+/** The live rules whose latest revision names `destination` (projects/<p>/destinations/<id>). */
+export async function rulesNamingDestination(db: Db, projectId: string, destination: string) {
+  return (await latestSpecs(db, projectId)).filter((r) => r.spec.destinationNames.includes(destination));
+}
+
+/**
+ * Saves each rule again without `destination`: a new revision by `p`, recorded like any save, for a
+ * destination being deleted in the same transaction (notify/destinations.ts). Returns the rule names.
+ */
+export async function detachDestination(
+  tx: Db,
+  p: Principal,
+  projectId: string,
+  rules: readonly { ruleId: string; version: number; spec: RuleSpec }[],
+  destination: string,
+  nowMs: number,
+): Promise<string[]> {
+  for (const r of rules) {
+    const spec: RuleSpec = {
+      ...r.spec,
+      destinationNames: r.spec.destinationNames.filter((n) => n !== destination),
+    };
+    const version = r.version + 1;
+    const u = await tx
+      .updateTable("alert_rules")
+      .set({ latest_version: version, sync_status: "PENDING", sync_reason: "", update_time: nowMs })
+      .where("id", "=", r.ruleId)
+      .where("latest_version", "=", r.version)
+      .where("delete_time", "is", null)
+      .executeTakeFirst();
+    if (Number(u.numUpdatedRows) !== 1) throw versionConflict(version, "the rule was saved meanwhile");
+    await tx
+      .insertInto("alert_rule_revisions")
+      .values({
+        rule_id: r.ruleId,
+        version,
+        project_id: projectId,
+        spec: JSON.stringify(spec),
+        condition_key: conditionKey(spec),
+        actor: actorOf(p),
+        request_id: randomUUID(),
+        create_time: nowMs,
+      })
+      .execute();
+  }
+  return rules.map((r) => ruleName(projectId, r.ruleId));
 }
 
 export async function loadRule(db: Db, projectId: string, id: string): Promise<AlertRuleTable> {

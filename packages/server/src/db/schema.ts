@@ -322,6 +322,10 @@ export interface DestinationTable {
   create_time: number;
   update_time: number;
   delete_time: number | null;
+  /** users/<id>, a key's name, or a CI token's service account; "" for destinations made before 0009. */
+  creator: string;
+  /** The key or CI token whose new URL awaits a person's confirmation; "" when none does. */
+  unconfirmed_by: string;
 }
 
 /** An email recipient and its double opt-in. */

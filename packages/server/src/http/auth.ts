@@ -1,10 +1,26 @@
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import { type DescMethod, fromBinary } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
+import type {
+  UniversalHandler,
+  UniversalServerRequest,
+  UniversalServerResponse,
+} from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import type { Logger } from "pino";
 import { CSRF_HEADER, checkCsrf, sessionTokenFromCookie } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
-import { permissionDenied } from "../errors.ts";
-import { type MethodAccess, methodAccess } from "../iam/capabilities.ts";
-import { authenticate, bearerToken, type Principal, type TokenResolver } from "../iam/principal.ts";
+import { capabilityDenied, permissionDenied, SvcError } from "../errors.ts";
+import { type MethodAccess, methodAccess, resourceFields, rolePermissions } from "../iam/capabilities.ts";
+import { requireMember, requireOwner } from "../iam/membership.ts";
+import {
+  authenticate,
+  authorizeCredential,
+  authorizeProject,
+  bearerToken,
+  type Principal,
+  type TokenResolver,
+} from "../iam/principal.ts";
 import { principalKey } from "./context.ts";
 import { toConnectError } from "./errors.ts";
 
@@ -17,32 +33,86 @@ export interface AuthDeps {
   readonly ciTokenResolver?: TokenResolver;
   /** Signs the console's CSRF tokens (console/session-cookie.ts). */
   readonly consoleKey: Buffer;
+  /** The largest request body (after decompression) read to find the named resource. */
+  readonly maxRequestBytes: number;
 }
 
 /**
- * Authenticates every RPC and applies the method table (iam/capabilities.ts): the credential kind must
- * be allowed, and a capability method needs the capability on the credential. Project-level checks
- * (boundary, current grants) happen in the handler, which knows the project. It also maps every error
- * thrown below it to a Connect error, so it is the outermost interceptor.
+ * Authorization first (issue 35), for every RPC in one order: authenticate, authorize against the
+ * method's row (iam/capabilities.ts) and the project of the resource the request names, then let
+ * Connect decode and validate the body, then the handler acts.
+ *
+ * Connect decodes the body before any interceptor runs, so this cannot be an interceptor: an anonymous
+ * call with an unknown field would get the decoder's 400 instead of 401. Each route's handler is
+ * wrapped instead (in place, in the router's list, before the Fastify plugin registers them): the
+ * wrapper reads the body's bytes itself, finds the resource's name in them leniently (unknown fields
+ * ignored), decides, and hands the same bytes on to Connect's handler, which decodes them strictly.
+ * A refused caller gets its refusal whatever the body holds, and the same answer whether the named
+ * resource exists or not, since nothing is loaded before the decision. Handlers keep their own checks.
  */
-export function authInterceptor(deps: AuthDeps): Interceptor {
-  return (next) => async (req) => {
-    const method = `${req.service.typeName}/${req.method.name}`;
+export function guardHandlers(handlers: UniversalHandler[], deps: AuthDeps): void {
+  for (let i = 0; i < handlers.length; i++) handlers[i] = guarded(handlers[i], deps);
+}
+
+function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
+  const method = `${h.service.typeName}/${h.method.name}`;
+  const access = methodAccess[method];
+  const fn = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
+    if (access === "public") return h(req);
     try {
-      const access = methodAccess[method];
       if (access === undefined) throw permissionDenied("CAPABILITY", `${method} is not callable`);
-      if (access !== "public") {
-        const principal = await authenticate(deps.db, credentialOf(req.header, deps.consoleKey), deps.now(), {
-          operatorToken: deps.operatorToken,
-          ciTokenResolver: deps.ciTokenResolver,
-        });
-        checkKind(access, principal);
-        req.contextValues.set(principalKey, principal);
+      const principal = await authenticate(deps.db, credentialOf(req.header, deps.consoleKey), deps.now(), {
+        operatorToken: deps.operatorToken,
+        ciTokenResolver: deps.ciTokenResolver,
+      });
+      checkCaller(access, principal);
+      let body = req.body;
+      if (access !== "authenticated" && access !== "operator") {
+        const read = await readResource(req, h.method, deps.maxRequestBytes);
+        body = read.body;
+        await authorizeResource(deps.db, principal, access, read.resource);
       }
+      req.contextValues?.set(principalKey, principal);
+      return await h({ ...req, body });
+    } catch (err) {
+      return errorResponse(toConnectError(err, deps.log, method));
+    }
+  };
+  return Object.assign(fn, {
+    protocolNames: h.protocolNames,
+    service: h.service,
+    method: h.method,
+    requestPath: h.requestPath,
+    allowedMethods: h.allowedMethods,
+    supportedContentType: h.supportedContentType,
+  });
+}
+
+/**
+ * Maps every error thrown below it (handlers, Connect's decoding) to a Connect error with its ErrorInfo.
+ * The caller was already authenticated and authorized by {@link guardHandlers}.
+ */
+export function errorInterceptor(log: Logger): Interceptor {
+  return (next) => async (req) => {
+    try {
       return await next(req);
     } catch (err) {
-      throw toConnectError(err, deps.log, method);
+      throw toConnectError(err, log, `${req.service.typeName}/${req.method.name}`);
     }
+  };
+}
+
+/** The Connect protocol's unary error answer (svc serves the Connect protocol only). */
+function errorResponse(err: import("@connectrpc/connect").ConnectError): UniversalServerResponse {
+  const header = new Headers(err.metadata);
+  header.set("Content-Type", "application/json");
+  const bytes = errorToJsonBytes(err, {});
+  return {
+    status: codeToHttpStatus(err.code),
+    header,
+    body: (async function* () {
+      yield bytes;
+    })(),
   };
 }
 
@@ -58,7 +128,8 @@ function credentialOf(header: Headers, consoleKey: Buffer): string | undefined {
   return session;
 }
 
-function checkKind(access: MethodAccess, p: Principal): void {
+/** Everything the row decides without a project: the credential's kind, capabilities and identity. */
+function checkCaller(access: MethodAccess, p: Principal): void {
   if (access === "authenticated" || access === "public") return;
   if (access === "operator") {
     if (p.kind !== "OPERATOR")
@@ -67,7 +138,7 @@ function checkKind(access: MethodAccess, p: Principal): void {
   }
   if (p.kind === "OPERATOR")
     throw permissionDenied("PROJECT_BOUNDARY", "the operator token has no access to customer operations");
-  if (access === "human") {
+  if (typeof access === "object" && "human" in access) {
     if (p.kind !== "HUMAN_SESSION")
       throw permissionDenied(
         "HUMAN_ONLY",
@@ -75,8 +146,102 @@ function checkKind(access: MethodAccess, p: Principal): void {
       );
     return;
   }
-  // A capability method: a key or CI token must carry the capability at all; the project check follows.
-  if (p.kind !== "HUMAN_SESSION" && !p.keyCapabilities.includes(access)) {
-    throw permissionDenied("CAPABILITY", `the credential does not carry ${access}`);
+  if (p.kind !== "HUMAN_SESSION") authorizeCredential(p, access);
+}
+
+interface Resource {
+  readonly field: string;
+  readonly value: string;
+}
+
+/** Checks the row in the project the request names; without a name only a key's own project counts. */
+async function authorizeResource(
+  db: Db,
+  p: Principal,
+  access: Exclude<MethodAccess, "public" | "authenticated" | "operator">,
+  resource: Resource | undefined,
+): Promise<void> {
+  const named = resource ? /^projects\/([^/]+)(?:\/|$)/.exec(resource.value)?.[1] : undefined;
+  // A malformed or missing name is the handler's 400, naming the field: it names no project to refuse.
+  const projectId = named ?? (p.kind !== "HUMAN_SESSION" && p.kind !== "OPERATOR" ? p.projectId : undefined);
+  if (projectId === undefined) return;
+  if (typeof access === "string" || !("human" in access)) return authorizeProject(db, p, projectId, access);
+  if (p.kind !== "HUMAN_SESSION") return; // refused by checkCaller
+  const need = access.human;
+  if (need === "member") {
+    await requireMember(db, projectId, p.userId);
+  } else if (need === "owner" || (need === "keyOwner" && resource?.value.includes("/serviceAccounts/"))) {
+    await requireOwner(db, projectId, p.userId, "may do this");
+  } else if (need === "keyOwner") {
+    await requireMember(db, projectId, p.userId);
+  } else {
+    const role = await requireMember(db, projectId, p.userId);
+    if (!rolePermissions[role].includes(need))
+      throw capabilityDenied(need, `your role ${role} does not grant ${need}`);
   }
+}
+
+/**
+ * Reads the body (bounded) and finds the resource the request names in it, leniently: JSON or binary,
+ * gzip or br as Connect accepts them. The bytes go on to Connect unchanged. A body that cannot be read
+ * names nothing: Connect's decoder then answers it.
+ */
+async function readResource(
+  req: UniversalServerRequest,
+  method: DescMethod,
+  maxBytes: number,
+): Promise<{ body: UniversalServerRequest["body"]; resource?: Resource }> {
+  const fields = method.input.fields.filter((f) =>
+    (resourceFields as readonly string[]).includes(f.localName),
+  );
+  const field = resourceFields
+    .map((name) => fields.find((f) => f.localName === name))
+    .find((f) => f !== undefined);
+  if (!field || !isStream(req.body)) return { body: req.body };
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const c of req.body) {
+    size += c.byteLength;
+    if (size > maxBytes) throw tooLarge(maxBytes);
+    chunks.push(c);
+  }
+  const bytes = Buffer.concat(chunks);
+  const body = (async function* () {
+    yield bytes;
+  })();
+  try {
+    const encoding = (req.header.get("content-encoding") ?? "identity").trim().toLowerCase();
+    const plain =
+      encoding === "gzip"
+        ? gunzipSync(bytes, { maxOutputLength: maxBytes })
+        : encoding === "br"
+          ? brotliDecompressSync(bytes, { maxOutputLength: maxBytes })
+          : encoding === "identity"
+            ? bytes
+            : undefined;
+    if (!plain) return { body };
+    const type = req.header.get("content-type") ?? "";
+    let value: unknown;
+    if (/^application\/json\b/.test(type)) {
+      const obj = JSON.parse(plain.toString("utf8")) as Record<string, unknown> | null;
+      value = obj?.[field.jsonName] ?? obj?.[field.name];
+    } else if (/^application\/proto\b/.test(type)) {
+      value = (fromBinary(method.input, plain) as unknown as Record<string, unknown>)[field.localName];
+    }
+    return typeof value === "string" ? { body, resource: { field: field.localName, value } } : { body };
+  } catch (err) {
+    if (err instanceof RangeError && /maxOutputLength|Cannot create a Buffer/.test(err.message))
+      throw tooLarge(maxBytes);
+    return { body };
+  }
+}
+
+function isStream(b: UniversalServerRequest["body"]): b is AsyncIterable<Uint8Array> {
+  return typeof b === "object" && b !== null && Symbol.asyncIterator in b;
+}
+
+function tooLarge(maxBytes: number): SvcError {
+  return new SvcError("invalid_argument", `request body exceeds the limit of ${maxBytes} bytes`, {
+    reason: "REQUEST_TOO_LARGE",
+  });
 }

@@ -3,7 +3,7 @@ import { createContextKey } from "@connectrpc/connect";
 import { SvcError } from "../errors.ts";
 import type { Principal } from "../iam/principal.ts";
 
-/** The authenticated principal of an RPC, set by the auth interceptor before any handler runs. */
+/** The authenticated principal of an RPC, set by the guard (auth.ts) before the body is decoded. */
 export const principalKey = createContextKey<Principal | undefined>(undefined, {
   description: "svc principal",
 });

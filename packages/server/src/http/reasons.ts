@@ -45,6 +45,7 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   CI_TRUST_STATE: { code: "failed_precondition", metadata: ["state"] },
   INCIDENT_CLOSED: { code: "failed_precondition", metadata: ["state"] },
   DESTINATION_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
+  DESTINATION_IN_USE: { code: "failed_precondition", metadata: ["rules"] },
   RULE_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
   INSTANCE_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
   BACKUP_REFUSED: { code: "failed_precondition", metadata: ["why"] },

@@ -12,7 +12,7 @@ import { Counter, Histogram, type Registry } from "prom-client";
 import type { Db } from "../db/database.ts";
 import { SvcError } from "../errors.ts";
 import type { TokenResolver } from "../iam/principal.ts";
-import { authInterceptor } from "./auth.ts";
+import { errorInterceptor, guardHandlers } from "./auth.ts";
 import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
 import { remoteAddressKey } from "./context.ts";
 
@@ -145,19 +145,28 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       }
     });
     await scope.register(fastifyConnectPlugin, {
-      routes: deps.routes,
-      contextValues: (req) => createContextValues().set(remoteAddressKey, req.ip),
-      interceptors: [
-        authInterceptor({
+      // Every route authenticates and authorizes before its body is decoded (auth.ts).
+      routes: (router) => {
+        deps.routes(router);
+        guardHandlers(router.handlers, {
           db: deps.db,
           operatorToken: deps.operatorToken,
           now: deps.now,
           log: deps.log,
           ciTokenResolver: deps.ciTokenResolver,
           consoleKey: deps.consoleKey,
-        }),
+          maxRequestBytes: deps.maxRequestBytes,
+        });
+      },
+      contextValues: (req) => createContextValues().set(remoteAddressKey, req.ip),
+      // The error interceptor is outermost: it maps what the response limit throws too.
+      interceptors: [
+        errorInterceptor(deps.log),
         responseLimit(deps.maxResponseBytes ?? MAX_RPC_RESPONSE_BYTES),
       ],
+      // svc speaks the Connect protocol only (docs/api.md); gRPC and gRPC-web are not served.
+      grpc: false,
+      grpcWeb: false,
       requireConnectProtocolHeader: true,
       readMaxBytes: deps.maxRequestBytes,
       acceptCompression: connectCompressions,
@@ -174,7 +183,7 @@ const JSON_TO_BINARY_MAX_RATIO = 32;
 
 /**
  * Refuses an answer larger than `maxBytes` (encoded as the client asked, before compression) with
- * RESPONSE_TOO_LARGE, which the auth interceptor around it maps like any domain error. Connect's own
+ * RESPONSE_TOO_LARGE, which the error interceptor around it maps like any domain error. Connect's own
  * `writeMaxBytes` checks the same size, but only after every interceptor has run, and answers a bare
  * resource_exhausted (HTTP 429) that clients read as "retry later"; svc keeps 429 for rate limiting,
  * and a too-large answer is the same on every retry, so it is a request to narrow, like the point budget.

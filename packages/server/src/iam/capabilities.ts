@@ -2,7 +2,7 @@
  * Capabilities and the one table that says who may call each RPC. A method absent from the table is
  * refused to everyone: adding a method means deciding its row here.
  */
-export const capabilities = ["monitoring.read", "monitoring.write"] as const;
+export const capabilities = ["monitoring.read", "monitoring.write", "notifications.write"] as const;
 export type Capability = (typeof capabilities)[number];
 
 export function isCapability(s: string): s is Capability {
@@ -10,70 +10,107 @@ export function isCapability(s: string): s is Capability {
 }
 
 /**
+ * Who may call a method; every row is checked before the request body is decoded (http/auth.ts), in the
+ * project the request names (its `name`, `parent`, `projectName` or `serviceAccount`, see
+ * {@link resourceFields}), before anything is loaded.
+ *
  * - `public`: no credential (login, CI exchange; each method authenticates what it receives).
  * - `authenticated`: any valid credential.
- * - `human`: a console session only; keys and CI tokens are refused (HUMAN_ONLY).
  * - `operator`: the provider's operator token only.
- * - a capability: humans with a role granting it, and keys / CI tokens carrying it (intersected with
+ * - a capability: members whose role grants it, and keys / CI tokens carrying it (intersected with
  *   the identity's current permissions on every request).
+ * - `{people, credentials}`: members whose role grants `people`, keys / CI tokens carrying `credentials`.
+ * - `{human}`: a console session only (keys and CI tokens: HUMAN_ONLY), of a member of the named project
+ *   (`member`), of an owner (`owner`), of an owner for a service account's keys and any member for their
+ *   own personal keys (`keyOwner`), or of a member whose role grants a capability.
  */
-export type MethodAccess = "public" | "authenticated" | "human" | "operator" | Capability;
+export type MethodAccess =
+  | "public"
+  | "authenticated"
+  | "operator"
+  | Capability
+  | { readonly people: Capability; readonly credentials: Capability }
+  | { readonly human: "member" | "owner" | "keyOwner" | Capability };
+
+/** The request fields that name the resource, and so its project, in the order they are looked for. */
+export const resourceFields = ["name", "parent", "projectName", "serviceAccount"] as const;
+
+const member = { human: "member" } as const;
+const owner = { human: "owner" } as const;
+const keyOwner = { human: "keyOwner" } as const;
+/**
+ * Where alerts go, and what was sent there (recipients' addresses, webhook URLs, delivery records), is for
+ * the people of the project and for credentials that manage notifications, not for a read key pasted
+ * into a dashboard (issue 35): monitoring.read is queries, previews and inventory (SPEC §5.8).
+ */
+export const notificationRead = { people: "monitoring.read", credentials: "notifications.write" } as const;
 
 export const methodAccess: Readonly<Record<string, MethodAccess>> = {
+  // Read rows, each with its reason (SPEC §5.8: monitoring.read = queries, previews, inventory listing).
+  // Metric queries and the inventory: the capability's own definition.
   "svc.monitoring.v1.MonitoringService/QueryVMMonitoring": "monitoring.read",
   "svc.monitoring.v1.MonitoringService/ListVMMonitoring": "monitoring.read",
-  "svc.monitoring.v1.MonitoringService/EnableExpandedMonitoring": "human",
+  "svc.monitoring.v1.MonitoringService/EnableExpandedMonitoring": { human: "monitoring.write" },
 
   "svc.monitoring.v1.AlertService/SaveAlertRule": "monitoring.write",
   "svc.monitoring.v1.AlertService/DeleteAlertRule": "monitoring.write",
+  // Previews: named by SPEC §5.8. Rules and templates: what is being watched, a monitoring read (a rule
+  // shows the destinations it notifies by name only).
   "svc.monitoring.v1.AlertService/PreviewAlertRule": "monitoring.read",
   "svc.monitoring.v1.AlertService/GetAlertRule": "monitoring.read",
   "svc.monitoring.v1.AlertService/ListAlertRules": "monitoring.read",
   "svc.monitoring.v1.AlertService/ListAlertRuleTemplates": "monitoring.read",
 
+  // Incidents: the monitoring state of the VMs (in-app notifications); they hold no recipient or URL.
   "svc.monitoring.v1.IncidentService/ListIncidents": "monitoring.read",
   "svc.monitoring.v1.IncidentService/GetIncident": "monitoring.read",
   // Human attention: keys and CI tokens are refused (SPEC §4, "human dashboard operations").
-  "svc.monitoring.v1.IncidentService/AcknowledgeIncident": "human",
-  "svc.monitoring.v1.IncidentService/SnoozeIncident": "human",
-  "svc.monitoring.v1.IncidentService/UnsnoozeIncident": "human",
+  "svc.monitoring.v1.IncidentService/AcknowledgeIncident": { human: "monitoring.write" },
+  "svc.monitoring.v1.IncidentService/SnoozeIncident": { human: "monitoring.write" },
+  "svc.monitoring.v1.IncidentService/UnsnoozeIncident": { human: "monitoring.write" },
 
-  "svc.monitoring.v1.DestinationService/CreateDestination": "monitoring.write",
-  "svc.monitoring.v1.DestinationService/UpdateDestination": "monitoring.write",
-  "svc.monitoring.v1.DestinationService/DeleteDestination": "monitoring.write",
-  "svc.monitoring.v1.DestinationService/RotateWebhookSecret": "monitoring.write",
-  "svc.monitoring.v1.DestinationService/GetDestination": "monitoring.read",
-  "svc.monitoring.v1.DestinationService/ListDestinations": "monitoring.read",
-  "svc.monitoring.v1.DestinationService/ListDeliveries": "monitoring.read",
-  "svc.monitoring.v1.DestinationService/GetDelivery": "monitoring.read",
+  // Where alerts go is not "saving alert rules" (SPEC §5.8): a rule-saving key must not redirect or
+  // silence notifications, so these need their own capability, never implied by monitoring.write.
+  "svc.monitoring.v1.DestinationService/CreateDestination": "notifications.write",
+  "svc.monitoring.v1.DestinationService/UpdateDestination": "notifications.write",
+  "svc.monitoring.v1.DestinationService/DeleteDestination": "notifications.write",
+  "svc.monitoring.v1.DestinationService/RotateWebhookSecret": "notifications.write",
+  // Destinations (recipients' addresses, webhook URLs) and deliveries: people and notifications.write,
+  // never monitoring.read alone (see notificationRead).
+  "svc.monitoring.v1.DestinationService/GetDestination": notificationRead,
+  "svc.monitoring.v1.DestinationService/ListDestinations": notificationRead,
+  "svc.monitoring.v1.DestinationService/ListDeliveries": notificationRead,
+  "svc.monitoring.v1.DestinationService/GetDelivery": notificationRead,
   // Human dashboard operations (SPEC §4): a recipient verifies their own address; test sends.
-  "svc.monitoring.v1.DestinationService/VerifyDestination": "human",
-  "svc.monitoring.v1.DestinationService/SendTestNotification": "human",
+  "svc.monitoring.v1.DestinationService/VerifyDestination": member,
+  "svc.monitoring.v1.DestinationService/SendTestNotification": { human: "notifications.write" },
+  // A person vouches for a URL a key or CI token set (issue 34): a leaked key cannot start sending alone.
+  "svc.monitoring.v1.DestinationService/ConfirmDestination": { human: "notifications.write" },
 
   "svc.iam.v1.SessionService/Login": "public",
-  "svc.iam.v1.SessionService/Logout": "human",
+  "svc.iam.v1.SessionService/Logout": member,
   "svc.iam.v1.SessionService/WhoAmI": "authenticated",
 
-  "svc.iam.v1.ServiceAccountService/CreateServiceAccount": "human",
-  "svc.iam.v1.ServiceAccountService/GetServiceAccount": "human",
-  "svc.iam.v1.ServiceAccountService/ListServiceAccounts": "human",
-  "svc.iam.v1.ServiceAccountService/DisableServiceAccount": "human",
-  "svc.iam.v1.ServiceAccountService/EnableServiceAccount": "human",
+  "svc.iam.v1.ServiceAccountService/CreateServiceAccount": owner,
+  "svc.iam.v1.ServiceAccountService/GetServiceAccount": member,
+  "svc.iam.v1.ServiceAccountService/ListServiceAccounts": member,
+  "svc.iam.v1.ServiceAccountService/DisableServiceAccount": owner,
+  "svc.iam.v1.ServiceAccountService/EnableServiceAccount": owner,
 
-  "svc.iam.v1.KeyService/CreateKey": "human",
-  "svc.iam.v1.KeyService/ListKeys": "human",
-  "svc.iam.v1.KeyService/RotateKey": "human",
-  "svc.iam.v1.KeyService/RevokeKey": "human",
-  "svc.iam.v1.KeyService/RecoverLostKey": "human",
+  "svc.iam.v1.KeyService/CreateKey": keyOwner,
+  "svc.iam.v1.KeyService/ListKeys": keyOwner,
+  "svc.iam.v1.KeyService/RotateKey": keyOwner,
+  "svc.iam.v1.KeyService/RevokeKey": keyOwner,
+  "svc.iam.v1.KeyService/RecoverLostKey": member,
 
-  "svc.iam.v1.AutomationService/StartCITrustSetup": "human",
+  "svc.iam.v1.AutomationService/StartCITrustSetup": owner,
   "svc.iam.v1.AutomationService/VerifyCITrustSetup": "public",
-  "svc.iam.v1.AutomationService/ApproveCITrust": "human",
-  "svc.iam.v1.AutomationService/GetCITrust": "human",
-  "svc.iam.v1.AutomationService/ListCITrusts": "human",
-  "svc.iam.v1.AutomationService/UpdateCITrustPermissions": "human",
-  "svc.iam.v1.AutomationService/DisableCITrust": "human",
-  "svc.iam.v1.AutomationService/DeleteCITrust": "human",
+  "svc.iam.v1.AutomationService/ApproveCITrust": owner,
+  "svc.iam.v1.AutomationService/GetCITrust": member,
+  "svc.iam.v1.AutomationService/ListCITrusts": member,
+  "svc.iam.v1.AutomationService/UpdateCITrustPermissions": owner,
+  "svc.iam.v1.AutomationService/DisableCITrust": owner,
+  "svc.iam.v1.AutomationService/DeleteCITrust": owner,
   "svc.iam.v1.AutomationService/ExchangeCIToken": "public",
 
   "svc.admin.v1.ProjectService/CreateProject": "operator",
@@ -101,13 +138,17 @@ export const roles: readonly Role[] = ["owner", "editor", "viewer"];
 
 /** What a membership role grants in its project. */
 export const rolePermissions: Readonly<Record<Role, readonly Capability[]>> = {
-  owner: ["monitoring.read", "monitoring.write"],
-  editor: ["monitoring.read", "monitoring.write"],
+  owner: ["monitoring.read", "monitoring.write", "notifications.write"],
+  editor: ["monitoring.read", "monitoring.write", "notifications.write"],
   viewer: ["monitoring.read"],
 };
 
-/** Service-account permission templates (DESIGN §9). */
+/**
+ * Service-account permission templates (DESIGN §9). `notifications.write` comes only from its own
+ * template, chosen explicitly: the templates that existed before it never imply it.
+ */
 export const serviceAccountTemplates: Readonly<Record<string, readonly Capability[]>> = {
   "Metrics scraper": ["monitoring.read"],
   "Alert manager": ["monitoring.read", "monitoring.write"],
+  "Notification manager": ["monitoring.read", "notifications.write"],
 };

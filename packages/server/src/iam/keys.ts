@@ -135,8 +135,11 @@ export async function createKey(
   input: CreateKeyInput,
   nowMs: number,
 ): Promise<CreatedKey> {
-  validateRequestId(input.requestId);
+  // Authorization first (issue 35): the parent names the project; a stranger or a viewer is refused
+  // before any other field is looked at.
   const parent = parseParent(input.parent);
+  const allowed = await checkActorCanManage(db, actor, parent);
+  validateRequestId(input.requestId);
   const displayName = input.displayName.trim();
   if (!displayName || displayName.length > 100)
     throw invalidArgument("displayName", "must be 1..100 characters");
@@ -145,7 +148,6 @@ export async function createKey(
   const hash = bodyHash({ ...input, requestId: undefined });
   const replay = await findReplay<{ keyId: string }>(db, scope, input.requestId, hash);
   if (replay) return replayed(db, replay.keyId, nowMs);
-  const allowed = await checkActorCanManage(db, actor, parent);
   const caps = validateCapabilities(input.capabilities, allowed);
   return issue(db, actor, scope, input.requestId, hash, nowMs, {
     projectId: parent.projectId,
@@ -257,8 +259,10 @@ async function issue(
   return { key: keyView(row, nowMs), secret, replayed: false };
 }
 
+/** Authorizes from the name, then loads: a caller without access learns nothing of whether it exists. */
 async function loadKey(db: Db, actor: Actor, name: string): Promise<ApiKeyTable> {
   const ref = parseKeyName(name);
+  await checkActorCanManage(db, actor, ref);
   const r = await db
     .selectFrom("api_keys")
     .selectAll()
@@ -266,7 +270,6 @@ async function loadKey(db: Db, actor: Actor, name: string): Promise<ApiKeyTable>
     .where("id", "=", ref.id)
     .executeTakeFirst();
   if (!r || r.service_account_id !== ref.serviceAccountId) throw notFound(name);
-  await checkActorCanManage(db, actor, { projectId: r.project_id, serviceAccountId: r.service_account_id });
   if (r.kind === "PERSONAL" && r.owner_user_id !== actor.userId) {
     // Another member's personal key is theirs to manage; say not found rather than confirm it exists.
     throw notFound(name);
@@ -299,6 +302,7 @@ export async function rotateKey(
   input: RotateKeyInput,
   nowMs: number,
 ): Promise<CreatedKey> {
+  await checkActorCanManage(db, actor, parseKeyName(input.name));
   validateRequestId(input.requestId);
   if (!Number.isInteger(input.overlapSeconds) || input.overlapSeconds < 0) {
     throw invalidArgument("overlapSeconds", "must be a whole number of seconds, 0 or more");

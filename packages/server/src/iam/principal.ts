@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import type { Db } from "../db/database.ts";
-import { invalidArgument, permissionDenied, unauthenticated } from "../errors.ts";
+import { capabilityDenied, invalidArgument, permissionDenied, unauthenticated } from "../errors.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, rolePermissions } from "./capabilities.ts";
 import { requireMember, roleOf } from "./membership.ts";
@@ -137,7 +137,7 @@ export async function authorizeBearer(
   db: Db,
   authorization: string | undefined,
   projectId: string,
-  capability: Capability,
+  capability: ProjectAccess,
   nowMs: number,
   opts: AuthenticateOptions,
 ): Promise<Principal> {
@@ -146,23 +146,48 @@ export async function authorizeBearer(
   return principal;
 }
 
+/** A capability, or one for people (by role) and another for keys and CI tokens (capabilities.ts). */
+export type ProjectAccess = Capability | { readonly people: Capability; readonly credentials: Capability };
+
+const forPeople = (a: ProjectAccess): Capability => (typeof a === "string" ? a : a.people);
+const forCredentials = (a: ProjectAccess): Capability => (typeof a === "string" ? a : a.credentials);
+
 /**
- * Checks that the principal may use `capability` in `projectId`: the project boundary first, then the
+ * What a key or CI token may do wherever it is used: it carries the capability, and its identity is
+ * active and still holds it (effective = both). Needs no project, so it is checked before a request's
+ * body is read (http/auth.ts), and again by authorizeProject.
+ */
+export function authorizeCredential(p: KeyPrincipal | CiTokenPrincipal, access: ProjectAccess): void {
+  const capability = forCredentials(access);
+  if (!p.keyCapabilities.includes(capability)) {
+    throw capabilityDenied(capability, `the credential does not carry ${capability}`);
+  }
+  if (p.identityProblem === "IDENTITY_DISABLED") {
+    throw permissionDenied("IDENTITY_DISABLED", "the credential's identity is disabled");
+  }
+  if (p.identityProblem === "GRANT_REMOVED" || !p.identityPermissions.includes(capability)) {
+    throw permissionDenied("GRANT_REMOVED", `the credential's identity no longer holds ${capability}`);
+  }
+}
+
+/**
+ * Checks that the principal may use `access` in `projectId`: the project boundary first, then the
  * credential's capabilities, then the identity's current state and grants (effective = both).
  */
 export async function authorizeProject(
   db: Db,
   p: Principal,
   projectId: string,
-  capability: Capability,
+  access: ProjectAccess,
 ): Promise<void> {
   switch (p.kind) {
     case "OPERATOR":
       throw permissionDenied("PROJECT_BOUNDARY", "the operator token has no access to project data");
     case "HUMAN_SESSION": {
+      const capability = forPeople(access);
       const role = await requireMember(db, projectId, p.userId);
       if (!rolePermissions[role].includes(capability)) {
-        throw permissionDenied("CAPABILITY", `your role ${role} does not grant ${capability}`);
+        throw capabilityDenied(capability, `your role ${role} does not grant ${capability}`);
       }
       return;
     }
@@ -172,15 +197,7 @@ export async function authorizeProject(
       if (p.projectId !== projectId) {
         throw permissionDenied("PROJECT_BOUNDARY", "the credential is bound to another project");
       }
-      if (!p.keyCapabilities.includes(capability)) {
-        throw permissionDenied("CAPABILITY", `the credential does not carry ${capability}`);
-      }
-      if (p.identityProblem === "IDENTITY_DISABLED") {
-        throw permissionDenied("IDENTITY_DISABLED", "the credential's identity is disabled");
-      }
-      if (p.identityProblem === "GRANT_REMOVED" || !p.identityPermissions.includes(capability)) {
-        throw permissionDenied("GRANT_REMOVED", `the credential's identity no longer holds ${capability}`);
-      }
+      authorizeCredential(p, access);
       return;
     }
   }
@@ -195,4 +212,23 @@ export function projectOfRequest(p: Principal, projectName: string): string {
   if (p.kind === "PERSONAL_KEY" || p.kind === "SERVICE_ACCOUNT_KEY" || p.kind === "CI_TOKEN")
     return p.projectId;
   throw invalidArgument("projectName", "is required (projects/<project_id>) for a console session");
+}
+
+/**
+ * Who a principal is, as a resource name a person can look up: users/<id>, a key's name, or the
+ * service account behind a CI token.
+ */
+export function principalName(p: Principal): string {
+  switch (p.kind) {
+    case "OPERATOR":
+      return "operator";
+    case "HUMAN_SESSION":
+      return `users/${p.userId}`;
+    case "PERSONAL_KEY":
+      return `projects/${p.projectId}/keys/${p.keyId}`;
+    case "SERVICE_ACCOUNT_KEY":
+      return `projects/${p.projectId}/serviceAccounts/${p.identityId}/keys/${p.keyId}`;
+    case "CI_TOKEN":
+      return `projects/${p.projectId}/serviceAccounts/${p.identityId} (CI token)`;
+  }
 }

@@ -1,6 +1,7 @@
 import type { Db } from "../db/database.ts";
 import type { DeliveryAttemptTable, DeliveryTable } from "../db/schema.ts";
 import { invalidArgument, notFound } from "../errors.ts";
+import { notificationRead } from "../iam/capabilities.ts";
 import { authorizeProject, type Principal } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
@@ -76,7 +77,7 @@ export async function getDelivery(db: Db, p: Principal, name: string): Promise<D
   const m = /^(projects\/[^/]+\/destinations\/[^/]+)\/deliveries\/(dlv_[0-9a-f-]{36})$/.exec(name);
   if (!m) throw invalidArgument("name", "must be projects/<p>/destinations/<d>/deliveries/<delivery_id>");
   const { projectId, id } = parseDestinationName(m[1]);
-  await authorizeProject(db, p, projectId, "monitoring.read");
+  await authorizeProject(db, p, projectId, notificationRead);
   const d = await db
     .selectFrom("deliveries")
     .selectAll()
@@ -103,7 +104,7 @@ export async function listDeliveries(
   },
 ): Promise<{ deliveries: DeliveryView[]; nextPageToken?: string }> {
   const projectId = parseProjectName(req.projectName);
-  await authorizeProject(db, p, projectId, "monitoring.read");
+  await authorizeProject(db, p, projectId, notificationRead);
   if (req.pageSize < 0) throw invalidArgument("pageSize", "must not be negative");
   const size = clampPageSize(req.pageSize);
   let q = db.selectFrom("deliveries").selectAll().where("project_id", "=", projectId);

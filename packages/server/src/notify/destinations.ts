@@ -1,10 +1,12 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import { detachDestination, ruleName, rulesNamingDestination } from "../alerts/rules.ts";
 import type { Db } from "../db/database.ts";
 import type { DestinationTable } from "../db/schema.ts";
-import { invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
+import { capabilityDenied, invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
+import { notificationRead, rolePermissions } from "../iam/capabilities.ts";
 import { bodyHash, findReplay } from "../iam/idempotency.ts";
 import { roleOf } from "../iam/membership.ts";
-import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
+import { authorizeProject, type Principal, principalName, projectOfRequest } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import type { MailSender } from "./channels/email.ts";
 import { renderVerificationEmail } from "./channels/email.ts";
@@ -52,6 +54,9 @@ export interface DestinationView {
   secrets: { id: string; createTimeUnix: bigint; expireTimeUnix: bigint }[];
   createTimeUnix: bigint;
   updateTimeUnix: bigint;
+  creator: string;
+  awaitingConfirmation: boolean;
+  confirmationRequestedBy: string;
 }
 
 const sec = (ms: number | null | undefined) => BigInt(Math.floor((ms ?? 0) / 1000));
@@ -97,7 +102,19 @@ async function view(db: Db, d: DestinationTable, nowMs: number): Promise<Destina
     })),
     createTimeUnix: sec(d.create_time),
     updateTimeUnix: sec(d.update_time),
+    creator: d.creator,
+    awaitingConfirmation: d.unconfirmed_by !== "",
+    confirmationRequestedBy: d.unconfirmed_by,
   };
+}
+
+/**
+ * Issue 34: a URL set by a key or CI token waits for a person's confirmation (ConfirmDestination), so a
+ * leaked credential cannot start sending incidents somewhere on its own; one set by a person is active
+ * at once. Email needs none: its recipients are members who each confirm their own address.
+ */
+function unconfirmedBy(p: Principal): string {
+  return p.kind === "HUMAN_SESSION" ? "" : principalName(p);
 }
 
 async function loadDestination(db: Db, projectId: string, id: string): Promise<DestinationTable> {
@@ -177,7 +194,7 @@ export async function createDestination(
   const { db, options } = deps;
   const nowMs = deps.now();
   const projectId = projectOfRequest(p, input.projectName);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "notifications.write");
   if (!/^[0-9a-f-]{36}$/i.test(input.requestId))
     throw invalidArgument("requestId", "is required (a client-generated UUID)");
   const kind = input.kind as DestinationKind;
@@ -245,6 +262,8 @@ export async function createDestination(
         create_time: nowMs,
         update_time: nowMs,
         delete_time: null,
+        creator: principalName(p),
+        unconfirmed_by: kind === "EMAIL" ? "" : unconfirmedBy(p),
       })
       .execute();
     if (secret) {
@@ -316,7 +335,7 @@ export async function getDestination(
   name: string,
 ): Promise<DestinationView> {
   const { projectId, id } = parseDestinationName(name);
-  await authorizeProject(deps.db, p, projectId, "monitoring.read");
+  await authorizeProject(deps.db, p, projectId, notificationRead);
   return view(deps.db, await loadDestination(deps.db, projectId, id), deps.now());
 }
 
@@ -326,7 +345,7 @@ export async function listDestinations(
   projectName: string,
 ): Promise<DestinationView[]> {
   const projectId = parseProjectName(projectName);
-  await authorizeProject(deps.db, p, projectId, "monitoring.read");
+  await authorizeProject(deps.db, p, projectId, notificationRead);
   const rows = await deps.db
     .selectFrom("destinations")
     .selectAll()
@@ -357,7 +376,7 @@ export async function updateDestination(
   const { db, options } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseDestinationName(input.name);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "notifications.write");
   const d = await loadDestination(db, projectId, id);
   const set: Partial<DestinationTable> = { update_time: nowMs };
   if (input.displayName !== undefined) set.display_name = checkDisplayName(input.displayName);
@@ -366,6 +385,8 @@ export async function updateDestination(
     if (d.kind === "EMAIL") throw invalidArgument("url", "is not used by an email destination");
     set.url_display = (await checkUrl(d.kind, input.url, options)).display;
     set.sealed_url = deps.sealer.seal(input.url);
+    // A new URL from a key waits for a person again; a person setting it vouches for it.
+    set.unconfirmed_by = unconfirmedBy(p);
   }
   const codes = new Map<string, string>();
   if (input.updateRecipients) {
@@ -398,21 +419,45 @@ export async function updateDestination(
   return view(db, updated, nowMs);
 }
 
+/**
+ * Deletes a destination. While alert rules name it the delete is refused (DESTINATION_IN_USE, naming
+ * them) unless `detachFromRules`: then each of those rules gets a new revision without it, by this
+ * caller, in the same transaction. No rule is ever left naming a destination that does not exist: a
+ * concurrent SaveAlertRule re-reads the destinations it names under a row lock (alerts/rules.ts).
+ */
 export async function deleteDestination(
-  deps: DestinationsDeps,
+  deps: DestinationsDeps & { readonly onRulesChanged?: () => void },
   p: Principal,
-  name: string,
-): Promise<{ name: string; skippedDeliveries: number }> {
+  input: { name: string; detachFromRules?: boolean },
+): Promise<{ name: string; skippedDeliveries: number; detachedRules: string[] }> {
   const { db } = deps;
   const nowMs = deps.now();
+  const { name } = input;
   const { projectId, id } = parseDestinationName(name);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "notifications.write");
   await loadDestination(db, projectId, id);
-  await db
-    .updateTable("destinations")
-    .set({ delete_time: nowMs, update_time: nowMs })
-    .where("id", "=", id)
-    .execute();
+  const detached = await db.transaction().execute(async (tx) => {
+    // The row lock first: a save that names this destination waits for it, or holds it until it committed.
+    const r = await tx
+      .updateTable("destinations")
+      .set({ delete_time: nowMs, update_time: nowMs })
+      .where("id", "=", id)
+      .where("delete_time", "is", null)
+      .executeTakeFirst();
+    if (Number(r.numUpdatedRows) === 0) throw notFound(name);
+    const using = await rulesNamingDestination(tx, projectId, name);
+    if (using.length === 0) return [];
+    const names = using.map((u) => ruleName(projectId, u.ruleId));
+    if (!input.detachFromRules) {
+      throw new SvcError(
+        "failed_precondition",
+        `alert rules use ${name}: ${names.join(", ")}; remove it from them first, or delete with detachFromRules to have each rule saved without it`,
+        { reason: "DESTINATION_IN_USE", metadata: { rules: names.join(",") } },
+      );
+    }
+    return detachDestination(tx, p, projectId, using, name, nowMs);
+  });
+  if (detached.length > 0) deps.onRulesChanged?.();
   const pending = await db
     .selectFrom("deliveries")
     .select((eb) => eb.fn.countAll<number>().as("n"))
@@ -420,7 +465,31 @@ export async function deleteDestination(
     .where("state", "=", "PENDING")
     .executeTakeFirstOrThrow();
   // Pending deliveries are skipped by the dispatcher's recheck (DESTINATION_DELETED), each recorded.
-  return { name, skippedDeliveries: Number(pending.n) };
+  return { name, skippedDeliveries: Number(pending.n), detachedRules: detached };
+}
+
+/** A person confirms a URL that a key or CI token set (the console shows its host and who set it). */
+export async function confirmDestination(
+  deps: Pick<DestinationsDeps, "db" | "now">,
+  human: { userId: string },
+  name: string,
+): Promise<DestinationView> {
+  const { db } = deps;
+  const nowMs = deps.now();
+  const { projectId, id } = parseDestinationName(name);
+  const role = await roleOf(db, projectId, human.userId);
+  if (!role) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
+  if (!rolePermissions[role].includes("notifications.write"))
+    throw capabilityDenied("notifications.write", `your role ${role} does not grant notifications.write`);
+  const d = await loadDestination(db, projectId, id);
+  if (d.unconfirmed_by !== "") {
+    await db
+      .updateTable("destinations")
+      .set({ unconfirmed_by: "", update_time: nowMs })
+      .where("id", "=", id)
+      .execute();
+  }
+  return view(db, await loadDestination(db, projectId, id), nowMs);
 }
 
 /** Completes the caller's own email verification with the code from the email. */
@@ -477,7 +546,7 @@ export async function rotateWebhookSecret(
   const { db } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseDestinationName(name);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "notifications.write");
   const d = await loadDestination(db, projectId, id);
   if (d.kind !== "WEBHOOK") throw invalidArgument("name", "only webhook destinations have a signing secret");
   if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > MAX_OVERLAP_SECONDS)
@@ -517,8 +586,8 @@ export async function sendTestNotification(
   const { projectId, id } = parseDestinationName(name);
   const role = await roleOf(db, projectId, human.userId);
   if (!role) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
-  if (role === "viewer")
-    throw permissionDenied("CAPABILITY", "your role viewer does not grant monitoring.write");
+  if (!rolePermissions[role].includes("notifications.write"))
+    throw capabilityDenied("notifications.write", `your role ${role} does not grant notifications.write`);
   const d = await loadDestination(db, projectId, id);
   const deliveryId = `dlv_${randomUUID()}`;
   const message = {

@@ -564,6 +564,8 @@ class DispatcherImpl implements Dispatcher {
     const dest = st.dest;
     if (!dest || dest.delete_time !== null) return skip("DESTINATION_DELETED", "the destination was deleted");
     if (dest.paused === 1) return skip("DESTINATION_PAUSED", "the destination is paused");
+    if (dest.unconfirmed_by !== "")
+      return skip("DESTINATION_UNCONFIRMED", "a person has not yet confirmed the URL a key or CI token set");
     if (atMs > d.expire_time) return skip("EXPIRED", "the message is older than its retry period");
     if (d.incident_id) {
       const inc = st.incidents.get(d.incident_id);

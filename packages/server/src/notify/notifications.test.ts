@@ -262,7 +262,7 @@ for (const { dialect, skip } of await testDialects()) {
       peer.respond = () => ({ status: 503 });
       await t.app.dispatcher.runOnce(t0 + 181 * S);
       const sentBefore = peer.received.length;
-      await owner().destinations.deleteDestination({ name: d });
+      await owner().destinations.deleteDestination({ name: d, detachFromRules: true });
       await t.app.dispatcher.runOnce(t0 + 200 * S);
       const rows = await t.app.db.db
         .selectFrom("deliveries")
@@ -624,7 +624,7 @@ for (const { dialect, skip } of await testDialects()) {
         await owner().keys.createKey({
           parent: p.projectName,
           displayName: "k",
-          capabilities: ["monitoring.read", "monitoring.write"],
+          capabilities: ["monitoring.read", "monitoring.write", "notifications.write"],
           requestId: randomUUID(),
         })
       ).secret;

@@ -7,6 +7,7 @@ import * as m0005 from "./0005_notifications.ts";
 import * as m0006 from "./0006_leases.ts";
 import * as m0007 from "./0007_fanout_order.ts";
 import * as m0008 from "./0008_rate_buckets.ts";
+import * as m0009 from "./0009_notification_rights.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   "0006_leases": m0006,
   "0007_fanout_order": m0007,
   "0008_rate_buckets": m0008,
+  "0009_notification_rights": m0009,
 };

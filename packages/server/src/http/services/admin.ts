@@ -10,7 +10,7 @@ import type { Db } from "../../db/database.ts";
 import * as projects from "../../inventory/projects.ts";
 import * as vms from "../../inventory/vms.ts";
 
-/** svc.admin.v1: provider-side inventory. Thin: the operator check is in the auth interceptor. */
+/** svc.admin.v1: provider-side inventory. Thin: the operator check is in the guard (http/auth.ts). */
 export function registerAdminServices(
   router: ConnectRouter,
   deps: { db: Db; now: () => number; backup: BackupSources },

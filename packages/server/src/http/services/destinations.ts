@@ -3,6 +3,7 @@ import { type Destination, DestinationService } from "@svc/sdk/gen/svc/monitorin
 import type { Db } from "../../db/database.ts";
 import { getDelivery, listDeliveries } from "../../notify/deliveries.ts";
 import {
+  confirmDestination,
   createDestination,
   type DestinationsDeps,
   type DestinationView,
@@ -19,6 +20,8 @@ import { humanOf, principalOf } from "../context.ts";
 export interface DestinationServiceDeps extends DestinationsDeps {
   readonly pageKey: Buffer;
   readonly db: Db;
+  /** The evaluator's nudge, when a delete detached the destination from rules. */
+  readonly onRulesChanged?: () => void;
 }
 
 function message(v: DestinationView): Destination {
@@ -42,7 +45,8 @@ export function registerDestinationService(router: ConnectRouter, deps: Destinat
       destinations: (await listDestinations(deps, principalOf(ctx), r.projectName)).map(message),
     }),
     updateDestination: async (r, ctx) => message(await updateDestination(deps, principalOf(ctx), r)),
-    deleteDestination: async (r, ctx) => deleteDestination(deps, principalOf(ctx), r.name),
+    deleteDestination: async (r, ctx) => deleteDestination(deps, principalOf(ctx), r),
+    confirmDestination: async (r, ctx) => message(await confirmDestination(deps, humanOf(ctx), r.name)),
     verifyDestination: async (r, ctx) => message(await verifyDestination(deps, humanOf(ctx), r.name, r.code)),
     sendTestNotification: async (r, ctx) => {
       const p = principalOf(ctx);

@@ -335,8 +335,8 @@ export async function approveTrust(
   userId: string,
   input: { name: string; permissions: readonly string[] },
 ): Promise<CiTrustView> {
+  await requireTrustOwner(ctx.db, userId, parseTrustName(input.name).projectId);
   const r = await loadTrust(ctx.db, input.name);
-  await requireTrustOwner(ctx.db, userId, r.project_id);
   const state = stateOf(r, ctx.now());
   if (state !== "IDENTITY_OBSERVED") {
     throw new CiTrustStateError(state, `only an observed identity can be approved; the trust is ${state}`);
@@ -356,8 +356,8 @@ export async function updatePermissions(
   userId: string,
   input: { name: string; permissions: readonly string[] },
 ): Promise<CiTrustView> {
+  await requireTrustOwner(ctx.db, userId, parseTrustName(input.name).projectId);
   const r = await loadTrust(ctx.db, input.name);
-  await requireTrustOwner(ctx.db, userId, r.project_id);
   if (r.state !== "APPROVED" && r.state !== "DISABLED") {
     const state = stateOf(r, ctx.now());
     throw new CiTrustStateError(state, `the trust is ${state}; approve it instead`);
@@ -368,8 +368,8 @@ export async function updatePermissions(
 
 /** Emergency revocation: exchanges and outstanding tokens stop at once. */
 export async function disableTrust(ctx: CiContext, userId: string, name: string): Promise<CiTrustView> {
+  await requireTrustOwner(ctx.db, userId, parseTrustName(name).projectId);
   const r = await loadTrust(ctx.db, name);
-  await requireTrustOwner(ctx.db, userId, r.project_id);
   return viewUpdate(ctx, r, r.state, {
     state: "DISABLED",
     pairing_hash: null,
@@ -379,8 +379,8 @@ export async function disableTrust(ctx: CiContext, userId: string, name: string)
 }
 
 export async function deleteTrust(ctx: CiContext, userId: string, name: string): Promise<void> {
+  await requireTrustOwner(ctx.db, userId, parseTrustName(name).projectId);
   const r = await loadTrust(ctx.db, name);
-  await requireTrustOwner(ctx.db, userId, r.project_id);
   await update(ctx, r, r.state, {
     state: "DELETED",
     pairing_hash: null,
@@ -391,8 +391,9 @@ export async function deleteTrust(ctx: CiContext, userId: string, name: string):
 }
 
 export async function getTrust(ctx: CiContext, userId: string, name: string): Promise<CiTrustView> {
+  // The project from the name first: another project's caller learns nothing of whether it exists.
+  await requireMember(ctx.db, parseTrustName(name).projectId, userId);
   const r = await loadTrust(ctx.db, name);
-  await requireMember(ctx.db, r.project_id, userId);
   return toView(r, ctx.now());
 }
 

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/monitoring/v1/destinations.proto.
  */
 export const file_svc_monitoring_v1_destinations: GenFile = /*@__PURE__*/
-  fileDesc("CiRzdmMvbW9uaXRvcmluZy92MS9kZXN0aW5hdGlvbnMucHJvdG8SEXN2Yy5tb25pdG9yaW5nLnYxIv4BCgtEZXN0aW5hdGlvbhIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIMCgRraW5kGAMgASgJEg4KBnBhdXNlZBgEIAEoCBI1CgpyZWNpcGllbnRzGAUgAygLMiEuc3ZjLm1vbml0b3JpbmcudjEuRW1haWxSZWNpcGllbnQSCwoDdXJsGAYgASgJEjUKB3NlY3JldHMYByADKAsyJC5zdmMubW9uaXRvcmluZy52MS5XZWJob29rU2VjcmV0SW5mbxIYChBjcmVhdGVfdGltZV91bml4GAggASgDEhgKEHVwZGF0ZV90aW1lX3VuaXgYCSABKAMiWQoORW1haWxSZWNpcGllbnQSDAoEdXNlchgBIAEoCRINCgVlbWFpbBgCIAEoCRIQCgh2ZXJpZmllZBgDIAEoCBIYChB2ZXJpZnlfdGltZV91bml4GAQgASgDIlMKEVdlYmhvb2tTZWNyZXRJbmZvEgoKAmlkGAEgASgJEhgKEGNyZWF0ZV90aW1lX3VuaXgYAiABKAMSGAoQZXhwaXJlX3RpbWVfdW5peBgDIAEoAyKJAQoYQ3JlYXRlRGVzdGluYXRpb25SZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSDAoEa2luZBgDIAEoCRISCgpyZWNpcGllbnRzGAQgAygJEgsKA3VybBgFIAEoCRISCgpyZXF1ZXN0X2lkGAYgASgJInoKGUNyZWF0ZURlc3RpbmF0aW9uUmVzcG9uc2USMwoLZGVzdGluYXRpb24YASABKAsyHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhIWCg53ZWJob29rX3NlY3JldBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCIlChVHZXREZXN0aW5hdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSIvChdMaXN0RGVzdGluYXRpb25zUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkiUAoYTGlzdERlc3RpbmF0aW9uc1Jlc3BvbnNlEjQKDGRlc3RpbmF0aW9ucxgBIAMoCzIeLnN2Yy5tb25pdG9yaW5nLnYxLkRlc3RpbmF0aW9uIr0BChhVcGRhdGVEZXN0aW5hdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIZCgxkaXNwbGF5X25hbWUYAiABKAlIAIgBARITCgZwYXVzZWQYAyABKAhIAYgBARISCgpyZWNpcGllbnRzGAQgAygJEhkKEXVwZGF0ZV9yZWNpcGllbnRzGAUgASgIEhAKA3VybBgGIAEoCUgCiAEBQg8KDV9kaXNwbGF5X25hbWVCCQoHX3BhdXNlZEIGCgRfdXJsIigKGERlbGV0ZURlc3RpbmF0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIkUKGURlbGV0ZURlc3RpbmF0aW9uUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIaChJza2lwcGVkX2RlbGl2ZXJpZXMYAiABKAUiNgoYVmVyaWZ5RGVzdGluYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEY29kZRgCIAEoCSIrChtTZW5kVGVzdE5vdGlmaWNhdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSJDChpSb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBIMCgRuYW1lGAEgASgJEhcKD292ZXJsYXBfc2Vjb25kcxgCIAEoBSJqChtSb3RhdGVXZWJob29rU2VjcmV0UmVzcG9uc2USMwoLZGVzdGluYXRpb24YASABKAsyHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhIWCg53ZWJob29rX3NlY3JldBgCIAEoCSKWAgoIRGVsaXZlcnkSDAoEbmFtZRgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCRITCgtkZXN0aW5hdGlvbhgDIAEoCRIQCghpbmNpZGVudBgEIAEoCRISCgpldmVudF90eXBlGAUgASgJEg0KBXN0YXRlGAYgASgJEhMKC3NraXBfcmVhc29uGAcgASgJEhgKEGNyZWF0ZV90aW1lX3VuaXgYCCABKAMSHgoWbmV4dF9hdHRlbXB0X3RpbWVfdW5peBgJIAEoAxIYChBleHBpcmVfdGltZV91bml4GAogASgDEjQKCGF0dGVtcHRzGAsgAygLMiIuc3ZjLm1vbml0b3JpbmcudjEuRGVsaXZlcnlBdHRlbXB0IoQBCg9EZWxpdmVyeUF0dGVtcHQSEgoKYXR0ZW1wdF9pZBgBIAEoCRIRCgl0aW1lX3VuaXgYAiABKAMSDgoGc3RhdHVzGAMgASgJEhUKDXJlc3BvbnNlX2NvZGUYBCABKAUSDgoGZGV0YWlsGAUgASgJEhMKC2R1cmF0aW9uX21zGAYgASgFIooBChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJEhAKCGluY2lkZW50GAMgASgJEg0KBXN0YXRlGAQgASgJEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJInsKFkxpc3REZWxpdmVyaWVzUmVzcG9uc2USLwoKZGVsaXZlcmllcxgBIAMoCzIbLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGl2ZXJ5EhwKD25leHRfcGFnZV90b2tlbhgCIAEoCUgAiAEBQhIKEF9uZXh0X3BhZ2VfdG9rZW4iIgoSR2V0RGVsaXZlcnlSZXF1ZXN0EgwKBG5hbWUYASABKAkylggKEkRlc3RpbmF0aW9uU2VydmljZRJuChFDcmVhdGVEZXN0aW5hdGlvbhIrLnN2Yy5tb25pdG9yaW5nLnYxLkNyZWF0ZURlc3RpbmF0aW9uUmVxdWVzdBosLnN2Yy5tb25pdG9yaW5nLnYxLkNyZWF0ZURlc3RpbmF0aW9uUmVzcG9uc2USWgoOR2V0RGVzdGluYXRpb24SKC5zdmMubW9uaXRvcmluZy52MS5HZXREZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJrChBMaXN0RGVzdGluYXRpb25zEiouc3ZjLm1vbml0b3JpbmcudjEuTGlzdERlc3RpbmF0aW9uc1JlcXVlc3QaKy5zdmMubW9uaXRvcmluZy52MS5MaXN0RGVzdGluYXRpb25zUmVzcG9uc2USYAoRVXBkYXRlRGVzdGluYXRpb24SKy5zdmMubW9uaXRvcmluZy52MS5VcGRhdGVEZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJuChFEZWxldGVEZXN0aW5hdGlvbhIrLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGV0ZURlc3RpbmF0aW9uUmVxdWVzdBosLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGV0ZURlc3RpbmF0aW9uUmVzcG9uc2USYAoRVmVyaWZ5RGVzdGluYXRpb24SKy5zdmMubW9uaXRvcmluZy52MS5WZXJpZnlEZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJjChRTZW5kVGVzdE5vdGlmaWNhdGlvbhIuLnN2Yy5tb25pdG9yaW5nLnYxLlNlbmRUZXN0Tm90aWZpY2F0aW9uUmVxdWVzdBobLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGl2ZXJ5EnQKE1JvdGF0ZVdlYmhvb2tTZWNyZXQSLS5zdmMubW9uaXRvcmluZy52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBouLnN2Yy5tb25pdG9yaW5nLnYxLlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZRJlCg5MaXN0RGVsaXZlcmllcxIoLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBopLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USUQoLR2V0RGVsaXZlcnkSJS5zdmMubW9uaXRvcmluZy52MS5HZXREZWxpdmVyeVJlcXVlc3QaGy5zdmMubW9uaXRvcmluZy52MS5EZWxpdmVyeWIGcHJvdG8z");
+  fileDesc("CiRzdmMvbW9uaXRvcmluZy92MS9kZXN0aW5hdGlvbnMucHJvdG8SEXN2Yy5tb25pdG9yaW5nLnYxItECCgtEZXN0aW5hdGlvbhIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIMCgRraW5kGAMgASgJEg4KBnBhdXNlZBgEIAEoCBI1CgpyZWNpcGllbnRzGAUgAygLMiEuc3ZjLm1vbml0b3JpbmcudjEuRW1haWxSZWNpcGllbnQSCwoDdXJsGAYgASgJEjUKB3NlY3JldHMYByADKAsyJC5zdmMubW9uaXRvcmluZy52MS5XZWJob29rU2VjcmV0SW5mbxIYChBjcmVhdGVfdGltZV91bml4GAggASgDEhgKEHVwZGF0ZV90aW1lX3VuaXgYCSABKAMSDwoHY3JlYXRvchgKIAEoCRIdChVhd2FpdGluZ19jb25maXJtYXRpb24YCyABKAgSIQoZY29uZmlybWF0aW9uX3JlcXVlc3RlZF9ieRgMIAEoCSJZCg5FbWFpbFJlY2lwaWVudBIMCgR1c2VyGAEgASgJEg0KBWVtYWlsGAIgASgJEhAKCHZlcmlmaWVkGAMgASgIEhgKEHZlcmlmeV90aW1lX3VuaXgYBCABKAMiUwoRV2ViaG9va1NlY3JldEluZm8SCgoCaWQYASABKAkSGAoQY3JlYXRlX3RpbWVfdW5peBgCIAEoAxIYChBleHBpcmVfdGltZV91bml4GAMgASgDIokBChhDcmVhdGVEZXN0aW5hdGlvblJlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIMCgRraW5kGAMgASgJEhIKCnJlY2lwaWVudHMYBCADKAkSCwoDdXJsGAUgASgJEhIKCnJlcXVlc3RfaWQYBiABKAkiegoZQ3JlYXRlRGVzdGluYXRpb25SZXNwb25zZRIzCgtkZXN0aW5hdGlvbhgBIAEoCzIeLnN2Yy5tb25pdG9yaW5nLnYxLkRlc3RpbmF0aW9uEhYKDndlYmhvb2tfc2VjcmV0GAIgASgJEhAKCHJlcGxheWVkGAMgASgIIiUKFUdldERlc3RpbmF0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIi8KF0xpc3REZXN0aW5hdGlvbnNSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCSJQChhMaXN0RGVzdGluYXRpb25zUmVzcG9uc2USNAoMZGVzdGluYXRpb25zGAEgAygLMh4uc3ZjLm1vbml0b3JpbmcudjEuRGVzdGluYXRpb24ivQEKGFVwZGF0ZURlc3RpbmF0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJEhkKDGRpc3BsYXlfbmFtZRgCIAEoCUgAiAEBEhMKBnBhdXNlZBgDIAEoCEgBiAEBEhIKCnJlY2lwaWVudHMYBCADKAkSGQoRdXBkYXRlX3JlY2lwaWVudHMYBSABKAgSEAoDdXJsGAYgASgJSAKIAQFCDwoNX2Rpc3BsYXlfbmFtZUIJCgdfcGF1c2VkQgYKBF91cmwiQwoYRGVsZXRlRGVzdGluYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSGQoRZGV0YWNoX2Zyb21fcnVsZXMYAiABKAgiXQoZRGVsZXRlRGVzdGluYXRpb25SZXNwb25zZRIMCgRuYW1lGAEgASgJEhoKEnNraXBwZWRfZGVsaXZlcmllcxgCIAEoBRIWCg5kZXRhY2hlZF9ydWxlcxgDIAMoCSIpChlDb25maXJtRGVzdGluYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiNgoYVmVyaWZ5RGVzdGluYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEY29kZRgCIAEoCSIrChtTZW5kVGVzdE5vdGlmaWNhdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSJDChpSb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBIMCgRuYW1lGAEgASgJEhcKD292ZXJsYXBfc2Vjb25kcxgCIAEoBSJqChtSb3RhdGVXZWJob29rU2VjcmV0UmVzcG9uc2USMwoLZGVzdGluYXRpb24YASABKAsyHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhIWCg53ZWJob29rX3NlY3JldBgCIAEoCSKWAgoIRGVsaXZlcnkSDAoEbmFtZRgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCRITCgtkZXN0aW5hdGlvbhgDIAEoCRIQCghpbmNpZGVudBgEIAEoCRISCgpldmVudF90eXBlGAUgASgJEg0KBXN0YXRlGAYgASgJEhMKC3NraXBfcmVhc29uGAcgASgJEhgKEGNyZWF0ZV90aW1lX3VuaXgYCCABKAMSHgoWbmV4dF9hdHRlbXB0X3RpbWVfdW5peBgJIAEoAxIYChBleHBpcmVfdGltZV91bml4GAogASgDEjQKCGF0dGVtcHRzGAsgAygLMiIuc3ZjLm1vbml0b3JpbmcudjEuRGVsaXZlcnlBdHRlbXB0IoQBCg9EZWxpdmVyeUF0dGVtcHQSEgoKYXR0ZW1wdF9pZBgBIAEoCRIRCgl0aW1lX3VuaXgYAiABKAMSDgoGc3RhdHVzGAMgASgJEhUKDXJlc3BvbnNlX2NvZGUYBCABKAUSDgoGZGV0YWlsGAUgASgJEhMKC2R1cmF0aW9uX21zGAYgASgFIooBChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJEhAKCGluY2lkZW50GAMgASgJEg0KBXN0YXRlGAQgASgJEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJInsKFkxpc3REZWxpdmVyaWVzUmVzcG9uc2USLwoKZGVsaXZlcmllcxgBIAMoCzIbLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGl2ZXJ5EhwKD25leHRfcGFnZV90b2tlbhgCIAEoCUgAiAEBQhIKEF9uZXh0X3BhZ2VfdG9rZW4iIgoSR2V0RGVsaXZlcnlSZXF1ZXN0EgwKBG5hbWUYASABKAky+ggKEkRlc3RpbmF0aW9uU2VydmljZRJuChFDcmVhdGVEZXN0aW5hdGlvbhIrLnN2Yy5tb25pdG9yaW5nLnYxLkNyZWF0ZURlc3RpbmF0aW9uUmVxdWVzdBosLnN2Yy5tb25pdG9yaW5nLnYxLkNyZWF0ZURlc3RpbmF0aW9uUmVzcG9uc2USWgoOR2V0RGVzdGluYXRpb24SKC5zdmMubW9uaXRvcmluZy52MS5HZXREZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJrChBMaXN0RGVzdGluYXRpb25zEiouc3ZjLm1vbml0b3JpbmcudjEuTGlzdERlc3RpbmF0aW9uc1JlcXVlc3QaKy5zdmMubW9uaXRvcmluZy52MS5MaXN0RGVzdGluYXRpb25zUmVzcG9uc2USYAoRVXBkYXRlRGVzdGluYXRpb24SKy5zdmMubW9uaXRvcmluZy52MS5VcGRhdGVEZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJuChFEZWxldGVEZXN0aW5hdGlvbhIrLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGV0ZURlc3RpbmF0aW9uUmVxdWVzdBosLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGV0ZURlc3RpbmF0aW9uUmVzcG9uc2USYAoRVmVyaWZ5RGVzdGluYXRpb24SKy5zdmMubW9uaXRvcmluZy52MS5WZXJpZnlEZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJjChRTZW5kVGVzdE5vdGlmaWNhdGlvbhIuLnN2Yy5tb25pdG9yaW5nLnYxLlNlbmRUZXN0Tm90aWZpY2F0aW9uUmVxdWVzdBobLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGl2ZXJ5EnQKE1JvdGF0ZVdlYmhvb2tTZWNyZXQSLS5zdmMubW9uaXRvcmluZy52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBouLnN2Yy5tb25pdG9yaW5nLnYxLlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZRJiChJDb25maXJtRGVzdGluYXRpb24SLC5zdmMubW9uaXRvcmluZy52MS5Db25maXJtRGVzdGluYXRpb25SZXF1ZXN0Gh4uc3ZjLm1vbml0b3JpbmcudjEuRGVzdGluYXRpb24SZQoOTGlzdERlbGl2ZXJpZXMSKC5zdmMubW9uaXRvcmluZy52MS5MaXN0RGVsaXZlcmllc1JlcXVlc3QaKS5zdmMubW9uaXRvcmluZy52MS5MaXN0RGVsaXZlcmllc1Jlc3BvbnNlElEKC0dldERlbGl2ZXJ5EiUuc3ZjLm1vbml0b3JpbmcudjEuR2V0RGVsaXZlcnlSZXF1ZXN0Ghsuc3ZjLm1vbml0b3JpbmcudjEuRGVsaXZlcnliBnByb3RvMw");
 
 /**
  * @generated from message svc.monitoring.v1.Destination
@@ -72,6 +72,29 @@ export type Destination = Message<"svc.monitoring.v1.Destination"> & {
    * @generated from field: int64 update_time_unix = 9;
    */
   updateTimeUnix: bigint;
+
+  /**
+   * Who created it: users/<id> for a person, the key's name for a key, the service account for a CI token.
+   *
+   * @generated from field: string creator = 10;
+   */
+  creator: string;
+
+  /**
+   * Created or re-pointed by a key or CI token and not yet confirmed by a person (ConfirmDestination):
+   * deliveries due meanwhile are skipped (DESTINATION_UNCONFIRMED).
+   *
+   * @generated from field: bool awaiting_confirmation = 11;
+   */
+  awaitingConfirmation: boolean;
+
+  /**
+   * While awaiting confirmation: the key or CI token that created it or changed its URL (what the
+   * confirmation shows, with the URL's host); empty otherwise.
+   *
+   * @generated from field: string confirmation_requested_by = 12;
+   */
+  confirmationRequestedBy: string;
 };
 
 /**
@@ -328,6 +351,14 @@ export type DeleteDestinationRequest = Message<"svc.monitoring.v1.DeleteDestinat
    * @generated from field: string name = 1;
    */
   name: string;
+
+  /**
+   * When alert rules name the destination: remove it from each of them (a new revision of each, recorded
+   * like any save) instead of refusing with DESTINATION_IN_USE.
+   *
+   * @generated from field: bool detach_from_rules = 2;
+   */
+  detachFromRules: boolean;
 };
 
 /**
@@ -352,6 +383,13 @@ export type DeleteDestinationResponse = Message<"svc.monitoring.v1.DeleteDestina
    * @generated from field: int32 skipped_deliveries = 2;
    */
   skippedDeliveries: number;
+
+  /**
+   * The alert rules it was removed from (detach_from_rules), each now at a new version.
+   *
+   * @generated from field: repeated string detached_rules = 3;
+   */
+  detachedRules: string[];
 };
 
 /**
@@ -360,6 +398,23 @@ export type DeleteDestinationResponse = Message<"svc.monitoring.v1.DeleteDestina
  */
 export const DeleteDestinationResponseSchema: GenMessage<DeleteDestinationResponse> = /*@__PURE__*/
   messageDesc(file_svc_monitoring_v1_destinations, 10);
+
+/**
+ * @generated from message svc.monitoring.v1.ConfirmDestinationRequest
+ */
+export type ConfirmDestinationRequest = Message<"svc.monitoring.v1.ConfirmDestinationRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message svc.monitoring.v1.ConfirmDestinationRequest.
+ * Use `create(ConfirmDestinationRequestSchema)` to create a new message.
+ */
+export const ConfirmDestinationRequestSchema: GenMessage<ConfirmDestinationRequest> = /*@__PURE__*/
+  messageDesc(file_svc_monitoring_v1_destinations, 11);
 
 /**
  * @generated from message svc.monitoring.v1.VerifyDestinationRequest
@@ -383,7 +438,7 @@ export type VerifyDestinationRequest = Message<"svc.monitoring.v1.VerifyDestinat
  * Use `create(VerifyDestinationRequestSchema)` to create a new message.
  */
 export const VerifyDestinationRequestSchema: GenMessage<VerifyDestinationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 11);
+  messageDesc(file_svc_monitoring_v1_destinations, 12);
 
 /**
  * @generated from message svc.monitoring.v1.SendTestNotificationRequest
@@ -400,7 +455,7 @@ export type SendTestNotificationRequest = Message<"svc.monitoring.v1.SendTestNot
  * Use `create(SendTestNotificationRequestSchema)` to create a new message.
  */
 export const SendTestNotificationRequestSchema: GenMessage<SendTestNotificationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 12);
+  messageDesc(file_svc_monitoring_v1_destinations, 13);
 
 /**
  * @generated from message svc.monitoring.v1.RotateWebhookSecretRequest
@@ -424,7 +479,7 @@ export type RotateWebhookSecretRequest = Message<"svc.monitoring.v1.RotateWebhoo
  * Use `create(RotateWebhookSecretRequestSchema)` to create a new message.
  */
 export const RotateWebhookSecretRequestSchema: GenMessage<RotateWebhookSecretRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 13);
+  messageDesc(file_svc_monitoring_v1_destinations, 14);
 
 /**
  * @generated from message svc.monitoring.v1.RotateWebhookSecretResponse
@@ -448,7 +503,7 @@ export type RotateWebhookSecretResponse = Message<"svc.monitoring.v1.RotateWebho
  * Use `create(RotateWebhookSecretResponseSchema)` to create a new message.
  */
 export const RotateWebhookSecretResponseSchema: GenMessage<RotateWebhookSecretResponse> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 14);
+  messageDesc(file_svc_monitoring_v1_destinations, 15);
 
 /**
  * @generated from message svc.monitoring.v1.Delivery
@@ -529,7 +584,7 @@ export type Delivery = Message<"svc.monitoring.v1.Delivery"> & {
  * Use `create(DeliverySchema)` to create a new message.
  */
 export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 15);
+  messageDesc(file_svc_monitoring_v1_destinations, 16);
 
 /**
  * @generated from message svc.monitoring.v1.DeliveryAttempt
@@ -579,7 +634,7 @@ export type DeliveryAttempt = Message<"svc.monitoring.v1.DeliveryAttempt"> & {
  * Use `create(DeliveryAttemptSchema)` to create a new message.
  */
 export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 16);
+  messageDesc(file_svc_monitoring_v1_destinations, 17);
 
 /**
  * @generated from message svc.monitoring.v1.ListDeliveriesRequest
@@ -623,7 +678,7 @@ export type ListDeliveriesRequest = Message<"svc.monitoring.v1.ListDeliveriesReq
  * Use `create(ListDeliveriesRequestSchema)` to create a new message.
  */
 export const ListDeliveriesRequestSchema: GenMessage<ListDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 17);
+  messageDesc(file_svc_monitoring_v1_destinations, 18);
 
 /**
  * @generated from message svc.monitoring.v1.ListDeliveriesResponse
@@ -647,7 +702,7 @@ export type ListDeliveriesResponse = Message<"svc.monitoring.v1.ListDeliveriesRe
  * Use `create(ListDeliveriesResponseSchema)` to create a new message.
  */
 export const ListDeliveriesResponseSchema: GenMessage<ListDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 18);
+  messageDesc(file_svc_monitoring_v1_destinations, 19);
 
 /**
  * @generated from message svc.monitoring.v1.GetDeliveryRequest
@@ -664,12 +719,13 @@ export type GetDeliveryRequest = Message<"svc.monitoring.v1.GetDeliveryRequest">
  * Use `create(GetDeliveryRequestSchema)` to create a new message.
  */
 export const GetDeliveryRequestSchema: GenMessage<GetDeliveryRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 19);
+  messageDesc(file_svc_monitoring_v1_destinations, 20);
 
 /**
  * Where incident notifications go (docs/notifications.md). In-app is always there and not a destination.
- * Reads need monitoring.read; create, update, delete and secret rotation need monitoring.write;
- * verification and test sends are human (console) operations.
+ * Create, update, delete and secret rotation need notifications.write (never monitoring.write); reads of
+ * destinations and deliveries are for members and for keys with notifications.write, not monitoring.read;
+ * verification, test sends and confirmation are human (console) operations. docs/api.md has the table.
  *
  * @generated from service svc.monitoring.v1.DestinationService
  */
@@ -711,7 +767,8 @@ export const DestinationService: GenService<{
     output: typeof DestinationSchema;
   },
   /**
-   * Pending deliveries to it are skipped (DESTINATION_DELETED).
+   * Pending deliveries to it are skipped (DESTINATION_DELETED). Refused (DESTINATION_IN_USE) while alert
+   * rules name it, unless detach_from_rules: then each of them gets a new revision without it.
    *
    * @generated from rpc svc.monitoring.v1.DestinationService.DeleteDestination
    */
@@ -750,6 +807,17 @@ export const DestinationService: GenService<{
     methodKind: "unary";
     input: typeof RotateWebhookSecretRequestSchema;
     output: typeof RotateWebhookSecretResponseSchema;
+  },
+  /**
+   * A person (human-only, notifications.write) confirms a webhook or chat destination that a key or CI
+   * token created or re-pointed: until then nothing is sent to it (DESTINATION_UNCONFIRMED).
+   *
+   * @generated from rpc svc.monitoring.v1.DestinationService.ConfirmDestination
+   */
+  confirmDestination: {
+    methodKind: "unary";
+    input: typeof ConfirmDestinationRequestSchema;
+    output: typeof DestinationSchema;
   },
   /**
    * @generated from rpc svc.monitoring.v1.DestinationService.ListDeliveries
