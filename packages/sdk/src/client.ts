@@ -17,6 +17,7 @@ import { SessionService } from "./gen/svc/iam/v1/session_pb.ts";
 import { AlertService, IncidentService } from "./gen/svc/monitoring/v1/alerts_pb.ts";
 import { DestinationService } from "./gen/svc/monitoring/v1/destinations_pb.ts";
 import { MonitoringService } from "./gen/svc/monitoring/v1/monitoring_pb.ts";
+import { SilenceService } from "./gen/svc/monitoring/v1/silences_pb.ts";
 
 export interface SvcClientOptions {
   /** API origin, e.g. https://svc.example.com (no trailing slash). */
@@ -92,6 +93,7 @@ export interface SvcClients {
   alerts: Client<typeof AlertService>;
   incidents: Client<typeof IncidentService>;
   destinations: Client<typeof DestinationService>;
+  silences: Client<typeof SilenceService>;
   keys: Client<typeof KeyService>;
   serviceAccounts: Client<typeof ServiceAccountService>;
   sessions: Client<typeof SessionService>;
@@ -115,6 +117,7 @@ export function createSvcClients(opts: SvcClientOptions): SvcClients {
     alerts: c(AlertService),
     incidents: c(IncidentService),
     destinations: c(DestinationService),
+    silences: c(SilenceService),
     keys: c(KeyService),
     serviceAccounts: c(ServiceAccountService),
     sessions: c(SessionService),

@@ -85,19 +85,20 @@ for (const { dialect, skip } of await testDialects()) {
       for (let ts = fromMs; ts < toMs; ts += 30 * S) pts.push([ts, value(ts)]);
       await write("svc_vm_cpu_utilization_pct", vm, pts);
     }
-    const spec = (over: Partial<SpecInit> = {}): SpecInit => ({
-      displayName: "CPU high",
-      metricId: "cpu_utilization_pct",
-      operator: "GREATER_THAN",
-      threshold: 90,
-      sustainedSeconds: 120,
-      severity: "WARNING",
-      allVms: false,
-      vmNames: [vm1],
-      repeatIntervalSeconds: 0,
-      destinationNames: [],
-      ...over,
-    });
+    const spec = (over: Partial<SpecInit> = {}): SpecInit =>
+      ({
+        displayName: "CPU high",
+        metricId: "cpu_utilization_pct",
+        operator: "GREATER_THAN",
+        threshold: 90,
+        sustainedSeconds: 120,
+        severity: "WARNING",
+        allVms: false,
+        vmNames: [vm1],
+        repeatIntervalSeconds: 0,
+        destinationNames: [],
+        ...over,
+      }) as SpecInit;
     async function save(s: SpecInit, id = randomUUID(), expectedVersion = "0") {
       return owner().alerts.saveAlertRule({
         projectName: p.projectName,

@@ -38,6 +38,14 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.IncidentService/SnoozeIncident": "human",
   "svc.monitoring.v1.IncidentService/UnsnoozeIncident": "human",
 
+  // Silences (issue 30): read keys list them; humans whose role grants monitoring.write and write keys
+  // create, edit and expire them.
+  "svc.monitoring.v1.SilenceService/ListSilences": "monitoring.read",
+  "svc.monitoring.v1.SilenceService/GetSilence": "monitoring.read",
+  "svc.monitoring.v1.SilenceService/CreateSilence": "monitoring.write",
+  "svc.monitoring.v1.SilenceService/UpdateSilence": "monitoring.write",
+  "svc.monitoring.v1.SilenceService/ExpireSilence": "monitoring.write",
+
   "svc.monitoring.v1.DestinationService/CreateDestination": "monitoring.write",
   "svc.monitoring.v1.DestinationService/UpdateDestination": "monitoring.write",
   "svc.monitoring.v1.DestinationService/DeleteDestination": "monitoring.write",

@@ -7,6 +7,8 @@ import * as m0005 from "./0005_notifications.ts";
 import * as m0006 from "./0006_leases.ts";
 import * as m0007 from "./0007_fanout_order.ts";
 import * as m0008 from "./0008_rate_buckets.ts";
+import * as m0009 from "./0009_silences.ts";
+import * as m0010 from "./0010_destination_keys.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -21,4 +23,6 @@ export const migrations: Record<string, Migration> = {
   "0006_leases": m0006,
   "0007_fanout_order": m0007,
   "0008_rate_buckets": m0008,
+  "0009_silences": m0009,
+  "0010_destination_keys": m0010,
 };
