@@ -591,7 +591,7 @@ for (const { dialect, skip } of await testDialects()) {
         historySeconds: 600,
       });
       assert.equal(pv.queryStatus, "OK");
-      assert.equal((await read.alerts.listAlertRuleTemplates({})).templates.length, 5);
+      assert.equal((await read.alerts.listAlertRuleTemplates({})).templates.length, 6);
       await rejects(
         write.incidents.acknowledgeIncident({ name: `projects/${projectId}/incidents/x` }),
         Code.PermissionDenied,
@@ -605,7 +605,7 @@ for (const { dialect, skip } of await testDialects()) {
       const { templates } = await owner().alerts.listAlertRuleTemplates({});
       assert.deepEqual(
         templates.map((x) => x.id),
-        ["cpu", "memory", "filesystem", "unexpected-stop", "telemetry"],
+        ["cpu", "memory", "filesystem", "filesystem-forecast", "unexpected-stop", "telemetry"],
       );
       for (const tpl of templates) {
         const r = await save(tpl.spec as AlertRuleSpec);
