@@ -75,8 +75,23 @@ describe("buildSpec()", () => {
         enabled: false,
         repeatIntervalSeconds: 3600,
         destinationNames: ["projects/acme/destinations/ops"],
+        forecastHorizonSeconds: 0,
+        forecastLookbackSeconds: 0,
       },
     );
+  });
+
+  it("--forecast-horizon and --forecast-lookback take durations", () => {
+    const s = buildSpec(undefined, {
+      displayName: "fs",
+      metric: "filesystem_used_pct",
+      operator: ">=",
+      threshold: "100",
+      allVms: true,
+      forecastHorizon: "4h",
+      forecastLookback: "6h",
+    });
+    assert.deepEqual([s.forecastHorizonSeconds, s.forecastLookbackSeconds], [14_400, 21_600]);
   });
 
   it("without a base, names the flags that are missing and asks for the VMs", () => {
