@@ -281,5 +281,60 @@ for (const { dialect, skip } of await testDialects()) {
       await owner().destinations.deleteDestination({ name: d });
       await t.app.dispatcher.runOnce(t.clock.ms);
     });
+
+    it("a recovery inside a silence still reaches a destination that was sent the opening; one whose opening was muted stays muted", async () => {
+      const d = await webhook();
+      const r = await rule(d);
+      const t0 = t.clock.ms + 3600 * S;
+      t.clock.ms = t0;
+      // vm-1 fires before the silence (its opening is sent), vm-2 inside it (muted).
+      await cpu(vm1, t0 - 60 * S, t0 + 30 * S, 97);
+      await t.app.evaluator.runCycle(t0);
+      await t.app.dispatcher.runOnce(t0);
+      assert.equal(peer.received.length, 1);
+      await owner().silences.createSilence({
+        projectName: p.projectName,
+        requestId: randomUUID(),
+        comment: "maintenance of the whole rule",
+        ruleNames: [r.name],
+        startTimeUnix: 0n,
+        endTimeUnix: nowS() + 3600n,
+      });
+      t.clock.ms = t0 + 60 * S;
+      await cpu(vm2, t0, t0 + 90 * S, 97);
+      await t.app.evaluator.runCycle(t.clock.ms);
+      await t.app.dispatcher.runOnce(t.clock.ms);
+      assert.equal(peer.received.length, 1, "vm-2's opening is muted");
+      // Both recover inside the silence.
+      t.clock.ms = t0 + 150 * S;
+      await cpu(vm1, t0 + 30 * S, t0 + 180 * S, 5);
+      await cpu(vm2, t0 + 90 * S, t0 + 180 * S, 5);
+      await t.app.evaluator.runCycle(t.clock.ms);
+      await t.app.dispatcher.runOnce(t.clock.ms);
+      const bodies = peer.received.map(
+        (x) => JSON.parse(x.body.toString()) as { type: string; vm: { name: string } },
+      );
+      assert.deepEqual(
+        bodies.map((b) => [b.type, b.vm.name]),
+        [
+          ["incident.opened", vm1],
+          ["incident.resolved", vm1],
+        ],
+      );
+      const { deliveries } = await owner().destinations.listDeliveries({
+        projectName: p.projectName,
+        destination: d,
+      });
+      assert.deepEqual(
+        deliveries
+          .filter((x) => x.skipReason === "SILENCED")
+          .map((x) => x.eventType)
+          .sort(),
+        ["incident.opened", "incident.resolved"],
+      );
+      await owner().alerts.deleteAlertRule({ name: r.name });
+      await owner().destinations.deleteDestination({ name: d });
+      await t.app.dispatcher.runOnce(t.clock.ms);
+    });
   });
 }

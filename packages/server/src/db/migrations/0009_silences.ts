@@ -30,4 +30,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .on("silences")
     .columns(["project_id", "create_time"])
     .execute();
+  // A closing message muted by a silence still goes where the incident's opening was sent: the
+  // dispatcher looks that up by incident and destination.
+  await db.schema
+    .createIndex("deliveries_incident_destination")
+    .on("deliveries")
+    .columns(["incident_id", "destination_id"])
+    .execute();
 }
