@@ -235,6 +235,14 @@ for (const { dialect, skip } of await testDialects()) {
       await disp.runOnce(t0);
       const dl = await only(d);
       assert.equal(dl.state, "SENT");
+      const silence = await owner().silences.createSilence({
+        projectName: p.projectName,
+        requestId: randomUUID(),
+        comment: "ends at once",
+        ruleNames: [rule.name],
+        startTimeUnix: 0n,
+        endTimeUnix: BigInt(Math.floor(t0 / 1000) + 60),
+      });
       const attempts = () =>
         t.app.db.db
           .selectFrom("delivery_attempts")
@@ -244,6 +252,17 @@ for (const { dialect, skip } of await testDialects()) {
       assert.equal((await attempts()).length, 1);
       await disp.runOnce(t0 + 90 * 24 * H - H);
       assert.equal((await only(d)).deliveryId, dl.deliveryId, "kept for 90 days");
+      assert.equal(
+        (
+          await t.app.db.db
+            .selectFrom("silences")
+            .select("id")
+            .where("id", "=", silence.name.split("/").pop() ?? "")
+            .execute()
+        ).length,
+        1,
+        "and so is the silence",
+      );
       await disp.runOnce(t0 + 90 * 24 * H + H);
       t.clock.ms = t0 + 90 * 24 * H + H;
       await relogin();
@@ -253,6 +272,11 @@ for (const { dialect, skip } of await testDialects()) {
       });
       assert.equal(deliveries.length, 0, "purged after 90 days");
       assert.equal((await attempts()).length, 0);
+      const silences = (await owner().silences.listSilences({ projectName: p.projectName })).silences;
+      assert.ok(
+        !silences.some((x) => x.name === silence.name),
+        "an ended silence is purged with the history",
+      );
       await cleanup(rule.name, d);
     });
 

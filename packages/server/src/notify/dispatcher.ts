@@ -689,6 +689,11 @@ class DispatcherImpl implements Dispatcher {
         .where("state", "!=", "PENDING")
         .where("update_time", "<", atMs - options.historyRetentionMs)
         .execute();
+      // Silences are history too once they ended: kept as long as the deliveries they skipped.
+      await tx
+        .deleteFrom("silences")
+        .where("end_time", "<", atMs - options.historyRetentionMs)
+        .execute();
     });
   }
 }
