@@ -378,5 +378,52 @@ for (const { dialect, skip } of await testDialects()) {
       await owner().alerts.deleteAlertRule({ name: rule.name });
       await owner().destinations.deleteDestination({ name: d });
     });
+
+    it("Opsgenie: a 422 carries Opsgenie's message, a wrong key is a 401 that never shows the key, a 429 waits for Retry-After", async () => {
+      const og = opsgenie(peer);
+      const created = await owner().destinations.createDestination({
+        projectName: p.projectName,
+        displayName: "Opsgenie",
+        kind: "OPSGENIE",
+        integrationKey: "ffffffff-ffff-4fff-8fff-ffffffffffff",
+        url: `${peer.url}/v2/alerts`,
+        requestId: randomUUID(),
+      });
+      const d = created.destination?.name ?? "";
+      peer.respond = og.answer;
+      const { t0, rule } = await fire([d]);
+      await t.app.dispatcher.runOnce(t0);
+      let [dl] = await deliveries(d);
+      assert.deepEqual([dl.state, dl.attempts[0].responseCode], ["PENDING", 401]);
+      assert.match(dl.attempts[0].detail, /HTTP 401: Could not authenticate/);
+      assert.ok(!dl.attempts[0].detail.includes("ffffffff"), "the key is not in the detail");
+      await owner().destinations.updateDestination({ name: d, integrationKey: GENIE_KEY });
+      peer.respond = () => ({
+        status: 429,
+        headers: { "retry-after": "90", "content-type": "application/json" },
+        body: JSON.stringify({ message: "You are making too many requests!", took: 0, requestId: "r" }),
+      });
+      const at2 = (Number(dl.nextAttemptTimeUnix) + 1) * 1000;
+      await t.app.dispatcher.runOnce(at2);
+      [dl] = await deliveries(d);
+      assert.equal(dl.attempts.at(-1)?.responseCode, 429);
+      assert.match(dl.attempts.at(-1)?.detail ?? "", /too many requests/);
+      assert.ok(Number(dl.nextAttemptTimeUnix) * 1000 - at2 >= 89 * S, "Retry-After: 90 is honoured");
+      peer.respond = (r) =>
+        r.path === "/v2/alerts"
+          ? {
+              status: 422,
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ message: "Request body is not processable", took: 0, requestId: "r" }),
+            }
+          : og.answer(r);
+      await t.app.dispatcher.runOnce((Number(dl.nextAttemptTimeUnix) + 1) * 1000);
+      [dl] = await deliveries(d);
+      assert.equal(dl.attempts.at(-1)?.responseCode, 422);
+      assert.match(dl.attempts.at(-1)?.detail ?? "", /HTTP 422: Request body is not processable/);
+      await owner().alerts.deleteAlertRule({ name: rule.name });
+      await owner().destinations.deleteDestination({ name: d });
+      await t.app.dispatcher.runOnce(t.clock.ms + 3600 * S);
+    });
   });
 }
