@@ -102,7 +102,7 @@ describe("npm start", () => {
         body.vms.map((v) => v.name),
       );
 
-      // The demo's notifications: a webhook, an email and a chat destination, all on the CPU rule. Destinations
+      // The demo's notifications: a webhook, an email, a chat and a PagerDuty destination, all on the CPU rule. Destinations
       // are for people (and notifications.write), not for the read key: read them in a console session.
       const login = await fetch(`${creds.baseUrl}/svc.iam.v1.SessionService/Login`, {
         method: "POST",
@@ -127,7 +127,7 @@ describe("npm start", () => {
       const { destinations } = (await read("DestinationService/ListDestinations", {
         projectName: "projects/demo",
       })) as { destinations: { name: string; kind: string }[] };
-      assert.deepEqual(destinations.map((d) => d.kind).sort(), ["EMAIL", "SLACK", "WEBHOOK"]);
+      assert.deepEqual(destinations.map((d) => d.kind).sort(), ["EMAIL", "PAGERDUTY", "SLACK", "WEBHOOK"]);
       const { rules } = (await read(
         "AlertService/ListAlertRules",
         { projectName: "projects/demo" },
@@ -139,7 +139,7 @@ describe("npm start", () => {
       assert.deepEqual(
         [...(cpu?.spec.destinationNames ?? [])].sort(),
         destinations.map((d) => d.name).sort(),
-        "the CPU rule notifies the three demo destinations",
+        "the CPU rule notifies the four demo destinations",
       );
       assert.match(first.out(), /demo notifications: .*ListDeliveries/);
 
@@ -183,6 +183,30 @@ describe("npm start", () => {
         mailbox(mailDir).filter((m) => m.text.includes("Subject: [svc] Test notification for")),
       );
       assert.match(first.out(), /demo mailbox: "\[svc\] Test notification for .*" to demo@example\.com/);
+      // A test send to the PagerDuty destination: its loopback receiver checks the Events API v2 shape
+      // and answers 202 with the dedup_key, as PagerDuty does.
+      const pagerDuty = destinations.find((d) => d.kind === "PAGERDUTY")?.name ?? "";
+      const pdTest = await fetch(
+        `${creds.baseUrl}/svc.monitoring.v1.DestinationService/SendTestNotification`,
+        {
+          method: "POST",
+          headers: {
+            "Content-Type": "application/json",
+            "Connect-Protocol-Version": "1",
+            Authorization: `Bearer ${sessionToken}`,
+          },
+          body: JSON.stringify({ name: pagerDuty }),
+        },
+      );
+      assert.equal(pdTest.status, 200);
+      const pdName = ((await pdTest.json()) as { name: string }).name;
+      const [pdSent] = await waitFor("the PagerDuty test delivery to be sent", async () => {
+        const d = (await read("DestinationService/GetDelivery", { name: pdName })) as Delivery;
+        return d.state === "PENDING" ? [] : [d];
+      });
+      assert.equal(pdSent.state, "SENT", JSON.stringify(pdSent));
+      assert.match(pdSent.attempts[0].detail, /dedup_key svc-test-/);
+      assert.match(first.out(), /demo PagerDuty receiver: trigger svc-test-\S+ → triggered/);
 
       // The demo's two alert rules, and the curl recipe of docs/alerts.md, run as written.
       const doc = readFileSync(join(root, "docs/alerts.md"), "utf8");

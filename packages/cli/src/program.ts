@@ -12,6 +12,7 @@ import { registerKeyCommands } from "./commands/keys.ts";
 import { registerLoginCommands } from "./commands/login.ts";
 import { registerMonitoringCommands } from "./commands/monitoring.ts";
 import { registerServiceAccountCommands } from "./commands/service-accounts.ts";
+import { registerSilenceCommands } from "./commands/silences.ts";
 import { type OutputFormat, outputFormats, readConfig, setOutputFormat } from "./common.ts";
 
 /**
@@ -70,6 +71,7 @@ Examples:
   registerCiTrustCommands(program, io);
   registerAlertCommands(program, io);
   registerIncidentCommands(program, io);
+  registerSilenceCommands(program, io);
   registerDestinationCommands(program, io);
   registerDeliveryCommands(program, io);
   registerConfigCommands(program, io);
@@ -115,6 +117,14 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     "svc incidents list --vm projects/demo/locations/dc-1/vms/web-2 --output json",
   ],
   "incidents get": ["svc incidents get projects/demo/incidents/<id>"],
+  "silences create": [
+    "svc silences create --project projects/demo --rule projects/demo/alertRules/<id> --duration 2h --comment deploy",
+    "svc silences create --project projects/demo --vm projects/demo/locations/dc-1/vms/web-2 --start 2026-11-28T22:00:00Z --end 2026-11-29T02:00:00Z --comment upgrade",
+  ],
+  "silences list": ["svc silences list --project projects/demo --state ACTIVE"],
+  "silences get": ["svc silences get projects/demo/silences/<id>"],
+  "silences update": ["svc silences update projects/demo/silences/<id> --duration 4h"],
+  "silences expire": ["svc silences expire projects/demo/silences/<id>"],
   "destinations list": ["svc destinations list --project projects/demo"],
   "destinations get": ["svc destinations get projects/demo/destinations/<id> --output yaml"],
   "destinations create": [

@@ -8,6 +8,7 @@ import { ServiceAccountService } from "@gen/svc/iam/v1/service_account_pb.ts";
 import { AlertService, IncidentService } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import { DestinationService } from "@gen/svc/monitoring/v1/destinations_pb.ts";
 import { MonitoringService } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
+import { SilenceService } from "@gen/svc/monitoring/v1/silences_pb.ts";
 
 /**
  * The console's only credential is the HttpOnly session cookie, which the browser attaches itself; the
@@ -53,6 +54,7 @@ export const api = {
   alerts: client(AlertService),
   incidents: client(IncidentService),
   destinations: client(DestinationService),
+  silences: client(SilenceService),
   keys: client(KeyService),
   serviceAccounts: client(ServiceAccountService),
   automation: client(AutomationService),

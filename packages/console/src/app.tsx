@@ -11,6 +11,7 @@ import { IncidentPage, IncidentsPage } from "./pages/incidents.tsx";
 import { KeysPage } from "./pages/keys.tsx";
 import { LoginPage } from "./pages/login.tsx";
 import { ServiceAccountsPage } from "./pages/service-accounts.tsx";
+import { SilencesPage } from "./pages/silences.tsx";
 import { VmPage } from "./pages/vm.tsx";
 import { VmsPage } from "./pages/vms.tsx";
 import { ProjectContext, SessionContext, useSession as useSessionValue } from "./session.tsx";
@@ -81,6 +82,7 @@ const NAV: { section: string; items: { path: string; label: string }[] }[] = [
     items: [
       { path: "/alerts", label: "Alert rules" },
       { path: "/incidents", label: "Incidents" },
+      { path: "/silences", label: "Silences" },
       { path: "/destinations", label: "Destinations" },
     ],
   },
@@ -163,6 +165,7 @@ function ProjectShell() {
             <Route path="/alerts/:rule">{(p) => <AlertRulePage ruleId={p.rule} />}</Route>
             <Route path="/incidents" component={IncidentsPage} />
             <Route path="/incidents/:incident">{(p) => <IncidentPage incidentId={p.incident} />}</Route>
+            <Route path="/silences" component={SilencesPage} />
             <Route path="/destinations" component={DestinationsPage} />
             <Route path="/destinations/:destination">
               {(p) => <DestinationPage destinationId={p.destination} />}

@@ -17,6 +17,7 @@ import { SessionService } from "./gen/svc/iam/v1/session_pb.ts";
 import { AlertService, IncidentService } from "./gen/svc/monitoring/v1/alerts_pb.ts";
 import { DestinationService } from "./gen/svc/monitoring/v1/destinations_pb.ts";
 import { MonitoringService } from "./gen/svc/monitoring/v1/monitoring_pb.ts";
+import { SilenceService } from "./gen/svc/monitoring/v1/silences_pb.ts";
 
 export interface SvcClientOptions {
   /** API origin, e.g. https://svc.example.com (no trailing slash). */
@@ -27,7 +28,10 @@ export interface SvcClientOptions {
   readonly useBinaryFormat?: boolean;
   /** Retries of a 429 (`resource_exhausted`), honouring Retry-After. Default 3. */
   readonly maxRetries?: number;
-  /** Upper bound of one wait, seconds. Default 30. */
+  /**
+   * Longest wait the SDK does itself, seconds. Default 30. A Retry-After longer than this is never
+   * retried early: the call fails with SvcError whose retryAfterSeconds is the server's time.
+   */
   readonly maxRetryAfterSeconds?: number;
   /** For tests and custom agents. */
   readonly fetch?: typeof globalThis.fetch;
@@ -46,10 +50,18 @@ function isRetrySafe(methodName: string, message: unknown): boolean {
   return typeof requestId === "string" && requestId !== "";
 }
 
-function retryAfterMs(err: ConnectError, attempt: number, capSeconds: number): number {
+/**
+ * How long to wait before retrying a 429, ms, or undefined when the server asks for longer than the cap:
+ * the call then fails at once with the server's time (SvcError.retryAfterSeconds) and the caller decides,
+ * instead of retrying before the server said it would serve. Without Retry-After: 1, 2, 4 … s, capped.
+ */
+export function retryDelayMs(err: ConnectError, attempt: number, capSeconds: number): number | undefined {
   const header = err.metadata.get("retry-after");
-  const seconds = header !== null && /^\d+$/.test(header) ? Number(header) : 2 ** attempt;
-  return Math.min(seconds, capSeconds) * 1000;
+  if (header !== null && /^\d+$/.test(header)) {
+    const seconds = Number(header);
+    return seconds > capSeconds ? undefined : seconds * 1000;
+  }
+  return Math.min(2 ** attempt, capSeconds) * 1000;
 }
 
 function retryInterceptor(opts: SvcClientOptions): Interceptor {
@@ -64,7 +76,9 @@ function retryInterceptor(opts: SvcClientOptions): Interceptor {
         const err = ConnectError.from(e);
         if (err.code !== Code.ResourceExhausted || attempt >= max || req.stream) throw err;
         if (!isRetrySafe(req.method.name, req.message)) throw err;
-        await sleep(retryAfterMs(err, attempt, cap));
+        const delay = retryDelayMs(err, attempt, cap);
+        if (delay === undefined) throw err;
+        await sleep(delay);
       }
     }
   };
@@ -92,6 +106,7 @@ export interface SvcClients {
   alerts: Client<typeof AlertService>;
   incidents: Client<typeof IncidentService>;
   destinations: Client<typeof DestinationService>;
+  silences: Client<typeof SilenceService>;
   keys: Client<typeof KeyService>;
   serviceAccounts: Client<typeof ServiceAccountService>;
   sessions: Client<typeof SessionService>;
@@ -117,6 +132,7 @@ export function createSvcClients(opts: SvcClientOptions): SvcClients {
     alerts: c(AlertService),
     incidents: c(IncidentService),
     destinations: c(DestinationService),
+    silences: c(SilenceService),
     keys: c(KeyService),
     serviceAccounts: c(ServiceAccountService),
     sessions: c(SessionService),

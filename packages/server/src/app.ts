@@ -23,6 +23,7 @@ import { registerDestinationService } from "./http/services/destinations.ts";
 import { registerIamServices } from "./http/services/iam.ts";
 import { registerIncidentService } from "./http/services/incidents.ts";
 import { registerMonitoringService } from "./http/services/monitoring.ts";
+import { registerSilenceService } from "./http/services/silences.ts";
 import { CiAutomation } from "./iam/ci/service.ts";
 import { pruneIdempotency } from "./iam/idempotency.ts";
 import { agentPackageRoutes, loadAgentPackage } from "./ingest/agent-package.ts";
@@ -200,6 +201,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       },
     });
     registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
+    registerSilenceService(router, { db: db.db, pageKey: config.secretKey, now });
   };
   // The console's CSRF tokens get a key of their own, derived from the secret key.
   const consoleKey = createHmac("sha256", config.secretKey).update("svc console csrf").digest();

@@ -222,6 +222,8 @@ export interface DemoReceivers {
   readonly webhookUrl: string;
   /** A Slack-style incoming-webhook endpoint: logs the message's `text`. */
   readonly chatUrl: string;
+  /** A PagerDuty-shaped Events API v2 endpoint: logs each event and keeps each dedup_key's state. */
+  readonly pagerDutyUrl: string;
   /** The webhook destination's secret, once it exists; until then every delivery is refused. */
   setWebhookSecret(secret: string): void;
   close(): Promise<void>;
@@ -231,12 +233,14 @@ export interface DemoReceivers {
 interface DemoNotifyState {
   webhookPort?: number;
   chatPort?: number;
+  pagerDutyPort?: number;
   ownerUserId?: string;
   webhookSecret?: string;
   /** The URLs the destinations were last given (a later start re-points them when a port changed). */
   webhookUrl?: string;
   chatUrl?: string;
-  destinations?: { email?: string; webhook?: string; chat?: string };
+  pagerDutyUrl?: string;
+  destinations?: { email?: string; webhook?: string; chat?: string; pagerDuty?: string };
 }
 
 const notifyStatePath = (dataDir: string) => join(dataDir, "demo-notify.json");
@@ -343,10 +347,49 @@ export async function startDemoReceivers(
       }
     })();
   });
+  // Answers as PagerDuty's Events API v2 does: 202 with the dedup_key, 400 with errors.
+  const incidents = new Map<string, string>();
+  const pagerDuty = createServer(tls, (req: IncomingMessage, res: ServerResponse) => {
+    void (async () => {
+      const json = (status: number, o: unknown) =>
+        res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(o));
+      try {
+        const e = JSON.parse((await readRawBody(req)).toString("utf8")) as Record<string, unknown>;
+        const action = String(e.event_action);
+        const key = typeof e.dedup_key === "string" ? e.dedup_key : "";
+        const errors = [
+          e.routing_key === DEMO_PAGERDUTY_KEY ? "" : "'routing_key' is invalid",
+          ["trigger", "acknowledge", "resolve"].includes(action) ? "" : "'event_action' is invalid",
+          key ? "" : "'dedup_key' is missing",
+          action === "trigger" && !(e.payload as { summary?: unknown } | undefined)?.summary
+            ? "'payload.summary' is missing"
+            : "",
+        ].filter(Boolean);
+        if (errors.length > 0)
+          return json(400, { status: "invalid event", message: "Event object is invalid", errors });
+        const was = incidents.get(key);
+        const next =
+          action === "trigger" ? "triggered" : action === "acknowledge" ? "acknowledged" : "resolved";
+        incidents.set(key, was === undefined && action !== "trigger" ? "unknown" : next);
+        const summary = (e.payload as { summary?: string } | undefined)?.summary;
+        out(
+          `demo PagerDuty receiver: ${action} ${key} → ${incidents.get(key)}${summary ? ` "${summary}"` : ""}`,
+        );
+        json(202, { status: "success", message: "Event processed", dedup_key: key });
+      } catch {
+        json(400, {
+          status: "invalid event",
+          message: "Event object is invalid",
+          errors: ["Body is not JSON"],
+        });
+      }
+    })();
+  });
   const state = readNotifyState(dataDir);
   const webhookPort = await listenLoopback(webhook, state.webhookPort);
   const chatPort = await listenLoopback(chat, state.chatPort);
-  writeNotifyState(dataDir, { webhookPort, chatPort });
+  const pagerDutyPort = await listenLoopback(pagerDuty, state.pagerDutyPort);
+  writeNotifyState(dataDir, { webhookPort, chatPort, pagerDutyPort });
   const close = (s: Server) =>
     new Promise<void>((r) => {
       s.closeAllConnections();
@@ -356,16 +399,20 @@ export async function startDemoReceivers(
     cert: tls.cert,
     webhookUrl: `https://127.0.0.1:${webhookPort}/svc-webhook`,
     chatUrl: `https://127.0.0.1:${chatPort}/services/demo`,
+    pagerDutyUrl: `https://127.0.0.1:${pagerDutyPort}/v2/enqueue`,
     setWebhookSecret(secret) {
       secrets.splice(0, secrets.length, secret);
     },
     close: async () => {
-      await Promise.all([close(webhook), close(chat)]);
+      await Promise.all([close(webhook), close(chat), close(pagerDuty)]);
     },
   };
 }
 
-/** Creates the demo's email, webhook and chat destinations; returns their names for the CPU rule. */
+/** The routing key of the demo's PagerDuty destination (its loopback receiver accepts only this one). */
+const DEMO_PAGERDUTY_KEY = "svcdemo0pagerduty0routing0key000";
+
+/** Creates the demo's email, webhook, chat and PagerDuty destinations; returns their names for the CPU rule. */
 async function createDemoDestinations(
   db: Db,
   dataDir: string,
@@ -373,7 +420,13 @@ async function createDemoDestinations(
   ownerUserId: string,
 ): Promise<string[]> {
   const owner = { kind: "HUMAN_SESSION" as const, userId: ownerUserId, sessionId: "" };
-  const create = (displayName: string, kind: string, url: string, recipients: string[] = []) =>
+  const create = (
+    displayName: string,
+    kind: string,
+    url: string,
+    recipients: string[] = [],
+    integrationKey = "",
+  ) =>
     createDestination(notify.deps, owner, {
       projectName: `projects/${DEMO_PROJECT}`,
       displayName,
@@ -381,6 +434,7 @@ async function createDemoDestinations(
       recipients,
       url,
       requestId: randomUUID(),
+      integrationKey,
     });
   const email = await create("Demo owner's email", "EMAIL", "", [`users/${ownerUserId}`]);
   // This stands in for the opt-in click: the owner would confirm the code from the verification email
@@ -403,13 +457,20 @@ async function createDemoDestinations(
     destinations.chat = (
       await create("Demo Slack-style chat (loopback)", "SLACK", r.chatUrl)
     ).destination.name;
+    destinations.pagerDuty = (
+      await create("Demo PagerDuty (loopback)", "PAGERDUTY", r.pagerDutyUrl, [], DEMO_PAGERDUTY_KEY)
+    ).destination.name;
   }
   writeNotifyState(dataDir, {
     ownerUserId,
     destinations,
-    ...(r ? { webhookSecret, webhookUrl: r.webhookUrl, chatUrl: r.chatUrl } : {}),
+    ...(r
+      ? { webhookSecret, webhookUrl: r.webhookUrl, chatUrl: r.chatUrl, pagerDutyUrl: r.pagerDutyUrl }
+      : {}),
   });
-  return [destinations.webhook, destinations.email, destinations.chat].filter((n): n is string => !!n);
+  return [destinations.webhook, destinations.email, destinations.chat, destinations.pagerDuty].filter(
+    (n): n is string => !!n,
+  );
 }
 
 /**
@@ -419,9 +480,13 @@ async function createDemoDestinations(
 export function demoNotifyLine(dataDir: string, mailboxDir: string | undefined): string | undefined {
   const d = readNotifyState(dataDir).destinations;
   if (!d) return undefined;
-  const loopback = [d.webhook ? "a signed webhook" : "", d.chat ? "a Slack-style chat endpoint" : ""]
+  const loopback = [
+    d.webhook ? "a signed webhook" : "",
+    d.chat ? "a Slack-style chat endpoint" : "",
+    d.pagerDuty ? "a PagerDuty-shaped Events API endpoint" : "",
+  ]
     .filter(Boolean)
-    .join(" and ");
+    .join(", ");
   const parts = [
     loopback ? `${loopback} (receivers on 127.0.0.1 that print each delivery here)` : "",
     d.email
@@ -444,6 +509,7 @@ async function reconnectDemoDestinations(dataDir: string, notify: DemoNotify): P
   const moves = [
     [state.destinations.webhook, state.webhookUrl, r.webhookUrl, "webhookUrl"],
     [state.destinations.chat, state.chatUrl, r.chatUrl, "chatUrl"],
+    [state.destinations.pagerDuty, state.pagerDutyUrl, r.pagerDutyUrl, "pagerDutyUrl"],
   ] as const;
   for (const [name, was, now, key] of moves) {
     if (!name || was === now) continue;

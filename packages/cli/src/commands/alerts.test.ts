@@ -75,8 +75,23 @@ describe("buildSpec()", () => {
         enabled: false,
         repeatIntervalSeconds: 3600,
         destinationNames: ["projects/acme/destinations/ops"],
+        forecastHorizonSeconds: 0,
+        forecastLookbackSeconds: 0,
       },
     );
+  });
+
+  it("--forecast-horizon and --forecast-lookback take durations", () => {
+    const s = buildSpec(undefined, {
+      displayName: "fs",
+      metric: "filesystem_used_pct",
+      operator: ">=",
+      threshold: "100",
+      allVms: true,
+      forecastHorizon: "4h",
+      forecastLookback: "6h",
+    });
+    assert.deepEqual([s.forecastHorizonSeconds, s.forecastLookbackSeconds], [14_400, 21_600]);
   });
 
   it("without a base, names the flags that are missing and asks for the VMs", () => {
@@ -606,6 +621,7 @@ describe("svc alerts preview, list, get, delete and svc incidents (output)", () 
       firingValue: 97.5,
       noData: true,
       events: [{ id: "e1", kind: "OPENED", timeUnix: "1700000000", actor: "evaluator", detail: "97.5 > 90" }],
+      silencedBy: [`${project}/silences/0123456789abcdef0123`],
     };
     const server = new FakeServer()
       .on("ListIncidents", () => ok({ incidents: [incident], nextPageToken: "next" }))
@@ -636,6 +652,7 @@ describe("svc alerts preview, list, get, delete and svc incidents (output)", () 
     assert.match(String(bad.thrown), /--state must be one of OPEN, RESOLVED, RETIRED/);
     const get = await run(server, ["incidents", "get", `${project}/incidents/i1`]);
     assert.match(get.out, /values +fired at 97\.5, last -/);
+    assert.match(get.out, /silenced by +projects\/acme\/silences\/0123456789abcdef0123\n/);
     assert.match(get.out, /events:\n {2}2023-11-14T22:13:20Z\tOPENED\tevaluator\t97\.5 > 90\n/);
   });
 });

@@ -118,6 +118,8 @@ export interface SpecFlags {
   severity?: string;
   repeatInterval?: string;
   destination?: string[];
+  forecastHorizon?: string;
+  forecastLookback?: string;
 }
 
 /**
@@ -142,6 +144,10 @@ export function buildSpec(base: AlertRuleSpec | undefined, f: SpecFlags): AlertR
     spec.repeatIntervalSeconds = parseSeconds(f.repeatInterval, "--repeat-interval");
   }
   if (f.destination !== undefined) spec.destinationNames = [...f.destination];
+  if (f.forecastHorizon !== undefined)
+    spec.forecastHorizonSeconds = parseSeconds(f.forecastHorizon, "--forecast-horizon");
+  if (f.forecastLookback !== undefined)
+    spec.forecastLookbackSeconds = parseSeconds(f.forecastLookback, "--forecast-lookback");
   if (f.vm !== undefined && f.allVms) throw new UsageError("give either --all-vms or --vm, not both");
   if (f.vm !== undefined) {
     spec.allVms = false;
@@ -275,7 +281,10 @@ function specOptions(c: Command): Command {
       "--file <path>",
       "the spec (or a rule as `get --json` prints it) in JSON or YAML; flags override it",
     )
-    .option("--template <id>", "start from a template: cpu, memory, filesystem, unexpected-stop, telemetry")
+    .option(
+      "--template <id>",
+      "start from a template: cpu, memory, filesystem, filesystem-forecast, unexpected-stop, telemetry",
+    )
     .option("--display-name <name>", "a name to recognise the rule by")
     .option("--metric <id>", "metricId: cpu_utilization_pct, memory_used_pct, filesystem_used_pct, …")
     .option(
@@ -290,6 +299,11 @@ function specOptions(c: Command): Command {
     .option("--enabled", "enable the rule")
     .option("--disabled", "save the rule paused (it watches nothing)")
     .option("--repeat-interval <duration>", "notify a still-firing incident again after this (0 = never)")
+    .option(
+      "--forecast-horizon <duration>",
+      "compare the value predicted this far ahead (memory and filesystem usage; 0 = the newest sample)",
+    )
+    .option("--forecast-lookback <duration>", "the samples the forecast's line is fitted to, e.g. 6h")
     .option(
       "--destination <name>",
       "projects/<p>/destinations/<id> (repeatable; replaces the list)",
@@ -404,6 +418,8 @@ export function printPreview(out: (s: string) => void, p: PreviewAlertRuleRespon
       `${where}\t${i.finalState}\tfired ${i.firingIntervals.length}×\tsamples ${i.evaluatedSamples}/${i.expectedSamples}` +
         `${gaps.length ? `\tevaluations ${gaps.join(", ")}` : ""}\n`,
     );
+    if (i.predictedCrossingTimeUnix !== undefined)
+      out(`  forecast: the line at the end reaches the threshold at ${iso(i.predictedCrossingTimeUnix)}\n`);
     for (const f of i.firingIntervals) {
       out(
         f.endTimeUnix === 0n

@@ -115,6 +115,18 @@ describe("destination flags (pure parts)", () => {
       /has no URL/,
     );
     assert.throws(() => createRequestOf({ kind: "SLACK", displayName: "x" }, undefined, rid), /--url-file/);
+    assert.deepEqual(
+      createRequestOf({ kind: "opsgenie", displayName: "og" }, undefined, rid, "k").integrationKey,
+      "k",
+    );
+    assert.throws(
+      () => createRequestOf({ kind: "PAGERDUTY", displayName: "x" }, undefined, rid),
+      /--integration-key-file/,
+    );
+    assert.throws(
+      () => createRequestOf({ kind: "WEBHOOK", displayName: "x" }, slackUrl, rid, "k"),
+      /only for PAGERDUTY and OPSGENIE/,
+    );
     assert.throws(
       () => createRequestOf({ kind: "WEBHOOK", displayName: "x", recipient: ["users/u"] }, slackUrl, rid),
       /only for EMAIL/,
@@ -489,6 +501,40 @@ describe("svc destinations and svc deliveries (CLI against an in-process server)
   const destinations = async () =>
     (await t.clients(p.owner.session).destinations.listDestinations({ projectName: p.projectName }))
       .destinations;
+
+  it("creates a PAGERDUTY destination with its key from a file, never printing the key", async () => {
+    const key = "R0ut1ngKeyR0ut1ngKeyR0ut1ngKey12";
+    const file = join(dir, "pd-key");
+    writeFileSync(file, `${key}\n`);
+    const args = [
+      "destinations",
+      "create",
+      "--project",
+      p.projectName,
+      "--kind",
+      "pagerduty",
+      "--display-name",
+      "pd",
+    ];
+    const missing = await svc(args, env);
+    assert.equal(missing.code, 2, missing.stderr);
+    assert.match(missing.stderr, /needs its integration key: --integration-key-file/);
+    const created = await svc(
+      [...args, "--url", "https://127.0.0.1:9/v2/enqueue", "--integration-key-file", file],
+      env,
+    );
+    assert.equal(created.code, 0, created.stderr);
+    const [name, kind, , url] = created.stdout.split("\n")[0].split("\t");
+    assert.deepEqual([kind, url], ["PAGERDUTY", "https://127.0.0.1:9/v2/enqueue"]);
+    assert.ok(!created.stdout.includes(key) && !created.stderr.includes(key), "the key is never printed");
+    writeFileSync(file, "short\n");
+    const bad = await svc(["destinations", "update", name, "--integration-key-file", file], env);
+    assert.equal(bad.code, 3, bad.stderr);
+    assert.match(bad.stderr, /integrationKey: has the wrong shape/);
+    assert.ok(!bad.stderr.includes("short"), "nor a wrong one");
+    const del = await svc(["destinations", "delete", name], env);
+    assert.equal(del.code, 0, del.stderr);
+  });
 
   it("creates a WEBHOOK, lists, gets, rotates its secret, pauses and deletes it", async () => {
     const file = join(dir, "url");

@@ -31,7 +31,17 @@ export interface DestinationIo extends CliIo {
   readonly stdin?: () => Promise<string>;
 }
 
-export const destinationKinds = ["EMAIL", "WEBHOOK", "SLACK", "TEAMS", "DISCORD"] as const;
+export const destinationKinds = [
+  "EMAIL",
+  "WEBHOOK",
+  "SLACK",
+  "TEAMS",
+  "DISCORD",
+  "PAGERDUTY",
+  "OPSGENIE",
+] as const;
+/** Incident tools: a fixed API (the URL is optional) and an integration key, a secret. */
+const keyKinds = new Set(["PAGERDUTY", "OPSGENIE"]);
 /** Kinds whose URL is itself a secret (whoever has it can post to the channel). */
 const chatKinds = new Set(["SLACK", "TEAMS", "DISCORD"]);
 export const MAX_OVERLAP_SECONDS = 86_400;
@@ -113,18 +123,58 @@ export async function urlOf(
   return url;
 }
 
+/**
+ * The integration key from --integration-key-file (a path, or - for stdin): trimmed, one line. A key is a
+ * secret, so it is never a flag's value and no message repeats it. Undefined without the flag.
+ */
+export async function integrationKeyOf(
+  opts: { integrationKeyFile?: string },
+  io: DestinationIo,
+): Promise<string | undefined> {
+  const from = opts.integrationKeyFile;
+  if (from === undefined) return undefined;
+  let text: string;
+  if (from === "-") {
+    if (!io.stdin && process.stdin.isTTY) outOf(io).err("paste the key, then press Enter and Ctrl-D\n");
+    text = await (io.stdin ?? readStdin)();
+  } else {
+    try {
+      text = readFileSync(from, "utf8");
+    } catch (e) {
+      throw new UsageError(`--integration-key-file: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  const key = text.trim();
+  if (!key) throw new UsageError(`--integration-key-file ${from}: no key`);
+  if (/\s/.test(key)) throw new UsageError(`--integration-key-file ${from}: expected one key on one line`);
+  return key;
+}
+
+/** What `create` sends: the integration key only for the kinds that have one. */
+export type CreateRequest = Pick<
+  CreateDestinationRequest,
+  "projectName" | "kind" | "displayName" | "recipients" | "url" | "requestId"
+> &
+  Partial<Pick<CreateDestinationRequest, "integrationKey">>;
+
 /** What `create` sends, from the flags; checks what the command line itself can get wrong. */
 export function createRequestOf(
   opts: { project?: string; kind: string; displayName: string; recipient?: string[] },
   url: string | undefined,
   requestId: string,
-): Pick<
-  CreateDestinationRequest,
-  "projectName" | "kind" | "displayName" | "recipients" | "url" | "requestId"
-> {
+  integrationKey?: string,
+): CreateRequest {
   const kind = parseKind(opts.kind);
   const recipients = opts.recipient ?? [];
-  if (kind === "EMAIL") {
+  if (keyKinds.has(kind)) {
+    if (recipients.length > 0) throw new UsageError("--recipient is only for EMAIL destinations");
+    if (integrationKey === undefined)
+      throw new UsageError(
+        `a ${kind} destination needs its integration key: --integration-key-file <path> or --integration-key-file - (stdin)`,
+      );
+  } else if (integrationKey !== undefined) {
+    throw new UsageError("--integration-key-file is only for PAGERDUTY and OPSGENIE destinations");
+  } else if (kind === "EMAIL") {
     if (url !== undefined) throw new UsageError("an EMAIL destination has no URL: drop --url / --url-file");
     if (recipients.length === 0)
       throw new UsageError("an EMAIL destination needs --recipient users/<id> (repeatable)");
@@ -144,6 +194,7 @@ export function createRequestOf(
     recipients: [...recipients],
     url: url ?? "",
     requestId,
+    ...(integrationKey !== undefined ? { integrationKey } : {}),
   };
 }
 
@@ -158,9 +209,10 @@ export function updateRequestOf(
     replaceRecipients?: boolean;
   },
   url: string | undefined,
+  integrationKey?: string,
 ): Pick<
   UpdateDestinationRequest,
-  "name" | "displayName" | "paused" | "recipients" | "updateRecipients" | "url"
+  "name" | "displayName" | "paused" | "recipients" | "updateRecipients" | "url" | "integrationKey"
 > {
   if (opts.pause && opts.resume) throw new UsageError("give either --pause or --resume, not both");
   if (opts.recipient !== undefined && !opts.replaceRecipients)
@@ -176,12 +228,14 @@ export function updateRequestOf(
     recipients: [...(opts.recipient ?? [])],
     updateRecipients: Boolean(opts.replaceRecipients),
     url,
+    ...(integrationKey !== undefined ? { integrationKey } : {}),
   };
   if (
     req.displayName === undefined &&
     req.paused === undefined &&
     !req.updateRecipients &&
-    req.url === undefined
+    req.url === undefined &&
+    integrationKey === undefined
   )
     throw new UsageError(
       "nothing to change: give --display-name, --pause, --resume, --recipient with --replace-recipients, or --url-file",
@@ -195,10 +249,7 @@ const CREATE_TIMEOUT_MS = 30_000;
 /** CreateDestination, retried as it is (the same requestId) after an ambiguous failure. */
 export async function createWithRetry(
   clients: SvcClients,
-  req: Pick<
-    CreateDestinationRequest,
-    "projectName" | "kind" | "displayName" | "recipients" | "url" | "requestId"
-  >,
+  req: CreateRequest,
   io: CliIo = {},
 ): Promise<CreateDestinationResponse> {
   const { err: log } = outOf(io);
@@ -334,7 +385,11 @@ export function registerDestinationCommands(program: Command, io: DestinationIo 
     )
     .option(
       "--url <url>",
-      "WEBHOOK: the HTTPS endpoint (for chat URLs, which are secrets, prefer --url-file)",
+      "WEBHOOK: the HTTPS endpoint (for chat URLs, which are secrets, prefer --url-file); PAGERDUTY / OPSGENIE: optional (the EU API)",
+    )
+    .option(
+      "--integration-key-file <path>",
+      "PAGERDUTY: the Events API v2 routing key; OPSGENIE: the API key; a file holding it, or - for stdin",
     )
     .option("--request-id <uuid>", "reuse to retry an interrupted create by hand (default: a new one)")
     .option("--json", "print JSON (it holds the webhook secret)")
@@ -342,7 +397,7 @@ export function registerDestinationCommands(program: Command, io: DestinationIo 
       const kind = parseKind(opts.kind);
       const url = await urlOf(opts, kind, io);
       const requestId: string = opts.requestId ?? randomUUID();
-      const req = createRequestOf({ ...opts, kind }, url, requestId);
+      const req = createRequestOf({ ...opts, kind }, url, requestId, await integrationKeyOf(opts, io));
       const clients = clientsOf(cmd, io);
       err(`creating ${kind} destination "${req.displayName}", request id ${requestId}\n`);
       const res = await createWithRetry(clients, req, io);
@@ -380,10 +435,14 @@ export function registerDestinationCommands(program: Command, io: DestinationIo 
     .option("--replace-recipients", "the --recipient list replaces the current one; new ones get a code")
     .option("--url-file <path>", "WEBHOOK / chat: a file holding the new URL, or - for stdin")
     .option("--url <url>", "WEBHOOK: the new endpoint (for chat URLs prefer --url-file)")
+    .option(
+      "--integration-key-file <path>",
+      "PAGERDUTY / OPSGENIE: a file holding the new key, or - for stdin",
+    )
     .option("--json", "print JSON")
     .action(async (name: string, opts, cmd: Command) => {
       const url = await urlOf(opts, undefined, io);
-      const req = updateRequestOf(name, opts, url);
+      const req = updateRequestOf(name, opts, url, await integrationKeyOf(opts, io));
       const clients = clientsOf(cmd, io);
       const d = await clients.destinations.updateDestination(req);
       if (opts.json) return printJson(out, jsonOf(DestinationSchema, d));

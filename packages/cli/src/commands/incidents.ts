@@ -48,6 +48,7 @@ function printIncident(out: (s: string) => void, i: Incident): void {
     ["closed", iso(i.closeTimeUnix)],
     ["values", `fired at ${value(i.firingValue)}, last ${value(i.lastValue)}`],
     ["flags", flagsOf(i) || "-"],
+    ["silenced by", i.silencedBy.join(", ") || "-"],
     ["next notify", iso(i.nextNotifyTimeUnix)],
   ];
   for (const [k, v] of rows) out(`${k.padEnd(12)} ${v}\n`);

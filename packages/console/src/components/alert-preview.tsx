@@ -357,9 +357,17 @@ function PreviewChart(props: {
       for (const v of aligned.values) if (v[i] !== null) sum = (sum ?? 0) + (v[i] as number);
       return sum;
     });
+    // A forecast rule: the value predicted `horizon` ahead, drawn at the evaluation time that made it.
+    const predicted: (number | null)[] = aligned.x.map(() => null);
+    for (const f of inst.forecast) {
+      const i = Math.round((Number(f.timeUnix) - s) / st);
+      if (i >= 0 && i < predicted.length) predicted[i] = f.value;
+    }
+    for (let i = 1; i < predicted.length; i++)
+      if (predicted[i] === null && values[i] !== null) predicted[i] = predicted[i - 1];
     let lo = 0;
     let hi = threshold;
-    for (const v of values)
+    for (const v of [...values, ...predicted])
       if (v !== null) {
         lo = Math.min(lo, v);
         hi = Math.max(hi, v);
@@ -368,11 +376,16 @@ function PreviewChart(props: {
     const yRange: [number, number] = [lo, hi === lo ? lo + 1 : hi * 1.08];
     return {
       x: aligned.x,
-      series: [{ label: m?.short ?? metricId, values }],
+      series: [
+        { label: m?.short ?? metricId, values },
+        ...(inst.forecast.length > 0
+          ? [{ label: `predicted ${fmtSeconds(spec.forecastHorizonSeconds ?? 0)} ahead`, values: predicted }]
+          : []),
+      ],
       yRange,
       points: values.filter((v) => v !== null).length,
     };
-  }, [history.data, start, end, step, m, inst.mountpoint, metricId, threshold, unit]);
+  }, [history.data, start, end, step, m, inst, metricId, threshold, unit, spec.forecastHorizonSeconds]);
   const format = useMemo(() => (v: number) => fmtMetricValue(unit, v), [unit]);
   const quality = history.data?.quality;
   return (
@@ -419,6 +432,19 @@ function PreviewChart(props: {
             height={240}
           />
         </div>
+      ) : null}
+      {inst.forecastLine.length === 2 ? (
+        <p className="small" data-testid="preview-forecast">
+          Forecast: the line fitted at the end of the window goes from{" "}
+          {fmtMetricValue(unit, inst.forecastLine[0].value)} to{" "}
+          {fmtMetricValue(unit, inst.forecastLine[1].value)} at {fmtWhen(inst.forecastLine[1].timeUnix)}
+          {inst.predictedCrossingTimeUnix !== undefined ? (
+            <>
+              , reaching the threshold at <strong>{fmtWhen(inst.predictedCrossingTimeUnix)}</strong>
+            </>
+          ) : null}
+          .
+        </p>
       ) : null}
       {intervals.length > 0 ? (
         <ul className="alert-intervals" data-testid="preview-intervals">

@@ -412,6 +412,17 @@ export function IncidentPage(props: { incidentId: string }) {
                 <span className="muted">no</span>
               )}
             </dd>
+            <dt>Silenced</dt>
+            <dd data-testid="silenced">
+              {i.silencedBy.length > 0 ? (
+                <>
+                  by {i.silencedBy.join(", ")}{" "}
+                  <span className="muted">(its notifications are skipped as SILENCED)</span>
+                </>
+              ) : (
+                <span className="muted">no</span>
+              )}
+            </dd>
             {open && Number(i.nextNotifyTimeUnix) ? (
               <>
                 <dt>Repeats</dt>

@@ -85,19 +85,20 @@ for (const { dialect, skip } of await testDialects()) {
       for (let ts = fromMs; ts < toMs; ts += 30 * S) pts.push([ts, value(ts)]);
       await write("svc_vm_cpu_utilization_pct", vm, pts);
     }
-    const spec = (over: Partial<SpecInit> = {}): SpecInit => ({
-      displayName: "CPU high",
-      metricId: "cpu_utilization_pct",
-      operator: "GREATER_THAN",
-      threshold: 90,
-      sustainedSeconds: 120,
-      severity: "WARNING",
-      allVms: false,
-      vmNames: [vm1],
-      repeatIntervalSeconds: 0,
-      destinationNames: [],
-      ...over,
-    });
+    const spec = (over: Partial<SpecInit> = {}): SpecInit =>
+      ({
+        displayName: "CPU high",
+        metricId: "cpu_utilization_pct",
+        operator: "GREATER_THAN",
+        threshold: 90,
+        sustainedSeconds: 120,
+        severity: "WARNING",
+        allVms: false,
+        vmNames: [vm1],
+        repeatIntervalSeconds: 0,
+        destinationNames: [],
+        ...over,
+      }) as SpecInit;
     async function save(s: SpecInit, id = randomUUID(), expectedVersion = "0") {
       return owner().alerts.saveAlertRule({
         projectName: p.projectName,
@@ -590,7 +591,7 @@ for (const { dialect, skip } of await testDialects()) {
         historySeconds: 600,
       });
       assert.equal(pv.queryStatus, "OK");
-      assert.equal((await read.alerts.listAlertRuleTemplates({})).templates.length, 5);
+      assert.equal((await read.alerts.listAlertRuleTemplates({})).templates.length, 6);
       await rejects(
         write.incidents.acknowledgeIncident({ name: `projects/${projectId}/incidents/x` }),
         Code.PermissionDenied,
@@ -604,7 +605,7 @@ for (const { dialect, skip } of await testDialects()) {
       const { templates } = await owner().alerts.listAlertRuleTemplates({});
       assert.deepEqual(
         templates.map((x) => x.id),
-        ["cpu", "memory", "filesystem", "unexpected-stop", "telemetry"],
+        ["cpu", "memory", "filesystem", "filesystem-forecast", "unexpected-stop", "telemetry"],
       );
       for (const tpl of templates) {
         const r = await save(tpl.spec as AlertRuleSpec);

@@ -5,11 +5,11 @@ import type { MetricsBackend } from "../metrics/backend.ts";
 import { type RuleMetric, ruleMetrics } from "./catalog.ts";
 import {
   type Evaluation,
-  evaluateSamples,
   evaluateTelemetryAge,
   evaluateUnexpectedStop,
   type VmTimeline,
 } from "./condition.ts";
+import { evaluateMetric, forecastLookbackMs } from "./forecast.ts";
 import type { AlertOptions } from "./options.ts";
 import { type InstanceData, instanceKey, readRuleData, readTimelines } from "./read.ts";
 import { type LiveVm, liveVms, loadRevision } from "./rules.ts";
@@ -295,7 +295,7 @@ class EvaluatorImpl implements Evaluator {
       const lookbackMs =
         metric.kind === "telemetry_age"
           ? sustainedMs + spec.threshold * 1000 + options.maxGapMs
-          : sustainedMs + options.maxGapMs + options.samplingIntervalMs;
+          : sustainedMs + options.maxGapMs + options.samplingIntervalMs + forecastLookbackMs(spec);
       data = await readRuleData(
         metrics,
         rule.projectId,
@@ -456,7 +456,7 @@ class EvaluatorImpl implements Evaluator {
         message: `no sample in the ${this.#deps.options.maxGapMs / 1000} s before the evaluation`,
       };
     }
-    return evaluateSamples(data.series, atMs, spec, this.#deps.options.maxGapMs);
+    return evaluateMetric(data.series, atMs, spec, this.#deps.options.maxGapMs);
   }
 
   async #markEvaluated(rule: AppliedRule, atMs: number, readError: string | undefined): Promise<void> {

@@ -7,15 +7,15 @@ import { QueryTimeoutError } from "../promql/index.ts";
 import { ruleMetrics } from "./catalog.ts";
 import {
   type Evaluation,
-  evaluateSamples,
   evaluateTelemetryAge,
   evaluateUnexpectedStop,
   type VmTimeline,
 } from "./condition.ts";
+import { crossingTime, evaluateMetric, forecastLookbackMs, lineAt, predictAt } from "./forecast.ts";
 import type { AlertOptions } from "./options.ts";
 import { type InstanceData, instanceKey, readRuleData, readTimelines } from "./read.ts";
 import { liveVms } from "./rules.ts";
-import { type RuleSpec, type SpecInput, validateSpec } from "./spec.ts";
+import { breaches, type RuleSpec, type SpecInput, validateSpec } from "./spec.ts";
 import { type InstanceStatus, inactive, step } from "./state.ts";
 
 export interface PreviewInstanceView {
@@ -27,7 +27,14 @@ export interface PreviewInstanceView {
   expectedSamples: bigint;
   noDataEvaluations: number;
   errorEvaluations: number;
+  /** Forecast rules: predictions at evaluation times, the line at the end, its crossing. */
+  forecast: { timeUnix: bigint; value: number }[];
+  forecastLine: { timeUnix: bigint; value: number }[];
+  predictedCrossingTimeUnix?: bigint;
 }
+
+/** Most forecast points drawn per instance. */
+export const MAX_FORECAST_POINTS = 500;
 
 export interface PreviewView {
   queryStatus: "OK" | "ERROR" | "TIMEOUT";
@@ -102,7 +109,7 @@ export async function runPreview(
   const lookbackMs =
     metric.kind === "telemetry_age"
       ? sustainedMs + spec.threshold * 1000 + options.maxGapMs
-      : sustainedMs + options.maxGapMs + options.samplingIntervalMs;
+      : sustainedMs + options.maxGapMs + options.samplingIntervalMs + forecastLookbackMs(spec);
   let queryStatus: PreviewView["queryStatus"] = "OK";
   let queryMessage = "";
   let data = new Map<string, InstanceData>();
@@ -174,6 +181,7 @@ export async function runPreview(
       }
     }
     if (openAt !== undefined) intervals.push({ startTimeUnix: BigInt(openAt / 1000), endTimeUnix: 0n });
+    const drawn = spec.forecast && d ? drawForecast(d, spec, startMs, endMs, interval) : undefined;
     let evaluated = 0;
     if (d) for (const t of d.series.t) if (t > startMs && t <= endMs) evaluated++;
     if (metric.kind === "unexpected_stop") evaluated = 0;
@@ -190,6 +198,9 @@ export async function runPreview(
       expectedSamples: BigInt(expectedPerInstance),
       noDataEvaluations: noData,
       errorEvaluations: errors,
+      forecast: drawn?.forecast ?? [],
+      forecastLine: drawn?.line ?? [],
+      ...(drawn?.crossing !== undefined ? { predictedCrossingTimeUnix: drawn.crossing } : {}),
     });
   }
   return {
@@ -227,5 +238,39 @@ function evaluateAt(
       : { result: "error", holds: false, message: "no inventory" };
   }
   if (!d) return { result: "no_data", holds: false, message: "no samples" };
-  return evaluateSamples(d.series, t, spec, options.maxGapMs);
+  return evaluateMetric(d.series, t, spec, options.maxGapMs);
+}
+
+/**
+ * What the preview draws of a forecast rule: the prediction at evaluation times (at most
+ * MAX_FORECAST_POINTS, evenly picked), the line fitted at the end of the window from its end to the
+ * horizon, and when that line reaches the threshold.
+ */
+function drawForecast(d: InstanceData, spec: RuleSpec, startMs: number, endMs: number, interval: number) {
+  const f = spec.forecast;
+  if (!f) return undefined;
+  const steps = Math.floor((endMs - startMs) / interval) + 1;
+  const every = Math.max(1, Math.ceil(steps / MAX_FORECAST_POINTS));
+  const forecast: { timeUnix: bigint; value: number }[] = [];
+  for (let i = 0; i < steps; i += every) {
+    const t = startMs + i * interval;
+    const v = predictAt(d.series, t, f);
+    if (v !== undefined && Number.isFinite(v))
+      forecast.push({ timeUnix: BigInt(Math.floor(t / 1000)), value: v });
+  }
+  const l = lineAt(d.series, endMs, f.lookbackSeconds);
+  const line =
+    l && Number.isFinite(l.slope)
+      ? [
+          { timeUnix: BigInt(Math.floor(endMs / 1000)), value: l.intercept },
+          {
+            timeUnix: BigInt(Math.floor(endMs / 1000) + f.horizonSeconds),
+            value: l.intercept + l.slope * f.horizonSeconds,
+          },
+        ]
+      : [];
+  const at = crossingTime(d.series, endMs, f, spec.threshold, (v) =>
+    breaches(spec.operator, v, spec.threshold),
+  );
+  return { forecast, line, crossing: at === undefined ? undefined : BigInt(Math.floor(at / 1000)) };
 }

@@ -35,7 +35,25 @@ export interface RuleSpec {
   readonly repeatIntervalSeconds: number;
   /** Sorted, unique. */
   readonly destinationNames: readonly string[];
+  /** Forecast rules only (absent otherwise, as in revisions saved before forecasts existed). */
+  readonly forecast?: Forecast;
 }
+
+/** Compare the value predicted horizonSeconds ahead by a least-squares line over lookbackSeconds. */
+export interface Forecast {
+  readonly horizonSeconds: number;
+  readonly lookbackSeconds: number;
+}
+
+/** Metrics a forecast rule may watch: usage that fills up. */
+export const FORECAST_METRICS: readonly string[] = [
+  "memory_used_pct",
+  "memory_used_bytes",
+  "filesystem_used_pct",
+  "filesystem_used_bytes",
+];
+export const FORECAST_HORIZON_SECONDS = { min: 60, max: 7 * 86_400 } as const;
+export const FORECAST_LOOKBACK_SECONDS = { min: 300, max: 86_400 } as const;
 
 /** The wire shape (the generated message's fields) that validateSpec reads. */
 export interface SpecInput {
@@ -50,6 +68,8 @@ export interface SpecInput {
   enabled?: boolean;
   repeatIntervalSeconds: number;
   destinationNames: readonly string[];
+  forecastHorizonSeconds?: number;
+  forecastLookbackSeconds?: number;
 }
 
 /**
@@ -120,6 +140,7 @@ export function validateSpec(
     if (m[1] !== projectId) throw invalidArgument(field, `${d} belongs to another project`);
   }
   checkMetricSemantics(metric, input, f);
+  const forecast = checkForecast(input, f);
   return {
     displayName,
     metricId: metric.id,
@@ -132,7 +153,37 @@ export function validateSpec(
     enabled: input.enabled ?? true,
     repeatIntervalSeconds: r,
     destinationNames,
+    ...(forecast ? { forecast } : {}),
   };
+}
+
+function checkForecast(input: SpecInput, f: (n: string) => string): Forecast | undefined {
+  const h = input.forecastHorizonSeconds ?? 0;
+  const l = input.forecastLookbackSeconds ?? 0;
+  if (h === 0) {
+    if (l !== 0)
+      throw invalidArgument(
+        f("forecastLookbackSeconds"),
+        "is only for forecast rules (forecastHorizonSeconds > 0)",
+      );
+    return undefined;
+  }
+  if (!FORECAST_METRICS.includes(input.metricId))
+    throw invalidArgument(
+      f("forecastHorizonSeconds"),
+      `forecasts are for memory and filesystem usage (${FORECAST_METRICS.join(", ")}), not ${input.metricId}`,
+    );
+  if (!Number.isInteger(h) || h < FORECAST_HORIZON_SECONDS.min || h > FORECAST_HORIZON_SECONDS.max)
+    throw invalidArgument(
+      f("forecastHorizonSeconds"),
+      `must be 0 (no forecast) or ${FORECAST_HORIZON_SECONDS.min}..${FORECAST_HORIZON_SECONDS.max}`,
+    );
+  if (!Number.isInteger(l) || l < FORECAST_LOOKBACK_SECONDS.min || l > FORECAST_LOOKBACK_SECONDS.max)
+    throw invalidArgument(
+      f("forecastLookbackSeconds"),
+      `must be ${FORECAST_LOOKBACK_SECONDS.min}..${FORECAST_LOOKBACK_SECONDS.max} with a forecast`,
+    );
+  return { horizonSeconds: h, lookbackSeconds: l };
 }
 
 function checkMetricSemantics(m: RuleMetric, input: SpecInput, f: (n: string) => string): void {
@@ -172,10 +223,12 @@ export function breaches(operator: Operator, value: number, threshold: number): 
 
 /**
  * The fields that decide what fires. A revision whose key differs from the applied one retires the
- * rule's instances; edits of the name, severity, destinations, repeat interval or VM selection keep
+ * rule's instances (a forecast's horizon and lookback are part of it); edits of the name, severity, destinations, repeat interval or VM selection keep
  * them (VMs dropped from the selection retire on their own).
  */
 export function conditionKey(s: RuleSpec): string {
-  const c = [s.metricId, s.operator, s.threshold, s.sustainedSeconds, s.enabled];
+  const c: unknown[] = [s.metricId, s.operator, s.threshold, s.sustainedSeconds, s.enabled];
+  // Appended only when set, so the keys of rules without a forecast stay what they were.
+  if (s.forecast) c.push(s.forecast.horizonSeconds, s.forecast.lookbackSeconds);
   return createHash("sha256").update(JSON.stringify(c)).digest("hex").slice(0, 32);
 }

@@ -62,6 +62,22 @@ export const ruleTemplates: readonly RuleTemplate[] = [
     },
   },
   {
+    id: "filesystem-forecast",
+    displayName: "Filesystem full within 4 hours",
+    description:
+      "A supported filesystem predicted to be 100% full within 4 hours by a least-squares line over its last 6 hours (PromQL's predict_linear), for 10 minutes, per mountpoint. Catches a disk filling up before the 90% rule fires; a missing reading is no data.",
+    spec: {
+      ...base,
+      displayName: "Filesystem full within 4 hours",
+      metricId: "filesystem_used_pct",
+      operator: "GREATER_THAN_OR_EQUAL",
+      threshold: 100,
+      sustainedSeconds: 600,
+      severity: "CRITICAL",
+      forecast: { horizonSeconds: 14_400, lookbackSeconds: 21_600 },
+    },
+  },
+  {
     id: "unexpected-stop",
     displayName: "VM stopped unexpectedly",
     description:

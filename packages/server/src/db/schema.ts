@@ -29,6 +29,26 @@ export interface Database {
   delivery_attempts: DeliveryAttemptTable;
   leases: LeaseTable;
   rate_buckets: RateBucketTable;
+  silences: SilenceTable;
+}
+
+/** A silence (notify/silences.ts): mutes matching notifications in [start_time, end_time). */
+export interface SilenceTable {
+  id: string;
+  project_id: string;
+  start_time: number;
+  end_time: number;
+  comment: string;
+  /** JSON array of rule ids; [] matches every rule. */
+  rule_ids: string;
+  /** JSON array of full VM names; [] matches every VM. */
+  vm_names: string;
+  /** users/<id>, keys/<id>, ciTokens/<id>. */
+  creator: string;
+  updated_by: string;
+  version: number;
+  create_time: number;
+  update_time: number;
 }
 
 /** A token bucket shared by replicas (cluster/shared-buckets.ts). */
@@ -311,7 +331,7 @@ export interface IncidentEventTable {
 export interface DestinationTable {
   id: string;
   project_id: string;
-  kind: "EMAIL" | "WEBHOOK" | "SLACK" | "TEAMS" | "DISCORD";
+  kind: "EMAIL" | "WEBHOOK" | "SLACK" | "TEAMS" | "DISCORD" | "PAGERDUTY" | "OPSGENIE";
   display_name: string;
   /** 0 / 1 */
   paused: number;
@@ -319,6 +339,8 @@ export interface DestinationTable {
   url_display: string;
   /** The URL sealed (notify/seal.ts); "" for email. */
   sealed_url: string;
+  /** PagerDuty's routing key or Opsgenie's API key, sealed; "" for the other kinds. */
+  sealed_key: string;
   create_time: number;
   update_time: number;
   delete_time: number | null;

@@ -44,6 +44,7 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   CI_TRUST_DISABLED: { code: "permission_denied", metadata: [] },
   CI_TRUST_STATE: { code: "failed_precondition", metadata: ["state"] },
   INCIDENT_CLOSED: { code: "failed_precondition", metadata: ["state"] },
+  SILENCE_EXPIRED: { code: "failed_precondition", metadata: ["endTimeUnix"] },
   DESTINATION_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
   DESTINATION_IN_USE: { code: "failed_precondition", metadata: ["rules"] },
   RULE_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },

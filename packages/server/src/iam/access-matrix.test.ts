@@ -15,6 +15,7 @@ import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
 import { AlertService, IncidentService } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import { DestinationService } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import { MonitoringService } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
+import { SilenceService } from "@svc/sdk/gen/svc/monitoring/v1/silences_pb";
 import { labelsFromRecord } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
@@ -33,6 +34,7 @@ const services: DescService[] = [
   AlertService,
   IncidentService,
   DestinationService,
+  SilenceService,
   SessionService,
   ServiceAccountService,
   KeyService,

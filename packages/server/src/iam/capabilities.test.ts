@@ -16,6 +16,7 @@ import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
 import { AlertService, IncidentService } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import { DestinationService } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import { MonitoringService } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
+import { SilenceService } from "@svc/sdk/gen/svc/monitoring/v1/silences_pb";
 import { methodAccess } from "./capabilities.ts";
 
 const services: DescService[] = [
@@ -23,6 +24,7 @@ const services: DescService[] = [
   AlertService,
   IncidentService,
   DestinationService,
+  SilenceService,
   SessionService,
   ServiceAccountService,
   KeyService,

@@ -69,6 +69,14 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.IncidentService/SnoozeIncident": { human: "monitoring.write" },
   "svc.monitoring.v1.IncidentService/UnsnoozeIncident": { human: "monitoring.write" },
 
+  // Silences (issue 30): read keys list them; humans whose role grants monitoring.write and write keys
+  // create, edit and expire them.
+  "svc.monitoring.v1.SilenceService/ListSilences": "monitoring.read",
+  "svc.monitoring.v1.SilenceService/GetSilence": "monitoring.read",
+  "svc.monitoring.v1.SilenceService/CreateSilence": "monitoring.write",
+  "svc.monitoring.v1.SilenceService/UpdateSilence": "monitoring.write",
+  "svc.monitoring.v1.SilenceService/ExpireSilence": "monitoring.write",
+
   // Where alerts go is not "saving alert rules" (SPEC §5.8): a rule-saving key must not redirect or
   // silence notifications, so these need their own capability, never implied by monitoring.write.
   "svc.monitoring.v1.DestinationService/CreateDestination": "notifications.write",

@@ -15,7 +15,15 @@ import type { NotifyOptions } from "./options.ts";
 import type { Sealer } from "./seal.ts";
 import { generateWebhookSecret } from "./signing.ts";
 
-export const destinationKinds = ["EMAIL", "WEBHOOK", "SLACK", "TEAMS", "DISCORD"] as const;
+export const destinationKinds = [
+  "EMAIL",
+  "WEBHOOK",
+  "SLACK",
+  "TEAMS",
+  "DISCORD",
+  "PAGERDUTY",
+  "OPSGENIE",
+] as const;
 export type DestinationKind = (typeof destinationKinds)[number];
 export const MAX_OVERLAP_SECONDS = 86_400;
 const MAX_RECIPIENTS = 50;
@@ -156,9 +164,11 @@ async function checkRecipients(db: Db, projectId: string, names: readonly string
 
 async function checkUrl(
   kind: DestinationKind,
-  url: string,
+  given: string,
   options: NotifyOptions,
-): Promise<{ display: string }> {
+): Promise<{ display: string; url: string }> {
+  // Incident-management kinds have a fixed API endpoint; a URL is only needed for their EU region.
+  const url = given || (isIncidentApiKind(kind) ? incidentApi[kind].defaultUrl : "");
   if (!url) throw invalidArgument("url", `is required for a ${kind} destination`);
   if (url.length > 2048) throw invalidArgument("url", "must be at most 2048 characters");
   await checkDestinationUrl(url, options.allowHosts);
@@ -166,6 +176,8 @@ async function checkUrl(
   const hosts: Partial<Record<DestinationKind, RegExp>> = {
     SLACK: /^hooks\.slack\.com$/,
     DISCORD: /^(discord\.com|discordapp\.com)$/,
+    PAGERDUTY: incidentApi.PAGERDUTY.hosts,
+    OPSGENIE: incidentApi.OPSGENIE.hosts,
   };
   const want = hosts[kind];
   if (want && !want.test(u.hostname) && !options.allowHosts.includes(u.hostname))
@@ -173,8 +185,42 @@ async function checkUrl(
       "url",
       `must be the provider's incoming-webhook URL (${want.source.replace(/\\/g, "")})`,
     );
-  // A webhook URL is shown as given; a chat URL is a secret in itself, so only its host is shown.
-  return { display: kind === "WEBHOOK" ? url : `https://${u.host}/…` };
+  // A webhook or incident API URL is shown as given; a chat URL is a secret in itself, so only its host.
+  return { display: kind === "WEBHOOK" || isIncidentApiKind(kind) ? url : `https://${u.host}/…`, url };
+}
+
+/** The incident-management kinds: a fixed API and an integration key (sealed), not a secret URL. */
+const incidentApi = {
+  PAGERDUTY: {
+    defaultUrl: "https://events.pagerduty.com/v2/enqueue",
+    hosts: /^events\.(eu\.)?pagerduty\.com$/,
+    // Events API v2 integration keys are 32 characters.
+    key: /^[A-Za-z0-9]{32}$/,
+    keyHelp: "the 32-character Events API v2 integration key of a PagerDuty service",
+  },
+  OPSGENIE: {
+    defaultUrl: "https://api.opsgenie.com/v2/alerts",
+    hosts: /^api\.(eu\.)?opsgenie\.com$/,
+    key: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+    keyHelp: "the API key (a UUID) of an Opsgenie API integration",
+  },
+} as const;
+
+function isIncidentApiKind(kind: string): kind is keyof typeof incidentApi {
+  return kind === "PAGERDUTY" || kind === "OPSGENIE";
+}
+
+/** The integration key of a PagerDuty or Opsgenie destination; the error never echoes the key. */
+function checkIntegrationKey(kind: DestinationKind, key: string): string {
+  if (!isIncidentApiKind(kind)) {
+    if (key) throw invalidArgument("integrationKey", "is only for PAGERDUTY and OPSGENIE destinations");
+    return "";
+  }
+  const want = incidentApi[kind];
+  if (!key) throw invalidArgument("integrationKey", `is required: ${want.keyHelp}`);
+  if (!want.key.test(key))
+    throw invalidArgument("integrationKey", `has the wrong shape: expected ${want.keyHelp}`);
+  return key;
 }
 
 export interface CreateInput {
@@ -184,6 +230,8 @@ export interface CreateInput {
   recipients: string[];
   url: string;
   requestId: string;
+  /** PAGERDUTY, OPSGENIE. */
+  integrationKey?: string;
 }
 
 export async function createDestination(
@@ -202,7 +250,16 @@ export async function createDestination(
     throw invalidArgument("kind", `must be one of ${destinationKinds.join(", ")}`);
   const displayName = checkDisplayName(input.displayName);
   const scope = `destinations:${projectId}`;
-  const hash = bodyHash({ projectId, displayName, kind, recipients: input.recipients, url: input.url });
+  const integrationKey = input.integrationKey ?? "";
+  // The key is part of the body an exact retry repeats, hashed like the rest (never stored in clear).
+  const hash = bodyHash({
+    projectId,
+    displayName,
+    kind,
+    recipients: input.recipients,
+    url: input.url,
+    ...(integrationKey ? { integrationKey } : {}),
+  });
   const replay = await findReplay<{ id: string }>(db, scope, input.requestId, hash);
   if (replay)
     return {
@@ -212,12 +269,14 @@ export async function createDestination(
     };
   let userIds: string[] = [];
   let display = "";
+  let url = "";
+  const key = checkIntegrationKey(kind, integrationKey);
   if (kind === "EMAIL") {
     if (input.url) throw invalidArgument("url", "is not used by an email destination");
     userIds = await checkRecipients(db, projectId, input.recipients);
   } else {
     if (input.recipients.length > 0) throw invalidArgument("recipients", `are only for EMAIL destinations`);
-    display = (await checkUrl(kind, input.url, options)).display;
+    ({ display, url } = await checkUrl(kind, input.url, options));
   }
   const count = await db
     .selectFrom("destinations")
@@ -258,7 +317,8 @@ export async function createDestination(
         display_name: displayName,
         paused: 0,
         url_display: display,
-        sealed_url: input.url ? deps.sealer.seal(input.url) : "",
+        sealed_url: url ? deps.sealer.seal(url) : "",
+        sealed_key: key ? deps.sealer.seal(key) : "",
         create_time: nowMs,
         update_time: nowMs,
         delete_time: null,
@@ -366,6 +426,7 @@ export interface UpdateInput {
   recipients: string[];
   updateRecipients: boolean;
   url?: string;
+  integrationKey?: string;
 }
 
 export async function updateDestination(
@@ -383,10 +444,19 @@ export async function updateDestination(
   if (input.paused !== undefined) set.paused = input.paused ? 1 : 0;
   if (input.url !== undefined) {
     if (d.kind === "EMAIL") throw invalidArgument("url", "is not used by an email destination");
-    set.url_display = (await checkUrl(d.kind, input.url, options)).display;
-    set.sealed_url = deps.sealer.seal(input.url);
+    const checked = await checkUrl(d.kind, input.url, options);
+    set.url_display = checked.display;
+    set.sealed_url = deps.sealer.seal(checked.url);
     // A new URL from a key waits for a person again; a person setting it vouches for it.
     set.unconfirmed_by = unconfirmedBy(p);
+  }
+  if (input.integrationKey !== undefined) {
+    const key = checkIntegrationKey(d.kind, input.integrationKey);
+    if (key) {
+      set.sealed_key = deps.sealer.seal(key);
+      // A new integration key routes alerts to another account: from a key, it waits for a person too.
+      set.unconfirmed_by = unconfirmedBy(p);
+    }
   }
   const codes = new Map<string, string>();
   if (input.updateRecipients) {

@@ -3,13 +3,14 @@ import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
 import type { DeliveryTable, DestinationTable } from "../db/schema.ts";
 import { type MailSender, renderIncidentEmail } from "./channels/email.ts";
-import { render } from "./channels/index.ts";
+import { type HttpChannelKind, render, renderOpsgenie, renderPagerDuty } from "./channels/index.ts";
 import type { HttpOutcome } from "./http.ts";
 import type { NotificationMessage } from "./message.ts";
 import type { NotifyOptions } from "./options.ts";
 import { fanout } from "./outbox.ts";
 import type { Sealer } from "./seal.ts";
 import { signDelivery } from "./signing.ts";
+import { silenceMatches, silenceName, silencesInForce } from "./silences.ts";
 
 /**
  * Sends the outbox: claims a batch of due deliveries in one statement (a lease in each row, so a crashed
@@ -51,7 +52,8 @@ type Outcome =
   | { status: "FAILED"; code: number; detail: string; retryAfterMs?: number }
   | { status: "SKIPPED"; reason: string; detail: string };
 
-const FIRING_TYPES = new Set(["incident.opened", "incident.repeat"]);
+/** Messages that are pointless once the incident closed (an acknowledgement included). */
+const FIRING_TYPES = new Set(["incident.opened", "incident.repeat", "incident.acknowledged"]);
 
 /**
  * How old the state an attempt is rechecked against (the destination's row, the incident's state and
@@ -64,7 +66,11 @@ export const RECHECK_MAX_AGE_MS = 250;
 interface IncidentState {
   readonly state: string;
   readonly snooze_until: number | null;
+  readonly rule_id: string;
+  readonly vm_name: string;
 }
+
+type SilenceRow = Awaited<ReturnType<typeof silencesInForce>>[number];
 
 /** What one destination's queue is rechecked against, and when it was read. */
 interface QueueState {
@@ -75,6 +81,10 @@ interface QueueState {
   dest: DestinationTable | undefined;
   /** The destination's URL, unsealed on first use. */
   url: string | undefined;
+  /** PagerDuty's routing key or Opsgenie's API key, unsealed on first use. */
+  key: string | undefined;
+  /** The destination's project's silences in force at the pass's time. */
+  silences: SilenceRow[];
   /** Webhook signing secrets (sealed, newest first) and, on first use, unsealed. */
   sealedSecrets: string[];
   secrets: string[] | undefined;
@@ -394,10 +404,11 @@ class DispatcherImpl implements Dispatcher {
       incidentIds.length > 0
         ? await db
             .selectFrom("incidents")
-            .select(["id", "state", "snooze_until"])
+            .select(["id", "state", "snooze_until", "rule_id", "vm_name"])
             .where("id", "in", incidentIds)
             .execute()
         : [];
+    const silences = await silencesInForce(db, [...new Set(dests.map((d) => d.project_id))], atMs);
     const webhooks = dests.filter((d) => d.kind === "WEBHOOK").map((d) => d.id);
     const secrets =
       webhooks.length > 0
@@ -415,7 +426,10 @@ class DispatcherImpl implements Dispatcher {
     for (const id of destinationIds) states.set(id, emptyState(readAt));
     for (const d of dests) {
       const st = states.get(d.id);
-      if (st) st.dest = d;
+      if (st) {
+        st.dest = d;
+        st.silences = silences.filter((s) => s.project_id === d.project_id);
+      }
     }
     for (const s of secrets) states.get(s.destination_id)?.sealedSecrets.push(s.sealed_secret);
     for (const d of deliveries) {
@@ -574,6 +588,14 @@ class DispatcherImpl implements Dispatcher {
         return skip("INCIDENT_RECOVERED", "the incident recovered before this firing message was sent");
       if (FIRING_TYPES.has(d.event_type) && inc.state === "RETIRED")
         return skip("INCIDENT_RETIRED", "the incident was retired before this firing message was sent");
+      const silence = st.silences.find((s) => silenceMatches(s, inc.rule_id, inc.vm_name, atMs));
+      // A closing message (resolved, retired, acknowledged) still goes where the incident's opening went
+      // before the silence: the receiver (PagerDuty, a ticket) would otherwise keep it open.
+      if (silence && !(await this.#closesWhatWasSent(d)))
+        return skip(
+          "SILENCED",
+          `muted by ${silenceName(silence.project_id, silence.id)} until ${new Date(silence.end_time).toISOString()}`,
+        );
       if (inc.snooze_until !== null && inc.snooze_until > atMs)
         return skip(
           "INCIDENT_SNOOZED",
@@ -591,8 +613,38 @@ class DispatcherImpl implements Dispatcher {
         await this.#deps.post(st.url, body, { "content-type": "application/json", ...headers }),
       );
     }
-    const { body } = render(dest.kind, message);
+    if (dest.kind === "PAGERDUTY" || dest.kind === "OPSGENIE") {
+      st.key ??= this.#deps.sealer.open(dest.sealed_key);
+      return dest.kind === "PAGERDUTY"
+        ? fromIncidentApi(await this.#deps.post(st.url, renderPagerDuty(message, st.key).body, {}))
+        : this.#sendOpsgenie(st.url, st.key, message);
+    }
+    const { body } = render(dest.kind as HttpChannelKind, message);
     return fromHttp(await this.#deps.post(st.url, body, { "content-type": "application/json" }));
+  }
+
+  async #closesWhatWasSent(d: DeliveryTable): Promise<boolean> {
+    if (
+      d.incident_id === null ||
+      (FIRING_TYPES.has(d.event_type) && d.event_type !== "incident.acknowledged")
+    )
+      return false;
+    const sent = await this.#deps.db
+      .selectFrom("deliveries")
+      .select("id")
+      .where("incident_id", "=", d.incident_id)
+      .where("destination_id", "=", d.destination_id)
+      .where("event_type", "in", ["incident.opened", "incident.repeat"])
+      .where("state", "=", "SENT")
+      .executeTakeFirst();
+    return sent !== undefined;
+  }
+
+  async #sendOpsgenie(base: string, key: string, message: NotificationMessage): Promise<Outcome> {
+    const { path, body } = renderOpsgenie(message);
+    return fromIncidentApi(
+      await this.#deps.post(`${base.replace(/\/+$/, "")}${path}`, body, { authorization: `GenieKey ${key}` }),
+    );
   }
 
   async #sendEmail(dest: DestinationTable, message: NotificationMessage): Promise<Outcome> {
@@ -639,6 +691,11 @@ class DispatcherImpl implements Dispatcher {
         .where("state", "!=", "PENDING")
         .where("update_time", "<", atMs - options.historyRetentionMs)
         .execute();
+      // Silences are history too once they ended: kept as long as the deliveries they skipped.
+      await tx
+        .deleteFrom("silences")
+        .where("end_time", "<", atMs - options.historyRetentionMs)
+        .execute();
     });
   }
 }
@@ -649,6 +706,8 @@ function emptyState(readAt: number): QueueState {
     stale: false,
     dest: undefined,
     url: undefined,
+    key: undefined,
+    silences: [],
     sealedSecrets: [],
     secrets: undefined,
     incidents: new Map(),
@@ -675,6 +734,26 @@ function signatureHeaders(
 
 function skip(reason: string, detail: string): Outcome {
   return { status: "SKIPPED", reason, detail };
+}
+
+/**
+ * PagerDuty's and Opsgenie's answers: as fromHttp, with what their JSON body says (PagerDuty's
+ * `dedup_key` on a 202, `errors` on a 400; Opsgenie's `requestId` / `message`) in the detail.
+ */
+function fromIncidentApi(r: HttpOutcome): Outcome {
+  const o = fromHttp(r);
+  if (r.kind !== "response" || !r.head || o.status === "SKIPPED") return o;
+  let said = "";
+  try {
+    const j = JSON.parse(r.head) as Record<string, unknown>;
+    const parts = [j.message, j.result, Array.isArray(j.errors) ? j.errors.join("; ") : undefined];
+    if (o.status === "SENT" && typeof j.dedup_key === "string") parts.push(`dedup_key ${j.dedup_key}`);
+    if (typeof j.requestId === "string") parts.push(`requestId ${j.requestId}`);
+    said = parts.filter((p): p is string => typeof p === "string" && p !== "").join(", ");
+  } catch {
+    // Not JSON (a proxy's page, say): the status says enough.
+  }
+  return said ? { ...o, detail: `${o.detail}: ${said.slice(0, 300)}` } : o;
 }
 
 function fromHttp(r: HttpOutcome): Outcome {

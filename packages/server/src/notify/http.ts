@@ -22,6 +22,8 @@ export type HttpOutcome =
       readonly status: number;
       /** From Retry-After (delta seconds or an HTTP date), when present and valid. */
       readonly retryAfterSeconds?: number;
+      /** The first RESPONSE_HEAD_BYTES of the body as text (PagerDuty's and Opsgenie's errors say why). */
+      readonly head?: string;
       readonly durationMs: number;
     }
   | {
@@ -99,6 +101,8 @@ export async function postJson(
     let timer: NodeJS.Timeout | undefined;
     let status: number | undefined;
     let retryAfterSeconds: number | undefined;
+    let head: Buffer[] = [];
+    let headBytes = 0;
     let current: ClientRequest | undefined;
     const finish = (o: HttpOutcome) => {
       if (done) return;
@@ -116,6 +120,9 @@ export async function postJson(
         kind: "response",
         status: status!,
         ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+        ...(headBytes > 0
+          ? { head: Buffer.concat(head).subarray(0, RESPONSE_HEAD_BYTES).toString("utf8") }
+          : {}),
         durationMs: elapsed(),
       });
 
@@ -168,7 +175,13 @@ export async function postJson(
         // The body is read to its end (the socket then goes back to the pool) or, past
         // MAX_RESPONSE_BYTES, the socket is destroyed: it never returns with unread bytes.
         let read = 0;
+        head = [];
+        headBytes = 0;
         res.on("data", (chunk: Buffer) => {
+          if (headBytes < RESPONSE_HEAD_BYTES) {
+            head.push(chunk);
+            headBytes += chunk.length;
+          }
           read += chunk.length;
           if (read >= MAX_RESPONSE_BYTES) {
             respond();
@@ -401,6 +414,9 @@ interface Target {
   /** Set when the host is an IP literal. */
   readonly ip?: string;
 }
+
+/** How much of a response body an outcome keeps. */
+const RESPONSE_HEAD_BYTES = 1_024;
 
 /** Parsed URLs: the dispatcher posts to the same few URLs again and again (parsing one is ~2% of its CPU). */
 const targets = new Map<string, Target>();

@@ -8,6 +8,8 @@ export type NotificationType =
   | "incident.resolved"
   | "incident.retired"
   | "incident.repeat"
+  /** PagerDuty and Opsgenie destinations only: the incident was acknowledged in svc. */
+  | "incident.acknowledged"
   | "test";
 
 export interface NotificationMessage {
@@ -34,6 +36,8 @@ export interface NotificationMessage {
     /** Resolution or retirement time. */
     readonly closeTimeUnix?: number;
     readonly retireReason?: string;
+    /** users/<id> (incident.acknowledged). */
+    readonly acknowledgedBy?: string;
   };
   readonly rule?: {
     /** projects/<p>/alertRules/<id> */

@@ -13,7 +13,11 @@ const EVENT_TYPES: Readonly<Record<string, NotificationType>> = {
   RESOLVED: "incident.resolved",
   RETIRED: "incident.retired",
   REPEAT_DUE: "incident.repeat",
+  ACKNOWLEDGED: "incident.acknowledged",
 };
+
+/** Kinds told of an acknowledgement: their own incident is acknowledged too. Others are not told. */
+const ACK_KINDS = new Set(["PAGERDUTY", "OPSGENIE"]);
 
 export interface FanoutDeps {
   readonly db: Db;
@@ -82,21 +86,25 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
       destinationIds.length > 0
         ? await tx
             .selectFrom("destinations")
-            .select(["id", "project_id"])
+            .select(["id", "project_id", "kind"])
             .where("id", "in", destinationIds)
             .where("delete_time", "is", null)
             .execute()
         : [];
     const projectOf = new Map(live.map((d) => [d.id, d.project_id]));
+    const kindOf = new Map(live.map((d) => [d.id, d.kind]));
     const rows: DeliveryTable[] = [];
     for (const e of events) {
       const type = EVENT_TYPES[e.kind];
-      // Human operations (acknowledge, snooze) notify nobody: the incident list is their in-app record.
+      // Human operations (acknowledge, snooze) notify no person: the incident list is their in-app
+      // record. An acknowledgement only goes to incident tools that track it (ACK_KINDS).
       const inc = type ? incidentById.get(e.incident_id) : undefined;
       if (!type || !inc) continue;
       // The rule's destinations that still exist, in the incident's own project.
       const targets = [...new Set(namedBy.get(inc.rule_id) ?? [])].filter(
-        (id) => projectOf.get(id) === inc.project_id,
+        (id) =>
+          projectOf.get(id) === inc.project_id &&
+          (type !== "incident.acknowledged" || ACK_KINDS.has(kindOf.get(id) ?? "")),
       );
       for (const destinationId of targets) {
         const deliveryId = `dlv_${randomUUID()}`;
@@ -107,7 +115,7 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
           event_id: e.id,
           incident_id: inc.id,
           event_type: type,
-          message: JSON.stringify(messageOf(deps.baseUrl, type, deliveryId, e.time, inc)),
+          message: JSON.stringify(messageOf(deps.baseUrl, type, deliveryId, e.time, inc, e.actor)),
           state: "PENDING",
           skip_reason: "",
           create_time: nowMs,
@@ -146,6 +154,7 @@ function messageOf(
   deliveryId: string,
   eventTime: number,
   inc: IncidentTable,
+  actor: string,
 ): NotificationMessage {
   const incidentName = `projects/${inc.project_id}/incidents/${inc.id}`;
   const cond = `${fmt(type === "incident.opened" ? inc.firing_value : inc.last_value)} ${OPS[inc.operator] ?? inc.operator} ${fmt(inc.threshold)}`;
@@ -155,9 +164,11 @@ function messageOf(
       ? `FIRING: ${inc.rule_display_name} on ${where} (${cond})`
       : type === "incident.repeat"
         ? `STILL FIRING: ${inc.rule_display_name} on ${where} (${cond})`
-        : type === "incident.resolved"
-          ? `RESOLVED: ${inc.rule_display_name} on ${where}`
-          : `RETIRED: ${inc.rule_display_name} on ${where} (${inc.retire_reason})`;
+        : type === "incident.acknowledged"
+          ? `ACKNOWLEDGED by ${actor}: ${inc.rule_display_name} on ${where}`
+          : type === "incident.resolved"
+            ? `RESOLVED: ${inc.rule_display_name} on ${where}`
+            : `RETIRED: ${inc.rule_display_name} on ${where} (${inc.retire_reason})`;
   return {
     type,
     deliveryId,
@@ -177,6 +188,7 @@ function messageOf(
         ? { closeTimeUnix: Math.floor(eventTime / 1000) }
         : {}),
       ...(type === "incident.retired" ? { retireReason: inc.retire_reason } : {}),
+      ...(type === "incident.acknowledged" ? { acknowledgedBy: actor } : {}),
     },
     rule: {
       name: `projects/${inc.project_id}/alertRules/${inc.rule_id}`,

@@ -35,6 +35,8 @@ export interface Received {
 export interface PeerAnswer {
   readonly status: number;
   readonly headers?: Record<string, string>;
+  /** The response body (none by default). */
+  readonly body?: string;
   readonly delayMs?: number;
   readonly hold?: Promise<unknown>;
 }
@@ -67,7 +69,7 @@ export async function startHttpsPeer(tls: { key: string; cert: string }): Promis
       const answer = () => {
         if (res.destroyed) return;
         res.writeHead(a.status, a.headers ?? {});
-        res.end();
+        res.end(a.body);
       };
       void Promise.resolve(a.hold).finally(() => setTimeout(answer, a.delayMs ?? 0));
     });

@@ -44,6 +44,8 @@ function specMessage(s: RuleSpec): AlertRuleSpec {
     repeatIntervalSeconds: s.repeatIntervalSeconds,
     destinationNames: [...s.destinationNames],
     vmNames: [...s.vmNames],
+    forecastHorizonSeconds: s.forecast?.horizonSeconds ?? 0,
+    forecastLookbackSeconds: s.forecast?.lookbackSeconds ?? 0,
   };
 }
 

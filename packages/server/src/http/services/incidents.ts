@@ -11,6 +11,7 @@ import {
 import type { Db } from "../../db/database.ts";
 import { authorizeProject } from "../../iam/principal.ts";
 import { parseProjectName } from "../../inventory/names.ts";
+import { silencesMuting } from "../../notify/silences.ts";
 import { humanOf, principalOf } from "../context.ts";
 
 export interface IncidentDeps {
@@ -38,8 +39,11 @@ export function registerIncidentService(router: ConnectRouter, deps: IncidentDep
       return listIncidents(db, deps.pageKey, r);
     },
     getIncident: async (r, ctx) => {
-      await authorizeProject(db, principalOf(ctx), parseIncidentName(r.name).projectId, "monitoring.read");
-      return getIncident(db, r.name);
+      const { projectId } = parseIncidentName(r.name);
+      await authorizeProject(db, principalOf(ctx), projectId, "monitoring.read");
+      const inc = await getIncident(db, r.name);
+      const ruleId = inc.rule.slice(inc.rule.lastIndexOf("/") + 1);
+      return { ...inc, silencedBy: await silencesMuting(db, projectId, ruleId, inc.vmName, now()) };
     },
     acknowledgeIncident: async (r, ctx) => acknowledgeIncident(db, await writer(ctx, r.name), r.name, now()),
     snoozeIncident: async (r, ctx) => {

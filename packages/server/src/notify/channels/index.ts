@@ -7,6 +7,8 @@ import { renderWebhook } from "./webhook.ts";
 export { renderDiscord } from "./discord.ts";
 export type { MailSender } from "./email.ts";
 export { createLogSender, createSmtpSender, renderIncidentEmail, renderVerificationEmail } from "./email.ts";
+export { renderOpsgenie } from "./opsgenie.ts";
+export { incidentKey, renderPagerDuty } from "./pagerduty.ts";
 export { renderSlack } from "./slack.ts";
 export { renderTeams } from "./teams.ts";
 export { MAX_WEBHOOK_BODY_BYTES, renderWebhook } from "./webhook.ts";

@@ -1,0 +1,168 @@
+import { type Evaluation, evaluateSamples, type InstanceSeries, newestAtOrBefore } from "./condition.ts";
+import type { Forecast, RuleSpec } from "./spec.ts";
+
+/**
+ * Forecast rules (issue 30): the value compared with the threshold is the one a least-squares line over
+ * the last `lookbackSeconds` of samples predicts `horizonSeconds` ahead, computed exactly as PromQL's
+ * `predict_linear(v[lookback], horizon)` evaluated at the same time: the samples in (t − lookback, t],
+ * x in seconds relative to t, Kahan-compensated sums, a constant series predicting itself, and fewer than
+ * two samples predicting nothing. "Holds" is condition.ts's definition over the predictions made at each
+ * sample time instead of the samples, so sustained and no-data semantics are those of every metric rule.
+ */
+
+type Condition = Pick<RuleSpec, "operator" | "threshold" | "sustainedSeconds">;
+
+/** The extra history a rule's read needs before its evaluation time, ms (0 without a forecast). */
+export function forecastLookbackMs(spec: Pick<RuleSpec, "forecast">): number {
+  return spec.forecast ? spec.forecast.lookbackSeconds * 1000 : 0;
+}
+
+/** Prometheus' kahanSumInc: [sum, compensation]. */
+function kahanInc(inc: number, sum: number, c: number): [number, number] {
+  const t = sum + inc;
+  if (!Number.isFinite(t)) return [t, 0];
+  const nc = Math.abs(sum) >= Math.abs(inc) ? c + (sum - t + inc) : c + (inc - t + sum);
+  return [t, nc];
+}
+
+/** Least squares over samples [a, b) with x relative to `atMs`: [slope per second, intercept at atMs]. */
+export function linearRegression(s: InstanceSeries, a: number, b: number, atMs: number): [number, number] {
+  let n = 0;
+  let sumX = 0;
+  let cX = 0;
+  let sumY = 0;
+  let cY = 0;
+  let sumXY = 0;
+  let cXY = 0;
+  let sumX2 = 0;
+  let cX2 = 0;
+  const initY = s.v[a];
+  let constY = true;
+  for (let j = a; j < b; j++) {
+    const y = s.v[j];
+    if (constY && j > a && y !== initY) constY = false;
+    n++;
+    const x = (s.t[j] - atMs) / 1000;
+    [sumX, cX] = kahanInc(x, sumX, cX);
+    [sumY, cY] = kahanInc(y, sumY, cY);
+    [sumXY, cXY] = kahanInc(x * y, sumXY, cXY);
+    [sumX2, cX2] = kahanInc(x * x, sumX2, cX2);
+  }
+  if (constY) return Number.isFinite(initY) ? [0, initY] : [Number.NaN, Number.NaN];
+  sumX += cX;
+  sumY += cY;
+  sumXY += cXY;
+  sumX2 += cX2;
+  const covXY = sumXY - (sumX * sumY) / n;
+  const varX = sumX2 - (sumX * sumX) / n;
+  const slope = covXY / varX;
+  return [slope, sumY / n - (slope * sumX) / n];
+}
+
+/** The line fitted at `atMs` over (atMs − lookback, atMs], or undefined with fewer than two samples. */
+export function lineAt(
+  s: InstanceSeries,
+  atMs: number,
+  lookbackSeconds: number,
+): { slope: number; intercept: number } | undefined {
+  const b = newestAtOrBefore(s.t, atMs) + 1;
+  const a = newestAtOrBefore(s.t, atMs - lookbackSeconds * 1000) + 1;
+  if (b - a < 2) return undefined;
+  const [slope, intercept] = linearRegression(s, a, b, atMs);
+  return { slope, intercept };
+}
+
+/** predict_linear(v[lookback], horizon) at `atMs`; undefined with fewer than two samples. */
+export function predictAt(s: InstanceSeries, atMs: number, f: Forecast): number | undefined {
+  const l = lineAt(s, atMs, f.lookbackSeconds);
+  return l && l.slope * f.horizonSeconds + l.intercept;
+}
+
+/** Predictions at each sample time, by series: the preview asks for the same ones at every step. */
+const atSamples = new WeakMap<InstanceSeries, Map<string, (number | undefined)[]>>();
+
+function predictionAtSample(s: InstanceSeries, j: number, f: Forecast): number | undefined {
+  let byForecast = atSamples.get(s);
+  if (!byForecast) {
+    byForecast = new Map();
+    atSamples.set(s, byForecast);
+  }
+  const k = `${f.horizonSeconds}/${f.lookbackSeconds}`;
+  let cache = byForecast.get(k);
+  if (!cache) {
+    cache = new Array(s.t.length);
+    byForecast.set(k, cache);
+  }
+  if (!(j in cache)) cache[j] = predictAt(s, s.t[j], f);
+  return cache[j];
+}
+
+/**
+ * Evaluates a forecast rule at `atMs`: no_data as for other rules (no sample in the last maxGapMs), or
+ * when the lookback holds fewer than two samples; otherwise the prediction at `atMs` decides, and the
+ * breach holds when the predictions at the sample times of the last sustainedSeconds breached too.
+ */
+export function evaluateForecast(
+  s: InstanceSeries,
+  atMs: number,
+  c: Condition,
+  maxGapMs: number,
+  f: Forecast,
+): Evaluation {
+  const last = newestAtOrBefore(s.t, atMs);
+  if (last < 0 || atMs - s.t[last] > maxGapMs) return evaluateSamples(s, atMs, c, maxGapMs);
+  const value = predictAt(s, atMs, f);
+  if (value === undefined || Number.isNaN(value))
+    return {
+      result: "no_data",
+      holds: false,
+      message: `fewer than two samples in the ${f.lookbackSeconds} s forecast lookback`,
+    };
+  // The predictions from the first sample that can decide "holds" (condition.ts walks back from the
+  // newest one while its time is after t − S, looking at the one before) to the newest, which is the
+  // prediction at atMs itself.
+  const first = Math.max(0, newestAtOrBefore(s.t, atMs - c.sustainedSeconds * 1000) - 1);
+  const t: number[] = [];
+  const v: number[] = [];
+  for (let j = first; j <= last; j++) {
+    const p = j === last ? value : predictionAtSample(s, j, f);
+    // A sample whose lookback held one sample predicts nothing: it breaks the run, as a gap does.
+    if (p === undefined || Number.isNaN(p)) {
+      t.length = 0;
+      v.length = 0;
+      continue;
+    }
+    t.push(s.t[j]);
+    v.push(p);
+  }
+  return { ...evaluateSamples({ t, v }, atMs, c, maxGapMs), value };
+}
+
+/** The evaluation of a metric rule's samples: a forecast rule's prediction, or the newest sample. */
+export function evaluateMetric(
+  s: InstanceSeries,
+  atMs: number,
+  spec: Pick<RuleSpec, "operator" | "threshold" | "sustainedSeconds" | "forecast">,
+  maxGapMs: number,
+): Evaluation {
+  return spec.forecast
+    ? evaluateForecast(s, atMs, spec, maxGapMs, spec.forecast)
+    : evaluateSamples(s, atMs, spec, maxGapMs);
+}
+
+/**
+ * When the line fitted at `atMs` reaches `threshold`, ms; undefined when it is flat, heads away from
+ * it, or already breaches it (the caller then shows the breach, not a crossing).
+ */
+export function crossingTime(
+  s: InstanceSeries,
+  atMs: number,
+  f: Forecast,
+  threshold: number,
+  breachesNow: (v: number) => boolean,
+): number | undefined {
+  const l = lineAt(s, atMs, f.lookbackSeconds);
+  if (!l || l.slope === 0 || !Number.isFinite(l.slope) || breachesNow(l.intercept)) return undefined;
+  const seconds = (threshold - l.intercept) / l.slope;
+  return seconds > 0 && Number.isFinite(seconds) ? atMs + Math.round(seconds * 1000) : undefined;
+}

@@ -1,0 +1,105 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import type { Browser, Page } from "playwright-core";
+import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
+import {
+  browserUnavailable,
+  buildConsole,
+  CONSOLE_DIST,
+  launchBrowser,
+  openPage,
+  signIn,
+} from "../../packages/server/src/testing/browser.ts";
+import { testDialects } from "../../packages/server/src/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+
+const [sqlite] = await testDialects();
+const skip = browserUnavailable();
+
+/** The silences page: create a silence for a rule, see it muting that rule's incident, expire it. */
+describe("console in Chromium: silences", { skip }, () => {
+  let t: TestApp;
+  let browser: Browser;
+  let p: SeededProject;
+  let page: Page;
+  let problems: string[];
+  let base: string;
+
+  before(async () => {
+    buildConsole();
+    t = await startTestApp(sqlite.dialect, { consoleDir: CONSOLE_DIST }, { wallClock: true });
+    browser = await launchBrowser();
+    p = await t.seedProject("quiet", ["web-1"]);
+    ({ page, problems } = await openPage(browser));
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    base = `${t.baseUrl}/projects/quiet`;
+  });
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it("creates a silence for a rule, the rule's incident says it is silenced, and expiring it ends that", async () => {
+    const owner = t.clients(p.owner.session);
+    const rule = await owner.alerts.saveAlertRule({
+      projectName: p.projectName,
+      id: randomUUID(),
+      requestId: randomUUID(),
+      expectedVersion: "0",
+      spec: {
+        displayName: "Hot CPU",
+        metricId: "cpu_utilization_pct",
+        operator: "GREATER_THAN",
+        threshold: 90,
+        sustainedSeconds: 0,
+        severity: "WARNING",
+        allVms: true,
+        repeatIntervalSeconds: 0,
+        destinationNames: [],
+      },
+    });
+    const now = Date.now();
+    const a = t.app.tsdb.appender();
+    const labels = labelsFromRecord({
+      __name__: "svc_vm_cpu_utilization_pct",
+      project_id: "quiet",
+      vm: p.vms[0],
+      vm_id: "web-1",
+      location: "dc-1",
+      source: "hypervisor",
+    });
+    for (let ts = now - 120_000; ts <= now; ts += 30_000) a.append(labels, ts, 97);
+    await a.commit();
+    await t.app.evaluator.runCycle(now);
+    const [incident] = (await owner.incidents.listIncidents({ projectName: p.projectName })).incidents;
+
+    await page.goto(`${base}/silences`);
+    const form = page.getByTestId("silence-form");
+    await form.getByLabel("Rule").selectOption(rule.name);
+    const end = new Date(Date.now() + 2 * 3600_000);
+    const local = new Date(end.getTime() - end.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+    await form.getByLabel("Ends").fill(local);
+    await form.getByLabel("Comment").fill("deploying");
+    await form.getByRole("button", { name: "Create silence" }).click();
+    const row = page.getByTestId("silences").locator("tbody tr").first();
+    await row.getByText("active", { exact: true }).waitFor();
+    await row.getByText("Hot CPU").waitFor();
+    const [silence] = (await owner.silences.listSilences({ projectName: p.projectName })).silences;
+    assert.deepEqual(
+      [silence.ruleNames, silence.comment, silence.creator],
+      [[rule.name], "deploying", p.owner.user],
+    );
+
+    await page.goto(`${base}/incidents/${incident.name.split("/").pop()}`);
+    await page.getByTestId("silenced").getByText(silence.name).waitFor();
+
+    await page.goto(`${base}/silences`);
+    await page.getByRole("button", { name: "Expire now" }).click();
+    await page.getByTestId("silences").getByText("expired", { exact: true }).waitFor();
+    assert.equal((await owner.silences.getSilence({ name: silence.name })).state, "EXPIRED");
+    await page.goto(`${base}/incidents/${incident.name.split("/").pop()}`);
+    await page.getByTestId("silenced").getByText("no", { exact: true }).waitFor();
+    assert.deepEqual(problems, []);
+  });
+});
