@@ -16,7 +16,7 @@ import {
 } from "../promql/index.ts";
 import { InvalidMatcherError } from "../tsdb/errors.ts";
 
-/** Prometheus' error types, plus svc's three for auth and rate limiting. */
+/** Prometheus' error types, plus svc's for auth, rate limiting and a method a path does not take. */
 export type ErrorType =
   | "bad_data"
   | "execution"
@@ -27,6 +27,7 @@ export type ErrorType =
   | "not_found"
   | "unauthorized"
   | "forbidden"
+  | "method_not_allowed"
   | "too_many_requests";
 
 const statusOf: Readonly<Record<ErrorType, number>> = {
@@ -34,6 +35,7 @@ const statusOf: Readonly<Record<ErrorType, number>> = {
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
+  method_not_allowed: 405,
   execution: 422,
   too_many_requests: 429,
   internal: 500,
