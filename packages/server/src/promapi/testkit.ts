@@ -130,9 +130,13 @@ async function scraperKey(t: TestApp, p: SeededProject): Promise<string> {
   return created.secret;
 }
 
-export async function startPromFixture(overrides: Partial<Config> = {}): Promise<PromFixture> {
+/** `wallClock`: svc's clock is the real one (for clients that query "now", as a live rule engine). */
+export async function startPromFixture(
+  overrides: Partial<Config> = {},
+  opts: { wallClock?: boolean } = {},
+): Promise<PromFixture> {
   const [sqlite] = await testDialects();
-  const t = await startTestApp(sqlite.dialect, overrides);
+  const t = await startTestApp(sqlite.dialect, overrides, { wallClock: opts.wallClock });
   const endMs = Math.floor(t.clock.now() / (30 * S)) * 30 * S;
   t.clock.ms = endMs;
   const a = await t.seedProject("mine", ["vm-1", "vm-2"]);
