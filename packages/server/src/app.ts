@@ -250,6 +250,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         ciTokenResolver: ci.resolver,
         options: { retentionMs: config.retentionMs },
         maxRequestBytes: config.maxRequestBytes,
+        evaluationIntervalMs: alertOptions.evaluationIntervalMs,
       }),
       agentPackageRoutes(agentPackage),
       consoleRoutes({

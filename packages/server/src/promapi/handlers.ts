@@ -11,7 +11,7 @@ import type { ProjectLimiter } from "../metrics/concurrency.ts";
 import { type EncodedAnswer, parse, print, type QueryOptions, typeOf } from "../promql/index.ts";
 import type { Labels } from "../storage/interface.ts";
 import { ApiError, badParam } from "./errors.ts";
-import { BoundedWriter, jsonString, labelsJson, queryAnswerJson, successBody } from "./format.ts";
+import { BoundedWriter, goJson, jsonString, labelsJson, queryAnswerJson, successBody } from "./format.ts";
 import type { PromApiOptions } from "./options.ts";
 import { type Params, parseDurationParam, parseLimit, parseMatchers, parseTime } from "./params.ts";
 import { translateAst } from "./parsequery.ts";
@@ -243,11 +243,7 @@ export const formatQuery: Handler = async (deps, ctx) => {
 
 export const parseQuery: Handler = async (deps, ctx) => {
   const expr = expression(deps, ctx);
-  return successBody(
-    JSON.stringify(translateAst(parse(expr))).replace(/[<>&\u2028\u2029]/g, (c) =>
-      jsonString(c).slice(1, -1),
-    ),
-  );
+  return successBody(goJson(translateAst(parse(expr))));
 };
 
 export const buildInfo: Handler = async (deps) =>
@@ -261,6 +257,3 @@ export const buildInfo: Handler = async (deps) =>
       goVersion: "none",
     }),
   );
-
-export const rules: Handler = async () => successBody('{"groups":[]}');
-export const alerts: Handler = async () => successBody('{"alerts":[]}');

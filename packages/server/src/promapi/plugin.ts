@@ -22,6 +22,7 @@ import { errorBody } from "./format.ts";
 import * as h from "./handlers.ts";
 import { type PromApiOptions, resolvePromApiOptions } from "./options.ts";
 import { Params } from "./params.ts";
+import { listAlerts, listRules, type RulesDeps } from "./rules.ts";
 
 export interface PromApiDeps {
   readonly db: Db;
@@ -32,6 +33,8 @@ export interface PromApiDeps {
   readonly operatorToken: string;
   readonly ciTokenResolver?: TokenResolver;
   readonly options?: Partial<PromApiOptions>;
+  /** The alert evaluator's cycle (the rule group's interval in `rules`); default 30 s. */
+  readonly evaluationIntervalMs?: number;
   /** Largest form body read, bytes (the server's request limit). */
   readonly maxRequestBytes?: number;
 }
@@ -106,6 +109,11 @@ export function promApiFrameworkError(err: FastifyError, req: FastifyRequest, re
 export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
   const options = resolvePromApiOptions(deps.options);
   const hd: h.HandlerDeps = { metrics: deps.metrics, limiter: deps.limiter, now: deps.now, options };
+  const rulesDeps: RulesDeps = {
+    db: deps.db,
+    evaluationIntervalMs: deps.evaluationIntervalMs ?? 30_000,
+    maxExpressionBytes: options.maxExpressionBytes,
+  };
   const logUnknown = (err: unknown) => deps.log.error({ err }, "prometheus api: unexpected error");
 
   const maxBodyBytes = deps.maxRequestBytes ?? 4 * 1024 * 1024;
@@ -222,8 +230,8 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
     serve("label/:name/values", h.labelValues, ["GET"]);
     serve("metadata", h.metadata, ["GET"]);
     serve("status/buildinfo", h.buildInfo, ["GET"]);
-    serve("rules", h.rules, ["GET"]);
-    serve("alerts", h.alerts, ["GET"]);
+    serve("rules", async (_hd, ctx) => listRules(rulesDeps, ctx.projectId, ctx.params), ["GET"]);
+    serve("alerts", async (_hd, ctx) => listAlerts(rulesDeps, ctx.projectId), ["GET"]);
 
     const notServed = async (_req: Req, reply: FastifyReply) =>
       sendError(
