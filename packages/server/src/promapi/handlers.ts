@@ -8,7 +8,15 @@ import { preferredCoding } from "../http/compression.ts";
 import type { MetricsBackend, QueryAt } from "../metrics/backend.ts";
 import { seriesCatalog } from "../metrics/catalog.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
-import { type EncodedAnswer, parse, print, type QueryOptions, typeOf } from "../promql/index.ts";
+import {
+  type EncodedAnswer,
+  parse,
+  print,
+  type QueryOptions,
+  type QueryResult,
+  type QueryValue,
+  typeOf,
+} from "../promql/index.ts";
 import type { Labels } from "../storage/interface.ts";
 import { ApiError, badParam } from "./errors.ts";
 import { BoundedWriter, goJson, jsonString, labelsJson, queryAnswerJson, successBody } from "./format.ts";
@@ -86,7 +94,8 @@ function seriesRange(deps: HandlerDeps, ctx: RequestContext): { start: number; e
 /**
  * A query's success body, under the project's query slot: built (and compressed as the client
  * accepts) by the backend where the query ran when it can — a query worker, so a large answer costs
- * the event loop only its writing — else here from the result.
+ * the event loop only its writing — else here from the result. A `limit` keeps the first series of
+ * a vector or matrix, with Prometheus' warning, so that answer is built here.
  */
 async function queryAnswer(
   deps: HandlerDeps,
@@ -94,11 +103,12 @@ async function queryAnswer(
   expr: string,
   at: QueryAt,
   opts: QueryOptions,
+  limit: number,
 ): Promise<string | EncodedAnswer> {
   const m = deps.metrics;
   const maxBytes = deps.options.maxResponseBytes;
   return deps.limiter.run(ctx.projectId, async () => {
-    if (m.queryEncoded) {
+    if (m.queryEncoded && limit === 0) {
       const coding = preferredCoding(ctx.acceptEncoding ?? "", false);
       return m.queryEncoded(ctx.projectId, expr, at, { maxBytes, coding }, opts);
     }
@@ -106,8 +116,17 @@ async function queryAnswer(
       "timeMs" in at
         ? await m.instantQuery(ctx.projectId, expr, at.timeMs, opts)
         : await m.rangeQuery(ctx.projectId, expr, at.startMs, at.endMs, at.stepMs, opts);
-    return queryAnswerJson(r, maxBytes);
+    return queryAnswerJson(truncated(r, limit), maxBytes);
   });
+}
+
+/** Prometheus 3's truncateResults: the first `limit` series of a vector or matrix, and a warning. */
+function truncated(r: QueryResult, limit: number): QueryResult {
+  const v = r.value;
+  if (limit === 0 || (v.resultType !== "vector" && v.resultType !== "matrix") || v.result.length <= limit)
+    return r;
+  const value = { ...v, result: v.result.slice(0, limit) } as QueryValue;
+  return { value, annotations: { ...r.annotations, warnings: [...r.annotations.warnings, TRUNCATED] } };
 }
 
 /** A list body with Prometheus' truncation warning when `limit` cut it. */
@@ -126,8 +145,9 @@ function listBody<T>(deps: HandlerDeps, items: T[], limit: number, each: (x: T) 
 export const query: Handler = async (deps, ctx) => {
   const expr = expression(deps, ctx);
   const time = parseTime(ctx.params, "time", deps.now());
+  const limit = parseLimit(ctx.params);
   const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
-  return queryAnswer(deps, ctx, expr, { timeMs: time }, opts);
+  return queryAnswer(deps, ctx, expr, { timeMs: time }, opts, limit);
 };
 
 export const queryRange: Handler = async (deps, ctx) => {
@@ -154,6 +174,7 @@ export const queryRange: Handler = async (deps, ctx) => {
       `exceeded maximum resolution of ${max.toLocaleString("en-US")} points per timeseries (requested ${points.toLocaleString("en-US")}). Try decreasing the query resolution (?step=XX), e.g. step=${suggested}s [POINT_BUDGET_EXCEEDED]`,
     );
   }
+  const limit = parseLimit(p);
   const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
   // Parse and type errors come first, even for a range wholly outside retention (Prometheus: 400).
   const type = typeOf(parse(expr));
@@ -168,7 +189,7 @@ export const queryRange: Handler = async (deps, ctx) => {
   const floor = minTime(deps);
   if (start < floor) start += Math.ceil((floor - start) / step) * step;
   if (start > end) return successBody('{"resultType":"matrix","result":[]}');
-  return queryAnswer(deps, ctx, expr, { startMs: start, endMs: end, stepMs: step }, opts);
+  return queryAnswer(deps, ctx, expr, { startMs: start, endMs: end, stepMs: step }, opts, limit);
 };
 
 export const series: Handler = async (deps, ctx) => {
