@@ -84,7 +84,19 @@ describe("docs/grafana.md compatibility table", () => {
     const ok = (r: Reply) => assert.equal(r.json.status, "success");
     const series = (n: number) => (r: Reply) => assert.equal(r.json.data.result.length, n);
     const truncated = (r: Reply) => assert.deepEqual(r.json.warnings, ["results truncated due to limit"]);
-    const noStats = (r: Reply) => assert.equal(r.json.data.stats, undefined);
+    const stats = (samples: { totalQueryableSamples: number; peakSamples: number }) => (r: Reply) => {
+      const st = r.json.data.stats;
+      assert.deepEqual(Object.keys(st.timings), [
+        "evalTotalTime",
+        "resultSortTime",
+        "queryPreparationTime",
+        "innerEvalTime",
+        "execQueueTime",
+        "execTotalTime",
+      ]);
+      assert.ok(st.timings.execTotalTime >= st.timings.evalTotalTime);
+      assert.deepEqual(st.samples, samples);
+    };
     const list = (n: number) => (r: Reply) => assert.equal(r.json.data.length, n);
     const notFound = { check: (r: Reply) => assert.equal(r.json.errorType, "not_found") };
     const vcpus = "svc_vm_vcpus";
@@ -113,7 +125,11 @@ describe("docs/grafana.md compatibility table", () => {
         params: { query: vcpus, time: String(end + 10), lookback_delta: "5s" },
         check: series(0),
       },
-      "query GET,POST stats": { params: { query: vcpus, time: String(end), stats: "all" }, check: noStats },
+      "query GET,POST stats": {
+        params: { query: vcpus, time: String(end), stats: "all" },
+        // Two series × the 10 samples of the 5-minute lookback; held: those and the 2 answered.
+        check: stats({ totalQueryableSamples: 20, peakSamples: 22 }),
+      },
       "query_range GET,POST query": { params: { query: vcpus, ...range }, check: series(2) },
       "query_range GET,POST start": {
         params: { query: vcpus, ...range },
@@ -139,7 +155,11 @@ describe("docs/grafana.md compatibility table", () => {
         params: { query: vcpus, ...range, lookback_delta: "1ms" },
         check: (r) => assert.equal(r.json.data.result[0].values.length, 11, "the steps fall on samples"),
       },
-      "query_range GET,POST stats": { params: { query: vcpus, ...range, stats: "1" }, check: noStats },
+      "query_range GET,POST stats": {
+        params: { query: vcpus, ...range, stats: "1" },
+        // Two series × 30 samples (10 minutes and the lookback before them); held: those and 2 × 11 steps.
+        check: stats({ totalQueryableSamples: 60, peakSamples: 82 }),
+      },
       "format_query GET,POST query": {
         params: { query: "sum by(a)(x)" },
         check: (r) => assert.equal(r.json.data, "sum by (a) (x)"),

@@ -92,11 +92,16 @@ export function toApiError(err: unknown, expr: string, param: string, log: (e: u
   if (err instanceof PointBudgetError)
     return new ApiError("bad_data", `${err.message} [POINT_BUDGET_EXCEEDED]`);
   if (err instanceof QueryTimeoutError) return new ApiError("timeout", `${err.message} [QUERY_TIMEOUT]`);
-  if (err instanceof TooManySamplesError)
+  if (err instanceof TooManySamplesError) {
+    const wanted =
+      err.loaded === undefined
+        ? ""
+        : `; it had asked for ${err.loaded.toLocaleString("en-US")} samples when it was stopped`;
     return new ApiError(
       "execution",
-      `${err.message}: the limit is ${err.limit.toLocaleString("en-US")} samples per query [TOO_MANY_SAMPLES]`,
+      `${err.message}: the limit is ${err.limit.toLocaleString("en-US")} samples per query${wanted} [TOO_MANY_SAMPLES]`,
     );
+  }
   if (err instanceof QueryEvalError) return new ApiError("execution", scrubTenant(err.message));
   if (err instanceof ResponseTooLargeError) return new ApiError("execution", err.message);
   if (err instanceof QueryOverloadError)

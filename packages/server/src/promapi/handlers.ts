@@ -19,7 +19,15 @@ import {
 } from "../promql/index.ts";
 import type { Labels } from "../storage/interface.ts";
 import { ApiError, badParam } from "./errors.ts";
-import { BoundedWriter, goJson, jsonString, labelsJson, queryAnswerJson, successBody } from "./format.ts";
+import {
+  BoundedWriter,
+  goJson,
+  jsonString,
+  labelsJson,
+  queryAnswerJson,
+  successBody,
+  writeQueryData,
+} from "./format.ts";
 import type { PromApiOptions } from "./options.ts";
 import { type Params, parseDurationParam, parseLimit, parseMatchers, parseTime } from "./params.ts";
 import { translateAst } from "./parsequery.ts";
@@ -94,8 +102,9 @@ function seriesRange(deps: HandlerDeps, ctx: RequestContext): { start: number; e
 /**
  * A query's success body, under the project's query slot: built (and compressed as the client
  * accepts) by the backend where the query ran when it can — a query worker, so a large answer costs
- * the event loop only its writing — else here from the result. A `limit` keeps the first series of
- * a vector or matrix, with Prometheus' warning, so that answer is built here.
+ * the event loop only its writing — else here from the result. A `limit` (the first series of a
+ * vector or matrix, with Prometheus' warning) and `stats` need the result, so those answers are
+ * built here.
  */
 async function queryAnswer(
   deps: HandlerDeps,
@@ -103,21 +112,54 @@ async function queryAnswer(
   expr: string,
   at: QueryAt,
   opts: QueryOptions,
-  limit: number,
 ): Promise<string | EncodedAnswer> {
   const m = deps.metrics;
   const maxBytes = deps.options.maxResponseBytes;
+  const limit = parseLimit(ctx.params);
+  const stats = ctx.params.get("stats") !== undefined;
+  const t0 = performance.now();
   return deps.limiter.run(ctx.projectId, async () => {
-    if (m.queryEncoded && limit === 0) {
+    if (m.queryEncoded && limit === 0 && !stats) {
       const coding = preferredCoding(ctx.acceptEncoding ?? "", false);
       return m.queryEncoded(ctx.projectId, expr, at, { maxBytes, coding }, opts);
     }
+    const t1 = performance.now();
     const r =
       "timeMs" in at
         ? await m.instantQuery(ctx.projectId, expr, at.timeMs, opts)
         : await m.rangeQuery(ctx.projectId, expr, at.startMs, at.endMs, at.stepMs, opts);
-    return queryAnswerJson(truncated(r, limit), maxBytes);
+    if (!stats) return queryAnswerJson(truncated(r, limit), maxBytes);
+    const t2 = performance.now();
+    const cut = truncated(r, limit);
+    const data = new BoundedWriter(maxBytes);
+    writeQueryData(data, cut.value);
+    const body = data.finish();
+    const timings = { queueMs: t1 - t0, evalMs: t2 - t1, totalMs: performance.now() - t0 };
+    return successBody(`${body.slice(0, -1)},"stats":${statsJson(r, timings)}}`, cut.annotations);
   });
+}
+
+/**
+ * Prometheus 3's `stats` (util/stats BuiltinStats): timings in seconds and the samples the query
+ * read. svc times the evaluation as a whole (parsing and sorting are inside it, so
+ * `queryPreparationTime` and `resultSortTime` are 0) and has no per-step counts (`stats=all` adds
+ * none); `samples` is absent when the backend could not count them.
+ */
+function statsJson(r: QueryResult, t: { queueMs: number; evalMs: number; totalMs: number }): string {
+  const s = (ms: number) => Math.max(0, ms) / 1000;
+  const timings = {
+    evalTotalTime: s(t.evalMs),
+    resultSortTime: 0,
+    queryPreparationTime: 0,
+    innerEvalTime: s(t.evalMs),
+    execQueueTime: s(t.queueMs),
+    execTotalTime: s(t.totalMs),
+  };
+  const samples = r.stats && {
+    totalQueryableSamples: r.stats.totalQueryableSamples,
+    peakSamples: r.stats.peakSamples,
+  };
+  return JSON.stringify(samples ? { timings, samples } : { timings });
 }
 
 /** Prometheus 3's truncateResults: the first `limit` series of a vector or matrix, and a warning. */
@@ -145,9 +187,9 @@ function listBody<T>(deps: HandlerDeps, items: T[], limit: number, each: (x: T) 
 export const query: Handler = async (deps, ctx) => {
   const expr = expression(deps, ctx);
   const time = parseTime(ctx.params, "time", deps.now());
-  const limit = parseLimit(ctx.params);
+  parseLimit(ctx.params);
   const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
-  return queryAnswer(deps, ctx, expr, { timeMs: time }, opts, limit);
+  return queryAnswer(deps, ctx, expr, { timeMs: time }, opts);
 };
 
 export const queryRange: Handler = async (deps, ctx) => {
@@ -174,7 +216,7 @@ export const queryRange: Handler = async (deps, ctx) => {
       `exceeded maximum resolution of ${max.toLocaleString("en-US")} points per timeseries (requested ${points.toLocaleString("en-US")}). Try decreasing the query resolution (?step=XX), e.g. step=${suggested}s [POINT_BUDGET_EXCEEDED]`,
     );
   }
-  const limit = parseLimit(p);
+  parseLimit(p);
   const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
   // Parse and type errors come first, even for a range wholly outside retention (Prometheus: 400).
   const type = typeOf(parse(expr));
@@ -189,7 +231,7 @@ export const queryRange: Handler = async (deps, ctx) => {
   const floor = minTime(deps);
   if (start < floor) start += Math.ceil((floor - start) / step) * step;
   if (start > end) return successBody('{"resultType":"matrix","result":[]}');
-  return queryAnswer(deps, ctx, expr, { startMs: start, endMs: end, stepMs: step }, opts, limit);
+  return queryAnswer(deps, ctx, expr, { startMs: start, endMs: end, stepMs: step }, opts);
 };
 
 export const series: Handler = async (deps, ctx) => {
