@@ -1,13 +1,14 @@
 /**
- * vmalert (Debian's `victoria-metrics` package) as a real client of svc's Prometheus API (issue 32):
- * given only the query base URL and a read key (`-datasource.bearerToken`), it evaluates recording
- * and alerting rules, live and with `-replay.*`, and writes the results to a VictoriaMetrics; every
- * value it wrote equals what svc's own PromQL answers for the same expression at the same time.
- * The recipe is docs/prometheus.md's "Run your own rule engine against svc".
+ * vmalert (Debian's `victoria-metrics` package) as a real client of svc's Prometheus API (issue 32),
+ * run as docs/prometheus.md's "Run your own rule engine against svc" says (its rules and both
+ * commands are read from there): given only the query base URL and a read key, it evaluates
+ * recording and alerting rules, live and with `-replay.*`, and writes the results to a
+ * VictoriaMetrics; every value it wrote equals what svc's own PromQL answers for the same
+ * expression at the same time.
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -29,26 +30,27 @@ function vmalertSkipReason(): string | undefined {
   }
 }
 
+/** docs/prometheus.md section 5: its rules file and its two vmalert commands' flags. */
+function recipe(): { rules: string; live: string[]; replay: string[] } {
+  const doc = readFileSync(join(import.meta.dirname, "../../../../docs/prometheus.md"), "utf8");
+  const section = doc.split(/^## 5\. Run your own rule engine against svc$/m)[1] ?? "";
+  const rules = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+  assert.ok(rules, "docs/prometheus.md section 5 has the rules");
+  const commands = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) =>
+    m[1]
+      .replace(/\\\n/g, " ")
+      .split(/\s+/)
+      .filter((a) => a.startsWith("-")),
+  );
+  assert.equal(commands.length, 2, "a live and a replay command");
+  return { rules, live: commands[0], replay: commands[1] };
+}
+
 const RECORD = "vm_id:svc_vm_cpu_cores:rate5m";
 const RECORD_EXPR = "sum by (vm_id) (rate(svc_vm_cpu_seconds_total[5m]))";
-// The fixture's free memory grows by one a sample from 1024: above 1070 in the last 7 minutes only.
-const ALERT_EXPR = "svc_vm_memory_free_bytes > 1070";
-
-function rules(interval: string): string {
-  return `groups:
-  - name: svc-vms
-    interval: ${interval}
-    rules:
-      - record: ${RECORD}
-        expr: ${RECORD_EXPR}
-      - alert: MemoryFreeHigh
-        expr: ${ALERT_EXPR}
-        labels:
-          severity: warning
-        annotations:
-          summary: "{{ $labels.vm_id }} has {{ $value }} bytes free"
-`;
-}
+// The fixture's free memory grows by one a sample from 1024 bytes: below 1070 until 7 minutes ago
+// (the replay's alert fires for part of its range), below 2048 now (the live one fires at once).
+const alertExpr = (threshold: number) => `svc_vm_memory_free_bytes < ${threshold}`;
 
 interface Exported {
   metric: Record<string, string>;
@@ -122,19 +124,40 @@ describe("vmalert against svc's Prometheus API", { skip }, () => {
     return out;
   }
 
-  async function vmalert(args: string[], until?: () => Promise<boolean>): Promise<string> {
-    const rulesFile = join(dir, `rules-${args.length}.yml`);
-    writeFileSync(rulesFile, rules(until ? "2s" : "30s"));
+  /**
+   * Runs vmalert with one of the documented commands, pointed at this svc, VictoriaMetrics and
+   * notifier; `until` (live): stops it once that holds, else (replay) waits for it to exit.
+   */
+  async function vmalert(
+    documented: string[],
+    extra: string[],
+    until?: () => Promise<boolean>,
+  ): Promise<string> {
+    const doc = recipe();
+    const rulesFile = join(dir, until ? "live.yml" : "replay.yml");
+    const threshold = until ? 2048 : 1070;
+    const rules = doc.rules
+      .replace("svc_vm_memory_free_bytes < 256 * 1024 * 1024", alertExpr(threshold))
+      .replace("interval: 30s", until ? "interval: 2s" : "interval: 30s");
+    assert.ok(rules.includes(RECORD_EXPR) && rules.includes(alertExpr(threshold)), rules);
+    writeFileSync(rulesFile, rules);
+    const tokenFile = join(dir, "svc-token");
+    writeFileSync(tokenFile, f.mine.key, { mode: 0o600 });
     const port = await freePort("127.0.0.1");
     const argv = [
-      `-rule=${rulesFile}`,
-      `-datasource.url=${datasource}`,
-      `-datasource.bearerToken=${f.mine.key}`,
-      `-remoteWrite.url=${vm.queryUrl}`,
+      ...documented.map((a) =>
+        a
+          .replace("-rule=rules.yml", `-rule=${rulesFile}`)
+          .replace("https://svc.example.com/v1/monitoring/projects/my-project/prometheus", datasource)
+          .replace('"$SVC_READ_KEY"', f.mine.key)
+          .replace("/etc/vmalert/svc-token", tokenFile)
+          .replace("http://victoriametrics:8428", vm.queryUrl)
+          .replace("http://alertmanager:9093", notifierUrl),
+      ),
       "-remoteWrite.flushInterval=500ms",
       `-httpListenAddr=127.0.0.1:${port}`,
       "-loggerLevel=WARN",
-      ...args,
+      ...extra,
     ];
     let log = "";
     const p: ChildProcess = spawn("vmalert", argv, { stdio: ["ignore", "pipe", "pipe"] });
@@ -167,14 +190,16 @@ describe("vmalert against svc's Prometheus API", { skip }, () => {
     const end = f.endMs;
     const start = end - 20 * 60 * S;
     const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
-    const log = await vmalert([
-      `-replay.timeFrom=${iso(start)}`,
-      `-replay.timeTo=${iso(end)}`,
-      // Without it vmalert asks for a 5-minute step, not the group's 30 s interval.
-      "-datasource.queryStep=30s",
-      "-replay.rulesDelay=0s",
-      "-replay.disableProgressBar",
-    ]);
+    const replay = recipe().replay.map((a) =>
+      a.startsWith("-replay.timeFrom=")
+        ? `-replay.timeFrom=${iso(start)}`
+        : a.startsWith("-replay.timeTo=")
+          ? `-replay.timeTo=${iso(end)}`
+          : a,
+    );
+    // The documented -datasource.queryStep=30s: without it vmalert asks for a 5-minute step.
+    assert.ok(replay.includes("-datasource.queryStep=30s"));
+    const log = await vmalert(replay, ["-replay.rulesDelay=0s", "-replay.disableProgressBar"]);
     assert.doesNotMatch(log, /error/i, log);
 
     const recorded = await exported(vm, RECORD);
@@ -188,14 +213,14 @@ describe("vmalert against svc's Prometheus API", { skip }, () => {
     }
 
     // The alert fires (for: 0) at exactly the steps where svc's answer has the series.
-    const alerts = await exported(vm, 'ALERTS{alertname="MemoryFreeHigh"}');
-    const held = await svcRange(ALERT_EXPR, start, end, 30 * S, "vm_id");
+    const alerts = await exported(vm, 'ALERTS{alertname="MemoryFreeLow"}');
+    const held = await svcRange(alertExpr(1070), start, end, 30 * S, "vm_id");
     assert.deepEqual(alerts.map((s) => s.metric.vm_id).sort(), ["vm-1", "vm-2"]);
     for (const s of alerts) {
       assert.equal(s.metric.alertstate, "firing");
       assert.equal(s.metric.severity, "warning");
       assert.deepEqual(s.timestamps, [...(held.get(s.metric.vm_id)?.keys() ?? [])], s.metric.vm_id);
-      assert.equal(s.timestamps.length, 14, "the last 7 minutes (samples 47–60), not before");
+      assert.equal(s.timestamps.length, 26, "from 20 minutes ago until 7 minutes ago, not after");
     }
   });
 
@@ -204,7 +229,7 @@ describe("vmalert against svc's Prometheus API", { skip }, () => {
       const r = await exported(vm, `${RECORD}{vm_id="vm-2"}`);
       return (r[0]?.timestamps.filter((t) => t > f.endMs).length ?? 0) >= 2 && notified.length > 0;
     };
-    const log = await vmalert([`-notifier.url=${notifierUrl}`, "-evaluationInterval=2s"], seen);
+    const log = await vmalert(recipe().live, [], seen);
     assert.doesNotMatch(log, /\berror\b/i, log);
 
     const live = (await exported(vm, RECORD)).map((s) => ({
@@ -228,7 +253,7 @@ describe("vmalert against svc's Prometheus API", { skip }, () => {
     const labels = notified.map((a) => (a as { labels: Record<string, string> }).labels);
     assert.deepEqual([...new Set(labels.map((l) => l.vm_id))].sort(), ["vm-1", "vm-2"]);
     for (const l of labels) {
-      assert.equal(l.alertname, "MemoryFreeHigh");
+      assert.equal(l.alertname, "MemoryFreeLow");
       assert.equal(l.project_id, undefined);
     }
   });
