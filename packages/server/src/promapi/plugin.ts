@@ -199,24 +199,28 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
       }
     };
 
+    // Served paths (as patterns under the prefix) and their Allow header, for methods no route takes.
+    const served: { re: RegExp; allow: string; path: string }[] = [];
+    const notAllowed = (req: FastifyRequest, reply: FastifyReply, path: string, allow: string) =>
+      sendError(
+        reply.header("allow", allow),
+        new ApiError(
+          "method_not_allowed",
+          `method ${req.method} not allowed on api/v1/${path.replace(":name", "…")}: use ${allow}`,
+        ),
+      );
     const serve = (path: string, handler: h.Handler, methods: readonly HTTPMethods[]) => {
       const url = `/api/v1/${path}`;
       scope.route({ method: [...methods], url, handler: run(handler) });
       const allow = [...methods, "OPTIONS"].join(", ");
+      served.push({ re: new RegExp(`/prometheus${url.replace(":name", "[^/]+")}/?(?:\\?|$)`), allow, path });
       // Prometheus answers OPTIONS (CORS preflight) with 204 on every path it serves.
       scope.options(url, async (_req, reply) => reply.code(204).header("allow", allow).send());
       const others = METHODS.filter((m) => m !== "OPTIONS" && !methods.includes(m));
       scope.route({
         method: others,
         url,
-        handler: async (req, reply) =>
-          sendError(
-            reply.header("allow", allow),
-            new ApiError(
-              "method_not_allowed",
-              `method ${req.method} not allowed on api/v1/${path.replace(":name", "…")}: use ${allow}`,
-            ),
-          ),
+        handler: async (req, reply) => notAllowed(req, reply, path, allow),
       });
     };
     const both = (path: string, handler: h.Handler) => serve(path, handler, ["GET", "POST"]);
@@ -233,11 +237,15 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
     serve("rules", async (_hd, ctx) => listRules(rulesDeps, ctx.projectId, ctx.params), ["GET"]);
     serve("alerts", async (_hd, ctx) => listAlerts(rulesDeps, ctx.projectId), ["GET"]);
 
-    const notServed = async (_req: Req, reply: FastifyReply) =>
-      sendError(
+    const notServed = async (req: Req, reply: FastifyReply) => {
+      // A method Fastify routes nowhere (PROPFIND…) on a served path: 405, as Prometheus' router.
+      const path = served.find((p) => p.re.test(req.url));
+      if (path) return notAllowed(req, reply, path.path, path.allow);
+      return sendError(
         reply,
         new ApiError("not_found", "not found: svc serves a read-only subset of the Prometheus API"),
       );
+    };
     // Routes, not only the not-found handler: the console's `/*` would otherwise take these GETs.
     scope.all("/", notServed);
     scope.all("/*", notServed);

@@ -216,7 +216,11 @@ describe("Prometheus API requests", () => {
   it("answers Fastify's own errors under the prefix in the envelope, and only there", async () => {
     promError(await send("GET", `${api}/label/%zz/values`), 400, "bad_data", /malformed request path/);
     promError(await send("GET", `${api}/quer%zz`), 400, "bad_data", /malformed request path/);
-    promError(await send("PROPFIND", `${api}/query`), 404, "not_found", /not found/);
+    const propfind = await send("PROPFIND", `${api}/query?query=1`);
+    promError(propfind, 405, "method_not_allowed", /^method PROPFIND not allowed on api\/v1\/query/);
+    assert.equal(propfind.allow, "GET, POST, OPTIONS");
+    promError(await send("PROPFIND", `${api}/queries`), 404, "not_found", /not found/);
+    promError(await send("LOCK", `${api}/label/vm/values`), 405, "method_not_allowed", /label\/…\/values/);
     promError(await send("GET", `${api}/nothing`), 404, "not_found", /not found/);
     promError(await send("GET", "/v1/monitoring/projects/mine/prometheus"), 404, "not_found", /not found/);
     const outside = await send("GET", "/v1/monitoring/projects/mine/scrape-targets%zz");
