@@ -39,7 +39,7 @@ import { createDispatcher, type Dispatcher } from "./notify/dispatcher.ts";
 import { closeIdleConnections, postJson } from "./notify/http.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
-import { promApiRoutes } from "./promapi/plugin.ts";
+import { promApiFrameworkError, promApiRoutes } from "./promapi/plugin.ts";
 import { createQueryPool, type QueryPool } from "./promql/index.ts";
 import { checkTsdbFormat, openTsdb, type Tsdb } from "./tsdb/index.ts";
 
@@ -213,6 +213,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     maxRequestBytes: config.maxRequestBytes,
     now,
     routes: config.roles.has("api") ? routes : () => {},
+    frameworkErrors: config.roles.has("api") ? [promApiFrameworkError] : [],
     readiness: {
       database: () => sql`select 1`.execute(db.db),
       metrics:
@@ -255,6 +256,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         operatorToken: config.adminToken,
         ciTokenResolver: ci.resolver,
         options: { retentionMs: config.retentionMs },
+        maxRequestBytes: config.maxRequestBytes,
+        evaluationIntervalMs: alertOptions.evaluationIntervalMs,
       }),
       agentPackageRoutes(agentPackage),
       consoleRoutes({

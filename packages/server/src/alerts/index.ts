@@ -1,4 +1,5 @@
 /** The alerts domain: rules and revisions, the evaluator, incidents, preview, templates. */
+export { type ActiveInstance, type ActiveRule, activeRules, rulePromQL } from "./active.ts";
 export { type RuleMetric, ruleMetrics, SUPPORTED_FSTYPES } from "./catalog.ts";
 export { type Evaluation, evaluateSamples, type InstanceSeries } from "./condition.ts";
 export { type CycleReport, createEvaluator, type Evaluator } from "./evaluator.ts";

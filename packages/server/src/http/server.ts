@@ -3,8 +3,11 @@ import { type ConnectRouter, createContextValues, type Interceptor } from "@conn
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, {
   type FastifyBaseLogger,
+  type FastifyError,
   type FastifyInstance,
   type FastifyPluginAsync,
+  type FastifyReply,
+  type FastifyRequest,
   LogController,
 } from "fastify";
 import type { Logger } from "pino";
@@ -48,6 +51,11 @@ export interface ServerDeps {
   readonly routes: (router: ConnectRouter) => void;
   /** Extra HTTP surfaces (Prometheus API, ingest, export), each registered in its own scope. */
   readonly plugins?: readonly FastifyPluginAsync[];
+  /**
+   * Answers to errors Fastify raises before routing (a malformed URL escape), tried in order: each
+   * answers and returns true for the URLs it owns (the Prometheus API, in its own envelope).
+   */
+  readonly frameworkErrors?: readonly FrameworkErrorHandler[];
   /** Readiness checks by name (the database, the metrics backend): each resolves or throws. */
   readonly readiness?: Readonly<Record<string, () => Promise<unknown>>>;
   readonly ciTokenResolver?: TokenResolver;
@@ -57,9 +65,17 @@ export interface ServerDeps {
   readonly trustedProxies?: readonly string[];
 }
 
+export type FrameworkErrorHandler = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => boolean;
+
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.log as FastifyBaseLogger,
+    frameworkErrors: (err, req, res) => {
+      const reply = res as unknown as FastifyReply;
+      for (const handle of deps.frameworkErrors ?? []) if (handle(err, req, reply)) return;
+      // Fastify's own answer (its error serializer), as without this option.
+      reply.code(err.statusCode ?? 400).send(err);
+    },
     bodyLimit: deps.maxRequestBytes,
     // Error messages from Fastify's own parsers go to the client; never include request data in them.
     return503OnClosing: true,

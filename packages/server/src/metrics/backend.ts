@@ -210,14 +210,14 @@ export function createMetricsBackend(deps: {
       const r = pool
         ? await pool.instantQuery(deps.storage, ast, timeMs, { ...opts, tenant: projectId })
         : engine.instantQuery(deps.storage, ast, timeMs, opts);
-      return { value: withoutTenant(r.value), annotations: r.annotations };
+      return { value: withoutTenant(r.value), annotations: r.annotations, stats: r.stats };
     },
     async rangeQuery(projectId, expr, startMs, endMs, stepMs, opts) {
       const ast = injectTenant(parse(expr), projectId);
       const r = pool
         ? await pool.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, { ...opts, tenant: projectId })
         : engine.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, opts);
-      return { value: withoutTenant(r.value), annotations: r.annotations };
+      return { value: withoutTenant(r.value), annotations: r.annotations, stats: r.stats };
     },
     ...(pool && {
       async queryEncoded(projectId, expr, at, encoding, opts) {

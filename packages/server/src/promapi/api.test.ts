@@ -164,8 +164,6 @@ describe("Prometheus API over HTTP", () => {
       ["api/v1/alertmanagers", "GET"],
       ["api/v1/otlp/v1/metrics", "POST"],
       ["api/v1/notifications", "GET"],
-      ["api/v1/label/vm/values", "POST"],
-      ["api/v1/metadata", "POST"],
       ["-/reload", "POST"],
       ["", "GET"],
     ];

@@ -16,7 +16,7 @@ import {
 } from "../promql/index.ts";
 import { InvalidMatcherError } from "../tsdb/errors.ts";
 
-/** Prometheus' error types, plus svc's three for auth and rate limiting. */
+/** Prometheus' error types, plus svc's for auth, rate limiting and a method a path does not take. */
 export type ErrorType =
   | "bad_data"
   | "execution"
@@ -27,6 +27,7 @@ export type ErrorType =
   | "not_found"
   | "unauthorized"
   | "forbidden"
+  | "method_not_allowed"
   | "too_many_requests";
 
 const statusOf: Readonly<Record<ErrorType, number>> = {
@@ -34,6 +35,7 @@ const statusOf: Readonly<Record<ErrorType, number>> = {
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
+  method_not_allowed: 405,
   execution: 422,
   too_many_requests: 429,
   internal: 500,
@@ -90,11 +92,16 @@ export function toApiError(err: unknown, expr: string, param: string, log: (e: u
   if (err instanceof PointBudgetError)
     return new ApiError("bad_data", `${err.message} [POINT_BUDGET_EXCEEDED]`);
   if (err instanceof QueryTimeoutError) return new ApiError("timeout", `${err.message} [QUERY_TIMEOUT]`);
-  if (err instanceof TooManySamplesError)
+  if (err instanceof TooManySamplesError) {
+    const wanted =
+      err.loaded === undefined
+        ? ""
+        : `; it had asked for ${err.loaded.toLocaleString("en-US")} samples when it was stopped`;
     return new ApiError(
       "execution",
-      `${err.message}: the limit is ${err.limit.toLocaleString("en-US")} samples per query [TOO_MANY_SAMPLES]`,
+      `${err.message}: the limit is ${err.limit.toLocaleString("en-US")} samples per query${wanted} [TOO_MANY_SAMPLES]`,
     );
+  }
   if (err instanceof QueryEvalError) return new ApiError("execution", scrubTenant(err.message));
   if (err instanceof ResponseTooLargeError) return new ApiError("execution", err.message);
   if (err instanceof QueryOverloadError)

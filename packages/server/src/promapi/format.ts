@@ -27,3 +27,8 @@ export function successBody(
 export function errorBody(errorType: string, message: string): string {
   return `{"status":"error","errorType":${jsonString(errorType)},"error":${jsonString(message)}}`;
 }
+
+/** JSON as Go's encoding/json writes it: `<`, `>`, `&`, U+2028 and U+2029 escaped. */
+export function goJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => jsonString(c).slice(1, -1));
+}

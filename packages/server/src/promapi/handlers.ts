@@ -8,10 +8,26 @@ import { preferredCoding } from "../http/compression.ts";
 import type { MetricsBackend, QueryAt } from "../metrics/backend.ts";
 import { seriesCatalog } from "../metrics/catalog.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
-import { type EncodedAnswer, parse, print, type QueryOptions, typeOf } from "../promql/index.ts";
+import {
+  type EncodedAnswer,
+  parse,
+  print,
+  type QueryOptions,
+  type QueryResult,
+  type QueryValue,
+  typeOf,
+} from "../promql/index.ts";
 import type { Labels } from "../storage/interface.ts";
 import { ApiError, badParam } from "./errors.ts";
-import { BoundedWriter, jsonString, labelsJson, queryAnswerJson, successBody } from "./format.ts";
+import {
+  BoundedWriter,
+  goJson,
+  jsonString,
+  labelsJson,
+  queryAnswerJson,
+  successBody,
+  writeQueryData,
+} from "./format.ts";
 import type { PromApiOptions } from "./options.ts";
 import { type Params, parseDurationParam, parseLimit, parseMatchers, parseTime } from "./params.ts";
 import { translateAst } from "./parsequery.ts";
@@ -86,7 +102,9 @@ function seriesRange(deps: HandlerDeps, ctx: RequestContext): { start: number; e
 /**
  * A query's success body, under the project's query slot: built (and compressed as the client
  * accepts) by the backend where the query ran when it can — a query worker, so a large answer costs
- * the event loop only its writing — else here from the result.
+ * the event loop only its writing — else here from the result. A `limit` (the first series of a
+ * vector or matrix, with Prometheus' warning) and `stats` need the result, so those answers are
+ * built here.
  */
 async function queryAnswer(
   deps: HandlerDeps,
@@ -97,17 +115,60 @@ async function queryAnswer(
 ): Promise<string | EncodedAnswer> {
   const m = deps.metrics;
   const maxBytes = deps.options.maxResponseBytes;
+  const limit = parseLimit(ctx.params);
+  const stats = ctx.params.get("stats") !== undefined;
+  const t0 = performance.now();
   return deps.limiter.run(ctx.projectId, async () => {
-    if (m.queryEncoded) {
+    if (m.queryEncoded && limit === 0 && !stats) {
       const coding = preferredCoding(ctx.acceptEncoding ?? "", false);
       return m.queryEncoded(ctx.projectId, expr, at, { maxBytes, coding }, opts);
     }
+    const t1 = performance.now();
     const r =
       "timeMs" in at
         ? await m.instantQuery(ctx.projectId, expr, at.timeMs, opts)
         : await m.rangeQuery(ctx.projectId, expr, at.startMs, at.endMs, at.stepMs, opts);
-    return queryAnswerJson(r, maxBytes);
+    if (!stats) return queryAnswerJson(truncated(r, limit), maxBytes);
+    const t2 = performance.now();
+    const cut = truncated(r, limit);
+    const data = new BoundedWriter(maxBytes);
+    writeQueryData(data, cut.value);
+    const body = data.finish();
+    const timings = { queueMs: t1 - t0, evalMs: t2 - t1, totalMs: performance.now() - t0 };
+    return successBody(`${body.slice(0, -1)},"stats":${statsJson(r, timings)}}`, cut.annotations);
   });
+}
+
+/**
+ * Prometheus 3's `stats` (util/stats BuiltinStats): timings in seconds and the samples the query
+ * read. svc times the evaluation as a whole (parsing and sorting are inside it, so
+ * `queryPreparationTime` and `resultSortTime` are 0) and has no per-step counts (`stats=all` adds
+ * none); `samples` is absent when the backend could not count them.
+ */
+function statsJson(r: QueryResult, t: { queueMs: number; evalMs: number; totalMs: number }): string {
+  const s = (ms: number) => Math.max(0, ms) / 1000;
+  const timings = {
+    evalTotalTime: s(t.evalMs),
+    resultSortTime: 0,
+    queryPreparationTime: 0,
+    innerEvalTime: s(t.evalMs),
+    execQueueTime: s(t.queueMs),
+    execTotalTime: s(t.totalMs),
+  };
+  const samples = r.stats && {
+    totalQueryableSamples: r.stats.totalQueryableSamples,
+    peakSamples: r.stats.peakSamples,
+  };
+  return JSON.stringify(samples ? { timings, samples } : { timings });
+}
+
+/** Prometheus 3's truncateResults: the first `limit` series of a vector or matrix, and a warning. */
+function truncated(r: QueryResult, limit: number): QueryResult {
+  const v = r.value;
+  if (limit === 0 || (v.resultType !== "vector" && v.resultType !== "matrix") || v.result.length <= limit)
+    return r;
+  const value = { ...v, result: v.result.slice(0, limit) } as QueryValue;
+  return { value, annotations: { ...r.annotations, warnings: [...r.annotations.warnings, TRUNCATED] } };
 }
 
 /** A list body with Prometheus' truncation warning when `limit` cut it. */
@@ -126,6 +187,7 @@ function listBody<T>(deps: HandlerDeps, items: T[], limit: number, each: (x: T) 
 export const query: Handler = async (deps, ctx) => {
   const expr = expression(deps, ctx);
   const time = parseTime(ctx.params, "time", deps.now());
+  parseLimit(ctx.params);
   const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
   return queryAnswer(deps, ctx, expr, { timeMs: time }, opts);
 };
@@ -154,6 +216,7 @@ export const queryRange: Handler = async (deps, ctx) => {
       `exceeded maximum resolution of ${max.toLocaleString("en-US")} points per timeseries (requested ${points.toLocaleString("en-US")}). Try decreasing the query resolution (?step=XX), e.g. step=${suggested}s [POINT_BUDGET_EXCEEDED]`,
     );
   }
+  parseLimit(p);
   const opts = { timeoutMs: timeoutMs(deps, ctx), lookbackDeltaMs: lookbackMs(ctx), signal: ctx.signal };
   // Parse and type errors come first, even for a range wholly outside retention (Prometheus: 400).
   const type = typeOf(parse(expr));
@@ -243,11 +306,7 @@ export const formatQuery: Handler = async (deps, ctx) => {
 
 export const parseQuery: Handler = async (deps, ctx) => {
   const expr = expression(deps, ctx);
-  return successBody(
-    JSON.stringify(translateAst(parse(expr))).replace(/[<>&\u2028\u2029]/g, (c) =>
-      jsonString(c).slice(1, -1),
-    ),
-  );
+  return successBody(goJson(translateAst(parse(expr))));
 };
 
 export const buildInfo: Handler = async (deps) =>
@@ -261,6 +320,3 @@ export const buildInfo: Handler = async (deps) =>
       goVersion: "none",
     }),
   );
-
-export const rules: Handler = async () => successBody('{"groups":[]}');
-export const alerts: Handler = async () => successBody('{"alerts":[]}');

@@ -172,14 +172,14 @@ describe("Prometheus API queries off the event loop", () => {
     it("refuses a query that would load more samples than the limit with 422 naming it", async () => {
       const s = await surface({ workers: 1, maxSamples: 100 });
       try {
-        // Two VMs × 61 samples of half an hour = 122 samples.
+        // Two VMs × 61 samples of half an hour = 122 samples; the window (t − 30m, t] holds 120 of them.
         const r = await s.post({ query: "sum(rate(svc_vm_cpu_seconds_total[30m]))", time: sec(f.endMs) });
         assert.equal(r.statusCode, 422, r.body);
         assert.deepEqual(JSON.parse(r.body), {
           status: "error",
           errorType: "execution",
           error:
-            "query processing would load too many samples into memory in query execution: the limit is 100 samples per query [TOO_MANY_SAMPLES]",
+            "query processing would load too many samples into memory in query execution: the limit is 100 samples per query; it had asked for 120 samples when it was stopped [TOO_MANY_SAMPLES]",
         });
         const small = await s.post({ query: "sum(rate(svc_vm_cpu_seconds_total[10m]))", time: sec(f.endMs) });
         assert.equal(small.statusCode, 200, small.body);

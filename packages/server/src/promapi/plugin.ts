@@ -1,11 +1,14 @@
 /**
  * The Prometheus-compatible query API (DESIGN §7) as one Fastify scope: its own bearer-auth
  * `onRequest` hook (monitoring.read on the project in the path, checked before any body is read),
- * its own form-body parser, and a catch-all that answers 404 in Prometheus' envelope for everything
- * it does not serve (write, remote read, admin, status/config, flags, targets, rule management…).
+ * requests read as Prometheus reads them (form.ts: a form body and the URL query; any other body
+ * ignored, whatever its Content-Type), 405 for a served path's other methods, and a catch-all that
+ * answers 404 for everything it does not serve (write, remote read, admin, status/config, flags,
+ * targets, rule management…). Every answer under the prefix, Fastify's own errors included, is in
+ * Prometheus' envelope.
  */
-import formbody from "@fastify/formbody";
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { Readable } from "node:stream";
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
 import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
 import { encodeText } from "../http/compression.ts";
@@ -14,10 +17,12 @@ import type { MetricsBackend } from "../metrics/backend.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
 import type { EncodedAnswer } from "../promql/index.ts";
 import { ApiError, toApiError } from "./errors.ts";
+import { drain, formKind, queryParams, readFormBody } from "./form.ts";
 import { errorBody } from "./format.ts";
 import * as h from "./handlers.ts";
 import { type PromApiOptions, resolvePromApiOptions } from "./options.ts";
 import { Params } from "./params.ts";
+import { listAlerts, listRules, type RulesDeps } from "./rules.ts";
 
 export interface PromApiDeps {
   readonly db: Db;
@@ -28,6 +33,10 @@ export interface PromApiDeps {
   readonly operatorToken: string;
   readonly ciTokenResolver?: TokenResolver;
   readonly options?: Partial<PromApiOptions>;
+  /** The alert evaluator's cycle (the rule group's interval in `rules`); default 30 s. */
+  readonly evaluationIntervalMs?: number;
+  /** Largest form body read, bytes (the server's request limit). */
+  readonly maxRequestBytes?: number;
 }
 
 /** Base of the API; a dashboard's "query base URL" is `{base_url}/v1/monitoring/projects/<id>/prometheus`. */
@@ -67,13 +76,58 @@ function sendError(reply: FastifyReply, e: ApiError): FastifyReply {
   return send(reply, e.status, errorBody(e.errorType, e.message));
 }
 
+/** An error Fastify raised itself (a hook, the router), in Prometheus' terms; never echoes input. */
+function frameworkError(err: unknown): ApiError | undefined {
+  const status = (err as { statusCode?: unknown }).statusCode;
+  if (typeof status !== "number" || status < 400) return undefined;
+  if (status === 404) return new ApiError("not_found", "not found");
+  if (status >= 500) return undefined;
+  const code = (err as { code?: unknown }).code;
+  return new ApiError("bad_data", `bad request${typeof code === "string" ? ` [${code}]` : ""}`);
+}
+
+/** Every method Prometheus routes, and the ones svc answers 405 to on a served path. */
+const METHODS: readonly HTTPMethods[] = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
+
+const UNDER_PREFIX = /^\/v1\/monitoring\/projects\/[^/?]+\/prometheus(?:[/?]|$)/;
+
+/**
+ * Fastify's errors before routing (a malformed escape in the path) under the prefix, in Prometheus'
+ * envelope (server.ts `frameworkErrors`); false for every other URL. Nothing of the URL is echoed.
+ */
+export function promApiFrameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply): boolean {
+  if (!UNDER_PREFIX.test(req.raw.url ?? "")) return false;
+  const status = err.statusCode ?? 400;
+  const e =
+    status >= 500
+      ? new ApiError("internal", "internal error")
+      : new ApiError("bad_data", `malformed request path [${err.code}]`);
+  sendError(reply, e);
+  return true;
+}
+
 export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
   const options = resolvePromApiOptions(deps.options);
   const hd: h.HandlerDeps = { metrics: deps.metrics, limiter: deps.limiter, now: deps.now, options };
+  const rulesDeps: RulesDeps = {
+    db: deps.db,
+    evaluationIntervalMs: deps.evaluationIntervalMs ?? 30_000,
+    maxExpressionBytes: options.maxExpressionBytes,
+  };
   const logUnknown = (err: unknown) => deps.log.error({ err }, "prometheus api: unexpected error");
 
-  return async (scope) => {
-    await scope.register(formbody);
+  const maxBodyBytes = deps.maxRequestBytes ?? 4 * 1024 * 1024;
+  // The request's own Content-Type, taken off the request before Fastify picks a body parser.
+  const contentTypes = new WeakMap<FastifyRequest, string>();
+
+  const api: FastifyPluginAsync = async (scope) => {
+    // One parser for every body: it hands the unread stream to the handler, which reads a form and
+    // drains anything else, so no Content-Type (or a missing, empty or malformed one) is refused.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser("*", (_req, payload, done) => done(null, payload));
+    scope.setErrorHandler((err, _req, reply) =>
+      sendError(reply, frameworkError(err) ?? toApiError(err, "", "", logUnknown)),
+    );
 
     scope.addHook("onRequest", async (req: Req, reply) => {
       try {
@@ -91,10 +145,36 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
       } catch (err) {
         return sendError(reply, toApiError(err, "", "", logUnknown));
       }
+      const type = req.headers["content-type"];
+      if (type !== undefined) {
+        // Fastify refuses a malformed media type (415) before any parser: the handler decides.
+        contentTypes.set(req, type);
+        delete req.headers["content-type"];
+      }
     });
 
+    /** Body (a form's values) first, then the URL query, as Go's Request.Form. */
+    async function params(req: Req): Promise<Params> {
+      const type = contentTypes.get(req) ?? "";
+      const kind = formKind(type);
+      const body = req.body instanceof Readable ? req.body : undefined;
+      if (!body) return new Params(queryParams(req.url));
+      if (kind === "ignored") {
+        await drain(body);
+        return new Params(queryParams(req.url));
+      }
+      // The query string is checked before the body is read: a bad escape there is answered at once.
+      const query = queryParams(req.url);
+      return new Params(await readFormBody(body, type, kind, maxBodyBytes), query);
+    }
+
     const run = (handler: h.Handler) => async (req: Req, reply: FastifyReply) => {
-      const form = (req.headers["content-type"] ?? "").startsWith("application/x-www-form-urlencoded");
+      let merged: Params;
+      try {
+        merged = await params(req);
+      } catch (err) {
+        return sendError(reply, toApiError(err, "", "", logUnknown));
+      }
       // A client that goes away (a dashboard refreshing, a closed tab) stops its evaluation: the
       // response closes before it finished.
       const gone = new AbortController();
@@ -104,7 +184,7 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
       reply.raw.on("close", onClose);
       const ctx: h.RequestContext = {
         projectId: req.params.projectId,
-        params: new Params(form ? req.body : undefined, req.query),
+        params: merged,
         labelName: req.params.name,
         signal: gone.signal,
         acceptEncoding: req.headers["accept-encoding"],
@@ -119,11 +199,31 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
       }
     };
 
-    const api = `${PROM_PREFIX}/api/v1`;
-    const both = (path: string, handler: h.Handler) => {
-      scope.get(`${api}/${path}`, run(handler));
-      scope.post(`${api}/${path}`, run(handler));
+    // Served paths (as patterns under the prefix) and their Allow header, for methods no route takes.
+    const served: { re: RegExp; allow: string; path: string }[] = [];
+    const notAllowed = (req: FastifyRequest, reply: FastifyReply, path: string, allow: string) =>
+      sendError(
+        reply.header("allow", allow),
+        new ApiError(
+          "method_not_allowed",
+          `method ${req.method} not allowed on api/v1/${path.replace(":name", "…")}: use ${allow}`,
+        ),
+      );
+    const serve = (path: string, handler: h.Handler, methods: readonly HTTPMethods[]) => {
+      const url = `/api/v1/${path}`;
+      scope.route({ method: [...methods], url, handler: run(handler) });
+      const allow = [...methods, "OPTIONS"].join(", ");
+      served.push({ re: new RegExp(`/prometheus${url.replace(":name", "[^/]+")}/?(?:\\?|$)`), allow, path });
+      // Prometheus answers OPTIONS (CORS preflight) with 204 on every path it serves.
+      scope.options(url, async (_req, reply) => reply.code(204).header("allow", allow).send());
+      const others = METHODS.filter((m) => m !== "OPTIONS" && !methods.includes(m));
+      scope.route({
+        method: others,
+        url,
+        handler: async (req, reply) => notAllowed(req, reply, path, allow),
+      });
     };
+    const both = (path: string, handler: h.Handler) => serve(path, handler, ["GET", "POST"]);
     both("query", h.query);
     both("query_range", h.queryRange);
     both("series", h.series);
@@ -131,18 +231,28 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
     both("query_exemplars", h.queryExemplars);
     both("format_query", h.formatQuery);
     both("parse_query", h.parseQuery);
-    scope.get(`${api}/label/:name/values`, run(h.labelValues));
-    scope.get(`${api}/metadata`, run(h.metadata));
-    scope.get(`${api}/status/buildinfo`, run(h.buildInfo));
-    scope.get(`${api}/rules`, run(h.rules));
-    scope.get(`${api}/alerts`, run(h.alerts));
+    serve("label/:name/values", h.labelValues, ["GET"]);
+    serve("metadata", h.metadata, ["GET"]);
+    serve("status/buildinfo", h.buildInfo, ["GET"]);
+    serve("rules", async (_hd, ctx) => listRules(rulesDeps, ctx.projectId, ctx.params), ["GET"]);
+    serve("alerts", async (_hd, ctx) => listAlerts(rulesDeps, ctx.projectId), ["GET"]);
 
-    const notServed = async (_req: Req, reply: FastifyReply) =>
-      sendError(
+    const notServed = async (req: Req, reply: FastifyReply) => {
+      // A method Fastify routes nowhere (PROPFIND…) on a served path: 405, as Prometheus' router.
+      const path = served.find((p) => p.re.test(req.url));
+      if (path) return notAllowed(req, reply, path.path, path.allow);
+      return sendError(
         reply,
         new ApiError("not_found", "not found: svc serves a read-only subset of the Prometheus API"),
       );
-    scope.all(PROM_PREFIX, notServed);
-    scope.all(`${PROM_PREFIX}/*`, notServed);
+    };
+    // Routes, not only the not-found handler: the console's `/*` would otherwise take these GETs.
+    scope.all("/", notServed);
+    scope.all("/*", notServed);
+    // Under the prefix only: methods `all` does not cover (PROPFIND…), after the auth hook too.
+    scope.setNotFoundHandler(notServed);
+  };
+  return async (app) => {
+    await app.register(api, { prefix: PROM_PREFIX });
   };
 }

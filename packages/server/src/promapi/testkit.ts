@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { pushRemoteWrite, type TimeSeries } from "@svc/remotewrite";
 import type { Config } from "../config.ts";
-import { testDialects } from "../testing/dialects.ts";
+import { type TestDialect, testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 
 export const S = 1000;
@@ -130,9 +130,16 @@ async function scraperKey(t: TestApp, p: SeededProject): Promise<string> {
   return created.secret;
 }
 
-export async function startPromFixture(overrides: Partial<Config> = {}): Promise<PromFixture> {
-  const [sqlite] = await testDialects();
-  const t = await startTestApp(sqlite.dialect, overrides);
+/**
+ * `wallClock`: svc's clock is the real one (for clients that query "now", as a live rule engine);
+ * `dialect`: the control plane's (default SQLite).
+ */
+export async function startPromFixture(
+  overrides: Partial<Config> = {},
+  opts: { wallClock?: boolean; dialect?: TestDialect } = {},
+): Promise<PromFixture> {
+  const dialect = opts.dialect ?? (await testDialects())[0].dialect;
+  const t = await startTestApp(dialect, overrides, { wallClock: opts.wallClock });
   const endMs = Math.floor(t.clock.now() / (30 * S)) * 30 * S;
   t.clock.ms = endMs;
   const a = await t.seedProject("mine", ["vm-1", "vm-2"]);

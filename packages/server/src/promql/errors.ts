@@ -38,7 +38,14 @@ export class QueryTimeoutError extends Error {
 /** The query would hold more samples in memory than `maxSamples`. */
 export class TooManySamplesError extends Error {
   override readonly name = "TooManySamplesError";
-  constructor(readonly limit: number) {
+  /**
+   * `loaded`: the samples the query had asked for when it was stopped (more than `limit`; it
+   * would have wanted at least as many), or undefined where unknown.
+   */
+  constructor(
+    readonly limit: number,
+    readonly loaded?: number,
+  ) {
     super("query processing would load too many samples into memory in query execution");
   }
 }

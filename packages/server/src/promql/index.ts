@@ -28,7 +28,14 @@ export type {
   VectorSelector,
 } from "./ast.ts";
 export { typeOf } from "./ast.ts";
-export type { Engine, InstantSample, QueryResult, QueryValue, RangeSeries } from "./engine/engine.ts";
+export type {
+  Engine,
+  InstantSample,
+  QueryResult,
+  QueryStats,
+  QueryValue,
+  RangeSeries,
+} from "./engine/engine.ts";
 export { createEngine } from "./engine/engine.ts";
 export {
   PointBudgetError,

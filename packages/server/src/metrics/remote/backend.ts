@@ -117,7 +117,7 @@ export function createRemoteMetricsBackend(deps: {
       // selector actually sent, so nothing leaves svc without it.
       fetch: (m, mint, maxt) => selectRaw(projectId, m, mint, maxt, b, signal),
     });
-    return { value: withoutTenant(r.value), annotations: r.annotations };
+    return { value: withoutTenant(r.value), annotations: r.annotations, stats: r.stats };
   }
 
   const labelParams = (

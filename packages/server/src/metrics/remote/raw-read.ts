@@ -107,7 +107,8 @@ export function exportReader(client: PromApiClient): RawSampleReader {
           timestamps: number[];
         };
         budget.remaining -= s.values.length;
-        if (budget.remaining < 0) throw new TooManySamplesError(budget.limit);
+        if (budget.remaining < 0)
+          throw new TooManySamplesError(budget.limit, budget.limit - budget.remaining);
         out.push(exportSeries(labelsOf(s.metric), s.timestamps, s.values, mintMs, maxtMs));
       };
       try {

@@ -30,9 +30,21 @@ export type QueryValue =
   | { readonly resultType: "scalar"; readonly result: { readonly t: number; readonly v: number } }
   | { readonly resultType: "string"; readonly result: { readonly t: number; readonly v: string } };
 
+/**
+ * What a query cost, as Prometheus 3's `stats` reports it: `totalQueryableSamples` the samples read
+ * from storage (a selector read twice in one query counts once), `peakSamples` the samples the
+ * engine accounted in memory against its sample limit (svc counts them cumulatively, so this is at
+ * least Prometheus' peak).
+ */
+export interface QueryStats {
+  readonly totalQueryableSamples: number;
+  readonly peakSamples: number;
+}
+
 export interface QueryResult {
   readonly value: QueryValue;
   readonly annotations: { readonly warnings: string[]; readonly infos: string[] };
+  readonly stats?: QueryStats;
 }
 
 export interface Engine {
@@ -77,7 +89,7 @@ class EngineImpl implements Engine {
     const ev = this.#evaluator(q, timeMs, timeMs, opts, ann);
     const ts = Float64Array.of(timeMs);
     const v = ev.eval(expr, ts);
-    return { value: shapeInstant(v, timeMs), annotations: done(ann) };
+    return { value: shapeInstant(v, timeMs), annotations: done(ann), stats: ev.stats() };
   }
 
   rangeQuery(
@@ -125,7 +137,7 @@ class EngineImpl implements Engine {
       }
       result.push({ metric: s.labels, timestamps: tt, values: vv });
     }
-    return { value: { resultType: "matrix", result }, annotations: done(ann) };
+    return { value: { resultType: "matrix", result }, annotations: done(ann), stats: ev.stats() };
   }
 }
 

@@ -39,6 +39,7 @@ const CHECK_EVERY = 64;
 export class Evaluator {
   #ticks = 0;
   #samples = 0;
+  #loaded = 0;
   readonly #selected = new Map<string, SeriesData[]>();
   constructor(readonly ctx: EvalContext) {}
 
@@ -49,10 +50,16 @@ export class Evaluator {
     if (performance.now() > this.ctx.deadline) throw new QueryTimeoutError();
   }
 
+  /** The query's cost so far (engine.ts QueryStats). */
+  stats(): { totalQueryableSamples: number; peakSamples: number } {
+    return { totalQueryableSamples: this.#loaded, peakSamples: this.#samples };
+  }
+
   /** Accounts for samples held in memory; throws past the limit. */
   addSamples(n: number): void {
     this.#samples += n;
-    if (this.#samples > this.ctx.maxSamples) throw new TooManySamplesError(this.ctx.maxSamples);
+    if (this.#samples > this.ctx.maxSamples)
+      throw new TooManySamplesError(this.ctx.maxSamples, this.#samples);
   }
 
   eval(e: Expr, ts: Float64Array): Value {
@@ -130,12 +137,13 @@ export class Evaluator {
     // is read once per query; the engine never writes into selected arrays.
     const key = `${mint}\u0000${maxt}\u0000${JSON.stringify(vs.matchers)}`;
     let data = this.#selected.get(key);
+    let n = 0;
     if (!data) {
       data = this.ctx.querier.select(vs.matchers, mint, maxt, hints);
       this.#selected.set(key, data);
-    }
-    let n = 0;
-    for (const s of data) n += s.values.length;
+      for (const s of data) n += s.values.length;
+      this.#loaded += n;
+    } else for (const s of data) n += s.values.length;
     this.addSamples(n);
     return data;
   }

@@ -502,7 +502,7 @@ class QueryPoolImpl implements QueryPool {
       const data = parts ? parts.rest : q.select(m.matchers, m.mintMs, m.maxtMs, m.hints);
       // The worker counts the blocks' samples as it reads them, on top of these.
       for (const s of data) job.loaded += s.values.length;
-      if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples);
+      if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples, job.loaded);
       const packed = packSeries(data);
       reply =
         parts && parts.blocks.length > 0

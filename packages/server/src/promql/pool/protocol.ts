@@ -157,11 +157,13 @@ export type PackedResult =
       readonly kind: "matrix";
       readonly packed: PackedSeries;
       readonly annotations: QueryResult["annotations"];
+      readonly stats?: QueryResult["stats"];
     }
   | {
       readonly kind: "vector";
       readonly packed: PackedSeries;
       readonly annotations: QueryResult["annotations"];
+      readonly stats?: QueryResult["stats"];
     }
   | { readonly kind: "plain"; readonly result: QueryResult };
 
@@ -172,7 +174,7 @@ export function packResult(r: QueryResult): { packed: PackedResult; transfer: Ar
       v.result.map((s) => ({ labels: s.metric, timestamps: s.timestamps, values: s.values })),
     );
     return {
-      packed: { kind: "matrix", packed, annotations: r.annotations },
+      packed: { kind: "matrix", packed, annotations: r.annotations, stats: r.stats },
       transfer: packedTransfer(packed),
     };
   }
@@ -185,7 +187,7 @@ export function packResult(r: QueryResult): { packed: PackedResult; transfer: Ar
       })),
     );
     return {
-      packed: { kind: "vector", packed, annotations: r.annotations },
+      packed: { kind: "vector", packed, annotations: r.annotations, stats: r.stats },
       transfer: packedTransfer(packed),
     };
   }
@@ -208,7 +210,7 @@ export function unpackResult(p: PackedResult): QueryResult {
           resultType: "vector",
           result: series.map((s) => ({ metric: s.labels, t: s.timestamps[0], v: s.values[0] })),
         };
-  return { value, annotations: p.annotations };
+  return { value, annotations: p.annotations, stats: p.stats };
 }
 
 /** An error as it crosses threads: its class name and the fields its constructor needs. */
@@ -216,6 +218,7 @@ export interface WireError {
   readonly name: string;
   readonly message: string;
   readonly limit?: number;
+  readonly loaded?: number;
   readonly requestedPoints?: number;
   readonly maxPoints?: number;
   readonly position?: { readonly start: number; readonly end: number };
@@ -230,6 +233,7 @@ export function toWire(err: unknown): WireError {
     name: e.name,
     message: e.message,
     limit: e.limit,
+    loaded: e.loaded,
     requestedPoints: e.requestedPoints,
     maxPoints: e.maxPoints,
     position: e.position,
@@ -246,7 +250,7 @@ export function fromWire(w: WireError): Error {
     case "QueryTimeoutError":
       return new QueryTimeoutError(w.message);
     case "TooManySamplesError":
-      return new TooManySamplesError(w.limit ?? 0);
+      return new TooManySamplesError(w.limit ?? 0, w.loaded);
     case "PointBudgetError":
       return new PointBudgetError(w.requestedPoints ?? 0, w.maxPoints ?? 0);
     case "PromQLParseError":

@@ -61,7 +61,7 @@ const querier: Querier = {
       const out: SeriesData[] = [];
       for (const s of blocks.select(parts, matchers, mintMs, maxtMs)) {
         loaded += s.values.length;
-        if (loaded > init.maxSamples) throw new TooManySamplesError(init.maxSamples);
+        if (loaded > init.maxSamples) throw new TooManySamplesError(init.maxSamples, loaded);
         out.push(s);
       }
       return out;
