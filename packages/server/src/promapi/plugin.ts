@@ -16,6 +16,7 @@ import type { EncodedAnswer } from "../promql/index.ts";
 import { ApiError, toApiError } from "./errors.ts";
 import { errorBody } from "./format.ts";
 import * as h from "./handlers.ts";
+import { type QueryMetrics, queryOutcome } from "./instrumentation.ts";
 import { type PromApiOptions, resolvePromApiOptions } from "./options.ts";
 import { Params } from "./params.ts";
 
@@ -28,6 +29,8 @@ export interface PromApiDeps {
   readonly operatorToken: string;
   readonly ciTokenResolver?: TokenResolver;
   readonly options?: Partial<PromApiOptions>;
+  /** Counts and times PromQL queries (svc_promql_*). */
+  readonly queryMetrics?: QueryMetrics;
 }
 
 /** Base of the API; a dashboard's "query base URL" is `{base_url}/v1/monitoring/projects/<id>/prometheus`. */
@@ -93,39 +96,52 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
       }
     });
 
-    const run = (handler: h.Handler) => async (req: Req, reply: FastifyReply) => {
-      const form = (req.headers["content-type"] ?? "").startsWith("application/x-www-form-urlencoded");
-      // A client that goes away (a dashboard refreshing, a closed tab) stops its evaluation: the
-      // response closes before it finished.
-      const gone = new AbortController();
-      const onClose = () => {
-        if (!reply.raw.writableFinished) gone.abort();
+    const qm = deps.queryMetrics;
+    const run =
+      (handler: h.Handler, api?: "query" | "query_range") => async (req: Req, reply: FastifyReply) => {
+        const t0 = api && qm ? performance.now() : 0;
+        const form = (req.headers["content-type"] ?? "").startsWith("application/x-www-form-urlencoded");
+        // A client that goes away (a dashboard refreshing, a closed tab) stops its evaluation: the
+        // response closes before it finished.
+        const gone = new AbortController();
+        const onClose = () => {
+          if (!reply.raw.writableFinished) gone.abort();
+        };
+        reply.raw.on("close", onClose);
+        const ctx: h.RequestContext = {
+          projectId: req.params.projectId,
+          params: new Params(form ? req.body : undefined, req.query),
+          labelName: req.params.name,
+          signal: gone.signal,
+          acceptEncoding: req.headers["accept-encoding"],
+          expr: "",
+        };
+        try {
+          const answer = await handler(hd, ctx);
+          if (t0) {
+            qm!.queries.inc({ api: api!, outcome: "ok" });
+            qm!.duration.observe({ api: api! }, (performance.now() - t0) / 1000);
+          }
+          return await sendCompressed(req, reply, answer);
+        } catch (err) {
+          const e = toApiError(err, ctx.expr, "query", logUnknown);
+          if (t0) {
+            qm!.queries.inc({ api: api!, outcome: queryOutcome(e) });
+            qm!.duration.observe({ api: api! }, (performance.now() - t0) / 1000);
+          }
+          return sendError(reply, e);
+        } finally {
+          reply.raw.off("close", onClose);
+        }
       };
-      reply.raw.on("close", onClose);
-      const ctx: h.RequestContext = {
-        projectId: req.params.projectId,
-        params: new Params(form ? req.body : undefined, req.query),
-        labelName: req.params.name,
-        signal: gone.signal,
-        acceptEncoding: req.headers["accept-encoding"],
-        expr: "",
-      };
-      try {
-        return await sendCompressed(req, reply, await handler(hd, ctx));
-      } catch (err) {
-        return sendError(reply, toApiError(err, ctx.expr, "query", logUnknown));
-      } finally {
-        reply.raw.off("close", onClose);
-      }
-    };
 
     const api = `${PROM_PREFIX}/api/v1`;
-    const both = (path: string, handler: h.Handler) => {
-      scope.get(`${api}/${path}`, run(handler));
-      scope.post(`${api}/${path}`, run(handler));
+    const both = (path: string, handler: h.Handler, query?: "query" | "query_range") => {
+      scope.get(`${api}/${path}`, run(handler, query));
+      scope.post(`${api}/${path}`, run(handler, query));
     };
-    both("query", h.query);
-    both("query_range", h.queryRange);
+    both("query", h.query, "query");
+    both("query_range", h.queryRange, "query_range");
     both("series", h.series);
     both("labels", h.labelNames);
     both("query_exemplars", h.queryExemplars);
