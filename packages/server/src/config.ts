@@ -27,7 +27,8 @@ export interface Config {
    * without auth, for a Prometheus on a private network. Unset: /metrics only on the main listener,
    * with the operator token. Port 0 picks a free port (tests). */
   readonly metricsListen?: { readonly host: string; readonly port: number };
-  /** Build svc's own metrics (svc_*). Default true; false only from code (the benchmark's peer). */
+  /** Build svc's own metrics (svc_*) (SVC_SELF_METRICS). Default true; `false` is the benchmark's
+   * reference arm: no domain is instrumented, /metrics keeps Node's and the HTTP families. */
   readonly selfMetrics: boolean;
   /** postgres://… selects PostgreSQL for the control plane; otherwise SQLite in dataDir. */
   readonly databaseUrl?: string;
@@ -167,7 +168,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     adminToken,
     secretKey,
     metricsListen: overrides.metricsListen ?? listenAddressOf(env.SVC_METRICS_LISTEN),
-    selfMetrics: overrides.selfMetrics ?? true,
+    selfMetrics: overrides.selfMetrics ?? env.SVC_SELF_METRICS !== "false",
     logLevel: overrides.logLevel ?? env.SVC_LOG_LEVEL ?? "info",
     logFormat: overrides.logFormat ?? logFormatOf(env.SVC_LOG_FORMAT),
     maxRequestBytes: overrides.maxRequestBytes ?? 4 * 1024 * 1024,
