@@ -53,7 +53,7 @@ interface Result {
   failedRequests: number;
   firstError: string;
   /** One scrape of the target's own metrics after the ingest: p50 and p99 ms, body bytes. */
-  scrape?: { p50Ms: number; p99Ms: number; bytes: number; count: number };
+  scrape?: { p50Ms: number; p99Ms: number; bytes: number; count: number; cpuMsEach: number };
 }
 
 function installed(bin: string): boolean {
@@ -88,7 +88,7 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
     const cpu = cpuSeconds(pid) - cpu0;
     const rss = rssBytes(pid) - rss0;
     const disk = duBytes(spec.dataDir(dir));
-    const scrape = spec.selfScrape ? await timeScrapes(running.base, spec.selfScrape) : undefined;
+    const scrape = spec.selfScrape ? await timeScrapes(running.base, spec.selfScrape, pid) : undefined;
     await stopTarget(running);
     running = undefined;
     const t1 = performance.now();
@@ -119,12 +119,15 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
 async function timeScrapes(
   base: string,
   s: { path: string; token: string },
+  pid: number,
   n = 500,
-): Promise<{ p50Ms: number; p99Ms: number; bytes: number; count: number }> {
+): Promise<{ p50Ms: number; p99Ms: number; bytes: number; count: number; cpuMsEach: number }> {
   const headers = { authorization: `Bearer ${s.token}`, "accept-encoding": "identity" };
   let bytes = 0;
   const ms: number[] = [];
+  let cpu0 = 0;
   for (let i = 0; i < n + 20; i++) {
+    if (i === 20) cpu0 = cpuSeconds(pid);
     const t0 = performance.now();
     const res = await fetch(base + s.path, { headers });
     const body = await res.arrayBuffer();
@@ -132,8 +135,10 @@ async function timeScrapes(
     if (i >= 20) ms.push(performance.now() - t0);
     bytes = body.byteLength;
   }
+  // The server's CPU per scrape: what a scrape costs whatever else the machine runs.
+  const cpuMsEach = ((cpuSeconds(pid) - cpu0) * 1000) / n;
   ms.sort((a, b) => a - b);
-  return { p50Ms: quantile(ms, 0.5), p99Ms: quantile(ms, 0.99), bytes, count: n };
+  return { p50Ms: quantile(ms, 0.5), p99Ms: quantile(ms, 0.99), bytes, count: n, cpuMsEach };
 }
 
 const w = buildWorkload({
@@ -238,7 +243,7 @@ async function compareTargets(): Promise<void> {
       console.log(
         `${r.name}: one /metrics scrape after the ingest (${w.activeSeries.toLocaleString()} active series stored): ` +
           `p50 ${r.scrape.p50Ms.toFixed(2)} ms, p99 ${r.scrape.p99Ms.toFixed(2)} ms over ${r.scrape.count} scrapes, ` +
-          `${(r.scrape.bytes / 1024).toFixed(0)} KiB`,
+          `server CPU ${r.scrape.cpuMsEach.toFixed(2)} ms per scrape, ${(r.scrape.bytes / 1024).toFixed(0)} KiB; ${loadAverageLine()}`,
       );
   }
   for (const r of results) {

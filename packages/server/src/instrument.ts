@@ -109,6 +109,23 @@ export function observed(
   registry.registerMetric(metric as unknown as Parameters<Registry["registerMetric"]>[0]);
 }
 
+/**
+ * `read` once per scrape, however many families use its result: the first call computes it, and the
+ * calls within the same turn of the event loop (one scrape collects every family at once) reuse it.
+ */
+export function perScrape<T>(read: () => T): () => T {
+  let cached: { value: T } | undefined;
+  return () => {
+    if (!cached) {
+      cached = { value: read() };
+      setImmediate(() => {
+        cached = undefined;
+      });
+    }
+    return cached.value;
+  };
+}
+
 /** A histogram; buckets in the unit of the name (seconds, bytes, count). */
 export function histogram<L extends string = never>(
   registry: Registry,

@@ -1,5 +1,5 @@
 import type { Db } from "../db/database.ts";
-import { counter, histogram, LATENCY_BUCKETS, observed, type Registry } from "../instrument.ts";
+import { counter, histogram, LATENCY_BUCKETS, observed, perScrape, type Registry } from "../instrument.ts";
 
 const KINDS = ["email", "webhook", "slack", "teams", "discord"] as const;
 const OUTCOMES = ["sent", "failed", "retried", "skipped"] as const;
@@ -22,15 +22,7 @@ export const SKIP_REASONS = [
 export function createNotifyMetrics(registry: Registry, outbox?: { db: Db; now: () => number }) {
   if (outbox) {
     // One indexed read (deliveries_due) per scrape serves both families; failures leave them absent.
-    let last: Promise<{ pending: number; oldestDue: number | null } | undefined> | undefined;
-    const read = () => {
-      last ??= outboxFigures(outbox.db, outbox.now()).finally(() => {
-        setImmediate(() => {
-          last = undefined;
-        });
-      });
-      return last;
-    };
+    const read = perScrape(() => outboxFigures(outbox.db, outbox.now()));
     observed(
       registry,
       "gauge",

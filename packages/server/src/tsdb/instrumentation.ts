@@ -1,4 +1,4 @@
-import { counter, histogram, LATENCY_BUCKETS, observed, type Registry } from "../instrument.ts";
+import { counter, histogram, LATENCY_BUCKETS, observed, perScrape, type Registry } from "../instrument.ts";
 
 /** What the store reports at scrape time (read then, never updated on the write path). */
 export interface TsdbGaugeSource {
@@ -19,7 +19,9 @@ export interface TsdbGaugeSource {
  * The embedded store's metrics (Prometheus' `headMetrics` shape): counters the store updates once
  * per commit, per fsync or per compaction step, and gauges read from the store at scrape time.
  */
-export function createTsdbMetrics(registry: Registry, read: () => TsdbGaugeSource | undefined) {
+export function createTsdbMetrics(registry: Registry, readNow: () => TsdbGaugeSource | undefined) {
+  // Nine families read the same figures, some of them a walk over every head series: once per scrape.
+  const read = perScrape(readNow);
   const at = (f: (s: TsdbGaugeSource) => number | undefined) => () => {
     const s = read();
     return s && f(s);

@@ -1,9 +1,9 @@
-import { observed, type Registry } from "../../instrument.ts";
+import { observed, perScrape, type Registry } from "../../instrument.ts";
 import type { QueryPool } from "./pool.ts";
 
 /** The query worker pool's figures, read from the pool at scrape time (nothing on the query path). */
 export function registerQueryPoolMetrics(registry: Registry, pool: QueryPool): void {
-  const s = () => pool.stats();
+  const s = perScrape(() => pool.stats());
   observed(
     registry,
     "gauge",
