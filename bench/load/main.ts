@@ -250,7 +250,8 @@ async function main(): Promise<void> {
         phase,
         nice: LIGHT_NICE,
       });
-      await fetch(`${base}/metrics`).then((r) => r.text()); // starts the event-loop delay window
+      const operator = { headers: { authorization: `Bearer ${ADMIN}` } };
+      await fetch(`${base}/metrics`, operator).then((r) => r.text()); // starts the event-loop delay window
       const until = Date.now() + DURATION_MS;
       const measured = [light.run(until), writer.run(until)];
       const loop = async (f: () => Promise<void>) => {
@@ -267,7 +268,7 @@ async function main(): Promise<void> {
         if (result.counters) counters = result.counters;
         if (result.lastMs) resumeAfterMs = result.lastMs;
       }
-      const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
+      const metrics = await fetch(`${base}/metrics`, operator).then((r) => r.text());
       const p99 = Number(/^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN) * 1000;
       lag[phase] = Math.max(0, p99 - LAG_RESOLUTION_MS);
     }
