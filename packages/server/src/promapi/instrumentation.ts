@@ -2,6 +2,8 @@ import { counter, histogram, LATENCY_BUCKETS, type Registry } from "../instrumen
 import type { ApiError } from "./errors.ts";
 
 const APIS = ["query", "query_range"] as const;
+/** The Prometheus-API endpoints that evaluate PromQL. */
+export type QueryApi = (typeof APIS)[number];
 const OUTCOMES = ["ok", "timeout", "too_many_samples", "rate_limited", "bad_request", "error"] as const;
 
 /** PromQL queries of the Prometheus API (Grafana's path): how many, how they ended, how long. */

@@ -16,7 +16,7 @@ import type { EncodedAnswer } from "../promql/index.ts";
 import { ApiError, toApiError } from "./errors.ts";
 import { errorBody } from "./format.ts";
 import * as h from "./handlers.ts";
-import { type QueryMetrics, queryOutcome } from "./instrumentation.ts";
+import { type QueryApi, type QueryMetrics, queryOutcome } from "./instrumentation.ts";
 import { type PromApiOptions, resolvePromApiOptions } from "./options.ts";
 import { Params } from "./params.ts";
 
@@ -97,46 +97,45 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
     });
 
     const qm = deps.queryMetrics;
-    const run =
-      (handler: h.Handler, api?: "query" | "query_range") => async (req: Req, reply: FastifyReply) => {
-        const t0 = api && qm ? performance.now() : 0;
-        const form = (req.headers["content-type"] ?? "").startsWith("application/x-www-form-urlencoded");
-        // A client that goes away (a dashboard refreshing, a closed tab) stops its evaluation: the
-        // response closes before it finished.
-        const gone = new AbortController();
-        const onClose = () => {
-          if (!reply.raw.writableFinished) gone.abort();
-        };
-        reply.raw.on("close", onClose);
-        const ctx: h.RequestContext = {
-          projectId: req.params.projectId,
-          params: new Params(form ? req.body : undefined, req.query),
-          labelName: req.params.name,
-          signal: gone.signal,
-          acceptEncoding: req.headers["accept-encoding"],
-          expr: "",
-        };
-        try {
-          const answer = await handler(hd, ctx);
-          if (t0) {
-            qm!.queries.inc({ api: api!, outcome: "ok" });
-            qm!.duration.observe({ api: api! }, (performance.now() - t0) / 1000);
-          }
-          return await sendCompressed(req, reply, answer);
-        } catch (err) {
-          const e = toApiError(err, ctx.expr, "query", logUnknown);
-          if (t0) {
-            qm!.queries.inc({ api: api!, outcome: queryOutcome(e) });
-            qm!.duration.observe({ api: api! }, (performance.now() - t0) / 1000);
-          }
-          return sendError(reply, e);
-        } finally {
-          reply.raw.off("close", onClose);
-        }
+    const run = (handler: h.Handler, api?: QueryApi) => async (req: Req, reply: FastifyReply) => {
+      const t0 = api && qm ? performance.now() : 0;
+      const form = (req.headers["content-type"] ?? "").startsWith("application/x-www-form-urlencoded");
+      // A client that goes away (a dashboard refreshing, a closed tab) stops its evaluation: the
+      // response closes before it finished.
+      const gone = new AbortController();
+      const onClose = () => {
+        if (!reply.raw.writableFinished) gone.abort();
       };
+      reply.raw.on("close", onClose);
+      const ctx: h.RequestContext = {
+        projectId: req.params.projectId,
+        params: new Params(form ? req.body : undefined, req.query),
+        labelName: req.params.name,
+        signal: gone.signal,
+        acceptEncoding: req.headers["accept-encoding"],
+        expr: "",
+      };
+      try {
+        const answer = await handler(hd, ctx);
+        if (t0) {
+          qm!.queries.inc({ api: api!, outcome: "ok" });
+          qm!.duration.observe({ api: api! }, (performance.now() - t0) / 1000);
+        }
+        return await sendCompressed(req, reply, answer);
+      } catch (err) {
+        const e = toApiError(err, ctx.expr, "query", logUnknown);
+        if (t0) {
+          qm!.queries.inc({ api: api!, outcome: queryOutcome(e) });
+          qm!.duration.observe({ api: api! }, (performance.now() - t0) / 1000);
+        }
+        return sendError(reply, e);
+      } finally {
+        reply.raw.off("close", onClose);
+      }
+    };
 
     const api = `${PROM_PREFIX}/api/v1`;
-    const both = (path: string, handler: h.Handler, query?: "query" | "query_range") => {
+    const both = (path: string, handler: h.Handler, query?: QueryApi) => {
       scope.get(`${api}/${path}`, run(handler, query));
       scope.post(`${api}/${path}`, run(handler, query));
     };
