@@ -10,10 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../net/free-port.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { engineSkipReason } from "../testing/engines.ts";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
-import { freePort } from "./free-port.ts";
 
 const ALERTS = fileURLToPath(new URL("../../../../deploy/monitoring/alerts.yml", import.meta.url));
 const skip = engineSkipReason("prometheus");
