@@ -6,6 +6,9 @@
  *   npm run bench:ingest              10,000 active series × 4 h (≈ 4.8 M samples; the head spans more
  *                                     than 1.5 block ranges, so svc and Prometheus cut a block), 4 senders
  *   npm run bench:ingest -- --quick   4,000 series × 2 h, about a minute in all
+ *   Both runs measure svc with and without its own metrics (SVC_SELF_METRICS=false), interleaved
+ *   (ABBA rounds, BENCH_SELF_METRICS_ROUNDS pairs, default 2), and the p50/p99 of one /metrics scrape
+ *   of the svc with metrics after its ingest (BENCH_SERIES=10000 for the 10,000-series figure).
  *   npm run bench:ingest -- --backend remote [--quick]
  *                                     svc with SVC_METRICS_BACKEND=remote in front of VictoriaMetrics
  *                                     against VictoriaMetrics alone, interleaved (bench/ingest/remote.ts):
@@ -21,6 +24,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { backendArg } from "../common/args.ts";
+import { loadAverageLine, median, quantile } from "../common/measure.ts";
 import { cpuSeconds, duBytes, freePort, rssBytes } from "./proc.ts";
 import { compareRemote } from "./remote.ts";
 import { probeAnswers, startTarget, stopTarget, type TargetSpec, targets } from "./targets.ts";
@@ -48,6 +52,8 @@ interface Result {
   emptyReadyMs: number;
   failedRequests: number;
   firstError: string;
+  /** One scrape of the target's own metrics after the ingest: p50 and p99 ms, body bytes. */
+  scrape?: { p50Ms: number; p99Ms: number; bytes: number; count: number; cpuMsEach: number };
 }
 
 function installed(bin: string): boolean {
@@ -82,6 +88,7 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
     const cpu = cpuSeconds(pid) - cpu0;
     const rss = rssBytes(pid) - rss0;
     const disk = duBytes(spec.dataDir(dir));
+    const scrape = spec.selfScrape ? await timeScrapes(running.base, spec.selfScrape, pid) : undefined;
     await stopTarget(running);
     running = undefined;
     const t1 = performance.now();
@@ -99,12 +106,39 @@ async function measure(spec: TargetSpec, w: Workload): Promise<Result> {
       emptyReadyMs: empty.readyMs,
       failedRequests: failed.count,
       firstError: failed.first,
+      scrape,
     };
   } finally {
     if (running) await stopTarget(running);
     if (process.env.BENCH_KEEP_DIRS) console.log(`kept ${dir}`);
     else rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Times `n` scrapes one after another (after 20 to warm up), as Prometheus makes them. */
+async function timeScrapes(
+  base: string,
+  s: { path: string; token: string },
+  pid: number,
+  n = 500,
+): Promise<{ p50Ms: number; p99Ms: number; bytes: number; count: number; cpuMsEach: number }> {
+  const headers = { authorization: `Bearer ${s.token}`, "accept-encoding": "identity" };
+  let bytes = 0;
+  const ms: number[] = [];
+  let cpu0 = 0;
+  for (let i = 0; i < n + 20; i++) {
+    if (i === 20) cpu0 = cpuSeconds(pid);
+    const t0 = performance.now();
+    const res = await fetch(base + s.path, { headers });
+    const body = await res.arrayBuffer();
+    if (!res.ok) throw new Error(`${s.path} answered ${res.status}`);
+    if (i >= 20) ms.push(performance.now() - t0);
+    bytes = body.byteLength;
+  }
+  // The server's CPU per scrape: what a scrape costs whatever else the machine runs.
+  const cpuMsEach = ((cpuSeconds(pid) - cpu0) * 1000) / n;
+  ms.sort((a, b) => a - b);
+  return { p50Ms: quantile(ms, 0.5), p99Ms: quantile(ms, 0.99), bytes, count: n, cpuMsEach };
 }
 
 const w = buildWorkload({
@@ -127,20 +161,42 @@ else await compareTargets();
 /** The default run: svc (embedded store), Prometheus and VictoriaMetrics one after another. */
 async function compareTargets(): Promise<void> {
   const results: Result[] = [];
+  const run = async (spec: TargetSpec): Promise<Result> => {
+    process.stdout.write(`${spec.name}: ingest, restart … `);
+    const r = await measure(spec, w);
+    console.log(`${(r.samplesPerSec / 1000).toFixed(0)}k samples/s, ${r.cpuPerMillion.toFixed(2)} CPU s/M`);
+    return r;
+  };
+  // svc with and without its own metrics, interleaved A B B A … so the machine's drift falls on both.
+  const on = targets.find((t) => t.name === "svc")!;
+  const off = targets.find((t) => t.name === "svc-no-self-metrics")!;
+  const pairs =
+    wanted.includes(on.name) && wanted.includes(off.name) ? num("BENCH_SELF_METRICS_ROUNDS", 2) : 0;
+  const arms: { on: Result[]; off: Result[] } = { on: [], off: [] };
+  for (let i = 0; i < pairs; i++) {
+    for (const spec of i % 2 === 0 ? [on, off] : [off, on])
+      (spec === on ? arms.on : arms.off).push(await run(spec));
+  }
   for (const spec of targets) {
     if (!wanted.includes(spec.name)) continue;
+    if (pairs > 0 && (spec === on || spec === off)) {
+      // The table shows each arm's median round by CPU per sample.
+      const list = spec === on ? arms.on : arms.off;
+      const m = median(list.map((r) => r.cpuPerMillion));
+      results.push(
+        list.reduce((a, b) => (Math.abs(b.cpuPerMillion - m) < Math.abs(a.cpuPerMillion - m) ? b : a)),
+      );
+      continue;
+    }
     if (spec.bin && !installed(spec.bin)) {
       console.log(`skipping ${spec.name}: not installed`);
       continue;
     }
-    process.stdout.write(`${spec.name}: ingest, restart … `);
-    const r = await measure(spec, w);
-    console.log(`${(r.samplesPerSec / 1000).toFixed(0)}k samples/s`);
-    results.push(r);
+    results.push(await run(spec));
   }
 
   const svc = results.find((r) => r.name === "svc");
-  const peersOf = results.filter((r) => r !== svc);
+  const peersOf = results.filter((r) => r !== svc && r.name !== "svc-no-self-metrics");
   type Row = [string, (r: Result) => number | undefined, number];
   const rowsSpec: Row[] = [
     ["samples/s (higher is better)", (r) => r.samplesPerSec, 0],
@@ -170,6 +226,26 @@ async function compareTargets(): Promise<void> {
     cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
   console.log(line(head));
   for (const r of table) console.log(line(r));
+  if (pairs > 0) {
+    const cpuOn = arms.on.map((r) => r.cpuPerMillion);
+    const cpuOff = arms.off.map((r) => r.cpuPerMillion);
+    const ratio = median(cpuOn) / median(cpuOff);
+    const paired = arms.on.map((r, i) => r.cpuPerMillion / arms.off[i].cpuPerMillion);
+    console.log(
+      `self-metrics: CPU s per 1M samples with ${cpuOn.map((v) => v.toFixed(2)).join(", ")} ` +
+        `(median ${median(cpuOn).toFixed(2)}), without ${cpuOff.map((v) => v.toFixed(2)).join(", ")} ` +
+        `(median ${median(cpuOff).toFixed(2)}): with ÷ without = ${ratio.toFixed(3)} ` +
+        `(${((ratio - 1) * 100).toFixed(1)} %; per pair ${paired.map((x) => x.toFixed(3)).join(", ")}); ${loadAverageLine()}`,
+    );
+  }
+  for (const r of results) {
+    if (r.scrape)
+      console.log(
+        `${r.name}: one /metrics scrape after the ingest (${w.activeSeries.toLocaleString()} active series stored): ` +
+          `p50 ${r.scrape.p50Ms.toFixed(2)} ms, p99 ${r.scrape.p99Ms.toFixed(2)} ms over ${r.scrape.count} scrapes, ` +
+          `server CPU ${r.scrape.cpuMsEach.toFixed(2)} ms per scrape, ${(r.scrape.bytes / 1024).toFixed(0)} KiB; ${loadAverageLine()}`,
+      );
+  }
   for (const r of results) {
     if (r.failedRequests > 0)
       console.log(`note: ${r.name}: ${r.failedRequests} requests failed, first: ${r.firstError}`);

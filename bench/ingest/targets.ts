@@ -33,6 +33,8 @@ export interface TargetSpec {
   readonly flush?: string;
   /** A query that must answer with data after a restart, or undefined when the target has none. */
   readonly probe?: string;
+  /** Its own metrics: path and bearer token (svc: /metrics with the operator token). */
+  readonly selfScrape?: { readonly path: string; readonly token: string };
 }
 
 const ADMIN_TOKEN = "bench-operator-token-0123456789";
@@ -64,6 +66,7 @@ const svc: TargetSpec = {
   ready: "/readyz",
   write: "/v1/ingest/prometheus/api/v1/write",
   token: COLLECTOR_TOKEN,
+  selfScrape: { path: "/metrics", token: ADMIN_TOKEN },
   dataDir: (dir) => join(dir, "tsdb"),
   async prepare(base, w) {
     const admin = createSvcClients({ baseUrl: base, token: ADMIN_TOKEN, maxRetries: 0 }).admin;
@@ -132,7 +135,18 @@ const victoria: TargetSpec = {
   probe: "/api/v1/query?query=count(svc_vm_vcpus)",
 };
 
-export const targets: readonly TargetSpec[] = [svc, prometheus, victoria];
+/** svc without its own domain metrics (SVC_SELF_METRICS=false): the reference for what they cost. */
+const svcWithoutSelfMetrics: TargetSpec = {
+  ...svc,
+  name: "svc-no-self-metrics",
+  start: (dir, port) => {
+    const s = svc.start(dir, port);
+    return { ...s, env: { ...s.env, SVC_SELF_METRICS: "false" } };
+  },
+  selfScrape: undefined,
+};
+
+export const targets: readonly TargetSpec[] = [svc, svcWithoutSelfMetrics, prometheus, victoria];
 
 /** Starts the target and resolves once its ready URL answers 200; returns the ms that took. */
 export async function startTarget(

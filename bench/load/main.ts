@@ -35,8 +35,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { pushRemoteWrite } from "../../packages/remotewrite/src/index.ts";
 import { createSvcClients } from "../../packages/sdk/src/index.ts";
-import { freePort } from "../../packages/server/src/http/free-port.ts";
 import { createSimulator, type SimVm } from "../../packages/server/src/ingest/simulator/index.ts";
+import { freePort } from "../../packages/server/src/net/free-port.ts";
 import { startServerProcess } from "../../packages/server/src/testing/server-process.ts";
 import type { ClientConfig, ClientResult } from "./client.ts";
 import { Recorder } from "./record.ts";
@@ -250,7 +250,8 @@ async function main(): Promise<void> {
         phase,
         nice: LIGHT_NICE,
       });
-      await fetch(`${base}/metrics`).then((r) => r.text()); // starts the event-loop delay window
+      const operator = { headers: { authorization: `Bearer ${ADMIN}` } };
+      await fetch(`${base}/metrics`, operator).then((r) => r.text()); // starts the event-loop delay window
       const until = Date.now() + DURATION_MS;
       const measured = [light.run(until), writer.run(until)];
       const loop = async (f: () => Promise<void>) => {
@@ -267,7 +268,7 @@ async function main(): Promise<void> {
         if (result.counters) counters = result.counters;
         if (result.lastMs) resumeAfterMs = result.lastMs;
       }
-      const metrics = await fetch(`${base}/metrics`).then((r) => r.text());
+      const metrics = await fetch(`${base}/metrics`, operator).then((r) => r.text());
       const p99 = Number(/^nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(metrics)?.[1] ?? Number.NaN) * 1000;
       lag[phase] = Math.max(0, p99 - LAG_RESOLUTION_MS);
     }

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "../../packages/server/src/http/free-port.ts";
+import { freePort } from "../../packages/server/src/net/free-port.ts";
 import type { TestDialect } from "../../packages/server/src/testing/dialects.ts";
 import {
   type EngineKind,

@@ -5,15 +5,16 @@ import type { FastifyInstance } from "fastify";
 import { sql } from "kysely";
 import pino, { type Logger } from "pino";
 import pretty from "pino-pretty";
-import { collectDefaultMetrics, Registry } from "prom-client";
 import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
+import { createAlertMetrics } from "./alerts/instrumentation.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import { holdLease, processHolderId, releaseLease } from "./cluster/lease.ts";
 import { createLimits } from "./cluster/shared-limits.ts";
 import type { Config } from "./config.ts";
 import { consoleRoutes } from "./console/routes.ts";
 import { type DbHandle, openDb } from "./db/database.ts";
+import { startMetricsListener } from "./http/instrumentation.ts";
 import { scrapeRoutes } from "./http/scrape.ts";
 import { buildServer, redactPaths } from "./http/server.ts";
 import { registerAdminServices } from "./http/services/admin.ts";
@@ -29,18 +30,23 @@ import { pruneIdempotency } from "./iam/idempotency.ts";
 import { agentPackageRoutes, loadAgentPackage } from "./ingest/agent-package.ts";
 import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
+import { createIngestMetrics } from "./ingest/instrumentation.ts";
+import { createRegistry, type Registry } from "./instrument.ts";
 import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts";
 import type { ProjectLimiter } from "./metrics/concurrency.ts";
+import { instrumentLimiter } from "./metrics/instrumentation.ts";
 import { latestVmMetrics } from "./metrics/latest.ts";
 import { resolveMetricsOptions } from "./metrics/options.ts";
 import { openRemoteMetrics } from "./metrics/remote/open.ts";
 import { createLogSender, createSmtpSender } from "./notify/channels/email.ts";
 import { createDispatcher, type Dispatcher } from "./notify/dispatcher.ts";
 import { closeIdleConnections, postJson } from "./notify/http.ts";
+import { createNotifyMetrics } from "./notify/instrumentation.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
+import { createQueryMetrics } from "./promapi/instrumentation.ts";
 import { promApiFrameworkError, promApiRoutes } from "./promapi/plugin.ts";
-import { createQueryPool, type QueryPool } from "./promql/index.ts";
+import { createQueryPool, type QueryPool, registerQueryPoolMetrics } from "./promql/index.ts";
 import { checkTsdbFormat, openTsdb, type Tsdb } from "./tsdb/index.ts";
 
 /** The whole service in one process: every role, wired together. */
@@ -59,6 +65,10 @@ export interface App {
   readonly dispatcher: Dispatcher;
   readonly server: FastifyInstance;
   readonly log: Logger;
+  /** svc's own metrics, as /metrics serves them. */
+  readonly registry: Registry;
+  /** The SVC_METRICS_LISTEN listener's port, when configured. */
+  readonly metricsPort?: number;
   close(): Promise<void>;
 }
 
@@ -84,23 +94,34 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const now = opts.now ?? Date.now;
   // A newer build's metrics store is refused before the database is opened (and perhaps migrated).
   if (config.metricsBackend !== "remote") checkTsdbFormat(join(config.dataDir, "tsdb"));
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const registry = createRegistry();
+  // Without self-metrics (the benchmark's peer) no domain is instrumented; /metrics keeps the defaults.
+  const instruments = config.selfMetrics ? registry : undefined;
+  const db = await openDb({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    registry: instruments,
+  });
   // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
   // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
   const queryPool = config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers }) : undefined;
   // SVC_METRICS_BACKEND=remote: a Prometheus-compatible engine holds the metrics; no TSDB is opened.
   const remote =
     config.metricsBackend === "remote" && config.remoteMetrics
-      ? openRemoteMetrics(config.remoteMetrics, { queryPool, log })
+      ? openRemoteMetrics(config.remoteMetrics, { queryPool, log, registry: instruments })
       : undefined;
   const tsdb = remote
     ? undefined
-    : await openTsdb(join(config.dataDir, "tsdb"), {
-        retentionMs: config.retentionMs,
-        outOfOrderWindowMs: config.outOfOrderWindowMs,
-        maxBlockDurationMs: Math.min(config.maxBlockDurationMs, config.retentionMs),
-        now,
-      });
+    : await openTsdb(
+        join(config.dataDir, "tsdb"),
+        {
+          retentionMs: config.retentionMs,
+          outOfOrderWindowMs: config.outOfOrderWindowMs,
+          maxBlockDurationMs: Math.min(config.maxBlockDurationMs, config.retentionMs),
+          now,
+        },
+        instruments && { registry: instruments },
+      );
   const metrics =
     remote?.metrics ??
     createMetricsBackend({
@@ -108,18 +129,18 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
     });
-  const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb! });
+  const ingestMetrics = instruments && createIngestMetrics(instruments);
+  const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb!, metrics: ingestMetrics });
+  if (instruments && queryPool) registerQueryPoolMetrics(instruments, queryPool);
   // Rate limits and the per-project query cap: across replicas on PostgreSQL, in process on SQLite.
   const limits = createLimits({ db, databaseUrl: config.databaseUrl, now });
-  const limiter = limits.projectLimiter;
+  const limiter = instruments ? instrumentLimiter(limits.projectLimiter, instruments) : limits.projectLimiter;
   const vmMetrics = {
     metrics,
     limiter,
     now,
     options: resolveMetricsOptions({ retentionMs: config.retentionMs }),
   };
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
   const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
   const prune = () =>
@@ -140,6 +161,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     // One replica evaluates: the lease outlives three missed cycles, then another replica takes over.
     leader: () =>
       holdLease(db.db, EVALUATOR_LEASE, processHolderId, now(), 3 * alertOptions.evaluationIntervalMs),
+    instruments:
+      instruments && config.roles.has("evaluator")
+        ? createAlertMetrics(instruments, alertOptions.evaluationIntervalMs / 1000)
+        : undefined,
   });
   const notifyOptions = resolveNotifyOptions(config.notify.options);
   const sealer = createSealer(config.secretKey);
@@ -159,6 +184,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     baseUrl: publicOrigin,
     now,
     log,
+    instruments:
+      instruments && config.roles.has("notifier")
+        ? createNotifyMetrics(instruments, { db: db.db, now })
+        : undefined,
   });
   const agentPackage = loadAgentPackage(config.agentPackageDir);
   const routes = (router: ConnectRouter) => {
@@ -231,6 +260,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
               collectorToken: config.collectorToken,
               now,
               maxBodyBytes: 16 * 1024 * 1024,
+              metrics: ingestMetrics,
             }),
           ]
         : []),
@@ -258,6 +288,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         options: { retentionMs: config.retentionMs },
         maxRequestBytes: config.maxRequestBytes,
         evaluationIntervalMs: alertOptions.evaluationIntervalMs,
+        queryMetrics: instruments && createQueryMetrics(instruments),
       }),
       agentPackageRoutes(agentPackage),
       consoleRoutes({
@@ -271,6 +302,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       }),
     ];
   }
+  // SVC_METRICS_LISTEN: /metrics without auth on its own (private) address.
+  const metricsListener = config.metricsListen
+    ? await startMetricsListener(registry, config.metricsListen)
+    : undefined;
   if (config.evaluatorAutoStart && config.roles.has("evaluator")) evaluator.start();
   if (config.notify.dispatcherAutoStart && config.roles.has("notifier")) dispatcher.start();
   return {
@@ -287,8 +322,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     dispatcher,
     server,
     log,
+    registry,
+    metricsPort: metricsListener?.port,
     async close() {
       clearInterval(pruneTimer);
+      await metricsListener?.close();
       await evaluator.stop();
       // A clean stop hands the evaluation over at once instead of after the lease expires.
       await releaseLease(db.db, EVALUATOR_LEASE, processHolderId).catch(() => {});

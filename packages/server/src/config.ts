@@ -23,6 +23,13 @@ export interface Config {
    * one of them is taken to come from the client its X-Forwarded-For names (per-address rate limits).
    * Default none: the header is ignored, so a client cannot choose its own address. */
   readonly trustedProxies: readonly string[];
+  /** SVC_METRICS_LISTEN (`host:port`, e.g. 127.0.0.1:9464): a second listener serving only /metrics,
+   * without auth, for a Prometheus on a private network. Unset: /metrics only on the main listener,
+   * with the operator token. Port 0 picks a free port (tests). */
+  readonly metricsListen?: { readonly host: string; readonly port: number };
+  /** Build svc's own metrics (svc_*) (SVC_SELF_METRICS). Default true; `false` is the benchmark's
+   * reference arm: no domain is instrumented, /metrics keeps Node's and the HTTP families. */
+  readonly selfMetrics: boolean;
   /** postgres://… selects PostgreSQL for the control plane; otherwise SQLite in dataDir. */
   readonly databaseUrl?: string;
   /** The provider's operator token for svc.admin.v1 (SVC_ADMIN_TOKEN). Generated into dataDir when unset. */
@@ -160,6 +167,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
         .filter(Boolean),
     adminToken,
     secretKey,
+    metricsListen: overrides.metricsListen ?? listenAddressOf(env.SVC_METRICS_LISTEN),
+    selfMetrics: overrides.selfMetrics ?? env.SVC_SELF_METRICS !== "false",
     logLevel: overrides.logLevel ?? env.SVC_LOG_LEVEL ?? "info",
     logFormat: overrides.logFormat ?? logFormatOf(env.SVC_LOG_FORMAT),
     maxRequestBytes: overrides.maxRequestBytes ?? 4 * 1024 * 1024,
@@ -243,6 +252,16 @@ function metricsBackendOf(
       headers: parseHeaderList(env.SVC_REMOTE_HEADERS, "SVC_REMOTE_HEADERS"),
     },
   };
+}
+
+/** `host:port` or `[v6]:port`; undefined when unset. */
+export function listenAddressOf(raw: string | undefined): { host: string; port: number } | undefined {
+  if (raw === undefined || raw.trim() === "") return undefined;
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(raw.trim());
+  const port = m ? Number(m[3]) : Number.NaN;
+  if (!m || port > 65535)
+    throw new Error(`SVC_METRICS_LISTEN: "${raw}" is not host:port (e.g. 127.0.0.1:9464 or [::1]:9464)`);
+  return { host: m[1] ?? m[2], port };
 }
 
 function queryWorkersOf(raw: string | undefined): number {

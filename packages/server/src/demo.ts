@@ -8,14 +8,13 @@ import { resolveAlertOptions } from "./alerts/options.ts";
 import { saveAlertRule } from "./alerts/rules.ts";
 import { ruleTemplates } from "./alerts/templates.ts";
 import type { Db } from "./db/database.ts";
-import { writeSelfSignedCertificate } from "./http/self-signed.ts";
 import { createKey } from "./iam/keys.ts";
 import { createServiceAccount } from "./iam/service-accounts.ts";
+import { DEMO_PROJECT } from "./ingest/demo-collector.ts";
 import { createProject, createUser, setMember } from "./inventory/projects.ts";
 import { createVm } from "./inventory/vms.ts";
+import { writeSelfSignedCertificate } from "./net/self-signed.ts";
 import { createDestination, type DestinationsDeps, updateDestination } from "./notify/destinations.ts";
-
-export const DEMO_PROJECT = "demo";
 
 export interface DemoCredentials {
   baseUrl: string;

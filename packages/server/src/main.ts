@@ -1,7 +1,7 @@
 import { rootCertificates } from "node:tls";
 import { createApp } from "./app.ts";
 import { type Config, loadConfig } from "./config.ts";
-import { freePort } from "./http/free-port.ts";
+import { freePort } from "./net/free-port.ts";
 import { createSmtpSender } from "./notify/channels/email.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";

@@ -10,6 +10,7 @@ import {
   type VmTimeline,
 } from "./condition.ts";
 import { evaluateMetric, forecastLookbackMs } from "./forecast.ts";
+import type { AlertMetrics } from "./instrumentation.ts";
 import type { AlertOptions } from "./options.ts";
 import { type InstanceData, instanceKey, readRuleData, readTimelines } from "./read.ts";
 import { type LiveVm, liveVms, loadRevision } from "./rules.ts";
@@ -65,6 +66,7 @@ export interface EvaluatorDeps {
    * says whether this process has it. Absent = always (one process).
    */
   readonly leader?: () => Promise<boolean>;
+  readonly instruments?: AlertMetrics;
 }
 
 export function createEvaluator(deps: EvaluatorDeps): Evaluator {
@@ -98,6 +100,8 @@ class EvaluatorImpl implements Evaluator {
   #running: Promise<unknown> = Promise.resolve();
   #nudged = false;
   #lastPurge = 0;
+  /** Instances flagged during the running cycle. */
+  #flags = { noData: 0, error: 0 };
 
   constructor(deps: EvaluatorDeps) {
     this.#deps = deps;
@@ -114,7 +118,16 @@ class EvaluatorImpl implements Evaluator {
   }
 
   async tick(): Promise<CycleReport | undefined> {
-    if (this.#deps.leader && !(await this.#deps.leader())) return undefined;
+    const m = this.#deps.instruments;
+    if (this.#deps.leader) {
+      let lead = false;
+      try {
+        lead = await this.#deps.leader();
+      } finally {
+        if (m) m.state.holdsLease = lead;
+      }
+      if (!lead) return undefined;
+    } else if (m) m.state.holdsLease = true;
     return this.runCycle();
   }
 
@@ -149,7 +162,26 @@ class EvaluatorImpl implements Evaluator {
   }
 
   runCycle(atMs = this.#deps.now()): Promise<CycleReport> {
-    return this.#serial(() => this.#cycle(atMs));
+    return this.#serial(() => this.#measuredCycle(atMs));
+  }
+
+  async #measuredCycle(atMs: number): Promise<CycleReport> {
+    const m = this.#deps.instruments;
+    if (!m) return this.#cycle(atMs);
+    m.state.now = this.#deps.now;
+    m.state.lastCycleStartMs = this.#deps.now();
+    try {
+      const r = await this.#cycle(atMs);
+      m.cycles.inc({ outcome: "ok" });
+      m.cycleDuration.observe(r.durationMs / 1000);
+      m.rules.inc(r.rules);
+      m.instances.inc(r.instances);
+      if (r.errors) m.readFailures.inc(r.errors);
+      return r;
+    } catch (err) {
+      m.cycles.inc({ outcome: "failed" });
+      throw err;
+    }
   }
 
   async #apply(atMs: number): Promise<number> {
@@ -244,6 +276,7 @@ class EvaluatorImpl implements Evaluator {
       list.push({ id: r.id, projectId: r.project_id, version: r.applied_version, spec });
     }
     const totals = { rules: 0, instances: 0, evaluations: 0, transitions: 0, readMs: 0, errors: 0 };
+    this.#flags = { noData: 0, error: 0 };
     for (const [projectId, rules] of byProject) {
       const vms = await liveVms(db, projectId);
       let timelines: Map<string, VmTimeline> | undefined;
@@ -262,6 +295,11 @@ class EvaluatorImpl implements Evaluator {
         totals.readMs += r.readMs;
         if (r.readFailed) totals.errors++;
       }
+    }
+    const m = this.#deps.instruments;
+    if (m) {
+      m.flagged.set({ flag: "no_data" }, this.#flags.noData);
+      m.flagged.set({ flag: "error" }, this.#flags.error);
     }
     await this.#repeatDue(atMs);
     await this.#housekeeping(atMs);
@@ -338,6 +376,8 @@ class EvaluatorImpl implements Evaluator {
       const prev = row && row.state !== "RETIRED" ? statusOf(row) : { ...inactive, stateSince: atMs };
       const ev = this.#evaluate(metric, spec, data.get(key), timelines?.get(inst.vmName), readError, atMs);
       const { next, transition } = step(prev, ev, atMs);
+      if (next.flag === "NO_DATA") this.#flags.noData++;
+      else if (next.flag === "ERROR") this.#flags.error++;
       const isNew = !row || row.state === "RETIRED";
       const firingValueMoved = next.state === "FIRING" && next.lastValue !== (row?.last_value ?? null);
       if (
@@ -345,7 +385,10 @@ class EvaluatorImpl implements Evaluator {
         (isNew ? next.state !== "INACTIVE" || next.flag !== "" : changed(prev, next) || firingValueMoved)
       ) {
         writes.push({ key, ...inst, prev: row, next, transition, value: ev.value ?? null });
-        if (transition) transitions++;
+        if (transition) {
+          transitions++;
+          this.#deps.instruments?.transitions.inc({ kind: transition.toLowerCase() });
+        }
       }
     }
     // Instances whose VM left the rule (deleted, or no longer selected) retire; no recovery is claimed.

@@ -19,7 +19,7 @@ import pino from "pino";
 import { type App, createApp } from "../app.ts";
 import { loadConfig } from "../config.ts";
 import type { SvcError } from "../errors.ts";
-import { freePort } from "../http/free-port.ts";
+import { freePort } from "../net/free-port.ts";
 import { fanout } from "../notify/outbox.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { ADMIN_TOKEN, type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";

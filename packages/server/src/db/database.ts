@@ -2,9 +2,11 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SQLite from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from "kysely";
+import type { Registry } from "../instrument.ts";
+import { createDbMetrics, type DbMetrics } from "./instrumentation.ts";
 import { migrations } from "./migrations/index.ts";
 import type { Database } from "./schema.ts";
-import { SchemaTooNewError } from "./schema-version.ts";
+import { SCHEMA_VERSION, SchemaTooNewError } from "./schema-version.ts";
 import { withStatementCache } from "./statement-cache.ts";
 
 export type Db = Kysely<Database>;
@@ -28,6 +30,8 @@ export interface OpenDbOptions {
   readonly sqlitePath?: string;
   /** Default directory for svc.db when sqlitePath is not given. */
   readonly dataDir?: string;
+  /** With a registry, statement latency and errors, the pool and the schema version are measured. */
+  readonly registry?: Registry;
 }
 
 /** Opens the control-plane store and runs pending migrations. */
@@ -36,6 +40,7 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
   let db: Db;
   let dialect: DbDialect;
   let backup: DbHandle["backup"];
+  let metrics: DbMetrics | undefined;
   if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
     dialect = "postgres";
     // Loaded only for PostgreSQL: a start on SQLite never compiles the driver.
@@ -43,8 +48,12 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
     // PostgreSQL BIGINT arrives as a string by default; our BIGINT columns hold Unix milliseconds and
     // byte counts, all well inside 2^53.
     pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
+    const pool = new pg.Pool({ connectionString: url, max: 10 });
+    metrics = opts.registry && createDbMetrics(opts.registry, "postgres");
+    metrics?.watchPool(pool);
     db = new Kysely<Database>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 10 }) }),
+      dialect: new PostgresDialect({ pool }),
+      ...(metrics ? { log: metrics.log } : {}),
     });
   } else {
     dialect = "sqlite";
@@ -59,7 +68,11 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
     sqlite.pragma("synchronous = NORMAL");
     sqlite.pragma("foreign_keys = ON");
     sqlite.pragma("busy_timeout = 5000");
-    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+    metrics = opts.registry && createDbMetrics(opts.registry, "sqlite");
+    db = new Kysely<Database>({
+      dialect: new SqliteDialect({ database: withStatementCache(sqlite) }),
+      ...(metrics ? { log: metrics.log } : {}),
+    });
     backup = async (to) => {
       await sqlite.backup(to);
     };
@@ -71,6 +84,7 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
     await db.destroy();
     throw err;
   }
+  metrics?.schemaVersion(SCHEMA_VERSION);
   return { db, dialect, backup, close: () => db.destroy() };
 }
 

@@ -25,7 +25,7 @@ import {
 } from "node:zlib";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
-import { brotliOptions, type Coding, gzipOptions, MIN_COMPRESS_BYTES } from "./codings.ts";
+import { brotliOptions, type Coding, gzipOptions, MIN_COMPRESS_BYTES } from "../net/codings.ts";
 
 const gzipAsync = promisify(gzip);
 const brotliAsync = promisify(brotliCompress);

@@ -7,7 +7,7 @@ import {
   ListVMMonitoringResponseSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
 import { testDialects } from "../testing/dialects.ts";
-import { startTestApp, type TestApp } from "../testing/harness.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
 
 const [sqlite] = await testDialects();
 
@@ -179,7 +179,9 @@ describe("Connect protocol edge", () => {
   it("serves /healthz, /readyz and /metrics", async () => {
     assert.equal((await fetch(`${t.baseUrl}/healthz`)).status, 200);
     assert.equal((await fetch(`${t.baseUrl}/readyz`)).status, 200);
-    const m = await (await fetch(`${t.baseUrl}/metrics`)).text();
+    const m = await (
+      await fetch(`${t.baseUrl}/metrics`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })
+    ).text();
     assert.match(
       m,
       /svc_http_requests_total\{route="\/svc\.monitoring\.v1\.MonitoringService\/ListVMMonitoring",code="200"\}/,

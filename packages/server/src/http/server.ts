@@ -11,13 +11,14 @@ import Fastify, {
   LogController,
 } from "fastify";
 import type { Logger } from "pino";
-import { Counter, Histogram, type Registry } from "prom-client";
 import type { Db } from "../db/database.ts";
-import { SvcError } from "../errors.ts";
-import type { TokenResolver } from "../iam/principal.ts";
+import { permissionDenied, SvcError } from "../errors.ts";
+import { authenticate, bearerToken, type TokenResolver } from "../iam/principal.ts";
+import type { Registry } from "../instrument.ts";
 import { errorInterceptor, guardHandlers } from "./auth.ts";
 import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
 import { remoteAddressKey } from "./context.ts";
+import { instrumentHttp } from "./instrumentation.ts";
 
 /** Keys redacted from every log line: credentials never reach the logs. */
 export const redactPaths = [
@@ -83,27 +84,17 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     ...(deps.trustedProxies?.length ? { trustProxy: [...deps.trustedProxies] } : {}),
   });
-  const requests = new Counter({
-    name: "svc_http_requests_total",
-    help: "HTTP requests by route and status code.",
-    labelNames: ["route", "code"],
-    registers: [deps.registry],
-  });
-  const duration = new Histogram({
-    name: "svc_http_request_duration_seconds",
-    help: "HTTP request latency by route.",
-    labelNames: ["route"],
-    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
-    registers: [deps.registry],
-  });
+  instrumentHttp(app, deps.registry);
   app.addHook("onResponse", async (req, reply) => {
-    const route = req.routeOptions.url ?? "unmatched";
     req.log.debug(
-      { method: req.method, route, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      {
+        method: req.method,
+        route: req.routeOptions.url ?? "unmatched",
+        statusCode: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
       "request",
     );
-    requests.inc({ route, code: String(reply.statusCode) });
-    duration.observe({ route }, reply.elapsedTime / 1000);
   });
 
   app.get("/healthz", async () => ({ status: "ok" }));
@@ -135,8 +126,25 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       .header("cache-control", "no-store")
       .send({ status: ready ? "ready" : "unavailable", checks });
   });
-  app.get("/metrics", async (_req, reply) => {
-    return reply.type(deps.registry.contentType).send(await deps.registry.metrics());
+  // svc's own metrics are the provider's, not a tenant's: only the operator token reads them here
+  // (SVC_METRICS_LISTEN serves them without auth on a separate, private address).
+  app.get("/metrics", async (req, reply) => {
+    try {
+      const p = await authenticate(deps.db, bearerToken(req.headers.authorization), deps.now(), {
+        operatorToken: deps.operatorToken,
+      });
+      if (p.kind !== "OPERATOR")
+        throw permissionDenied("OPERATOR_ONLY", "/metrics needs the operator token (or SVC_METRICS_LISTEN)");
+    } catch (err) {
+      if (!(err instanceof SvcError)) throw err;
+      const code = err.code === "unauthenticated" ? 401 : 403;
+      if (code === 401) reply.header("www-authenticate", 'Bearer realm="svc metrics"');
+      return reply.code(code).type("text/plain").send(`${err.message}\n`);
+    }
+    return reply
+      .type(deps.registry.contentType)
+      .header("cache-control", "no-store")
+      .send(await deps.registry.metrics());
   });
 
   await app.register(async (scope) => {

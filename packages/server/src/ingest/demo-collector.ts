@@ -3,7 +3,6 @@ import { join } from "node:path";
 import { pushRemoteWrite } from "@svc/remotewrite";
 import type { Logger } from "pino";
 import type { Db } from "../db/database.ts";
-import { DEMO_PROJECT } from "../demo.ts";
 import { vmName } from "../inventory/names.ts";
 import { recordStateEvent } from "../inventory/vms.ts";
 import {
@@ -13,6 +12,9 @@ import {
   type Simulator,
   type SimVm,
 } from "./simulator/index.ts";
+
+/** The demo project's id (demo.ts creates it; the collector writes its hot VM). */
+export const DEMO_PROJECT = "demo";
 
 export interface DemoCollectorOptions {
   readonly db: Db;

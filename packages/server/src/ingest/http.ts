@@ -5,6 +5,7 @@ import { SvcError } from "../errors.ts";
 import { bearerToken } from "../iam/principal.ts";
 import { authenticateIngest } from "./credentials.ts";
 import { describeRefusals, type Ingester } from "./ingest.ts";
+import type { IngestMetrics } from "./instrumentation.ts";
 
 export interface IngestHttpDeps {
   readonly db: Db;
@@ -14,6 +15,7 @@ export interface IngestHttpDeps {
   /** Largest compressed body accepted, bytes. */
   readonly maxBodyBytes: number;
   readonly decodeLimits?: Partial<DecodeLimits>;
+  readonly metrics?: IngestMetrics;
 }
 
 /**
@@ -28,6 +30,16 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       { parseAs: "buffer", bodyLimit: deps.maxBodyBytes },
       (_req, body, done) => done(null, body),
     );
+    // Who wrote and when the decoded request started, for the request counter and latency.
+    const seen = new WeakMap<object, { source: string; t0: number }>();
+    const m = deps.metrics;
+    if (m) {
+      scope.addHook("onResponse", async (req, reply) => {
+        const s = seen.get(req);
+        m.requests.inc({ source: s?.source ?? "unknown", code: String(reply.statusCode) });
+        if (s && s.t0 > 0) m.duration.observe((performance.now() - s.t0) / 1000);
+      });
+    }
     scope.post("/v1/ingest/prometheus/api/v1/write", async (req, reply) => {
       let principal: Awaited<ReturnType<typeof authenticateIngest>>;
       try {
@@ -54,6 +66,8 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
           .type("text/plain")
           .send(`Content-Encoding ${String(encoding).slice(0, 40)} is not supported; use snappy\n`);
       }
+      const mark = { source: principal.kind, t0: 0 };
+      if (m) seen.set(req, mark);
       let writeRequest: ReturnType<typeof decodeRemoteWriteBodyCompact>;
       try {
         writeRequest = decodeRemoteWriteBodyCompact(req.body, deps.decodeLimits);
@@ -62,6 +76,7 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
           return reply.code(400).type("text/plain").send(`${err.message}\n`);
         throw err;
       }
+      if (m) mark.t0 = performance.now();
       const result = await deps.ingester.ingest(principal, writeRequest);
       if (Object.keys(result.refused).length > 0) {
         return reply

@@ -13,6 +13,7 @@ import {
 } from "../storage/interface.ts";
 import type { IngestPrincipal } from "./credentials.ts";
 import { derive, type Point, type VmDeriveState } from "./derive.ts";
+import type { IngestMetrics } from "./instrumentation.ts";
 import { SeriesCache } from "./series-cache.ts";
 
 /** Why ingest refused series or samples; a 400 names each with its counts. */
@@ -77,7 +78,7 @@ interface VmSlot {
  * labels, append the valid samples and the derived series, commit (durable in the WAL before the
  * promise resolves). Invalid series are refused and counted; the valid rest of the batch is kept.
  */
-export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
+export function createIngester(deps: { db: Db; storage: Storage; metrics?: IngestMetrics }): Ingester {
   const state = new Map<string, VmDeriveState>();
 
   // Known VMs, re-read at most every VM_CACHE_TTL_MS: a collector sends every VM every 30 s, and one
@@ -280,6 +281,20 @@ export function createIngester(deps: { db: Db; storage: Storage }): Ingester {
           );
         }
       }
+      const m = deps.metrics;
+      if (m) {
+        // Once per request, not per sample: the hot path stays free of metric updates.
+        let refusedSeries = 0;
+        for (const [reason, r] of Object.entries(result.refused)) {
+          if (r.samples) m.refusedSamples.inc({ reason }, r.samples);
+          if (r.series) m.refusedSeries.inc({ reason }, r.series);
+          refusedSeries += r.series;
+        }
+        m.acceptedSeries.inc({ source: PRINCIPAL_KINDS[src] }, n - refusedSeries);
+        m.acceptedSamples.inc({ source: PRINCIPAL_KINDS[src] }, result.acceptedSamples);
+        m.derivedSamples.inc(derivedSamples);
+        m.batchSamples.observe(timestampsMs.length);
+      }
       return result;
     },
   };
@@ -306,6 +321,7 @@ interface Resolved {
 type Feed = "cpuSeconds" | "vcpus" | "memTotal" | "memFree";
 
 const SOURCES: readonly [Source, Source] = ["hypervisor", "guest_agent"];
+const PRINCIPAL_KINDS = ["collector", "agent"] as const;
 
 const feeds: Readonly<Record<string, Feed | undefined>> = {
   svc_vm_cpu_seconds_total: "cpuSeconds",

@@ -5,6 +5,7 @@ import type { DeliveryTable, DestinationTable } from "../db/schema.ts";
 import { type MailSender, renderIncidentEmail } from "./channels/email.ts";
 import { type HttpChannelKind, render, renderOpsgenie, renderPagerDuty } from "./channels/index.ts";
 import type { HttpOutcome } from "./http.ts";
+import { type NotifyMetrics, SKIP_REASONS } from "./instrumentation.ts";
 import type { NotificationMessage } from "./message.ts";
 import type { NotifyOptions } from "./options.ts";
 import { fanout } from "./outbox.ts";
@@ -41,6 +42,7 @@ export interface DispatcherDeps {
   readonly log: Logger;
   /** Jitter source in [0, 1); tests fix it. */
   readonly random?: () => number;
+  readonly instruments?: NotifyMetrics;
 }
 
 export function createDispatcher(deps: DispatcherDeps): Dispatcher {
@@ -470,6 +472,19 @@ class DispatcherImpl implements Dispatcher {
       next = atMs + delay;
       // Gives up when the schedule is spent or the next try would come after the message expired.
       state = attempts > options.retryDelaysMs.length || next > d.expire_time ? "FAILED" : "PENDING";
+    }
+    const m = this.#deps.instruments;
+    if (m) {
+      const kind = st.dest?.kind.toLowerCase() ?? "unknown";
+      m.attemptDuration.observe({ kind }, durationMs / 1000);
+      m.deliveries.inc({
+        kind,
+        outcome: state === "PENDING" ? "retried" : (state.toLowerCase() as "sent" | "failed" | "skipped"),
+      });
+      if (state === "SKIPPED") {
+        const reason = skipReason.toLowerCase();
+        m.skipped.inc({ reason: (SKIP_REASONS as readonly string[]).includes(reason) ? reason : "other" });
+      }
     }
     this.#record({
       deliveryId: d.id,

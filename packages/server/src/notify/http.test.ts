@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { SvcError } from "../errors.ts";
-import { writeSelfSignedCertificate } from "../http/self-signed.ts";
+import { writeSelfSignedCertificate } from "../net/self-signed.ts";
 import {
   checkDestinationUrl,
   closeIdleConnections,

@@ -20,6 +20,7 @@ import { ApiError, toApiError } from "./errors.ts";
 import { drain, formKind, queryParams, readFormBody } from "./form.ts";
 import { errorBody } from "./format.ts";
 import * as h from "./handlers.ts";
+import { type QueryApi, type QueryMetrics, queryOutcome } from "./instrumentation.ts";
 import { type PromApiOptions, resolvePromApiOptions } from "./options.ts";
 import { Params } from "./params.ts";
 import { listAlerts, listRules, type RulesDeps } from "./rules.ts";
@@ -37,6 +38,8 @@ export interface PromApiDeps {
   readonly evaluationIntervalMs?: number;
   /** Largest form body read, bytes (the server's request limit). */
   readonly maxRequestBytes?: number;
+  /** Counts and times PromQL queries (svc_promql_*). */
+  readonly queryMetrics?: QueryMetrics;
 }
 
 /** Base of the API; a dashboard's "query base URL" is `{base_url}/v1/monitoring/projects/<id>/prometheus`. */
@@ -168,7 +171,9 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
       return new Params(await readFormBody(body, type, kind, maxBodyBytes), query);
     }
 
-    const run = (handler: h.Handler) => async (req: Req, reply: FastifyReply) => {
+    const qm = deps.queryMetrics;
+    const run = (handler: h.Handler, api?: QueryApi) => async (req: Req, reply: FastifyReply) => {
+      const t0 = api && qm ? performance.now() : 0;
       let merged: Params;
       try {
         merged = await params(req);
@@ -191,9 +196,19 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
         expr: "",
       };
       try {
-        return await sendCompressed(req, reply, await handler(hd, ctx));
+        const answer = await handler(hd, ctx);
+        if (t0) {
+          qm!.queries.inc({ api: api!, outcome: "ok" });
+          qm!.duration.observe({ api: api! }, (performance.now() - t0) / 1000);
+        }
+        return await sendCompressed(req, reply, answer);
       } catch (err) {
-        return sendError(reply, toApiError(err, ctx.expr, "query", logUnknown));
+        const e = toApiError(err, ctx.expr, "query", logUnknown);
+        if (t0) {
+          qm!.queries.inc({ api: api!, outcome: queryOutcome(e) });
+          qm!.duration.observe({ api: api! }, (performance.now() - t0) / 1000);
+        }
+        return sendError(reply, e);
       } finally {
         reply.raw.off("close", onClose);
       }
@@ -209,9 +224,9 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
           `method ${req.method} not allowed on api/v1/${path.replace(":name", "…")}: use ${allow}`,
         ),
       );
-    const serve = (path: string, handler: h.Handler, methods: readonly HTTPMethods[]) => {
+    const serve = (path: string, handler: h.Handler, methods: readonly HTTPMethods[], query?: QueryApi) => {
       const url = `/api/v1/${path}`;
-      scope.route({ method: [...methods], url, handler: run(handler) });
+      scope.route({ method: [...methods], url, handler: run(handler, query) });
       const allow = [...methods, "OPTIONS"].join(", ");
       served.push({ re: new RegExp(`/prometheus${url.replace(":name", "[^/]+")}/?(?:\\?|$)`), allow, path });
       // Prometheus answers OPTIONS (CORS preflight) with 204 on every path it serves.
@@ -223,9 +238,10 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
         handler: async (req, reply) => notAllowed(req, reply, path, allow),
       });
     };
-    const both = (path: string, handler: h.Handler) => serve(path, handler, ["GET", "POST"]);
-    both("query", h.query);
-    both("query_range", h.queryRange);
+    const both = (path: string, handler: h.Handler, query?: QueryApi) =>
+      serve(path, handler, ["GET", "POST"], query);
+    both("query", h.query, "query");
+    both("query_range", h.queryRange, "query_range");
     both("series", h.series);
     both("labels", h.labelNames);
     both("query_exemplars", h.queryExemplars);

@@ -13,7 +13,7 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { freePort } from "../http/free-port.ts";
+import { freePort } from "../net/free-port.ts";
 import { engineSkipReason, type RunningEngine, startEngine } from "../testing/engines.ts";
 import { type PromFixture, S, startPromFixture } from "./testkit.ts";
 

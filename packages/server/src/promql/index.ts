@@ -54,6 +54,7 @@ export {
   resolveEngineOptions,
 } from "./options.ts";
 export { parse } from "./parser.ts";
+export { registerQueryPoolMetrics } from "./pool/instrumentation.ts";
 export {
   createQueryPool,
   defaultQueryPoolOptions,

@@ -6,7 +6,7 @@ import { createSvcClients, type SvcClients } from "@svc/sdk";
 import pino, { type Logger } from "pino";
 import { type App, createApp } from "../app.ts";
 import { type Config, loadConfig } from "../config.ts";
-import { freePort } from "../http/free-port.ts";
+import { freePort } from "../net/free-port.ts";
 import type { TestDialect } from "./dialects.ts";
 
 export const ADMIN_TOKEN = "test-operator-token-0123456789";

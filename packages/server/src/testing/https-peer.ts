@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { createServer, type Server } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeSelfSignedCertificate } from "../http/self-signed.ts";
+import { writeSelfSignedCertificate } from "../net/self-signed.ts";
 
 /** A self-signed certificate for 127.0.0.1 / localhost, made now with openssl. */
 export function makeCertificate(): { key: string; cert: string } {

@@ -32,6 +32,7 @@ import { encodeChunks } from "./chunk.ts";
 import { mergeBlocks, mergeRanges, planMerge } from "./compactor.ts";
 import { TsdbClosedError } from "./errors.ts";
 import { Head } from "./head.ts";
+import type { TsdbGaugeSource, TsdbMetrics } from "./instrumentation.ts";
 import { compareLabels } from "./labels.ts";
 import type { TsdbOptions } from "./options.ts";
 import { TsdbQuerier } from "./querier.ts";
@@ -120,8 +121,11 @@ export class TsdbImpl implements Tsdb {
   #timer: NodeJS.Timeout | undefined;
   #replayMs = 0;
   #replayed = 0;
+  readonly #metrics: TsdbMetrics | undefined;
+  readonly #blockSizes = new WeakMap<Block, number>();
 
-  constructor(dir: string, opts: TsdbOptions) {
+  constructor(dir: string, opts: TsdbOptions, metrics?: TsdbMetrics) {
+    this.#metrics = metrics;
     this.#dir = dir;
     this.opts = opts;
     this.head = new Head(opts);
@@ -143,6 +147,15 @@ export class TsdbImpl implements Tsdb {
     const next = this.#replay();
     this.#replayMs = performance.now() - t0;
     this.#wal = new Wal(this.#walDir, next, opts.walSegmentBytes, opts.groupCommitWindowMs);
+    if (metrics) {
+      this.#wal.observer = {
+        flushed: (bytes, seconds) => {
+          metrics.walBytes.inc(bytes);
+          metrics.walFsync.observe(seconds);
+        },
+        failed: () => metrics.walFailures.inc(),
+      };
+    }
     if (opts.autoCompact) {
       this.#timer = setInterval(() => void this.compact().catch(() => {}), opts.maintenanceIntervalMs);
       this.#timer.unref();
@@ -293,10 +306,18 @@ export class TsdbImpl implements Tsdb {
     const apply = () => {
       const refused: Partial<Record<AppendRefusal, number>> = {};
       let accepted = 0;
+      const oooBefore = head.ooo.samples;
       for (let i = 0; i < batch.n; i++) {
         const o = head.append(batch.refs[i], batch.ts[i], batch.his[i], batch.los[i]);
         if (o === "appended" || o === "duplicate") accepted++;
         else refused[o] = (refused[o] ?? 0) + 1;
+      }
+      const m = this.#metrics;
+      if (m) {
+        m.appended.inc(accepted);
+        const ooo = head.ooo.samples - oooBefore;
+        if (ooo > 0) m.outOfOrder.inc({ outcome: "accepted" }, ooo);
+        if (refused.out_of_order) m.outOfOrder.inc({ outcome: "refused" }, refused.out_of_order);
       }
       this.#maybeScheduleCompaction();
       return { accepted, refused };
@@ -365,13 +386,14 @@ export class TsdbImpl implements Tsdb {
         sealed = this.#wal.rotate();
         for (const line of lines) {
           if (this.head.dataMinT >= line) continue; // a gap: nothing below this line
-          if (!(await this.#cutBlock(line, sealed))) return;
+          if (!(await this.#measured(this.#cutBlock(line, sealed), "compactions", "compactionDuration")))
+            return;
         }
       } finally {
         this.#cutGate = null;
         open();
       }
-      if (!(await this.#checkpoint(sealed))) return;
+      if (!(await this.#measured(this.#checkpoint(sealed), "checkpoints"))) return;
     }
     this.applyRetention();
   }
@@ -455,13 +477,17 @@ export class TsdbImpl implements Tsdb {
       };
       let meta: BlockMeta | undefined;
       try {
-        meta = await mergeBlocks(
-          this.#blocksDir,
-          sources,
-          this.opts.rollupResolutionMs,
-          this.opts.chunkTargetSamples,
-          pause,
-          this.opts.rollupGroupLabel,
+        meta = await this.#measured(
+          mergeBlocks(
+            this.#blocksDir,
+            sources,
+            this.opts.rollupResolutionMs,
+            this.opts.chunkTargetSamples,
+            pause,
+            this.opts.rollupGroupLabel,
+          ),
+          "merges",
+          "mergeDuration",
         );
       } catch (err) {
         if (err instanceof TsdbClosedError) return;
@@ -530,6 +556,7 @@ export class TsdbImpl implements Tsdb {
       } else keep.push(b);
     }
     this.#blocks = keep;
+    if (dropped > 0) this.#metrics?.retentionDeletions.inc(dropped);
     // Memory the dropped blocks held may now fit older blocks' rollups.
     if (dropped > 0) this.#sortBlocks();
     return dropped;
@@ -599,6 +626,59 @@ export class TsdbImpl implements Tsdb {
       this.#compacting = null;
       release();
     }
+  }
+
+  /**
+   * Counts one compaction step by outcome and times it; a step the closing store stopped
+   * (false, or TsdbClosedError) is neither.
+   */
+  async #measured<T>(
+    step: Promise<T>,
+    count: "compactions" | "checkpoints" | "merges",
+    duration?: "compactionDuration" | "mergeDuration",
+  ): Promise<T> {
+    const m = this.#metrics;
+    if (!m) return step;
+    const t0 = performance.now();
+    try {
+      const r = await step;
+      if (r !== false) {
+        m[count].inc({ outcome: "ok" });
+        if (duration) m[duration].observe((performance.now() - t0) / 1000);
+      }
+      return r;
+    } catch (err) {
+      if (!(err instanceof TsdbClosedError)) m[count].inc({ outcome: "failed" });
+      throw err;
+    }
+  }
+
+  /** What /metrics reads at scrape time. */
+  gaugeSource(): TsdbGaugeSource {
+    const head = this.head;
+    const empty = head.dataMinT === Number.POSITIVE_INFINITY;
+    const oldest = Math.min(this.#blocks[0]?.meta.minTime ?? Number.POSITIVE_INFINITY, head.dataMinT);
+    let blockBytes = 0;
+    for (const b of this.#blocks) {
+      // Blocks are immutable: stat their files once, not on every scrape.
+      let size = this.#blockSizes.get(b);
+      if (size === undefined) {
+        size = b.sizeBytes();
+        this.#blockSizes.set(b, size);
+      }
+      blockBytes += size;
+    }
+    return {
+      headSeries: head.reg.live,
+      headChunks: head.chunkCount(),
+      headSamples: head.inOrderSamples,
+      headChunkBytes: head.chunkBytes(),
+      blocks: this.#blocks.length,
+      blockBytes,
+      walSegment: this.#wal.segment,
+      oldestSampleMs: Number.isFinite(oldest) ? oldest : undefined,
+      newestSampleMs: empty ? undefined : head.dataMaxT,
+    };
   }
 
   stats(): TsdbStats {

@@ -334,6 +334,14 @@ export class Head {
     );
   }
 
+  /** Chunks held: closed ones plus each series' open chunk. */
+  chunkCount(): number {
+    let open = 0;
+    const refs = this.reg.allPostings();
+    for (let i = 0; i < refs.length; i++) if (this.#slot[refs[i]] >= 0) open++;
+    return this.#chunks.live + open;
+  }
+
   /** Bytes of encoded chunk data held (closed + open), for bytes/sample figures. */
   chunkBytes(): number {
     let open = 0;

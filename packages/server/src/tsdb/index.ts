@@ -3,7 +3,9 @@
  * RE2 label matchers, Gorilla XOR chunks, WAL with group commit and checkpoints, immutable blocks,
  * retention, and an out-of-order window. Other folders import only from here.
  */
+import type { Registry } from "../instrument.ts";
 import { type Tsdb, TsdbImpl } from "./db.ts";
+import { createTsdbMetrics } from "./instrumentation.ts";
 import { resolveTsdbOptions, type TsdbOptions } from "./options.ts";
 
 export type { SnapshotFile, Tsdb, TsdbSnapshot, TsdbStats } from "./db.ts";
@@ -21,9 +23,18 @@ export { checkTsdbFormat, TSDB_FORMAT, type TsdbFormat, TsdbFormatError } from "
 /**
  * Opens (creating if needed) the store in `dir`: loads blocks, replays checkpoint + WAL (a torn last
  * record is truncated), and starts a new WAL segment. Options are merged onto defaultTsdbOptions,
- * validated and frozen.
+ * validated and frozen. With a registry, the store's metrics (svc_tsdb_*) are registered in it.
  */
-export async function openTsdb(dir: string, overrides?: Partial<TsdbOptions>): Promise<Tsdb> {
+export async function openTsdb(
+  dir: string,
+  overrides?: Partial<TsdbOptions>,
+  instruments?: { readonly registry: Registry },
+): Promise<Tsdb> {
   const opts = resolveTsdbOptions(overrides);
-  return new TsdbImpl(dir, opts);
+  let db: TsdbImpl | undefined;
+  const metrics =
+    instruments &&
+    createTsdbMetrics(instruments.registry, () => (db?.closed ? undefined : db?.gaugeSource()));
+  db = new TsdbImpl(dir, opts, metrics);
+  return db;
 }

@@ -1,6 +1,7 @@
 import { QueryEvalError, QueryTimeoutError } from "../../promql/index.ts";
 import type { Label, LabelMatcher, Labels } from "../../storage/interface.ts";
 import { MetricsEngineUnavailableError, safeOrigin } from "./errors.ts";
+import { failureStatus, type RemoteMetrics } from "./instrumentation.ts";
 import { type EngineRequest, type EngineResponse, engineRequest } from "./transport.ts";
 
 /** One series of a `matrix` answer: labels sorted by name, times in ms. */
@@ -55,7 +56,9 @@ export function createPromApiClient(opts: {
   baseUrl: string;
   headers: Readonly<Record<string, string>>;
   timeoutMs: number;
+  instruments?: RemoteMetrics;
 }): PromApiClient {
+  const m = opts.instruments;
   const base = opts.baseUrl.replace(/\/+$/, "");
   const origin = safeOrigin(base);
 
@@ -66,8 +69,14 @@ export function createPromApiClient(opts: {
   ): Promise<EngineResponse> {
     const own = AbortSignal.timeout(opts.timeoutMs);
     const signal = req?.signal ? AbortSignal.any([own, req.signal]) : own;
+    const t0 = m ? performance.now() : 0;
     try {
       const res = await engineRequest(`${base}${path}`, { ...init, signal });
+      if (m) {
+        m.readDuration.observe((performance.now() - t0) / 1000);
+        if (res.status >= 500 || res.status === 429)
+          m.readFailures.inc({ status: failureStatus(res.status) });
+      }
       if (res.status >= 500 || res.status === 429) {
         const text = await res.text().catch(() => "");
         if (res.status === 503 && /timeout|timed out|deadline/i.test(text) && !/unavailable/i.test(text))
@@ -80,6 +89,7 @@ export function createPromApiClient(opts: {
     } catch (err) {
       if (err instanceof MetricsEngineUnavailableError || err instanceof QueryTimeoutError) throw err;
       if (req?.signal?.aborted) throw new QueryTimeoutError();
+      m?.readFailures.inc({ status: failureStatus(undefined, own.aborted) });
       const why = own.aborted
         ? `no answer within ${opts.timeoutMs} ms`
         : ((err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name ?? "network error");

@@ -13,6 +13,7 @@ import { isStaleMarker, type LabelMatcher, type Labels, type SeriesData } from "
 import { type LatestSample, labelsKey, type MetricsBackend, scoped, stripTenant } from "../backend.ts";
 import { createPromApiClient, labelsOf, seconds, selectorOf } from "./api-client.ts";
 import { MetricsEngineUnavailableError, safeOrigin } from "./errors.ts";
+import type { RemoteMetrics } from "./instrumentation.ts";
 import type { RemoteMetricsOptions } from "./options.ts";
 import { evaluatePrefetched } from "./prefetch.ts";
 import { detectRawReader, type RawSampleReader, type SampleBudget } from "./raw-read.ts";
@@ -42,10 +43,16 @@ export function createRemoteMetricsBackend(deps: {
   engine?: Engine;
   /** Warns once about an engine configured in a way svc cannot answer consistently over. */
   log?: Logger;
+  instruments?: RemoteMetrics;
 }): RemoteMetricsBackend {
   const o = deps.options;
   const engine = deps.engine ?? createEngine({ maxSamples: o.maxSamples });
-  const client = createPromApiClient({ baseUrl: o.queryUrl, headers: o.headers, timeoutMs: o.readTimeoutMs });
+  const client = createPromApiClient({
+    baseUrl: o.queryUrl,
+    headers: o.headers,
+    timeoutMs: o.readTimeoutMs,
+    instruments: deps.instruments,
+  });
   const origin = safeOrigin(o.queryUrl);
 
   // Learnt on first use and kept; a failed probe (engine down) is retried by the next read.

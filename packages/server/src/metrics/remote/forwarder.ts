@@ -2,6 +2,8 @@ import { type ColumnSeries, encodeLabelFields, encodeSeriesColumns, snappyCompre
 import type { Logger } from "pino";
 import type { Appender, AppendResult, Labels, Storage } from "../../storage/interface.ts";
 import { MetricsEngineUnavailableError, RemoteWriteRefusedError, safeOrigin } from "./errors.ts";
+import type { RemoteMetrics } from "./instrumentation.ts";
+import { failureStatus } from "./instrumentation.ts";
 import type { RemoteMetricsOptions } from "./options.ts";
 import { type EngineResponse, engineRequest } from "./transport.ts";
 
@@ -25,10 +27,27 @@ type WriteOptions = Pick<
  * client is not acknowledged and retries the batch; engines store a repeated sample once). A 4xx is
  * not retried: RemoteWriteRefusedError names the engine's answer. Reads never come here.
  */
-export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): Storage {
+export function createRemoteWriteStorage(
+  o: WriteOptions & { log?: Logger; instruments?: RemoteMetrics },
+): Storage {
   const origin = safeOrigin(o.remoteWriteUrl);
+  const m = o.instruments;
 
   async function postOnce(body: Uint8Array): Promise<"ok" | { retry: string }> {
+    const t0 = performance.now();
+    const r = await postOnceUnmeasured(body).catch((err: unknown) => {
+      if (err instanceof RemoteWriteRefusedError)
+        m?.writeFailures.inc({ status: failureStatus(err.engineStatus) });
+      throw err;
+    });
+    if (m) {
+      m.writeDuration.observe((performance.now() - t0) / 1000);
+      if (r !== "ok") m.writeFailures.inc({ status: r.status });
+    }
+    return r;
+  }
+
+  async function postOnceUnmeasured(body: Uint8Array): Promise<"ok" | { retry: string; status: string }> {
     let res: EngineResponse;
     try {
       res = await engineRequest(o.remoteWriteUrl, {
@@ -47,11 +66,13 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
       return {
         retry:
           e.name === "TimeoutError" ? `no answer within ${o.writeTimeoutMs} ms` : (e.cause?.code ?? e.name),
+        status: failureStatus(undefined, e.name === "TimeoutError"),
       };
     }
     const text = await res.text().catch(() => "");
     if (res.status >= 200 && res.status < 300) return "ok";
-    if (res.status >= 500 || res.status === 429) return { retry: `HTTP ${res.status}` };
+    if (res.status >= 500 || res.status === 429)
+      return { retry: `HTTP ${res.status}`, status: failureStatus(res.status) };
     throw new RemoteWriteRefusedError(origin, res.status, text);
   }
 
@@ -67,6 +88,7 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
         );
       }
       o.log?.warn({ engine: origin, attempt, why: r.retry }, "remote write failed; retrying");
+      m?.writeRetries.inc();
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, o.writeBackoffMaxMs);
     }
@@ -163,6 +185,7 @@ export function createRemoteWriteStorage(o: WriteOptions & { log?: Logger }): St
             }
           };
           await Promise.all(Array.from({ length: Math.min(o.writeConcurrency, parts.length) }, worker));
+          m?.samples.inc(accepted);
           return { accepted, refused: {} };
         },
         rollback() {

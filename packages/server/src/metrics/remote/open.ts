@@ -1,9 +1,11 @@
 import { snappyImplementation } from "@svc/remotewrite";
 import type { Logger } from "pino";
+import type { Registry } from "../../instrument.ts";
 import type { QueryPool } from "../../promql/index.ts";
 import type { Storage } from "../../storage/interface.ts";
 import { createRemoteMetricsBackend, type RemoteMetricsBackend } from "./backend.ts";
 import { createRemoteWriteStorage } from "./forwarder.ts";
+import { createRemoteMetrics } from "./instrumentation.ts";
 import { type RemoteMetricsOptions, resolveRemoteMetricsOptions } from "./options.ts";
 
 /**
@@ -14,7 +16,7 @@ import { type RemoteMetricsOptions, resolveRemoteMetricsOptions } from "./option
 export function openRemoteMetrics(
   config: Pick<RemoteMetricsOptions, "remoteWriteUrl" | "queryUrl" | "headers"> &
     Partial<RemoteMetricsOptions>,
-  deps: { queryPool?: QueryPool; log?: Logger },
+  deps: { queryPool?: QueryPool; log?: Logger; registry?: Registry },
 ): { metrics: RemoteMetricsBackend; storage: Storage } {
   const options = resolveRemoteMetricsOptions(config);
   deps.log?.info(
@@ -26,8 +28,9 @@ export function openRemoteMetrics(
     },
     "metrics: remote Prometheus-compatible engine",
   );
+  const instruments = deps.registry && createRemoteMetrics(deps.registry);
   return {
-    metrics: createRemoteMetricsBackend({ options, queryPool: deps.queryPool, log: deps.log }),
-    storage: createRemoteWriteStorage({ ...options, log: deps.log }),
+    metrics: createRemoteMetricsBackend({ options, queryPool: deps.queryPool, log: deps.log, instruments }),
+    storage: createRemoteWriteStorage({ ...options, log: deps.log, instruments }),
   };
 }

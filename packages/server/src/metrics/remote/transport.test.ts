@@ -3,7 +3,7 @@ import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { freePort } from "../../http/free-port.ts";
+import { freePort } from "../../net/free-port.ts";
 import { engineRequest } from "./transport.ts";
 
 describe("engineRequest()", () => {

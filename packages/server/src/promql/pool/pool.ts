@@ -82,6 +82,8 @@ export interface QueryPoolStats {
   readonly started: number;
   /** Workers terminated at a query's deadline (or abort) and replaced. */
   readonly replaced: number;
+  /** Queries refused with QueryOverloadError after waiting maxQueueWaitMs for a worker. */
+  readonly rejected: number;
 }
 
 export interface QueryPool {
@@ -179,6 +181,7 @@ class QueryPoolImpl implements QueryPool {
   #nextId = 1;
   #started = 0;
   #replaced = 0;
+  #rejected = 0;
   #closed = false;
   #readyWaiters: (() => void)[] = [];
 
@@ -263,6 +266,7 @@ class QueryPoolImpl implements QueryPool {
       queued,
       started: this.#started,
       replaced: this.#replaced,
+      rejected: this.#rejected,
     };
   }
 
@@ -326,6 +330,7 @@ class QueryPoolImpl implements QueryPool {
     const t = setTimeout(() => {
       if (job.done || job.slot) return;
       if (![...this.#slots].some((s) => s.ready)) return this.#armQueueWait(job);
+      this.#rejected++;
       this.#settle(
         job,
         new QueryOverloadError(

@@ -3,7 +3,7 @@
  * and results cross threads as a few transferable buffers instead of thousands of cloned arrays.
  */
 import type { MessagePort } from "node:worker_threads";
-import type { Coding } from "../../http/codings.ts";
+import type { Coding } from "../../net/codings.ts";
 import type { LabelMatcher, Labels, SelectHints, SeriesData } from "../../storage/interface.ts";
 import type { Expr } from "../ast.ts";
 import type { QueryResult, QueryValue, RangeSeries } from "../engine/engine.ts";

@@ -4,7 +4,7 @@
  * store, counts what it hands out, and terminates this thread at the query's deadline.
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
-import { compressSync, MIN_COMPRESS_BYTES } from "../../http/codings.ts";
+import { compressSync, MIN_COMPRESS_BYTES } from "../../net/codings.ts";
 import type { Querier, Queryable, SeriesData } from "../../storage/interface.ts";
 import { BlockSet } from "../../tsdb/block-set.ts";
 import { createEngine, type QueryResult } from "../engine/engine.ts";

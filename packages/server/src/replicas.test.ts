@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
-import { createEvaluator } from "../alerts/evaluator.ts";
-import { resolveAlertOptions } from "../alerts/options.ts";
-import { loadConfig } from "../config.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
-import { holdLease } from "./lease.ts";
+import { createEvaluator } from "./alerts/evaluator.ts";
+import { resolveAlertOptions } from "./alerts/options.ts";
+import { holdLease } from "./cluster/lease.ts";
+import { loadConfig } from "./config.ts";
+import { testDialects } from "./testing/dialects.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "./testing/harness.ts";
 
 const dialects = await testDialects();
 
