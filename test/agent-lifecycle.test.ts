@@ -190,6 +190,9 @@ describe("the guest agent's package in a fresh Debian 12 root", { skip }, () => 
       const stopped = await agent.stop();
       assert.equal(stopped.status, 0, stopped.log);
       assert.ok(!stopped.log.includes(token), "the agent never logs its token");
+      // JSON lines only: no warning from Node.js or V8 in between.
+      for (const line of stopped.log.split("\n").filter(Boolean))
+        assert.doesNotThrow(() => JSON.parse(line), line);
       assert.match(stopped.log, /"msg":"spool backlog found","batches":1/);
       const stats = JSON.parse(stopped.log.split("\n").find((l) => l.includes('"svc-agent stopped"'))!);
       assert.ok(stats.sentBatches >= 2, stopped.log);

@@ -28,8 +28,8 @@ import { buildAgentPackage } from "../../packages/server/src/testing/agent-packa
 import { loadAverageLine, median } from "../common/measure.ts";
 
 const quick = process.argv.includes("--quick");
-const intervalS = quick ? 10 : 30;
-const durationS = quick ? 120 : 600;
+const intervalS = numberArg("--interval") ?? (quick ? 10 : 30);
+const durationS = numberArg("--duration") ?? (quick ? 120 : 600);
 const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s
 
 const exporter = spawnSync("sh", ["-c", "command -v prometheus-node-exporter"], { encoding: "utf8" });
@@ -44,8 +44,9 @@ const deb = join(dist, readdirSync(dist).find((f) => f.endsWith(".deb"))!);
 spawnSync("dpkg-deb", ["-x", deb, join(work, "pkg")]);
 const wrapper = readFileSync(join(work, "pkg/usr/bin/svc-agent"), "utf8");
 // The wrapper's `exec node <flags> /usr/lib/svc-agent/svc-agent.mjs`, with the bundle's path here.
-const nodeArgs = /exec node (.*) \/usr\/lib\/svc-agent\/svc-agent\.mjs/
-  .exec(wrapper)![1]
+const nodeArgs = (
+  stringArg("--node-flags") ?? /exec node (.*) \/usr\/lib\/svc-agent\/svc-agent\.mjs/.exec(wrapper)![1]
+)
   .split(" ")
   .filter(Boolean);
 const bundle = join(work, "pkg/usr/lib/svc-agent/svc-agent.mjs");
@@ -83,6 +84,8 @@ const agent = spawn(
     join(work, "spool"),
     "--interval",
     `${intervalS}s`,
+    "--log-level",
+    "warn",
   ],
   { stdio: ["ignore", "ignore", "inherit"] },
 );
@@ -102,9 +105,8 @@ const ne = spawn(
   ],
   { stdio: ["ignore", "ignore", "ignore"] },
 );
-const neVersion = spawnSync(exporter.stdout.trim(), ["--version"], { encoding: "utf8" })
-  .stderr.split("\n")[0]
-  .trim();
+const neVersionRun = spawnSync(exporter.stdout.trim(), ["--version"], { encoding: "utf8" });
+const neVersion = (neVersionRun.stdout || neVersionRun.stderr).split("\n")[0].trim();
 
 const scrapes: { gzip: number; plain: number; matching: number }[] = [];
 async function scrape(): Promise<void> {
@@ -184,6 +186,20 @@ process.stdout.write(
 );
 rmSync(work, { recursive: true, force: true });
 process.exit(0);
+
+/** `--name value`: experiments with other intervals, durations and node flags than the package's. */
+function stringArg(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i < 0 ? undefined : process.argv[i + 1];
+}
+
+function numberArg(name: string): number | undefined {
+  const v = stringArg(name);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!(n > 0)) throw new Error(`${name}: "${v}" is not a positive number of seconds`);
+  return n;
+}
 
 /** The exposition lines of the node_exporter families that match the agent's series. */
 function matchingFamilies(text: string): string {
