@@ -5,7 +5,8 @@
  *
  * - The agent is the built package's bundle (npm run build:agent), run as its /usr/bin/svc-agent wrapper
  *   runs it (same node flags), by the Node.js on PATH, pushing to a receiver in this process that
- *   answers 204 and counts the bodies.
+ *   answers 204 and counts the bodies. `--debian-root`: the package installed in the life-cycle test's
+ *   Debian 12 root and run there by Debian's Node.js 18 (needs root and mmdebstrap).
  * - node_exporter runs the collectors of the agent's families only (meminfo, filesystem, cpu,
  *   diskstats, netdev; no exporter self-metrics), scraped by this process at the interval with
  *   `Accept-Encoding: gzip`, as Prometheus scrapes.
@@ -16,13 +17,26 @@
  * (remote-write body, snappy; the scrape's body gzip'd and plain, and the plain scrape cut to the
  * families that match the agent's series). Ratios are agent ÷ node_exporter.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import {
+  copyFileSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
+import {
+  DebianRoot,
+  debianRootImage,
+  debianRootUnavailable,
+} from "../../packages/agent/src/testing/debian-root.ts";
 import { freePort } from "../../packages/server/src/http/free-port.ts";
 import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
 import { loadAverageLine, median } from "../common/measure.ts";
@@ -68,27 +82,72 @@ await new Promise<void>((r) => rx.listen(0, "127.0.0.1", r));
 const rxUrl = `http://127.0.0.1:${(rx.address() as AddressInfo).port}`;
 writeFileSync(join(work, "token"), "svca_bench-token", { mode: 0o600 });
 
-const nodeVersion = spawnSync("node", ["--version"], { encoding: "utf8" }).stdout.trim();
-const agent = spawn(
-  "node",
-  [
-    ...nodeArgs,
-    bundle,
-    "--server",
-    rxUrl,
-    "--vm",
-    "projects/bench/locations/dc-1/vms/vm-1",
-    "--token-file",
-    join(work, "token"),
-    "--spool-dir",
-    join(work, "spool"),
-    "--interval",
-    `${intervalS}s`,
-    "--log-level",
-    "warn",
-  ],
-  { stdio: ["ignore", "ignore", "inherit"] },
-);
+const agentArgs = [
+  "--server",
+  rxUrl,
+  "--vm",
+  "projects/bench/locations/dc-1/vms/vm-1",
+  "--interval",
+  `${intervalS}s`,
+  "--log-level",
+  "warn",
+];
+const agent = process.argv.includes("--debian-root") ? await agentInRoot() : agentHere();
+
+/** The bundle run by the Node.js on PATH, with the wrapper's flags. */
+function agentHere(): { pid: number; node: string; stop(): void } {
+  const child = spawn(
+    "node",
+    [
+      ...nodeArgs,
+      bundle,
+      ...agentArgs,
+      "--token-file",
+      join(work, "token"),
+      "--spool-dir",
+      join(work, "spool"),
+    ],
+    { stdio: ["ignore", "ignore", "inherit"] },
+  );
+  const node = spawnSync("node", ["--version"], { encoding: "utf8" }).stdout.trim();
+  return { pid: child.pid!, node, stop: () => child.kill("SIGTERM") };
+}
+
+/**
+ * `--debian-root`: the package installed in the Debian 12 root of the life-cycle test, run there by
+ * Debian's Node.js 18 through /usr/bin/svc-agent as the svc-agent user (what a customer's guest runs).
+ */
+async function agentInRoot(): Promise<{ pid: number; node: string; stop(): Promise<void> }> {
+  const unavailable = debianRootUnavailable();
+  if (unavailable) throw new Error(`--debian-root: ${unavailable}`);
+  const root = DebianRoot.extract(debianRootImage((l) => process.stdout.write(`${l}\n`)).tar);
+  copyFileSync(deb, root.path("/tmp/svc-agent.deb"));
+  await root.sh("apt-get install -y /tmp/svc-agent.deb >/dev/null");
+  await root.sh(
+    "printf svca_bench-token > /etc/svc-agent/token && chown root:svc-agent /etc/svc-agent/token",
+  );
+  const child = root.spawn(["/usr/bin/svc-agent", ...agentArgs, "--token-file", "/etc/svc-agent/token"], {
+    userspec: "svc-agent:svc-agent",
+  });
+  child.stderr?.pipe(process.stderr);
+  let pid = 0;
+  // unshare's child execs into node; wait until it has.
+  for (let i = 0; i < 100 && !pid; i++) {
+    await sleep(100);
+    const inner = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, "utf8").trim();
+    if (inner && readFileSync(`/proc/${inner}/comm`, "utf8").trim() === "node") pid = Number(inner);
+  }
+  if (!pid) throw new Error("the agent did not start in the root");
+  const node = (await root.sh("node --version")).trim();
+  return {
+    pid,
+    node: `${node} (Debian 12)`,
+    stop: async () => {
+      root.signal(child, "SIGTERM");
+      await root.close();
+    },
+  };
+}
 
 const port = await freePort("127.0.0.1");
 const ne = spawn(
@@ -125,12 +184,12 @@ async function scrape(): Promise<void> {
 
 const rss = { agent: [] as number[], ne: [] as number[] };
 const sampler = setInterval(() => {
-  rss.agent.push(rssKiB(agent));
-  rss.ne.push(rssKiB(ne));
+  rss.agent.push(rssKiB(agent.pid));
+  rss.ne.push(rssKiB(ne.pid!));
 }, 2000);
 
 process.stdout.write(
-  `bench:agent: ${durationS} s at ${intervalS} s; agent on node ${nodeVersion} (${nodeArgs.join(" ")}), ${neVersion}\n`,
+  `bench:agent: ${durationS} s at ${intervalS} s; agent on node ${agent.node} (${nodeArgs.join(" ")}), ${neVersion}\n`,
 );
 await waitHttp(`http://127.0.0.1:${port}/metrics`);
 // The first interval is warm-up (start-up, first collection); counting starts after it.
@@ -140,14 +199,14 @@ const scraper = setInterval(
 );
 await scrape();
 await sleep(intervalS * 1000 - 1000);
-const cpu0 = { agent: cpuS(agent), ne: cpuS(ne), pushes: pushes.length, scrapes: scrapes.length };
+const cpu0 = { agent: cpuS(agent.pid), ne: cpuS(ne.pid!), pushes: pushes.length, scrapes: scrapes.length };
 rss.agent.length = 0;
 rss.ne.length = 0;
 await sleep(durationS * 1000);
-const cpu1 = { agent: cpuS(agent), ne: cpuS(ne), pushes: pushes.length, scrapes: scrapes.length };
+const cpu1 = { agent: cpuS(agent.pid), ne: cpuS(ne.pid!), pushes: pushes.length, scrapes: scrapes.length };
 clearInterval(scraper);
 clearInterval(sampler);
-agent.kill("SIGTERM");
+await agent.stop();
 ne.kill("SIGTERM");
 rx.close();
 
@@ -211,14 +270,14 @@ function matchingFamilies(text: string): string {
     .join("\n");
 }
 
-function cpuS(p: ChildProcess): number {
-  const stat = readFileSync(`/proc/${p.pid}/stat`, "utf8");
+function cpuS(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime
 }
 
-function rssKiB(p: ChildProcess): number {
-  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${p.pid}/status`, "utf8"));
+function rssKiB(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) : Number.NaN;
 }
 
