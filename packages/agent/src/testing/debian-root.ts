@@ -136,6 +136,8 @@ export class DebianRoot {
     );
     this.#children.add(child);
     child.on("exit", () => this.#children.delete(child));
+    // A command that exits without reading its input closes the pipe: EPIPE here is not a failure.
+    child.stdin?.on("error", () => {});
     child.stdin?.end(opts.input ?? "");
     return child;
   }
