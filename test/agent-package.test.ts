@@ -84,7 +84,10 @@ describe("the guest agent's Debian package", () => {
     const fields = spawnSync("dpkg-deb", ["-f", deb, "Package", "Architecture", "Depends"], {
       encoding: "utf8",
     });
-    assert.match(fields.stdout, /Package: svc-agent\nArchitecture: all\nDepends: nodejs \(>= 20\), adduser/);
+    assert.match(
+      fields.stdout,
+      /Package: svc-agent\nArchitecture: all\nDepends: nodejs \(>= 18\.19\), adduser/,
+    );
     const root = join(work, "root");
     assert.equal(spawnSync("dpkg-deb", ["-x", deb, root]).status, 0);
     assert.equal(statSync(join(root, "usr/bin/svc-agent")).mode & 0o777, 0o755);

@@ -12,7 +12,9 @@ import { createAgent } from "./agent.ts";
 import { createLogger } from "./log.ts";
 import { resolveAgentOptions } from "./options.ts";
 
-const BIN = fileURLToPath(new URL("../bin/svc-agent.js", import.meta.url));
+// The agent's program: the sources through tsx, or (SVC_AGENT_TEST_BIN) the packaged bundle when the
+// life-cycle test runs these tests under the guest's Node.js (test/agent-lifecycle.test.ts).
+const BIN = process.env.SVC_AGENT_TEST_BIN ?? fileURLToPath(new URL("../bin/svc-agent.js", import.meta.url));
 const TOKEN = "tok-secret-0123456789abcdef";
 const VM = "projects/p-42/vms/web-1";
 

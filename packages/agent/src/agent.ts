@@ -5,6 +5,7 @@ import {
   snappyCompress,
   snappyDecompress,
 } from "@svc/remotewrite";
+import { httpPost } from "./http-post.ts";
 import { type AgentOptions, writeUrl } from "./options.ts";
 import { collect } from "./procfs/collect.ts";
 import { Spool } from "./spool.ts";
@@ -137,7 +138,7 @@ class AgentImpl implements Agent {
       try {
         ({ status, body: text } = await pushRemoteWrite(this.#url, token, body, {
           timeoutMs: this.#o.timeoutMs,
-          fetch: this.#o.fetch,
+          fetch: this.#o.fetch ?? httpPost,
           headers: { "User-Agent": "svc-agent/0.1" },
         }));
       } catch (err) {

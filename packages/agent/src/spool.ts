@@ -11,7 +11,7 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
-import { crc32 } from "node:zlib";
+import { crc32 } from "./crc32.ts";
 
 /**
  * An append-only, bounded on-disk queue of batches, oldest first.

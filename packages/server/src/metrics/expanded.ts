@@ -77,7 +77,7 @@ export async function enableExpandedMonitoring(
 }
 
 /**
- * The guest-side steps, as root on Debian 12 or Ubuntu 24.04 with Node.js ≥ 20: fetch the package from
+ * The guest-side steps, as root on Debian 12 or Ubuntu 24.04 (apt pulls their own Node.js): fetch the package from
  * svc, check its SHA-256 (the command carries the sum), install it (the package creates the svc-agent
  * user and the directories), write the server and VM, read the token from the terminal into a file
  * only root and the agent can read, start the service. The command holds no secret.

@@ -1,0 +1,203 @@
+/**
+ * A minimal Debian 12 root made by mmdebstrap from Debian's own archive, for the guest agent's package
+ * life-cycle test and its footprint bench. The root is what a stock Debian 12 guest has that the agent's
+ * install touches (apt, adduser, sudo, curl, ca-certificates, systemd) and no Node.js: installing the
+ * package has apt resolve `nodejs` from the archive. The archive's package lists and the .debs of that
+ * dependency closure are kept in the root, so installing needs no network once the root is built.
+ *
+ * Built once into <repo>/.cache/debian-root/ (git-ignored; in CI that is inside the run's clone, so at
+ * most once per run) as a tar; every user extracts a fresh copy. Commands run in it through
+ * `unshare --mount --pid` + `chroot`, with /proc and /sys mounted in the private namespace only, and the
+ * host's network (so loopback reaches a test server in this process).
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const repoRoot = join(import.meta.dirname, "..", "..", "..", "..");
+const cacheDir = join(repoRoot, ".cache", "debian-root");
+
+const SUITE = "bookworm";
+const MIRRORS = [
+  "deb http://deb.debian.org/debian bookworm main",
+  "deb http://deb.debian.org/debian bookworm-updates main",
+  "deb http://deb.debian.org/debian-security bookworm-security main",
+];
+// What a stock Debian 12 (cloud) image has that the install command uses.
+const INCLUDE = "ca-certificates,curl,sudo,systemd,systemd-sysv,adduser";
+// The package's dependencies, downloaded (not installed) with Recommends as the guest's apt would take
+// them; the installed packages' own .debs are cleaned away first to keep the tar small.
+const HOOK = `chroot "$1" sh -c 'apt-get clean && apt-get install --download-only -y -o APT::Install-Recommends=true nodejs'`;
+// force-unsafe-io: dpkg skips its fsyncs, here and in the root's later installs; a throwaway root needs
+// no crash safety, and on a busy disk the fsyncs took minutes.
+const ARGS = [
+  "--variant=apt",
+  "--dpkgopt=force-unsafe-io",
+  `--include=${INCLUDE}`,
+  "--skip=cleanup/apt/lists",
+  "--skip=cleanup/apt/cache",
+  `--customize-hook=${HOOK}`,
+  SUITE,
+];
+
+/** Why a Debian root cannot be made here (undefined when it can). */
+export function debianRootUnavailable(): string | undefined {
+  if (process.platform !== "linux") return "not Linux";
+  if (process.getuid?.() !== 0) return "not root (mmdebstrap's root mode, chroot and mount need root)";
+  for (const tool of ["mmdebstrap", "unshare", "chroot", "tar"]) {
+    if (spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0)
+      return `${tool} is missing (apt-get install mmdebstrap)`;
+  }
+  return undefined;
+}
+
+/**
+ * The cached root tar, built first when missing (minutes: the download from the archive). Returns its
+ * path and how long the build took (0 when cached).
+ */
+export function debianRootImage(log: (line: string) => void = () => {}): { tar: string; buildMs: number } {
+  const key = createHash("sha256")
+    .update(JSON.stringify([ARGS, MIRRORS]))
+    .digest("hex")
+    .slice(0, 12);
+  const tar = join(cacheDir, `debian12-${key}.tar`);
+  if (existsSync(tar)) return { tar, buildMs: 0 };
+  mkdirSync(cacheDir, { recursive: true });
+  const partial = `${tar}.${process.pid}.partial.tar`;
+  log(`building the Debian 12 root with mmdebstrap into ${tar} (downloads from Debian's archive)…`);
+  const t0 = performance.now();
+  const r = spawnSync("mmdebstrap", ["--quiet", "--format=tar", ...ARGS, partial, ...MIRRORS], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  if (r.status !== 0) {
+    rmSync(partial, { force: true });
+    throw new Error(`mmdebstrap failed (status ${r.status}):\n${r.stderr.slice(-4000)}`);
+  }
+  renameSync(partial, tar); // atomic: a concurrent builder's result is as good as this one
+  const buildMs = performance.now() - t0;
+  log(`built the Debian 12 root in ${(buildMs / 1000).toFixed(0)} s`);
+  return { tar, buildMs };
+}
+
+export interface RunResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface RunOptions {
+  /** Written to the command's stdin, then closed. */
+  input?: string;
+  /** Run as this user:group (chroot --userspec) instead of root. */
+  userspec?: string;
+}
+
+/** A fresh copy of the root. */
+export class DebianRoot {
+  readonly dir: string;
+  readonly #children = new Set<ChildProcess>();
+
+  private constructor(dir: string) {
+    this.dir = dir;
+  }
+
+  static extract(tar: string): DebianRoot {
+    const dir = mkdtempSync(join(tmpdir(), "svc-debian12-"));
+    const r = spawnSync("tar", ["-xf", tar, "-C", dir], { encoding: "utf8" });
+    if (r.status !== 0) throw new Error(`extracting ${tar}: ${r.stderr}`);
+    return new DebianRoot(dir);
+  }
+
+  /** Path on the host of `path` inside the root. */
+  path(path: string): string {
+    return join(this.dir, path);
+  }
+
+  /** Starts `argv` inside the root (pid 1 of its own namespace); the caller reads and ends it. */
+  spawn(argv: string[], opts: RunOptions = {}): ChildProcess {
+    const chroot = opts.userspec ? `chroot --userspec=${opts.userspec}` : "chroot";
+    const child = spawn(
+      "unshare",
+      [
+        "--mount",
+        "--pid",
+        "--fork",
+        "--kill-child=SIGTERM",
+        "sh",
+        "-c",
+        `mount --bind "$0" "$0" && mount -t proc proc "$0/proc" && mount --rbind /sys "$0/sys" && exec ${chroot} "$0" "$@"`,
+        this.dir,
+        ...argv,
+      ],
+      { stdio: ["pipe", "pipe", "pipe"], env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" } },
+    );
+    this.#children.add(child);
+    child.on("exit", () => this.#children.delete(child));
+    // A command that exits without reading its input closes the pipe: EPIPE here is not a failure.
+    child.stdin?.on("error", () => {});
+    child.stdin?.end(opts.input ?? "");
+    return child;
+  }
+
+  /**
+   * Sends `signal` to the program a spawn() started (unshare's child: sh, chroot and env exec into it).
+   * unshare itself ignores SIGTERM while it waits for its child.
+   */
+  signal(child: ChildProcess, signal: NodeJS.Signals): void {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    let inner: string[] = [];
+    try {
+      inner = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, "utf8")
+        .split(" ")
+        .filter(Boolean);
+    } catch {}
+    for (const pid of inner) {
+      try {
+        process.kill(Number(pid), signal);
+      } catch {}
+    }
+  }
+
+  /** Runs `argv` inside the root to completion (asynchronously: it may talk to a server in this process). */
+  run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
+    const child = this.spawn(argv, opts);
+    let stdout = "";
+    let stderr = "";
+    child.stdout?.on("data", (d) => {
+      stdout += d;
+    });
+    child.stderr?.on("data", (d) => {
+      stderr += d;
+    });
+    return new Promise((resolve, reject) => {
+      child.on("error", reject);
+      child.on("close", (status) => resolve({ status, stdout, stderr }));
+    });
+  }
+
+  /** `sh -c script` inside the root as root; throws with its output unless it exits 0. */
+  async sh(script: string, input?: string): Promise<string> {
+    const r = await this.run(["sh", "-c", script], { input });
+    if (r.status !== 0)
+      throw new Error(`in the root: ${script}\nstatus ${r.status}\n${r.stdout}\n${r.stderr}`);
+    return r.stdout;
+  }
+
+  /** Ends what is still running in the root and deletes it. */
+  async close(): Promise<void> {
+    await Promise.all(
+      [...this.#children].map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            c.once("exit", () => resolve());
+            this.signal(c, "SIGKILL");
+            c.kill("SIGKILL");
+          }),
+      ),
+    );
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
