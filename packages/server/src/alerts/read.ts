@@ -33,22 +33,56 @@ export async function readRuleData(
   fromMs: number,
   toMs: number,
 ): Promise<Map<string, InstanceData>> {
-  const names = storedSeries(metric);
-  const out = new Map<string, InstanceData>();
-  if (names.length === 0) return out;
+  if (storedSeries(metric).length === 0 || vmNames?.length === 0) return new Map();
+  const data = await selectSeries(metrics, projectId, [metric], vmNames, fromMs, toMs);
+  return ruleData(metric, data, vmNames && new Set(vmNames), fromMs, toMs);
+}
+
+/**
+ * One store read of what several rules of a project need: every stored name of `metrics`, of the
+ * VMs named (all when undefined), over [fromMs, toMs]. `ruleData` then cuts out each rule's share.
+ * A filesystem rule's fstype matcher is applied there when other metrics share the read.
+ */
+export function selectSeries(
+  store: MetricsBackend,
+  projectId: string,
+  metrics: readonly RuleMetric[],
+  vmNames: readonly string[] | undefined,
+  fromMs: number,
+  toMs: number,
+): Promise<SeriesData[]> {
+  const names = [...new Set(metrics.flatMap(storedSeries))];
   const matchers: LabelMatcher[] = [{ type: "=~", name: "__name__", value: names.map(regexQuote).join("|") }];
-  if (vmNames) {
-    if (vmNames.length === 0) return out;
-    matchers.push({ type: "=~", name: "vm", value: vmNames.map(regexQuote).join("|") });
-  }
-  if (metric.perMountpoint) matchers.push({ type: "=~", name: "fstype", value: SUPPORTED_FSTYPES.join("|") });
-  // For a rate, the sample before the window gives the first window sample its increase.
-  const data = await metrics.select(projectId, matchers, fromMs, toMs);
+  if (vmNames) matchers.push({ type: "=~", name: "vm", value: vmNames.map(regexQuote).join("|") });
+  if (metrics.every((m) => m.perMountpoint))
+    matchers.push({ type: "=~", name: "fstype", value: SUPPORTED_FSTYPES.join("|") });
+  return store.select(projectId, matchers, fromMs, toMs);
+}
+
+const SUPPORTED = new Set(SUPPORTED_FSTYPES);
+
+/**
+ * One rule's instances from a read that may hold more (other metrics, other VMs, a longer window):
+ * the series of the rule's stored names (and supported filesystems), of `vms` (all when undefined),
+ * samples in [fromMs, toMs], exactly what the rule's own read would have returned.
+ */
+export function ruleData(
+  metric: RuleMetric,
+  data: readonly SeriesData[],
+  vms: ReadonlySet<string> | undefined,
+  fromMs: number,
+  toMs: number,
+): Map<string, InstanceData> {
+  const names = new Set(storedSeries(metric));
+  const out = new Map<string, InstanceData>();
   // instance → source → stored name → series
   const grouped = new Map<string, { vm: string; mountpoint: string; bySource: Map<string, SeriesData[]> }>();
-  for (const s of data) {
-    const vm = labelValue(s.labels, "vm");
-    if (!vm) continue;
+  for (const whole of data) {
+    if (!names.has(labelValue(whole.labels, "__name__"))) continue;
+    const vm = labelValue(whole.labels, "vm");
+    if (!vm || (vms && !vms.has(vm))) continue;
+    if (metric.perMountpoint && !SUPPORTED.has(labelValue(whole.labels, "fstype"))) continue;
+    const s = within(whole, fromMs, toMs);
     const mountpoint = metric.perMountpoint ? labelValue(s.labels, "mountpoint") : "";
     const key = instanceKey(vm, mountpoint);
     let g = grouped.get(key);
@@ -70,6 +104,17 @@ export async function readRuleData(
     if (series.t.length > 0) out.set(key, { vmName: g.vm, mountpoint: g.mountpoint, series });
   }
   return out;
+}
+
+/** The samples of `s` in [fromMs, toMs] (the series itself when they all are). */
+function within(s: SeriesData, fromMs: number, toMs: number): SeriesData {
+  const t = s.timestamps;
+  let a = 0;
+  while (a < t.length && t[a] < fromMs) a++;
+  let b = t.length;
+  while (b > a && t[b - 1] > toMs) b--;
+  if (a === 0 && b === t.length) return s;
+  return { labels: s.labels, timestamps: t.subarray(a, b), values: s.values.subarray(a, b) };
 }
 
 /** Finite samples only: staleness markers and NaN are not values. */
@@ -154,6 +199,19 @@ export interface ProjectVm {
   readonly createTime: number;
 }
 
+export interface StateEventRow {
+  readonly vm_id: string;
+  readonly state: string;
+  readonly stop_reason: string;
+  readonly time: number;
+}
+
+export interface MaintenanceRow {
+  readonly vm_ids: string;
+  readonly start_time: number;
+  readonly end_time: number;
+}
+
 /** The VM timelines of a project (state events and maintenance windows), for inventory rules. */
 export async function readTimelines(
   db: Db,
@@ -176,6 +234,15 @@ export async function readTimelines(
       .where("project_id", "=", projectId)
       .execute(),
   ]);
+  return timelinesOf(vms, events, windows);
+}
+
+/** The timelines of `vms` from their project's state events (time ascending) and maintenance windows. */
+export function timelinesOf(
+  vms: readonly ProjectVm[],
+  events: readonly StateEventRow[],
+  windows: readonly MaintenanceRow[],
+): Map<string, VmTimeline> {
   const out = new Map<string, VmTimeline>();
   const byId = new Map<string, { time: number; state: string; stopReason: string }[]>();
   for (const e of events) {
