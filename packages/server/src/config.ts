@@ -66,7 +66,7 @@ export interface Config {
   readonly ci: Partial<CiOptions>;
   /** What this process does (SVC_ROLES, comma-separated; default all): `api` (Connect, the Prometheus
    * API, scrape and export, the console), `ingest` (remote write), `evaluator` (alert cycles; one replica
-   * at a time holds the lease), `notifier` (the outbox dispatcher; deliveries are claimed row by row). */
+   * per shard of projects, each under its own lease), `notifier` (the outbox dispatcher; deliveries are claimed row by row). */
   readonly roles: ReadonlySet<Role>;
   /** Run the alert evaluator's 30 s cycle (SVC_EVALUATOR). Default true; tests drive cycles themselves. */
   readonly evaluatorAutoStart: boolean;
