@@ -3,7 +3,6 @@ import { type ShardLeases, shardOf } from "../cluster/shards.ts";
 import type { Db } from "../db/database.ts";
 import type { AlertInstanceTable } from "../db/schema.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
-import type { SeriesData } from "../storage/interface.ts";
 import { loadProjectBatch, type ProjectBatch } from "./batch.ts";
 import { type RuleMetric, ruleMetrics, storedSeries } from "./catalog.ts";
 import {
@@ -14,7 +13,14 @@ import {
   type VmTimeline,
 } from "./condition.ts";
 import type { AlertOptions } from "./options.ts";
-import { type InstanceData, instanceKey, ruleData, selectSeries } from "./read.ts";
+import {
+  type InstanceData,
+  indexSeries,
+  instanceKey,
+  ruleData,
+  type SeriesIndex,
+  selectSeries,
+} from "./read.ts";
 import { type LiveVm, liveVms, loadRevision } from "./rules.ts";
 import { conditionKey, type RuleSpec } from "./spec.ts";
 import { changed, type InstanceStatus, inactive, step } from "./state.ts";
@@ -133,7 +139,7 @@ interface PlannedRead {
   /** Undefined = every VM. */
   vmNames: Set<string> | undefined;
   fromMs: number;
-  data?: SeriesData[];
+  data?: SeriesIndex;
   error?: string;
 }
 
@@ -437,13 +443,8 @@ class EvaluatorImpl implements Evaluator {
     );
     await eachLimited(reads, READ_CONCURRENCY, async ({ p, r }) => {
       try {
-        r.data = await selectSeries(
-          this.#deps.metrics,
-          p,
-          r.metrics,
-          r.vmNames && [...r.vmNames],
-          r.fromMs,
-          atMs,
+        r.data = indexSeries(
+          await selectSeries(this.#deps.metrics, p, r.metrics, r.vmNames && [...r.vmNames], r.fromMs, atMs),
         );
       } catch (err) {
         r.error = err instanceof Error ? err.message : String(err);
@@ -457,11 +458,12 @@ class EvaluatorImpl implements Evaluator {
       if (rules.length === 0) continue;
       totals.projects++;
       const vms = batch.vms.get(projectId) ?? [];
+      const live = new Set(vms.map((v) => v.name));
       const timelines = batch.timelines.get(projectId);
       const plan = plans.get(projectId);
       let budget = options.maxInstancesPerProject;
       for (const rule of rules) {
-        const o = this.#evaluateRule(rule, vms, timelines, batch, plan?.get(rule.id), atMs, budget);
+        const o = this.#evaluateRule(rule, vms, live, timelines, batch, plan?.get(rule.id), atMs, budget);
         budget -= o.evaluated;
         outcomes.push(o.outcome);
         totals.rules++;
@@ -525,6 +527,7 @@ class EvaluatorImpl implements Evaluator {
   #evaluateRule(
     rule: AppliedRule,
     vms: readonly LiveVm[],
+    live: ReadonlySet<string>,
     timelines: Map<string, VmTimeline> | undefined,
     batch: ProjectBatch,
     read: PlannedRead | undefined,
@@ -533,9 +536,8 @@ class EvaluatorImpl implements Evaluator {
   ): { outcome: RuleOutcome; evaluated: number } {
     const { spec } = rule;
     const metric = ruleMetrics.get(spec.metricId) as RuleMetric;
-    const live = new Map(vms.map((v) => [v.name, v]));
     const targets = spec.allVms ? vms.map((v) => v.name) : spec.vmNames.filter((n) => live.has(n));
-    const targetSet = new Set(targets);
+    const targetSet: ReadonlySet<string> = spec.allVms ? live : new Set(targets);
     const stored = batch.instances.get(rule.id) ?? [];
     const storedByKey = new Map(stored.map((r) => [r.instance_key, r]));
     const readError = read?.error;

@@ -35,7 +35,7 @@ export async function readRuleData(
 ): Promise<Map<string, InstanceData>> {
   if (storedSeries(metric).length === 0 || vmNames?.length === 0) return new Map();
   const data = await selectSeries(metrics, projectId, [metric], vmNames, fromMs, toMs);
-  return ruleData(metric, data, vmNames && new Set(vmNames), fromMs, toMs);
+  return ruleData(metric, indexSeries(data), vmNames && new Set(vmNames), fromMs, toMs);
 }
 
 /**
@@ -61,6 +61,41 @@ export function selectSeries(
 
 const SUPPORTED = new Set(SUPPORTED_FSTYPES);
 
+/** A read's series with the labels the rules look at, by stored name (built once per read). */
+export type SeriesIndex = ReadonlyMap<string, readonly IndexedSeries[]>;
+
+interface IndexedSeries {
+  readonly s: SeriesData;
+  readonly vm: string;
+  readonly mountpoint: string;
+  readonly source: string;
+  readonly supportedFs: boolean;
+}
+
+export function indexSeries(data: readonly SeriesData[]): SeriesIndex {
+  const out = new Map<string, IndexedSeries[]>();
+  for (const s of data) {
+    let name = "";
+    let vm = "";
+    let mountpoint = "";
+    let source = "";
+    let fstype = "";
+    for (const l of s.labels) {
+      if (l.name === "__name__") name = l.value;
+      else if (l.name === "vm") vm = l.value;
+      else if (l.name === "mountpoint") mountpoint = l.value;
+      else if (l.name === "source") source = l.value;
+      else if (l.name === "fstype") fstype = l.value;
+    }
+    if (!vm) continue;
+    const e = { s, vm, mountpoint, source, supportedFs: SUPPORTED.has(fstype) };
+    const list = out.get(name);
+    if (list) list.push(e);
+    else out.set(name, [e]);
+  }
+  return out;
+}
+
 /**
  * One rule's instances from a read that may hold more (other metrics, other VMs, a longer window):
  * the series of the rule's stored names (and supported filesystems), of `vms` (all when undefined),
@@ -68,35 +103,35 @@ const SUPPORTED = new Set(SUPPORTED_FSTYPES);
  */
 export function ruleData(
   metric: RuleMetric,
-  data: readonly SeriesData[],
+  index: SeriesIndex,
   vms: ReadonlySet<string> | undefined,
   fromMs: number,
   toMs: number,
 ): Map<string, InstanceData> {
-  const names = new Set(storedSeries(metric));
   const out = new Map<string, InstanceData>();
   // instance → source → stored name → series
   const grouped = new Map<string, { vm: string; mountpoint: string; bySource: Map<string, SeriesData[]> }>();
-  for (const whole of data) {
-    if (!names.has(labelValue(whole.labels, "__name__"))) continue;
-    const vm = labelValue(whole.labels, "vm");
-    if (!vm || (vms && !vms.has(vm))) continue;
-    if (metric.perMountpoint && !SUPPORTED.has(labelValue(whole.labels, "fstype"))) continue;
-    const s = within(whole, fromMs, toMs);
-    const mountpoint = metric.perMountpoint ? labelValue(s.labels, "mountpoint") : "";
-    const key = instanceKey(vm, mountpoint);
-    let g = grouped.get(key);
-    if (!g) {
-      g = { vm, mountpoint, bySource: new Map() };
-      grouped.set(key, g);
+  for (const name of storedSeries(metric)) {
+    for (const e of index.get(name) ?? []) {
+      if (vms && !vms.has(e.vm)) continue;
+      if (metric.perMountpoint && !e.supportedFs) continue;
+      // A series without samples in the rule's own window is one its own read would not have returned.
+      const s = within(e.s, fromMs, toMs);
+      if (s.timestamps.length === 0) continue;
+      const mountpoint = metric.perMountpoint ? e.mountpoint : "";
+      const key = instanceKey(e.vm, mountpoint);
+      let g = grouped.get(key);
+      if (!g) {
+        g = { vm: e.vm, mountpoint, bySource: new Map() };
+        grouped.set(key, g);
+      }
+      let list = g.bySource.get(e.source);
+      if (!list) {
+        list = [];
+        g.bySource.set(e.source, list);
+      }
+      list.push(s);
     }
-    const source = labelValue(s.labels, "source");
-    let list = g.bySource.get(source);
-    if (!list) {
-      list = [];
-      g.bySource.set(source, list);
-    }
-    list.push(s);
   }
   for (const [key, g] of grouped) {
     const source = SOURCE_PRIORITY.find((p) => g.bySource.has(p)) ?? [...g.bySource.keys()].sort()[0];
