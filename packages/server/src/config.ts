@@ -70,7 +70,7 @@ export interface Config {
   readonly roles: ReadonlySet<Role>;
   /** Run the alert evaluator's 30 s cycle (SVC_EVALUATOR). Default true; tests drive cycles themselves. */
   readonly evaluatorAutoStart: boolean;
-  /** Shards the projects are hashed into for evaluation across replicas (SVC_EVALUATOR_SHARDS, 16). */
+  /** Shards the projects are hashed into for evaluation across replicas (SVC_EVALUATOR_SHARDS, 60). */
   readonly evaluatorShards: number;
   /** Worker threads evaluating Prometheus-API queries off the event loop (SVC_QUERY_WORKERS). Default:
    * the machine's available parallelism; 0 evaluates on the event loop (no threads). */

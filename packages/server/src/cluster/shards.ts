@@ -24,7 +24,8 @@ export interface ShardLeases {
   release(): Promise<void>;
 }
 
-export const DEFAULT_SHARDS = 16;
+// Divisible by 1–6, so up to six replicas split the shards evenly.
+export const DEFAULT_SHARDS = 60;
 const PREFIX = "alert-evaluator/";
 const MEMBER = `${PREFIX}member/`;
 const SHARD = `${PREFIX}shard/`;
