@@ -167,7 +167,7 @@ class EvaluatorImpl implements Evaluator {
   readonly #deps: EvaluatorDeps;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> = Promise.resolve();
-  #busy = 0;
+  #cycling = false;
   #nudged = false;
   #lastPurge = 0;
   /** Parsed specs of applied revisions, by rule id: a cycle reads only the rules' ids and versions. */
@@ -191,7 +191,8 @@ class EvaluatorImpl implements Evaluator {
     const { shards, now } = this.#deps;
     // Leases are renewed even while a long cycle runs, so a slow cycle does not hand its shards over.
     const held = shards ? await shards.acquire(now()) : undefined;
-    if (this.#busy > 0 || held?.size === 0) return undefined;
+    // A cycle still running (longer than the interval) is not queued behind: the next tick evaluates.
+    if (this.#cycling || held?.size === 0) return undefined;
     return this.#serial(() => this.#cycle(atMs ?? now(), held));
   }
 
@@ -217,11 +218,7 @@ class EvaluatorImpl implements Evaluator {
 
   /** One cycle or apply at a time: they write the same rows. */
   #serial<T>(fn: () => Promise<T>): Promise<T> {
-    this.#busy++;
-    const run = this.#running
-      .catch(() => {})
-      .then(fn)
-      .finally(() => this.#busy--);
+    const run = this.#running.catch(() => {}).then(fn);
     this.#running = run;
     return run;
   }
@@ -356,6 +353,15 @@ class EvaluatorImpl implements Evaluator {
   }
 
   async #cycle(atMs: number, held: ReadonlySet<number> | undefined): Promise<CycleReport> {
+    this.#cycling = true;
+    try {
+      return await this.#cycleOf(atMs, held);
+    } finally {
+      this.#cycling = false;
+    }
+  }
+
+  async #cycleOf(atMs: number, held: ReadonlySet<number> | undefined): Promise<CycleReport> {
     const started = performance.now();
     const inShard = this.#inShards(held);
     const totals = {
