@@ -345,8 +345,8 @@ export async function providerBench(): Promise<void> {
     const options = resolveAlertOptions();
     const log = pino({ level: "warn" });
     // One process (the app's evaluator, every project), then with --replicas R, R evaluators sharing
-    // the shards over the same cycle times (their cycles see the state the single one left, so a few
-    // first transitions are not theirs to write; steady cycles write the same rows either way).
+    // the shards over the same cycle times again (the state the single phase moved on steps back, so
+    // they make about as many transitions and write the same kind of rows).
     const single = await measure([t.app.evaluator], dataEnd, engine, (ev, at) => ev.runCycle(at));
     let sharded: Measured[] | undefined;
     if (REPLICAS > 1) {
