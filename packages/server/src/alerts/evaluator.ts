@@ -49,6 +49,8 @@ export interface CycleReport {
   readonly errors: number;
   /** Batches of projects left unwritten because their shard's lease was lost mid-cycle. */
   readonly fencedOut: number;
+  /** Batches of projects whose evaluation or write failed (logged; retried next cycle). */
+  readonly failedBatches: number;
 }
 
 export interface Evaluator {
@@ -374,6 +376,7 @@ class EvaluatorImpl implements Evaluator {
       dbMs: 0,
       errors: 0,
       fencedOut: 0,
+      failedBatches: 0,
     };
     let t0 = performance.now();
     await this.#apply(atMs, inShard);
@@ -390,7 +393,19 @@ class EvaluatorImpl implements Evaluator {
     }
     for (const [shard, projectIds] of byShard) {
       for (const batch of chunks(projectIds, PROJECTS_PER_BATCH)) {
-        if (!(await this.#evaluateBatch(batch, byProject, atMs, shard, totals))) {
+        let kept: boolean;
+        try {
+          kept = await this.#evaluateBatch(batch, byProject, atMs, shard, totals);
+        } catch (err) {
+          // A failed batch (its transaction rolled back) leaves the others to be evaluated and written.
+          this.#deps.log.error(
+            { err, projects: batch.length },
+            "alert evaluation of a batch of projects failed",
+          );
+          totals.failedBatches++;
+          continue;
+        }
+        if (!kept) {
           // The shard went to another replica mid-cycle: it evaluates the rest.
           totals.fencedOut++;
           break;

@@ -5,6 +5,7 @@ import pino from "pino";
 import { createEvaluator } from "../alerts/evaluator.ts";
 import { resolveAlertOptions } from "../alerts/options.ts";
 import { loadConfig } from "../config.ts";
+import type { MetricsBackend } from "../metrics/backend.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
 import { createShardLeases } from "./shards.ts";
@@ -112,6 +113,69 @@ for (const { dialect, skip } of dialects) {
           [`${p} OPENED`, `${p} RESOLVED`],
           p,
         );
+    });
+
+    it("a replica whose shard is taken over during its cycle writes nothing of it (the fence)", async () => {
+      const { db, metrics } = t.app;
+      const interval = 30_000;
+      // The previous test's replicas' leases are not this test's.
+      await db.db.deleteFrom("leases").execute();
+      const p = await t.seedProject("fence", ["vm-1"]);
+      await t.clients(p.owner.session).alerts.saveAlertRule({
+        projectName: p.projectName,
+        id: randomUUID(),
+        requestId: randomUUID(),
+        expectedVersion: "0",
+        spec: {
+          displayName: "CPU",
+          metricId: "cpu_utilization_pct",
+          operator: "GREATER_THAN",
+          threshold: 90,
+          sustainedSeconds: 0,
+          severity: "WARNING",
+          allVms: true,
+          repeatIntervalSeconds: 0,
+        },
+      });
+      // One shard, so both replicas want the same one. While a reads the store, its lease runs out and
+      // b takes the shard and evaluates it.
+      let during: (() => Promise<unknown>) | undefined;
+      const replica = (holder: string, store: MetricsBackend) =>
+        createEvaluator({
+          db: db.db,
+          metrics: store,
+          now: t.clock.now,
+          log: pino({ level: "silent" }),
+          options: resolveAlertOptions(),
+          shards: createShardLeases({ db: db.db, holder, intervalMs: interval, count: 1 }),
+        });
+      const stalling: MetricsBackend = {
+        ...metrics,
+        async select(...args) {
+          const hook = during;
+          during = undefined;
+          await hook?.();
+          return metrics.select(...args);
+        },
+      };
+      const a = replica("fence-a", stalling);
+      const b = replica("fence-b", metrics);
+      const aAt = t.clock.now();
+      let bReport: Awaited<ReturnType<typeof b.tick>>;
+      during = async () => {
+        t.clock.advance(3 * interval);
+        bReport = await b.tick();
+      };
+      const aReport = await a.tick(aAt);
+      assert.ok((bReport?.projects ?? 0) >= 1, "b took the shard and evaluated its projects");
+      assert.equal(aReport?.fencedOut, 1, "a's batch was refused");
+      const rule = await db.db
+        .selectFrom("alert_rules")
+        .select("last_eval_time")
+        .where("project_id", "=", "fence")
+        .executeTakeFirstOrThrow();
+      assert.equal(rule.last_eval_time, bReport?.atMs, "the last evaluation is b's, not a's");
+      assert.notEqual(bReport?.atMs, aAt);
     });
   });
 }
