@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import type { Logger } from "pino";
 import { type ShardLeases, shardOf } from "../cluster/shards.ts";
 import type { Db } from "../db/database.ts";
@@ -625,6 +626,7 @@ class EvaluatorImpl implements Evaluator {
     return db.transaction().execute(async (tx) => {
       if (shard >= 0 && shards && !(await shards.fence(tx, shard, now()))) return false;
       const rows: AlertInstanceTable[] = [];
+      const firing: { id: string; lastValue: number | null; noData: number; error: number }[] = [];
       for (const { rule, writes } of outcomes) {
         for (const w of writes) {
           let incidentId = w.prev && w.prev.state !== "RETIRED" ? w.prev.incident_id : null;
@@ -644,17 +646,12 @@ class EvaluatorImpl implements Evaluator {
             await resolveIncident(tx, incidentId, rule.projectId, rule.id, w.value, atMs);
           } else if (w.next.state === "FIRING" && incidentId) {
             // The open incident shows the newest value and whether evaluation currently sees data.
-            await tx
-              .updateTable("incidents")
-              .set({
-                last_value: w.next.lastValue,
-                no_data: w.next.flag === "NO_DATA" ? 1 : 0,
-                evaluation_error: w.next.flag === "ERROR" ? 1 : 0,
-                update_time: atMs,
-              })
-              .where("id", "=", incidentId)
-              .where("state", "=", "OPEN")
-              .execute();
+            firing.push({
+              id: incidentId,
+              lastValue: w.next.lastValue,
+              noData: w.next.flag === "NO_DATA" ? 1 : 0,
+              error: w.next.flag === "ERROR" ? 1 : 0,
+            });
           }
           rows.push({
             rule_id: rule.id,
@@ -678,6 +675,30 @@ class EvaluatorImpl implements Evaluator {
             update_time: atMs,
           });
         }
+      }
+      // Still-firing incidents' values, one UPDATE per chunk (CASE over the ids; casts type the
+      // parameters for PostgreSQL, and SQLite takes the type names as affinities).
+      for (const part of chunks(firing, 200)) {
+        const by = (f: (u: (typeof part)[number]) => unknown, type: string) =>
+          sql<number>`case id ${sql.join(
+            part.map((u) => sql`when ${u.id} then cast(${f(u)} as ${sql.raw(type)})`),
+            sql` `,
+          )} end`;
+        await tx
+          .updateTable("incidents")
+          .set({
+            last_value: by((u) => u.lastValue, "double precision"),
+            no_data: by((u) => u.noData, "integer"),
+            evaluation_error: by((u) => u.error, "integer"),
+            update_time: atMs,
+          })
+          .where(
+            "id",
+            "in",
+            part.map((u) => u.id),
+          )
+          .where("state", "=", "OPEN")
+          .execute();
       }
       for (const part of chunks(rows, UPSERT_ROWS)) {
         await tx
