@@ -109,65 +109,73 @@ export function ruleData(
   toMs: number,
 ): Map<string, InstanceData> {
   const out = new Map<string, InstanceData>();
-  // instance → source → stored name → series
-  const grouped = new Map<string, { vm: string; mountpoint: string; bySource: Map<string, SeriesData[]> }>();
+  // instance → its sources, each with its series (cut to the rule's window)
+  const grouped = new Map<
+    string,
+    { vm: string; mountpoint: string; sources: { source: string; list: Span[] }[] }
+  >();
   for (const name of storedSeries(metric)) {
     for (const e of index.get(name) ?? []) {
       if (vms && !vms.has(e.vm)) continue;
       if (metric.perMountpoint && !e.supportedFs) continue;
       // A series without samples in the rule's own window is one its own read would not have returned.
-      const s = within(e.s, fromMs, toMs);
-      if (s.timestamps.length === 0) continue;
+      const t = e.s.timestamps;
+      let a = 0;
+      while (a < t.length && t[a] < fromMs) a++;
+      let b = t.length;
+      while (b > a && t[b - 1] > toMs) b--;
+      if (a === b) continue;
       const mountpoint = metric.perMountpoint ? e.mountpoint : "";
       const key = instanceKey(e.vm, mountpoint);
       let g = grouped.get(key);
       if (!g) {
-        g = { vm: e.vm, mountpoint, bySource: new Map() };
+        g = { vm: e.vm, mountpoint, sources: [] };
         grouped.set(key, g);
       }
-      let list = g.bySource.get(e.source);
-      if (!list) {
-        list = [];
-        g.bySource.set(e.source, list);
+      let src = g.sources.find((x) => x.source === e.source);
+      if (!src) {
+        src = { source: e.source, list: [] };
+        g.sources.push(src);
       }
-      list.push(s);
+      src.list.push({ s: e.s, name, a, b });
     }
   }
   for (const [key, g] of grouped) {
-    const source = SOURCE_PRIORITY.find((p) => g.bySource.has(p)) ?? [...g.bySource.keys()].sort()[0];
-    const series = derive(metric, g.bySource.get(source) ?? []);
+    const src =
+      g.sources.length === 1
+        ? g.sources[0]
+        : (SOURCE_PRIORITY.map((p) => g.sources.find((x) => x.source === p)).find((x) => x) ??
+          [...g.sources].sort((x, y) => (x.source < y.source ? -1 : x.source > y.source ? 1 : 0))[0]);
+    const series = derive(metric, src.list);
     if (series.t.length > 0) out.set(key, { vmName: g.vm, mountpoint: g.mountpoint, series });
   }
   return out;
 }
 
-/** The samples of `s` in [fromMs, toMs] (the series itself when they all are). */
-function within(s: SeriesData, fromMs: number, toMs: number): SeriesData {
-  const t = s.timestamps;
-  let a = 0;
-  while (a < t.length && t[a] < fromMs) a++;
-  let b = t.length;
-  while (b > a && t[b - 1] > toMs) b--;
-  if (a === 0 && b === t.length) return s;
-  return { labels: s.labels, timestamps: t.subarray(a, b), values: s.values.subarray(a, b) };
+/** A series' samples [a, b) and its stored name. */
+interface Span {
+  readonly s: SeriesData;
+  readonly name: string;
+  readonly a: number;
+  readonly b: number;
 }
 
 /** Finite samples only: staleness markers and NaN are not values. */
-function finite(s: SeriesData): { t: number[]; v: number[] } {
+function finite(sp: Span): { t: number[]; v: number[] } {
   const t: number[] = [];
   const v: number[] = [];
-  for (let i = 0; i < s.timestamps.length; i++) {
-    const x = s.values[i];
+  const { timestamps, values } = sp.s;
+  for (let i = sp.a; i < sp.b; i++) {
+    const x = values[i];
     if (Number.isFinite(x)) {
-      t.push(s.timestamps[i]);
+      t.push(timestamps[i]);
       v.push(x);
     }
   }
   return { t, v };
 }
 
-function derive(metric: RuleMetric, list: readonly SeriesData[]): InstanceSeries {
-  const name = (s: SeriesData) => labelValue(s.labels, "__name__");
+function derive(metric: RuleMetric, list: readonly Span[]): InstanceSeries {
   switch (metric.kind) {
     case "gauge":
     case "telemetry_age":
@@ -175,8 +183,8 @@ function derive(metric: RuleMetric, list: readonly SeriesData[]): InstanceSeries
       // largest value at each time counts, so a breach of any of them is seen.
       return combine(list.map(finite), Math.max);
     case "ratio": {
-      const num = combine(list.filter((s) => name(s) === metric.num).map(finite), Math.max);
-      const den = combine(list.filter((s) => name(s) === metric.den).map(finite), Math.max);
+      const num = combine(list.filter((s) => s.name === metric.num).map(finite), Math.max);
+      const den = combine(list.filter((s) => s.name === metric.den).map(finite), Math.max);
       const t: number[] = [];
       const v: number[] = [];
       let j = 0;
