@@ -212,6 +212,17 @@ describe("roles", () => {
     assert.equal((await fetch(`${ingestOnly.baseUrl}/healthz`)).status, 200, "health on every replica");
   });
 
+  it("refuses an evaluator shard count that is not an integer from 1 to 1024, by name", () => {
+    const dir = ingestOnly.app.config.dataDir;
+    for (const bad of ["0", "2.5", "1025", "many"])
+      assert.throws(
+        () => loadConfig({ SVC_EVALUATOR_SHARDS: bad, SVC_DATA_DIR: dir }),
+        /SVC_EVALUATOR_SHARDS/,
+      );
+    assert.equal(loadConfig({ SVC_EVALUATOR_SHARDS: "12", SVC_DATA_DIR: dir }).evaluatorShards, 12);
+    assert.equal(loadConfig({ SVC_DATA_DIR: dir }).evaluatorShards, 60);
+  });
+
   it("refuses an unknown role by name", () => {
     assert.throws(
       () => loadConfig({ SVC_ROLES: "api,cron", SVC_DATA_DIR: ingestOnly.app.config.dataDir }),
