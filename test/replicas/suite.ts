@@ -8,6 +8,7 @@ import type { TimeSeries } from "@svc/remotewrite";
 import { createSvcClients, type SvcClients, verifyWebhook } from "@svc/sdk";
 import pg from "pg";
 import { checkScaled } from "../../deploy/check-scaled.ts";
+import { DEFAULT_SHARDS, shardLeaseName, shardOf } from "../../packages/server/src/cluster/shards.ts";
 import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-ids.ts";
 import { waitFor } from "../../packages/server/src/testing/assert.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
@@ -342,9 +343,10 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
       const db = new pg.Client({ connectionString: c.databaseUrl });
       await db.connect();
       try {
-        const { rows } = await db.query<{ holder: string }>(
-          "select holder from leases where name = 'alert-evaluator'",
-        );
+        // The project's shard is held by a replica (cluster/shards.ts).
+        const { rows } = await db.query<{ holder: string }>("select holder from leases where name = $1", [
+          shardLeaseName(shardOf(PROJECT, DEFAULT_SHARDS)),
+        ]);
         assert.equal(rows.length, 1);
         const pids = c.replicas.map((r) => r.child.pid);
         assert.ok(
@@ -469,6 +471,53 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
         const lost = w.acked.filter(([ts, v]) => stored.get(ts) !== v);
         assert.deepEqual(lost, [], `of ${w.acked.length} acknowledged (${w.retried()} attempts retried)`);
       }
+    });
+
+    it("the survivor takes over the killed replica's evaluation shards: the open incident resolves, with no second OPENED", async () => {
+      const survivor = c.replicas.find((r) => r.child.exitCode === null && r.child.signalCode === null);
+      assert.ok(survivor, "one replica is still running");
+      const db = new pg.Client({ connectionString: c.databaseUrl });
+      await db.connect();
+      try {
+        // Every shard is the survivor's within three cycles of the killed replica's last renewal.
+        await waitFor("the survivor to hold every evaluation shard", PATIENCE_MS, async () => {
+          const { rows } = await db.query<{ holder: string }>(
+            "select holder from leases where name like 'alert-evaluator/shard/%'",
+          );
+          return rows.length === DEFAULT_SHARDS &&
+            rows.every((r) => r.holder.includes(`:${survivor.child.pid}:`))
+            ? true
+            : undefined;
+        });
+      } finally {
+        await db.end();
+      }
+      // The incident the CPU rule opened before the kill: vmB recovers, and it resolves.
+      const { incidents } = await reader.incidents.listIncidents({ projectName: `projects/${PROJECT}` });
+      const open = incidents.find((i) => i.state === "OPEN");
+      assert.ok(open, show(incidents));
+      // Two counter samples 10 s apart, 1 CPU-second on 2 vCPUs between them: 5 %.
+      const now = Date.now();
+      for (const [ts, counter] of [
+        [now - 10 * S, 1e9],
+        [now, 1e9 + 1],
+      ])
+        await push([
+          rwSeries("svc_vm_cpu_seconds_total", { vm: vmB }, [[ts, counter]]),
+          rwSeries("svc_vm_vcpus", { vm: vmB }, [[ts, 2]]),
+        ]);
+      await c.engine.flush();
+      const resolved = await waitFor("the incident to resolve on the survivor", PATIENCE_MS, async () => {
+        const got = await reader.incidents.getIncident({ name: open.name });
+        return got.state === "RESOLVED" ? got : undefined;
+      });
+      assert.deepEqual(
+        resolved.events.map((e) => e.kind),
+        ["OPENED", "RESOLVED"],
+        "one OPENED, and the recovery seen",
+      );
+      const after = await reader.incidents.listIncidents({ projectName: `projects/${PROJECT}` });
+      assert.equal(after.incidents.filter((i) => i.rule === open.rule).length, 1, show(after));
     });
   });
 }

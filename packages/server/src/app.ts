@@ -9,7 +9,8 @@ import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
 import { createAlertMetrics } from "./alerts/instrumentation.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
-import { holdLease, processHolderId, releaseLease } from "./cluster/lease.ts";
+import { processHolderId } from "./cluster/lease.ts";
+import { createShardLeases } from "./cluster/shards.ts";
 import { createLimits } from "./cluster/shared-limits.ts";
 import type { Config } from "./config.ts";
 import { consoleRoutes } from "./console/routes.ts";
@@ -76,8 +77,6 @@ export interface AppOptions {
   readonly now?: () => number;
   readonly logger?: Logger;
 }
-
-const EVALUATOR_LEASE = "alert-evaluator";
 
 export function createLogger(level: string, format: "json" | "pretty" = "json"): Logger {
   const options = { level, redact: { paths: redactPaths, censor: "[redacted]" } };
@@ -148,6 +147,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const pruneTimer = setInterval(prune, 3_600_000);
   pruneTimer.unref();
   const alertOptions = resolveAlertOptions({ ...config.alerts, metricsRetentionMs: config.retentionMs });
+  // Projects are hashed into shards, each evaluated by the replica holding its lease (cluster/shards.ts).
+  const shards = createShardLeases({
+    db: db.db,
+    holder: processHolderId,
+    intervalMs: alertOptions.evaluationIntervalMs,
+    count: config.evaluatorShards,
+  });
   const evaluator = createEvaluator({
     db: db.db,
     metrics,
@@ -158,9 +164,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     purge: async (atMs) => {
       await purgeIncidentHistory(db.db, atMs, alertOptions.historyRetentionMs);
     },
-    // One replica evaluates: the lease outlives three missed cycles, then another replica takes over.
-    leader: () =>
-      holdLease(db.db, EVALUATOR_LEASE, processHolderId, now(), 3 * alertOptions.evaluationIntervalMs),
+    shards,
     instruments:
       instruments && config.roles.has("evaluator")
         ? createAlertMetrics(instruments, alertOptions.evaluationIntervalMs / 1000)
@@ -328,8 +332,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       clearInterval(pruneTimer);
       await metricsListener?.close();
       await evaluator.stop();
-      // A clean stop hands the evaluation over at once instead of after the lease expires.
-      await releaseLease(db.db, EVALUATOR_LEASE, processHolderId).catch(() => {});
+      // A clean stop hands its shards over at once instead of after their leases expire.
+      await shards.release().catch(() => {});
       await dispatcher.stop();
       closeIdleConnections();
       await server.close();

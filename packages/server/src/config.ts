@@ -5,6 +5,7 @@ import { join, resolve } from "node:path";
 import { rootCertificates } from "node:tls";
 import { fileURLToPath } from "node:url";
 import type { AlertOptions } from "./alerts/options.ts";
+import { DEFAULT_SHARDS } from "./cluster/shards.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
 import { parseHeaderList, type RemoteMetricsOptions } from "./metrics/remote/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
@@ -72,10 +73,12 @@ export interface Config {
   readonly ci: Partial<CiOptions>;
   /** What this process does (SVC_ROLES, comma-separated; default all): `api` (Connect, the Prometheus
    * API, scrape and export, the console), `ingest` (remote write), `evaluator` (alert cycles; one replica
-   * at a time holds the lease), `notifier` (the outbox dispatcher; deliveries are claimed row by row). */
+   * per shard of projects, each under its own lease), `notifier` (the outbox dispatcher; deliveries are claimed row by row). */
   readonly roles: ReadonlySet<Role>;
   /** Run the alert evaluator's 30 s cycle (SVC_EVALUATOR). Default true; tests drive cycles themselves. */
   readonly evaluatorAutoStart: boolean;
+  /** Shards the projects are hashed into for evaluation across replicas (SVC_EVALUATOR_SHARDS, 60). */
+  readonly evaluatorShards: number;
   /** Worker threads evaluating Prometheus-API queries off the event loop (SVC_QUERY_WORKERS). Default:
    * the machine's available parallelism; 0 evaluates on the event loop (no threads). */
   readonly queryWorkers: number;
@@ -194,6 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     ci: overrides.ci ?? ciFromEnv(env),
     roles: overrides.roles ?? rolesOf(env.SVC_ROLES),
     evaluatorAutoStart: overrides.evaluatorAutoStart ?? env.SVC_EVALUATOR !== "false",
+    evaluatorShards: overrides.evaluatorShards ?? shardsOf(env.SVC_EVALUATOR_SHARDS),
     notify: overrides.notify ?? notifyFromEnv(env),
     queryWorkers: overrides.queryWorkers ?? queryWorkersOf(env.SVC_QUERY_WORKERS),
     alerts: overrides.alerts ?? {
@@ -269,6 +273,14 @@ function queryWorkersOf(raw: string | undefined): number {
   const n = Number(raw);
   if (!Number.isSafeInteger(n) || n < 0 || n > 256)
     throw new Error(`SVC_QUERY_WORKERS: "${raw}" is not a number of threads (0–256)`);
+  return n;
+}
+
+function shardsOf(raw: string | undefined): number {
+  if (raw === undefined || raw === "") return DEFAULT_SHARDS;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 1 || n > 1024)
+    throw new Error(`SVC_EVALUATOR_SHARDS: "${raw}" is not an integer from 1 to 1024`);
   return n;
 }
 

@@ -18,7 +18,7 @@ export function createAlertMetrics(registry: Registry, intervalSeconds: number) 
     registry,
     "gauge",
     "svc_alerts_lease_held",
-    "1 while this process holds the evaluator lease (runs the cycles), else 0.",
+    "1 while this process holds at least one evaluator shard lease (evaluates those shards' projects), else 0.",
     () => (state.holdsLease ? 1 : 0),
   );
   observed(

@@ -33,61 +33,149 @@ export async function readRuleData(
   fromMs: number,
   toMs: number,
 ): Promise<Map<string, InstanceData>> {
-  const names = storedSeries(metric);
-  const out = new Map<string, InstanceData>();
-  if (names.length === 0) return out;
+  if (storedSeries(metric).length === 0 || vmNames?.length === 0) return new Map();
+  const data = await selectSeries(metrics, projectId, [metric], vmNames, fromMs, toMs);
+  return ruleData(metric, indexSeries(data), vmNames && new Set(vmNames), fromMs, toMs);
+}
+
+/**
+ * One store read of what several rules of a project need: every stored name of `metrics`, of the
+ * VMs named (all when undefined), over [fromMs, toMs]. `ruleData` then cuts out each rule's share.
+ * A filesystem rule's fstype matcher is applied there when other metrics share the read.
+ */
+export function selectSeries(
+  store: MetricsBackend,
+  projectId: string,
+  metrics: readonly RuleMetric[],
+  vmNames: readonly string[] | undefined,
+  fromMs: number,
+  toMs: number,
+): Promise<SeriesData[]> {
+  const names = [...new Set(metrics.flatMap(storedSeries))];
   const matchers: LabelMatcher[] = [{ type: "=~", name: "__name__", value: names.map(regexQuote).join("|") }];
-  if (vmNames) {
-    if (vmNames.length === 0) return out;
-    matchers.push({ type: "=~", name: "vm", value: vmNames.map(regexQuote).join("|") });
-  }
-  if (metric.perMountpoint) matchers.push({ type: "=~", name: "fstype", value: SUPPORTED_FSTYPES.join("|") });
-  // For a rate, the sample before the window gives the first window sample its increase.
-  const data = await metrics.select(projectId, matchers, fromMs, toMs);
-  // instance → source → stored name → series
-  const grouped = new Map<string, { vm: string; mountpoint: string; bySource: Map<string, SeriesData[]> }>();
+  if (vmNames) matchers.push({ type: "=~", name: "vm", value: vmNames.map(regexQuote).join("|") });
+  if (metrics.every((m) => m.perMountpoint))
+    matchers.push({ type: "=~", name: "fstype", value: SUPPORTED_FSTYPES.join("|") });
+  return store.select(projectId, matchers, fromMs, toMs);
+}
+
+const SUPPORTED = new Set(SUPPORTED_FSTYPES);
+
+/** A read's series with the labels the rules look at, by stored name (built once per read). */
+export type SeriesIndex = ReadonlyMap<string, readonly IndexedSeries[]>;
+
+interface IndexedSeries {
+  readonly s: SeriesData;
+  readonly vm: string;
+  readonly mountpoint: string;
+  readonly source: string;
+  readonly supportedFs: boolean;
+}
+
+export function indexSeries(data: readonly SeriesData[]): SeriesIndex {
+  const out = new Map<string, IndexedSeries[]>();
   for (const s of data) {
-    const vm = labelValue(s.labels, "vm");
+    let name = "";
+    let vm = "";
+    let mountpoint = "";
+    let source = "";
+    let fstype = "";
+    for (const l of s.labels) {
+      if (l.name === "__name__") name = l.value;
+      else if (l.name === "vm") vm = l.value;
+      else if (l.name === "mountpoint") mountpoint = l.value;
+      else if (l.name === "source") source = l.value;
+      else if (l.name === "fstype") fstype = l.value;
+    }
     if (!vm) continue;
-    const mountpoint = metric.perMountpoint ? labelValue(s.labels, "mountpoint") : "";
-    const key = instanceKey(vm, mountpoint);
-    let g = grouped.get(key);
-    if (!g) {
-      g = { vm, mountpoint, bySource: new Map() };
-      grouped.set(key, g);
+    const e = { s, vm, mountpoint, source, supportedFs: SUPPORTED.has(fstype) };
+    const list = out.get(name);
+    if (list) list.push(e);
+    else out.set(name, [e]);
+  }
+  return out;
+}
+
+/**
+ * One rule's instances from a read that may hold more (other metrics, other VMs, a longer window):
+ * the series of the rule's stored names (and supported filesystems), of `vms` (all when undefined),
+ * samples in [fromMs, toMs], exactly what the rule's own read would have returned.
+ */
+export function ruleData(
+  metric: RuleMetric,
+  index: SeriesIndex,
+  vms: ReadonlySet<string> | undefined,
+  fromMs: number,
+  toMs: number,
+): Map<string, InstanceData> {
+  const out = new Map<string, InstanceData>();
+  // instance → its sources, each with its series (cut to the rule's window)
+  const grouped = new Map<
+    string,
+    { vm: string; mountpoint: string; sources: { source: string; list: Span[] }[] }
+  >();
+  for (const name of storedSeries(metric)) {
+    for (const e of index.get(name) ?? []) {
+      if (vms && !vms.has(e.vm)) continue;
+      if (metric.perMountpoint && !e.supportedFs) continue;
+      // A series without samples in the rule's own window is one its own read would not have returned.
+      const t = e.s.timestamps;
+      let a = 0;
+      while (a < t.length && t[a] < fromMs) a++;
+      let b = t.length;
+      while (b > a && t[b - 1] > toMs) b--;
+      if (a === b) continue;
+      const mountpoint = metric.perMountpoint ? e.mountpoint : "";
+      const key = instanceKey(e.vm, mountpoint);
+      let g = grouped.get(key);
+      if (!g) {
+        g = { vm: e.vm, mountpoint, sources: [] };
+        grouped.set(key, g);
+      }
+      let src = g.sources.find((x) => x.source === e.source);
+      if (!src) {
+        src = { source: e.source, list: [] };
+        g.sources.push(src);
+      }
+      src.list.push({ s: e.s, name, a, b });
     }
-    const source = labelValue(s.labels, "source");
-    let list = g.bySource.get(source);
-    if (!list) {
-      list = [];
-      g.bySource.set(source, list);
-    }
-    list.push(s);
   }
   for (const [key, g] of grouped) {
-    const source = SOURCE_PRIORITY.find((p) => g.bySource.has(p)) ?? [...g.bySource.keys()].sort()[0];
-    const series = derive(metric, g.bySource.get(source) ?? []);
+    const src =
+      g.sources.length === 1
+        ? g.sources[0]
+        : (SOURCE_PRIORITY.map((p) => g.sources.find((x) => x.source === p)).find((x) => x) ??
+          [...g.sources].sort((x, y) => (x.source < y.source ? -1 : x.source > y.source ? 1 : 0))[0]);
+    const series = derive(metric, src.list);
     if (series.t.length > 0) out.set(key, { vmName: g.vm, mountpoint: g.mountpoint, series });
   }
   return out;
 }
 
+/** A series' samples [a, b) and its stored name. */
+interface Span {
+  readonly s: SeriesData;
+  readonly name: string;
+  readonly a: number;
+  readonly b: number;
+}
+
 /** Finite samples only: staleness markers and NaN are not values. */
-function finite(s: SeriesData): { t: number[]; v: number[] } {
+function finite(sp: Span): { t: number[]; v: number[] } {
   const t: number[] = [];
   const v: number[] = [];
-  for (let i = 0; i < s.timestamps.length; i++) {
-    const x = s.values[i];
+  const { timestamps, values } = sp.s;
+  for (let i = sp.a; i < sp.b; i++) {
+    const x = values[i];
     if (Number.isFinite(x)) {
-      t.push(s.timestamps[i]);
+      t.push(timestamps[i]);
       v.push(x);
     }
   }
   return { t, v };
 }
 
-function derive(metric: RuleMetric, list: readonly SeriesData[]): InstanceSeries {
-  const name = (s: SeriesData) => labelValue(s.labels, "__name__");
+function derive(metric: RuleMetric, list: readonly Span[]): InstanceSeries {
   switch (metric.kind) {
     case "gauge":
     case "telemetry_age":
@@ -95,8 +183,8 @@ function derive(metric: RuleMetric, list: readonly SeriesData[]): InstanceSeries
       // largest value at each time counts, so a breach of any of them is seen.
       return combine(list.map(finite), Math.max);
     case "ratio": {
-      const num = combine(list.filter((s) => name(s) === metric.num).map(finite), Math.max);
-      const den = combine(list.filter((s) => name(s) === metric.den).map(finite), Math.max);
+      const num = combine(list.filter((s) => s.name === metric.num).map(finite), Math.max);
+      const den = combine(list.filter((s) => s.name === metric.den).map(finite), Math.max);
       const t: number[] = [];
       const v: number[] = [];
       let j = 0;
@@ -154,6 +242,19 @@ export interface ProjectVm {
   readonly createTime: number;
 }
 
+export interface StateEventRow {
+  readonly vm_id: string;
+  readonly state: string;
+  readonly stop_reason: string;
+  readonly time: number;
+}
+
+export interface MaintenanceRow {
+  readonly vm_ids: string;
+  readonly start_time: number;
+  readonly end_time: number;
+}
+
 /** The VM timelines of a project (state events and maintenance windows), for inventory rules. */
 export async function readTimelines(
   db: Db,
@@ -176,6 +277,15 @@ export async function readTimelines(
       .where("project_id", "=", projectId)
       .execute(),
   ]);
+  return timelinesOf(vms, events, windows);
+}
+
+/** The timelines of `vms` from their project's state events (time ascending) and maintenance windows. */
+export function timelinesOf(
+  vms: readonly ProjectVm[],
+  events: readonly StateEventRow[],
+  windows: readonly MaintenanceRow[],
+): Map<string, VmTimeline> {
   const out = new Map<string, VmTimeline>();
   const byId = new Map<string, { time: number; state: string; stopReason: string }[]>();
   for (const e of events) {

@@ -24,6 +24,12 @@ export interface SampleArrays {
   v: Float64Array;
 }
 
+/** Reads of up to this many samples decode into one scratch (reads are synchronous; one per thread). */
+const SCRATCH_SAMPLES = 4096;
+const scratchT = new Float64Array(SCRATCH_SAMPLES);
+const scratchV = new Float64Array(SCRATCH_SAMPLES);
+const scratchBits = new Uint32Array(scratchV.buffer);
+
 export class Head {
   readonly reg = new SeriesRegistry();
   readonly ooo = new OooStore();
@@ -208,12 +214,16 @@ export class Head {
     const slot = this.#slot[ref];
     const open = slot >= 0 && this.#ocCount[ref] > 0 && this.#ocMinT[ref] <= maxt && this.#maxT[ref] >= lo;
     if (open) total += this.#ocCount[ref];
-    const t = new Float64Array(total);
-    const v = new Float64Array(total);
+    // Small reads decode into the scratch and copy out what is in range: a read of the last minutes of
+    // a chunk (an alert rule's window) allocates its samples, not the whole chunk's.
+    const small = total <= SCRATCH_SAMPLES;
+    const t = small ? scratchT : new Float64Array(total);
+    const v = small ? scratchV : new Float64Array(total);
+    const bits = small ? scratchBits : new Uint32Array(v.buffer, v.byteOffset, v.length * 2);
     let n = 0;
     for (let i = ids.length - 1; i >= 0; i--) {
       const id = ids[i];
-      n = xorDecodeInto(ch.bytesOf(id), ch.off[id], ch.count[id], lo, maxt, t, v, n);
+      n = xorDecodeInto(ch.bytesOf(id), ch.off[id], ch.count[id], lo, maxt, t, v, n, bits);
     }
     if (open) {
       n = xorDecodeInto(
@@ -225,8 +235,10 @@ export class Head {
         t,
         v,
         n,
+        bits,
       );
     }
+    if (small) return { t: t.slice(0, n), v: v.slice(0, n) };
     // Views, not copies: a read usually starts inside its first chunk, and the unused tail is small.
     return n === total ? { t, v } : { t: t.subarray(0, n), v: v.subarray(0, n) };
   }
