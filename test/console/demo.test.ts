@@ -4,7 +4,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import type { Browser } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { seriousViolations } from "../../packages/server/src/testing/axe.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -18,6 +19,44 @@ import { startServerProcess } from "../../packages/server/src/testing/server-pro
 const ARTIFACTS = process.env.SVC_TEST_ARTIFACTS ?? join(tmpdir(), "svc-test-artifacts");
 
 /** What a newcomer does: `npm start` on an empty data dir, open the URL, sign in with the printed login. */
+/** Buttons that open a dialog (never "Sign out" or a range): each is opened, checked and closed. */
+const DIALOG_OPENERS =
+  /^(New |Create |Rotate|Revoke|Delete|Edit|Disable|Enable|Snooze|Change snooze|Details|Issue |Set up|Start |Add )/;
+
+/** Every page of the demo project, the first rule, destination and incident included when there is one. */
+async function demoPages(page: Page, base: string): Promise<string[]> {
+  const pages = ["vms", "vms/dc-1/web-1", "alerts", "incidents", "destinations", "keys"];
+  pages.push("service-accounts", "ci-trusts", "connect");
+  for (const list of ["alerts", "destinations", "incidents"]) {
+    await page.goto(`${base}/projects/demo/${list}`);
+    await page.getByRole("heading", { level: 1 }).waitFor();
+    await page.waitForLoadState("networkidle");
+    const hrefs = await page
+      .locator(`main a[href^="/projects/demo/${list}/"]`)
+      .evaluateAll((as) => as.map((a) => a.getAttribute("href") ?? ""));
+    if (hrefs[0]) pages.push(hrefs[0].slice("/projects/demo/".length));
+  }
+  return pages;
+}
+
+/** axe on the page, then on each dialog its buttons open; every serious or critical violation, named. */
+async function auditPage(page: Page, where: string): Promise<string[]> {
+  const found = await seriousViolations(page, where);
+  const labels = await page
+    .locator("main button:visible")
+    .evaluateAll((bs) => bs.map((b) => (b.getAttribute("aria-label") || b.textContent || "").trim()));
+  for (const label of new Set(labels.filter((l) => DIALOG_OPENERS.test(l)))) {
+    await page.getByRole("main").getByRole("button", { name: label, exact: true }).first().click();
+    const dialog = page.locator("dialog[open]");
+    if (!(await dialog.isVisible())) continue;
+    await page.waitForLoadState("networkidle");
+    found.push(...(await seriousViolations(page, `${where}, dialog "${label}"`)));
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+  }
+  return found;
+}
+
 describe("the console on npm start's demo", { skip: browserUnavailable() }, () => {
   let child: ChildProcess | undefined;
   let dataDir: string;
@@ -81,4 +120,31 @@ describe("the console on npm start's demo", { skip: browserUnavailable() }, () =
     process.stdout.write(`screenshot of the demo VM page: ${shot}\n`);
     assert.deepEqual(problems, []);
   });
+
+  for (const viewport of [
+    { name: "desktop", width: 1440, height: 900 },
+    { name: "phone", width: 390, height: 844 },
+  ]) {
+    it(`axe (WCAG 2.1 A and AA) finds no serious or critical violation on any page or dialog (${viewport.name})`, async () => {
+      const url = /console: (\S+)\//.exec(output)?.[1] ?? "";
+      const login = /console login: (\S+) \/ (\S+)/.exec(output) ?? [];
+      const { page, problems } = await openPage(browser, viewport);
+      await page.goto(`${url}/`);
+      const found = await seriousViolations(page, "sign-in");
+      await signIn(page, url, login[1], login[2]);
+      const pages = await demoPages(page, url);
+      assert.ok(
+        pages.some((p) => p.startsWith("alerts/")) && pages.some((p) => p.startsWith("destinations/")),
+      );
+      for (const path of pages) {
+        await page.goto(`${url}/projects/demo/${path}`);
+        await page.getByRole("heading", { level: 1 }).waitFor();
+        await page.waitForLoadState("networkidle");
+        found.push(...(await auditPage(page, path)));
+      }
+      assert.deepEqual(found, []);
+      assert.deepEqual(problems, []);
+      await page.context().close();
+    });
+  }
 });

@@ -7,6 +7,7 @@ import { simpleParser } from "mailparser";
 import type { Browser, Page } from "playwright-core";
 import { SMTPServer } from "smtp-server";
 import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
+import { seriousViolations } from "../../packages/server/src/testing/axe.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -224,6 +225,14 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
       `/projects/ops/alerts/${rule.id}`,
     );
 
+    // The incident page meets WCAG 2.1 AA as axe checks it, at desktop and phone widths (test/console/demo.test.ts
+    // checks every other page; the demo has no incident when it starts).
+    for (const width of [1440, 390]) {
+      await page.setViewportSize({ width, height: 860 });
+      assert.deepEqual(await seriousViolations(page, `incident page at ${width} px`), []);
+    }
+    await page.setViewportSize({ width: 1280, height: 860 });
+
     await page.getByRole("button", { name: "Acknowledge" }).click();
     await timeline.locator('li[data-event="ACKNOWLEDGED"]').getByText("by you").waitFor();
     await page.getByTestId("acknowledged").getByText("by you").waitFor();
@@ -232,6 +241,8 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
 
     await page.getByRole("button", { name: "Snooze…" }).click();
     const snooze = page.getByRole("dialog", { name: "Snooze notifications" });
+    await snooze.waitFor();
+    assert.deepEqual(await seriousViolations(page, "snooze dialog"), []);
     // A custom time is checked before sending: the past is refused in words.
     await snooze.getByLabel("Or until").fill("2020-01-01T10:00");
     await snooze.getByRole("button", { name: "Snooze until then" }).click();

@@ -1,8 +1,8 @@
 import { useQueryClient } from "@tanstack/react-query";
-import { useCallback, useEffect, useMemo, useState } from "react";
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "react";
 import { Link, Redirect, Route, Switch, useLocation, useParams } from "wouter";
 import { type ConsoleSession, readSession, signOut, whenSignedOut } from "./api.ts";
-import { Loading } from "./components/ui.tsx";
+import { Loading, navigated } from "./components/ui.tsx";
 import { AlertRulePage, AlertRulesPage } from "./pages/alert-rules.tsx";
 import { CiTrustsPage } from "./pages/ci-trusts.tsx";
 import { ConnectToolsPage } from "./pages/connect-tools.tsx";
@@ -100,6 +100,13 @@ function ProjectShell() {
   const { session, signOut } = useSessionValue();
   const [location] = useLocation();
   const membership = session.projects.find((p) => p.name === `projects/${project}`);
+  // A route change moves focus to the new page's heading (components/ui.tsx Page), so a screen reader
+  // announces it; the first load leaves focus at the top, where the skip link is.
+  const shown = useRef(location);
+  useLayoutEffect(() => {
+    if (shown.current !== location) navigated();
+    shown.current = location;
+  }, [location]);
   const ctx = useMemo(
     () =>
       membership
@@ -126,6 +133,17 @@ function ProjectShell() {
   return (
     <ProjectContext.Provider value={ctx}>
       <div className="shell">
+        {/* biome-ignore lint/a11y/useValidAnchor: a skip link; #main is its no-script fallback */}
+        <a
+          className="skip-link"
+          href="#main"
+          onClick={(e) => {
+            e.preventDefault();
+            focusMain();
+          }}
+        >
+          Skip to content
+        </a>
         <header className="topbar">
           <a className="brand" href="/">
             svc
@@ -143,19 +161,24 @@ function ProjectShell() {
           {NAV.map((s) => (
             <div key={s.section} className="nav-section">
               <div className="nav-title">{s.section}</div>
-              {s.items.map((i) => (
-                <Link
-                  key={i.path}
-                  href={i.path}
-                  className={location === i.path || location.startsWith(`${i.path}/`) ? "active" : ""}
-                >
-                  {i.label}
-                </Link>
-              ))}
+              {s.items.map((i) => {
+                const active = location === i.path || location.startsWith(`${i.path}/`);
+                return (
+                  <Link
+                    key={i.path}
+                    href={i.path}
+                    className={active ? "active" : ""}
+                    // "page" on the link to exactly this page, "location" on a section's link from its sub-page.
+                    aria-current={location === i.path ? "page" : active ? "location" : undefined}
+                  >
+                    {i.label}
+                  </Link>
+                );
+              })}
             </div>
           ))}
         </nav>
-        <main className="content">
+        <main className="content" id="main" tabIndex={-1}>
           <Switch>
             <Route path="/vms" component={VmsPage} />
             <Route path="/vms/:location/:vm">{(p) => <VmPage location={p.location} vmId={p.vm} />}</Route>
@@ -179,6 +202,16 @@ function ProjectShell() {
       </div>
     </ProjectContext.Provider>
   );
+}
+
+/** The skip link's target: the page's heading when there is one, else the main region. */
+function focusMain() {
+  const main = document.getElementById("main");
+  const h1 = main?.querySelector("h1");
+  if (h1) {
+    h1.tabIndex = -1;
+    h1.focus();
+  } else main?.focus();
 }
 
 function ProjectSwitch(props: { current: string; projects: ConsoleSession["projects"] }) {

@@ -410,6 +410,7 @@ function PreviewChart(props: {
       {history.data || !m?.charted ? (
         <div data-testid="preview-chart" data-intervals={intervals.length} data-points={chart.points}>
           <Chart
+            title={`${props.title}: ${m?.label ?? metricId}`}
             x={chart.x}
             series={chart.series}
             format={format}

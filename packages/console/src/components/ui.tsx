@@ -4,20 +4,36 @@ import { fmtAgo, fmtTime, MISSING } from "../format.ts";
 
 /** Shared building blocks: page frame, tables, errors, buttons, dialogs, a secret shown once. */
 
+/** Route changes not yet answered by focusing a page heading (app.tsx counts them). */
+let pendingFocus = 0;
+export function navigated(): void {
+  pendingFocus++;
+}
+
 export function Page(props: {
   title: string;
   actions?: ReactNode;
   children: ReactNode;
   subtitle?: ReactNode;
 }) {
+  const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
     document.title = `${props.title} · svc`;
   }, [props.title]);
+  // After a route change the new page's heading takes focus (a page still loading its data does this
+  // once it renders), so keyboard and screen-reader users land on what they asked for.
+  useEffect(() => {
+    if (pendingFocus === 0 || !heading.current) return;
+    pendingFocus = 0;
+    heading.current.focus();
+  });
   return (
     <section className="page">
       <header className="page-header">
         <div>
-          <h1>{props.title}</h1>
+          <h1 ref={heading} tabIndex={-1}>
+            {props.title}
+          </h1>
           {props.subtitle ? <p className="subtitle">{props.subtitle}</p> : null}
         </div>
         {props.actions ? <div className="page-actions">{props.actions}</div> : null}
@@ -119,24 +135,78 @@ export function ShownOnce(props: { label: string; value: string; onDone?: () => 
   );
 }
 
+/**
+ * A modal on the native <dialog> (focus trapped and given back by the browser). Typing into it makes it
+ * dirty until the form is submitted: then Escape and × ask before discarding what was typed.
+ */
 export function Dialog(props: { title: string; open: boolean; onClose: () => void; children: ReactNode }) {
   const ref = useRef<HTMLDialogElement>(null);
+  const [dirty, setDirty] = useState(false);
+  const [confirming, setConfirming] = useState(false);
   useEffect(() => {
     const d = ref.current;
     if (!d) return;
     if (props.open && !d.open) d.showModal();
     if (!props.open && d.open) d.close();
+    setDirty(false);
+    setConfirming(false);
   }, [props.open]);
+  const askOrClose = () => {
+    if (dirty) setConfirming(true);
+    else props.onClose();
+  };
   return (
-    <dialog ref={ref} className="dialog" onClose={props.onClose} aria-label={props.title}>
+    <dialog
+      ref={ref}
+      className="dialog"
+      onClose={props.onClose}
+      aria-label={props.title}
+      onInput={() => setDirty(true)}
+      onSubmit={() => setDirty(false)}
+      // Escape is handled here rather than by the browser's cancel, which Chromium stops honouring
+      // after one prevented cancel without a click in between.
+      onKeyDown={(e) => {
+        if (e.key !== "Escape") return;
+        e.preventDefault();
+        e.stopPropagation();
+        if (confirming) setConfirming(false);
+        else askOrClose();
+      }}
+      onCancel={(e) => {
+        e.preventDefault();
+        askOrClose();
+      }}
+    >
       <header>
         <h2>{props.title}</h2>
-        <button type="button" className="close" aria-label="Close" onClick={props.onClose}>
+        <button type="button" className="close" aria-label="Close" onClick={askOrClose}>
           ×
         </button>
       </header>
+      {confirming ? (
+        <div className="dialog-confirm" role="alert" data-testid="discard-confirm">
+          <span>Discard what you typed?</span>
+          <Button kind="danger" onClick={props.onClose}>
+            Discard
+          </Button>
+          {/* biome-ignore lint/a11y/noAutofocus: the question needs an answer before anything else */}
+          <Button autoFocus onClick={() => setConfirming(false)}>
+            Keep editing
+          </Button>
+        </div>
+      ) : null}
       {props.open ? props.children : null}
     </dialog>
+  );
+}
+
+/** Preformatted text that may scroll sideways: focusable, so the keyboard can scroll it (WCAG 2.1.1). */
+export function Pre(props: { children: ReactNode; testId?: string; className?: string }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard
+    <pre tabIndex={0} className={props.className} data-testid={props.testId}>
+      {props.children}
+    </pre>
   );
 }
 
