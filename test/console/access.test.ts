@@ -115,7 +115,16 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     await shot(page, "key-created");
     const vms = await listVms(t.clients(secret), p.projectName);
     assert.equal(vms.vms.length, 1, "the secret shown works");
-    await dialog.getByRole("button", { name: "I have copied it" }).click();
+    // The secret cannot be shown again, so neither Escape (twice) nor a click outside closes its dialog; it
+    // has no × either: it closes only through "I have stored it".
+    assert.equal(await dialog.getByRole("button", { name: "Close" }).count(), 0);
+    await page.keyboard.press("Escape");
+    await dialog.getByTestId("store-first").waitFor();
+    await page.keyboard.press("Escape");
+    await page.mouse.click(5, 5);
+    assert.ok(await dialog.isVisible());
+    assert.equal(await secretShown(page), secret);
+    await dialog.getByRole("button", { name: "I have stored it" }).click();
     await saKeys.getByText("grafana").waitFor();
     assert.ok(!(await pageText(page)).includes(secret), "gone once dismissed");
     await page.reload();
@@ -140,7 +149,7 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     assert.notEqual(rotated, secret);
     await refused(listVms(t.clients(secret), p.projectName), Code.Unauthenticated, "CREDENTIAL_REVOKED");
     assert.equal((await listVms(t.clients(rotated), p.projectName)).vms.length, 1);
-    await rotate.getByRole("button", { name: "I have copied it" }).click();
+    await rotate.getByRole("button", { name: "I have stored it" }).click();
 
     // Revoke, with confirmation.
     await keysCard.getByRole("button", { name: "Revoke grafana" }).click();
@@ -157,7 +166,7 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     await again.getByLabel("Name").fill("prometheus");
     await again.getByRole("button", { name: "Create key" }).click();
     const third = await secretShown(page);
-    await again.getByRole("button", { name: "I have copied it" }).click();
+    await again.getByRole("button", { name: "I have stored it" }).click();
     await page.getByRole("link", { name: "Service accounts" }).click();
     await page.getByRole("button", { name: "Disable prom-scraper" }).click();
     const disable = page.getByRole("dialog", { name: "Disable prom-scraper" });

@@ -120,7 +120,7 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     secret = (await once.locator("code.secret").textContent()) ?? "";
     assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
     await page.screenshot({ path: "/tmp/console-destination-created.png" });
-    await once.getByRole("button", { name: "I have copied it" }).click();
+    await once.getByRole("button", { name: "I have stored it" }).click();
     await page.waitForURL(/\/projects\/ops\/destinations\/[a-z0-9]+$/);
     destination = `projects/ops/destinations/${page.url().split("/").pop()}`;
     await page.getByTestId("destination-details").waitFor();
@@ -288,7 +288,7 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     const fresh = (await once.locator("code.secret").textContent()) ?? "";
     assert.match(fresh, /^whsec_/);
     assert.notEqual(fresh, secret);
-    await once.getByRole("button", { name: "I have copied it" }).click();
+    await once.getByRole("button", { name: "I have stored it" }).click();
     const d = await owner().destinations.getDestination({ name: destination });
     assert.equal(d.secrets.length, 1, "overlap 0 leaves only the new secret");
     assert.equal(d.secrets[0].expireTimeUnix, 0n);

@@ -1,4 +1,4 @@
-import { type ReactNode, useEffect, useRef, useState } from "react";
+import { createContext, type ReactNode, useContext, useEffect, useRef, useState } from "react";
 import { describeError } from "../api.ts";
 import { fmtAgo, fmtTime, MISSING } from "../format.ts";
 
@@ -114,8 +114,21 @@ export function CopyButton(props: { text: string; label?: string }) {
   );
 }
 
-/** A secret or command that the server returns once: shown with a copy button and a warning. */
+/** Locks the enclosing Dialog while a secret it shows has not been confirmed as stored. */
+const DialogLock = createContext<((locked: boolean) => void) | undefined>(undefined);
+
+/**
+ * A secret or command that the server returns once: shown with a copy button and a warning. With onDone,
+ * the dialog around it closes only through "I have stored it": not by Escape, × or anything else.
+ */
 export function ShownOnce(props: { label: string; value: string; onDone?: () => void }) {
+  const lock = useContext(DialogLock);
+  const locks = !!props.onDone;
+  useEffect(() => {
+    if (!locks || !lock) return;
+    lock(true);
+    return () => lock(false);
+  }, [lock, locks]);
   return (
     <div className="shown-once" data-testid="shown-once">
       <p>
@@ -128,7 +141,7 @@ export function ShownOnce(props: { label: string; value: string; onDone?: () => 
       </div>
       {props.onDone ? (
         <Button kind="primary" onClick={props.onDone}>
-          I have copied it
+          I have stored it
         </Button>
       ) : null}
     </div>
@@ -143,6 +156,12 @@ export function Dialog(props: { title: string; open: boolean; onClose: () => voi
   const ref = useRef<HTMLDialogElement>(null);
   const [dirty, setDirty] = useState(false);
   const [confirming, setConfirming] = useState(false);
+  // A once-shown secret inside (ShownOnce with onDone) holds the dialog open until it is confirmed.
+  const [locked, setLocked] = useState(false);
+  const [nudged, setNudged] = useState(false);
+  useEffect(() => {
+    if (!locked) setNudged(false);
+  }, [locked]);
   useEffect(() => {
     const d = ref.current;
     if (!d) return;
@@ -152,7 +171,8 @@ export function Dialog(props: { title: string; open: boolean; onClose: () => voi
     setConfirming(false);
   }, [props.open]);
   const askOrClose = () => {
-    if (dirty) setConfirming(true);
+    if (locked) setNudged(true);
+    else if (dirty) setConfirming(true);
     else props.onClose();
   };
   return (
@@ -179,10 +199,17 @@ export function Dialog(props: { title: string; open: boolean; onClose: () => voi
     >
       <header>
         <h2>{props.title}</h2>
-        <button type="button" className="close" aria-label="Close" onClick={askOrClose}>
-          ×
-        </button>
+        {locked ? null : (
+          <button type="button" className="close" aria-label="Close" onClick={askOrClose}>
+            ×
+          </button>
+        )}
       </header>
+      {nudged ? (
+        <div className="banner banner-warn" role="alert" data-testid="store-first">
+          This secret cannot be shown again. Store it, then choose <strong>I have stored it</strong>.
+        </div>
+      ) : null}
       {confirming ? (
         <div className="dialog-confirm" role="alert" data-testid="discard-confirm">
           <span>Discard what you typed?</span>
@@ -195,7 +222,7 @@ export function Dialog(props: { title: string; open: boolean; onClose: () => voi
           </Button>
         </div>
       ) : null}
-      {props.open ? props.children : null}
+      <DialogLock.Provider value={setLocked}>{props.open ? props.children : null}</DialogLock.Provider>
     </dialog>
   );
 }
