@@ -63,6 +63,32 @@ describe("console in Chromium: sign-in, the VM list, sign-out", { skip }, () => 
     assert.deepEqual(problems, []);
   });
 
+  it("logs no console error on a signed-out load, and opening a VM that does not exist calls no query for it", async () => {
+    const p = await t.seedProject("quiet", ["web-a"]);
+    const { page } = await openPage(browser);
+    const errors: string[] = [];
+    const failed: string[] = [];
+    page.on("console", (m) => {
+      if (m.type() === "error") errors.push(m.text());
+    });
+    page.on("response", (r) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${new URL(r.url()).pathname}`);
+    });
+    await page.goto(`${t.baseUrl}/`);
+    await page.getByRole("button", { name: "Sign in" }).waitFor();
+    await page.waitForLoadState("networkidle");
+    assert.deepEqual(errors, [], "the session probe of a signed-out page is no error");
+    assert.deepEqual(failed, []);
+
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/projects/quiet/vms/dc-1/no-such-vm`);
+    await page.getByTestId("vm-not-found").waitFor();
+    await page.waitForLoadState("networkidle");
+    assert.deepEqual(failed, [], "the inventory says the VM is missing; nothing asks its metrics");
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+
   it("serves hashed assets as immutable and the page with no-cache and a CSP", async () => {
     const html = await fetch(`${t.baseUrl}/projects/browser/vms`, { headers: { accept: "text/html" } });
     assert.equal(html.status, 200);

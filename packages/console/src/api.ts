@@ -83,6 +83,7 @@ export function describeError(err: unknown): ErrorView {
 }
 
 export interface ConsoleSession {
+  signedIn: true;
   user: string;
   email: string;
   displayName: string;
@@ -106,9 +107,9 @@ async function sessionCall(method: string, body?: unknown): Promise<Response> {
 
 export async function readSession(): Promise<ConsoleSession | undefined> {
   const r = await sessionCall("GET");
-  if (r.status === 401) return undefined;
   if (!r.ok) throw new Error(`session check failed: HTTP ${r.status}`);
-  const s = (await r.json()) as ConsoleSession;
+  const s = (await r.json()) as ConsoleSession | { signedIn: false };
+  if (!s.signedIn) return undefined;
   setCsrfToken(s.csrfToken);
   return s;
 }

@@ -219,6 +219,8 @@ export function VmPage(props: { location: string; vmId: string }) {
       });
     },
     refetchInterval: range.refresh,
+    // Only for a VM the inventory has: a missing VM is said once, not answered 404 by every query.
+    enabled: !!inventory.data,
   });
   // Data quality "now", whatever the chart range: a 7-day answer ends on a 30-minute step, up to
   // 30 minutes ago. The last hour at 30 s of telemetry_last_observed (per source), every 30 s.
@@ -235,6 +237,7 @@ export function VmPage(props: { location: string; vmId: string }) {
       });
     },
     refetchInterval: 30_000,
+    enabled: !!inventory.data,
   });
 
   // The install dialog, opened from the header or the filesystem card (null: closed).

@@ -131,7 +131,19 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
 
     scope.get("/console/api/session", async (req, reply) => {
       try {
-        const { token, principal } = await currentSession(req);
+        reply.header("cache-control", "no-store");
+        // Not being signed in is this probe's ordinary answer, not an error: a 401 here would put an error
+        // in the console of every signed-out page load. A stale cookie is cleared.
+        const session = await currentSession(req).catch((err: unknown) => {
+          if (err instanceof SvcError && err.code === "unauthenticated") return undefined;
+          throw err;
+        });
+        if (!session) {
+          if (req.headers.cookie?.includes("svc_session="))
+            reply.header("set-cookie", clearedSessionCookie(secure));
+          return { signedIn: false };
+        }
+        const { token, principal } = session;
         const row = await deps.db
           .selectFrom("sessions")
           .select("expire_time")
@@ -214,6 +226,7 @@ async function describeSession(deps: ConsoleDeps, token: string, userId: string,
     .orderBy("m.project_id")
     .execute();
   return {
+    signedIn: true,
     user: `users/${userId}`,
     email: user.email,
     displayName: user.display_name,

@@ -46,10 +46,7 @@ export async function launchBrowser(): Promise<Browser> {
   });
 }
 
-/**
- * A page that records what should never happen: uncaught errors and CSP violations. The one expected
- * failed resource is the session check before sign-in (401).
- */
+/** A page that records what should never happen: uncaught errors and CSP violations. */
 export async function openPage(
   browser: Browser,
   viewport: { width: number; height: number } = { width: 1280, height: 860 },
