@@ -229,7 +229,11 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     // checks every other page; the demo has no incident when it starts).
     for (const width of [1440, 390]) {
       await page.setViewportSize({ width, height: 860 });
+      // Two frames: the page has laid itself out at the new width.
+      await page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))");
       assert.deepEqual(await seriousViolations(page, `incident page at ${width} px`), []);
+      // Nothing scrolls the page sideways, on a phone either.
+      assert.ok(((await page.evaluate("document.documentElement.scrollWidth")) as number) <= width);
     }
     await page.setViewportSize({ width: 1280, height: 860 });
 

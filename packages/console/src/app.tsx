@@ -2,6 +2,7 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "react";
 import { Link, Redirect, Route, Switch, useLocation, useParams } from "wouter";
 import { type ConsoleSession, readSession, signOut, whenSignedOut } from "./api.ts";
+import { useScrollableTablesFocusable } from "./components/scroll-focus.ts";
 import { Loading, navigated } from "./components/ui.tsx";
 import { AlertRulePage, AlertRulesPage } from "./pages/alert-rules.tsx";
 import { CiTrustsPage } from "./pages/ci-trusts.tsx";
@@ -103,9 +104,13 @@ function ProjectShell() {
   // A route change moves focus to the new page's heading (components/ui.tsx Page), so a screen reader
   // announces it; the first load leaves focus at the top, where the skip link is.
   const shown = useRef(location);
+  // On a phone the navigation is a menu, closed again by choosing a page.
+  const [menuOpen, setMenuOpen] = useState(false);
+  useScrollableTablesFocusable(mainElement);
   useLayoutEffect(() => {
     if (shown.current !== location) navigated();
     shown.current = location;
+    setMenuOpen(false);
   }, [location]);
   const ctx = useMemo(
     () =>
@@ -157,26 +162,37 @@ function ProjectShell() {
             Sign out
           </button>
         </header>
-        <nav className="sidebar" aria-label="Console">
-          {NAV.map((s) => (
-            <div key={s.section} className="nav-section">
-              <div className="nav-title">{s.section}</div>
-              {s.items.map((i) => {
-                const active = location === i.path || location.startsWith(`${i.path}/`);
-                return (
-                  <Link
-                    key={i.path}
-                    href={i.path}
-                    className={active ? "active" : ""}
-                    // "page" on the link to exactly this page, "location" on a section's link from its sub-page.
-                    aria-current={location === i.path ? "page" : active ? "location" : undefined}
-                  >
-                    {i.label}
-                  </Link>
-                );
-              })}
-            </div>
-          ))}
+        <nav className={`sidebar ${menuOpen ? "open" : ""}`} aria-label="Console">
+          <button
+            type="button"
+            className="btn btn-plain menu-toggle"
+            aria-expanded={menuOpen}
+            aria-controls="console-nav-sections"
+            onClick={() => setMenuOpen(!menuOpen)}
+          >
+            {menuOpen ? "Close menu" : "Menu"}
+          </button>
+          <div id="console-nav-sections" className="nav-sections">
+            {NAV.map((s) => (
+              <div key={s.section} className="nav-section">
+                <div className="nav-title">{s.section}</div>
+                {s.items.map((i) => {
+                  const active = location === i.path || location.startsWith(`${i.path}/`);
+                  return (
+                    <Link
+                      key={i.path}
+                      href={i.path}
+                      className={active ? "active" : ""}
+                      // "page" on the link to exactly this page, "location" on a section's link from its sub-page.
+                      aria-current={location === i.path ? "page" : active ? "location" : undefined}
+                    >
+                      {i.label}
+                    </Link>
+                  );
+                })}
+              </div>
+            ))}
+          </div>
         </nav>
         <main className="content" id="main" tabIndex={-1}>
           <Switch>
@@ -203,6 +219,8 @@ function ProjectShell() {
     </ProjectContext.Provider>
   );
 }
+
+const mainElement = () => document.getElementById("main");
 
 /** The skip link's target: the page's heading when there is one, else the main region. */
 function focusMain() {
