@@ -105,6 +105,7 @@ describe("the console on npm start's demo", { skip: browserUnavailable() }, () =
     assert.equal(login[2], creds.consolePassword);
     const { page, problems } = await openPage(browser);
     await signIn(page, url, login[1], login[2]);
+    await page.getByTestId("vm-table").locator("tbody tr").first().waitFor();
     const names = await page.getByTestId("vm-table").locator("tbody tr td:first-child a").allTextContents();
     for (const vm of ["db-1", "web-1", "web-2", "batch-1", "old-1"])
       assert.ok(names.includes(vm), `${vm} in ${names}`);

@@ -1,253 +1,41 @@
-import { useQueryClient } from "@tanstack/react-query";
-import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "react";
-import { Link, Redirect, Route, Switch, useLocation, useParams } from "wouter";
-import { type ConsoleSession, readSession, signOut, whenSignedOut } from "./api.ts";
-import { useScrollableTablesFocusable } from "./components/scroll-focus.ts";
-import { Loading, navigated } from "./components/ui.tsx";
-import { AlertRulePage, AlertRulesPage } from "./pages/alert-rules.tsx";
-import { CiTrustsPage } from "./pages/ci-trusts.tsx";
-import { ConnectToolsPage } from "./pages/connect-tools.tsx";
-import { DestinationPage, DestinationsPage } from "./pages/destinations.tsx";
-import { IncidentPage, IncidentsPage } from "./pages/incidents.tsx";
-import { KeysPage } from "./pages/keys.tsx";
+import { lazy, Suspense, useCallback, useEffect, useState } from "react";
+import { loadShell, preloadFor } from "./chunks.ts";
 import { LoginPage } from "./pages/login.tsx";
-import { ServiceAccountsPage } from "./pages/service-accounts.tsx";
-import { VmPage } from "./pages/vm.tsx";
-import { VmsPage } from "./pages/vms.tsx";
-import { ProjectContext, SessionContext, useSession as useSessionValue } from "./session.tsx";
+import { type ConsoleSession, readSession, signOut, whenSignedOut } from "./session-api.ts";
+
+/** Everything past sign-in, in chunks of its own (shell.tsx): the sign-in page loads only this file's. */
+const SignedIn = lazy(loadShell);
+
+function Loading() {
+  return <p className="muted loading">Loading the console…</p>;
+}
 
 export function App() {
   const [session, setSession] = useState<ConsoleSession | null | undefined>(undefined);
   const [error, setError] = useState<string>();
-  const queries = useQueryClient();
 
   useEffect(() => {
     readSession()
-      .then((s) => setSession(s ?? null))
+      .then((s) => {
+        if (s) preloadFor(window.location.pathname);
+        setSession(s ?? null);
+      })
       .catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)));
     whenSignedOut(() => setSession(null));
   }, []);
 
   const onSignOut = useCallback(async () => {
     await signOut().catch(() => {});
-    queries.clear();
     setSession(null);
-  }, [queries]);
+  }, []);
 
   if (error) return <p className="banner banner-error">The console could not reach svc: {error}</p>;
-  if (session === undefined) return <Loading what="the console" />;
+  if (session === undefined) return <Loading />;
   if (session === null)
-    return (
-      <LoginPage
-        onSignedIn={(s) => {
-          queries.clear();
-          setSession(s);
-        }}
-      />
-    );
+    return <LoginPage onSigningIn={() => preloadFor(window.location.pathname)} onSignedIn={setSession} />;
   return (
-    <SessionContext.Provider value={{ session, signOut: onSignOut }}>
-      <Switch>
-        <Route path="/projects/:project" nest>
-          <ProjectShell />
-        </Route>
-        <Route>
-          {session.projects[0] ? (
-            <Redirect to={`/${session.projects[0].name}/vms`} replace />
-          ) : (
-            <NoProjects email={session.email} onSignOut={onSignOut} />
-          )}
-        </Route>
-      </Switch>
-    </SessionContext.Provider>
-  );
-}
-
-function NoProjects(props: { email: string; onSignOut: () => void }) {
-  return (
-    <div className="centered">
-      <h1>No projects</h1>
-      <p>{props.email} is not a member of any project yet. Ask a project owner to add you.</p>
-      <button type="button" className="btn btn-plain" onClick={props.onSignOut}>
-        Sign out
-      </button>
-    </div>
-  );
-}
-
-const NAV: { section: string; items: { path: string; label: string }[] }[] = [
-  { section: "Monitoring", items: [{ path: "/vms", label: "Virtual machines" }] },
-  {
-    section: "Alerting",
-    items: [
-      { path: "/alerts", label: "Alert rules" },
-      { path: "/incidents", label: "Incidents" },
-      { path: "/destinations", label: "Destinations" },
-    ],
-  },
-  {
-    section: "Access",
-    items: [
-      { path: "/keys", label: "API keys" },
-      { path: "/service-accounts", label: "Service accounts" },
-      { path: "/ci-trusts", label: "CI trusts" },
-    ],
-  },
-  { section: "Integrations", items: [{ path: "/connect", label: "Connect your tools" }] },
-];
-
-function ProjectShell() {
-  const { project } = useParams<{ project: string }>();
-  const { session, signOut } = useSessionValue();
-  const [location] = useLocation();
-  const membership = session.projects.find((p) => p.name === `projects/${project}`);
-  // A route change moves focus to the new page's heading (components/ui.tsx Page), so a screen reader
-  // announces it; the first load leaves focus at the top, where the skip link is.
-  const shown = useRef(location);
-  // On a phone the navigation is a menu, closed again by choosing a page.
-  const [menuOpen, setMenuOpen] = useState(false);
-  useScrollableTablesFocusable(mainElement);
-  useLayoutEffect(() => {
-    if (shown.current !== location) navigated();
-    shown.current = location;
-    setMenuOpen(false);
-  }, [location]);
-  const ctx = useMemo(
-    () =>
-      membership
-        ? {
-            id: project,
-            name: membership.name,
-            role: membership.role,
-            canWrite: membership.role === "owner" || membership.role === "editor",
-          }
-        : undefined,
-    [membership, project],
-  );
-  if (!ctx) {
-    return (
-      <div className="centered">
-        <h1>Project not found</h1>
-        <p>
-          You are not a member of <code>projects/{project}</code>.
-        </p>
-        <a href="/">Back to your projects</a>
-      </div>
-    );
-  }
-  return (
-    <ProjectContext.Provider value={ctx}>
-      <div className="shell">
-        {/* biome-ignore lint/a11y/useValidAnchor: a skip link; #main is its no-script fallback */}
-        <a
-          className="skip-link"
-          href="#main"
-          onClick={(e) => {
-            e.preventDefault();
-            focusMain();
-          }}
-        >
-          Skip to content
-        </a>
-        <header className="topbar">
-          <a className="brand" href="/">
-            svc
-          </a>
-          <ProjectSwitch current={ctx.name} projects={session.projects} />
-          <span className="spacer" />
-          <span className="muted user" title={session.user}>
-            {session.email} · {ctx.role}
-          </span>
-          <button type="button" className="btn btn-plain" onClick={() => void signOut()}>
-            Sign out
-          </button>
-        </header>
-        <nav className={`sidebar ${menuOpen ? "open" : ""}`} aria-label="Console">
-          <button
-            type="button"
-            className="btn btn-plain menu-toggle"
-            aria-expanded={menuOpen}
-            aria-controls="console-nav-sections"
-            onClick={() => setMenuOpen(!menuOpen)}
-          >
-            {menuOpen ? "Close menu" : "Menu"}
-          </button>
-          <div id="console-nav-sections" className="nav-sections">
-            {NAV.map((s) => (
-              <div key={s.section} className="nav-section">
-                <div className="nav-title">{s.section}</div>
-                {s.items.map((i) => {
-                  const active = location === i.path || location.startsWith(`${i.path}/`);
-                  return (
-                    <Link
-                      key={i.path}
-                      href={i.path}
-                      className={active ? "active" : ""}
-                      // "page" on the link to exactly this page, "location" on a section's link from its sub-page.
-                      aria-current={location === i.path ? "page" : active ? "location" : undefined}
-                    >
-                      {i.label}
-                    </Link>
-                  );
-                })}
-              </div>
-            ))}
-          </div>
-        </nav>
-        <main className="content" id="main" tabIndex={-1}>
-          <Switch>
-            <Route path="/vms" component={VmsPage} />
-            <Route path="/vms/:location/:vm">{(p) => <VmPage location={p.location} vmId={p.vm} />}</Route>
-            <Route path="/alerts" component={AlertRulesPage} />
-            <Route path="/alerts/:rule">{(p) => <AlertRulePage ruleId={p.rule} />}</Route>
-            <Route path="/incidents" component={IncidentsPage} />
-            <Route path="/incidents/:incident">{(p) => <IncidentPage incidentId={p.incident} />}</Route>
-            <Route path="/destinations" component={DestinationsPage} />
-            <Route path="/destinations/:destination">
-              {(p) => <DestinationPage destinationId={p.destination} />}
-            </Route>
-            <Route path="/keys" component={KeysPage} />
-            <Route path="/service-accounts" component={ServiceAccountsPage} />
-            <Route path="/ci-trusts" component={CiTrustsPage} />
-            <Route path="/connect" component={ConnectToolsPage} />
-            <Route>
-              <Redirect to="/vms" replace />
-            </Route>
-          </Switch>
-        </main>
-      </div>
-    </ProjectContext.Provider>
-  );
-}
-
-const mainElement = () => document.getElementById("main");
-
-/** The skip link's target: the page's heading when there is one, else the main region. */
-function focusMain() {
-  const main = document.getElementById("main");
-  const h1 = main?.querySelector("h1");
-  if (h1) {
-    h1.tabIndex = -1;
-    h1.focus();
-  } else main?.focus();
-}
-
-function ProjectSwitch(props: { current: string; projects: ConsoleSession["projects"] }) {
-  if (props.projects.length < 2) return <span className="project-name">{props.current}</span>;
-  return (
-    <select
-      className="project-switch"
-      aria-label="Project"
-      value={props.current}
-      onChange={(e) => {
-        window.location.href = `/${e.target.value}/vms`;
-      }}
-    >
-      {props.projects.map((p) => (
-        <option key={p.name} value={p.name}>
-          {p.displayName || p.name}
-        </option>
-      ))}
-    </select>
+    <Suspense fallback={<Loading />}>
+      <SignedIn session={session} onSignOut={onSignOut} />
+    </Suspense>
   );
 }

@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
 import { fmtTime, MISSING } from "../format.ts";
 
 /**

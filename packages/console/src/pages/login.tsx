@@ -1,7 +1,7 @@
 import { useState } from "react";
-import { type ConsoleSession, signIn } from "../api.ts";
+import { type ConsoleSession, signIn } from "../session-api.ts";
 
-export function LoginPage(props: { onSignedIn: (s: ConsoleSession) => void }) {
+export function LoginPage(props: { onSignedIn: (s: ConsoleSession) => void; onSigningIn?: () => void }) {
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [error, setError] = useState<string>();
@@ -14,6 +14,7 @@ export function LoginPage(props: { onSignedIn: (s: ConsoleSession) => void }) {
           e.preventDefault();
           setBusy(true);
           setError(undefined);
+          props.onSigningIn?.();
           try {
             props.onSignedIn(await signIn(email, password));
           } catch (err) {

@@ -46,6 +46,9 @@ export const CONTENT_SECURITY_POLICY = [
   "frame-ancestors 'none'",
 ].join("; ");
 
+/** Files the build precompresses (and their .br and .gz). */
+const COMPRESSED = /\.(js|css|html|svg|json|txt)(\.br|\.gz)?$/;
+
 /** Paths that belong to APIs: an unknown one is a 404, never the console's page. */
 const API_PREFIXES = ["/v1/", "/api/", "/console/api/", "/svc.", "/metrics", "/healthz", "/readyz"];
 
@@ -181,10 +184,15 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
         index: false,
         // The headers below decide caching, not send's defaults.
         cacheControl: false,
+        // The build writes <file>.br and <file>.gz (scripts/build-console.mjs): sent by Accept-Encoding
+        // (br first), the file itself to a client that accepts neither.
+        preCompressed: true,
         setHeaders: (res, path) => {
           // Vite names assets by content hash: they never change, so they are cached for a year.
           const immutable = path.includes(`${join(deps.distDir ?? "", "assets")}`);
           res.setHeader("cache-control", immutable ? "public, max-age=31536000, immutable" : "no-cache");
+          // The answer depends on Accept-Encoding whichever coding this one used: caches must key on it.
+          if (COMPRESSED.test(path)) res.setHeader("vary", "Accept-Encoding");
         },
       });
     }
