@@ -435,6 +435,39 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.deepEqual(viewer.problems, []);
   });
 
+  it("the VM list sorts by any column, keeps the sort in the URL across a reload, and names each VM once", async () => {
+    await page.goto(`${t.baseUrl}/projects/vmpage/vms`);
+    const table = page.getByTestId("vm-table");
+    await table.locator("tbody tr").first().waitFor();
+    const names = () => table.locator("tbody tr td:first-child").allInnerTexts();
+    // far-1 has a display name equal to its id: shown once, not twice.
+    assert.deepEqual(await names(), ["far-1", "web-a", "web-v"]);
+    await table.getByRole("button", { name: "Name" }).click();
+    await page.waitForURL(/sort=name&dir=desc/);
+    assert.deepEqual(await names(), ["web-v", "web-a", "far-1"]);
+    assert.equal(await table.locator("th", { hasText: "Name" }).getAttribute("aria-sort"), "descending");
+    // CPU sorts highest first; far-1 (telemetry stopped 10 minutes ago) and web-v (none) have no latest
+    // CPU and sort last either way, in the server's order: a missing value is not a 0.
+    await table.getByRole("button", { name: "CPU" }).click();
+    await page.waitForURL(/sort=cpu&dir=desc/);
+    assert.deepEqual(await names(), ["web-a", "web-v", "far-1"]);
+    await table.getByRole("button", { name: "CPU" }).click();
+    await page.waitForURL(/sort=cpu&dir=asc/);
+    assert.deepEqual(await names(), ["web-a", "web-v", "far-1"]);
+    await table.getByRole("button", { name: "Location" }).click();
+    await table.getByRole("button", { name: "Location" }).click();
+    await page.waitForURL(/sort=location&dir=desc/);
+    assert.deepEqual(await names(), ["far-1", "web-a", "web-v"], "dc-2 before dc-1");
+    await table.getByRole("button", { name: "Name" }).click();
+    await page.waitForURL(/sort=name&dir=asc/);
+    await table.getByRole("button", { name: "Name" }).click();
+    await page.waitForURL(/sort=name&dir=desc/);
+    await page.reload();
+    await table.locator("tbody tr").first().waitFor();
+    assert.deepEqual(await names(), ["web-v", "web-a", "far-1"], "the sort survives a reload");
+    assert.equal(await table.locator("th", { hasText: "Name" }).getAttribute("aria-sort"), "descending");
+  });
+
   it("finds a VM past the first page of the inventory", async () => {
     // 50 VMs named before web-a push it to the second page of ListVMMonitoring (50 per page).
     for (let i = 0; i < 50; i++)
