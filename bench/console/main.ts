@@ -61,7 +61,7 @@ try {
       await page.getByLabel("Password").fill(p.owner.password);
       const clicked = (await page.evaluate("performance.now()")) as number;
       await page.getByRole("button", { name: "Sign in" }).click();
-      await page.locator('[data-testid="card-cpu"] canvas').first().waitFor();
+      await page.locator('[data-testid="card-cpu"] canvas').first().waitFor({ timeout: 60_000 });
       const drawn = (await page.evaluate("performance.now()")) as number;
       // When the sign-in's answer arrived: the last fetch of the session endpoint (the POST).
       const answered = (await page.evaluate(`performance.getEntriesByType("resource")

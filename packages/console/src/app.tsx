@@ -1,10 +1,10 @@
-import { lazy, Suspense, useCallback, useEffect, useState } from "react";
-import { loadShell, preloadFor } from "./chunks.ts";
+import { Suspense, useCallback, useEffect, useState } from "react";
+import { fromChunk, loadShell, preloadFor } from "./chunks.ts";
 import { LoginPage } from "./pages/login.tsx";
 import { type ConsoleSession, readSession, signOut, whenSignedOut } from "./session-api.ts";
 
 /** Everything past sign-in, in chunks of its own (shell.tsx): the sign-in page loads only this file's. */
-const SignedIn = lazy(loadShell);
+const SignedIn = fromChunk(loadShell, (m) => m.default);
 
 function Loading() {
   return <p className="muted loading">Loading the console…</p>;
@@ -16,8 +16,8 @@ export function App() {
 
   useEffect(() => {
     readSession()
-      .then((s) => {
-        if (s) preloadFor(window.location.pathname);
+      .then(async (s) => {
+        if (s) await preloadFor(window.location.pathname);
         setSession(s ?? null);
       })
       .catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)));
@@ -32,7 +32,17 @@ export function App() {
   if (error) return <p className="banner banner-error">The console could not reach svc: {error}</p>;
   if (session === undefined) return <Loading />;
   if (session === null)
-    return <LoginPage onSigningIn={() => preloadFor(window.location.pathname)} onSignedIn={setSession} />;
+    return (
+      <LoginPage
+        onSigningIn={() => void preloadFor(window.location.pathname)}
+        // The chunks were fetched alongside the password check: wait for them (not for a Suspense
+        // fallback) before showing the signed-in console.
+        onSignedIn={async (s) => {
+          await preloadFor(window.location.pathname);
+          setSession(s);
+        }}
+      />
+    );
   return (
     <Suspense fallback={<Loading />}>
       <SignedIn session={session} onSignOut={onSignOut} />

@@ -1,8 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { lazy, Suspense, useLayoutEffect, useMemo, useRef, useState } from "react";
+import { Suspense, useLayoutEffect, useMemo, useRef, useState } from "react";
 import { Link, Redirect, Route, Switch, useLocation, useParams } from "wouter";
-import { pages } from "./chunks.ts";
+import { fromChunk, pages } from "./chunks.ts";
 import { useScrollableTablesFocusable } from "./components/scroll-focus.ts";
 import { Loading, navigated } from "./components/ui.tsx";
 import { ProjectContext, SessionContext, useSession as useSessionValue } from "./session.tsx";
@@ -12,20 +12,18 @@ import type { ConsoleSession } from "./session-api.ts";
  * The signed-in console, loaded after sign-in (app.tsx) with each page in a chunk of its own: the sign-in
  * page downloads none of it, and a page brings only what it draws (uPlot with the charts).
  */
-const AlertRulePage = lazy(() => pages.alertRules().then((m) => ({ default: m.AlertRulePage })));
-const AlertRulesPage = lazy(() => pages.alertRules().then((m) => ({ default: m.AlertRulesPage })));
-const CiTrustsPage = lazy(() => pages.ciTrusts().then((m) => ({ default: m.CiTrustsPage })));
-const ConnectToolsPage = lazy(() => pages.connectTools().then((m) => ({ default: m.ConnectToolsPage })));
-const DestinationPage = lazy(() => pages.destinations().then((m) => ({ default: m.DestinationPage })));
-const DestinationsPage = lazy(() => pages.destinations().then((m) => ({ default: m.DestinationsPage })));
-const IncidentPage = lazy(() => pages.incidents().then((m) => ({ default: m.IncidentPage })));
-const IncidentsPage = lazy(() => pages.incidents().then((m) => ({ default: m.IncidentsPage })));
-const KeysPage = lazy(() => pages.keys().then((m) => ({ default: m.KeysPage })));
-const ServiceAccountsPage = lazy(() =>
-  pages.serviceAccounts().then((m) => ({ default: m.ServiceAccountsPage })),
-);
-const VmPage = lazy(() => pages.vm().then((m) => ({ default: m.VmPage })));
-const VmsPage = lazy(() => pages.vms().then((m) => ({ default: m.VmsPage })));
+const AlertRulePage = fromChunk(pages.alertRules, (m) => m.AlertRulePage);
+const AlertRulesPage = fromChunk(pages.alertRules, (m) => m.AlertRulesPage);
+const CiTrustsPage = fromChunk(pages.ciTrusts, (m) => m.CiTrustsPage);
+const ConnectToolsPage = fromChunk(pages.connectTools, (m) => m.ConnectToolsPage);
+const DestinationPage = fromChunk(pages.destinations, (m) => m.DestinationPage);
+const DestinationsPage = fromChunk(pages.destinations, (m) => m.DestinationsPage);
+const IncidentPage = fromChunk(pages.incidents, (m) => m.IncidentPage);
+const IncidentsPage = fromChunk(pages.incidents, (m) => m.IncidentsPage);
+const KeysPage = fromChunk(pages.keys, (m) => m.KeysPage);
+const ServiceAccountsPage = fromChunk(pages.serviceAccounts, (m) => m.ServiceAccountsPage);
+const VmPage = fromChunk(pages.vm, (m) => m.VmPage);
+const VmsPage = fromChunk(pages.vms, (m) => m.VmsPage);
 
 /** Answers that will not change on a retry (not found, refused, invalid): asking again only repeats them. */
 const FINAL = new Set([
