@@ -362,7 +362,7 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.deepEqual(problems, []);
   });
 
-  it("refreshes every 30 s up to 24 h, and not at 7 d", async () => {
+  it("refreshes every 30 s up to 24 h, not at 7 d, and not while paused", async () => {
     const own = await openPage(browser);
     // Playwright's clock: timers run when the test moves time, so no test waits 30 s.
     await own.page.clock.install();
@@ -385,6 +385,20 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     await own.page.clock.runFor(31_000);
     await again;
     assert.deepEqual(steps, [30, 30]);
+    // Paused, nothing is read again, the freshness neither; the URL keeps the pause.
+    const reads = () => steps.length;
+    await own.page.getByRole("button", { name: "Pause auto-refresh" }).click();
+    await own.page.waitForURL(/refresh=off/);
+    await own.page.getByTestId("refresh-status").getByText("auto-refresh paused").waitFor();
+    let fresh = 0;
+    own.page.on("request", (r: Request) => {
+      if (rpcMethod(r.url()) === "QueryVMMonitoring") fresh++;
+    });
+    await own.page.clock.runFor(95_000);
+    assert.equal(reads(), 2);
+    assert.equal(fresh, 0);
+    await own.page.getByRole("button", { name: "Resume auto-refresh" }).click();
+    await own.page.waitForURL((u) => !u.search.includes("refresh=off"));
 
     await own.page.getByRole("group", { name: "Time range" }).getByRole("button", { name: "7 d" }).click();
     await own.page.getByTestId("chart-cpu").locator("canvas").first().waitFor();
@@ -392,13 +406,13 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
       `document.querySelector('[data-testid="card-cpu"] .vm-chart')?.dataset.step === "1800"`,
     );
     // The freshness read still runs every 30 s; the 7-day charts are not re-read.
-    const fresh = own.page.waitForRequest(
+    const freshRead = own.page.waitForRequest(
       (r) =>
         rpcMethod(r.url()) === "QueryVMMonitoring" &&
         JSON.parse(r.postData() ?? "{}").metricIds[0] === "telemetry_last_observed",
     );
     await own.page.clock.runFor(61_000);
-    await fresh;
+    await freshRead;
     assert.deepEqual(steps, [30, 30, 1800]);
     await own.page.context().close();
     assert.deepEqual(own.problems, []);
