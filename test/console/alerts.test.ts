@@ -182,6 +182,19 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     await instances.waitFor();
     const instA = instances.locator("tbody tr", { hasText: "web-a" });
     await instA.getByText("pending").waitFor();
+    // Every watched instance is listed, not only the stored one: web-b (inactive with data, so not
+    // stored) has its row, its last value a dash; as many rows as "Watching" counts.
+    const instB = instances.locator(`tbody tr[data-vm="${vmB}"]`);
+    await instB.getByText("inactive", { exact: true }).waitFor();
+    assert.equal((await instB.locator("td").nth(4).textContent())?.trim(), "—");
+    assert.equal(await instances.locator("tbody tr").count(), 2);
+    assert.match(
+      (await page
+        .getByText(/^\d+ instances?$/)
+        .first()
+        .textContent()) ?? "",
+      /^2 instances$/,
+    );
     await shot(page, "rule");
 
     // The list: name, condition in words, version and sync status.
