@@ -2,8 +2,9 @@
 // generated code it bundles, are newer than the last build. `npm start` runs it first, so a fresh
 // clone serves the console with no extra command; `--force` always builds.
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 import { lockedBuild } from "./lib/build-lock.mjs";
 
 const root = join(import.meta.dirname, "..");
@@ -39,5 +40,32 @@ await lockedBuild(dist, upToDate, (outDir) => {
     stdio: "inherit",
   });
   if (r.status !== 0) throw new Error("the console failed to build");
+  precompress(outDir);
   writeFileSync(join(outDir, ".build-stamp"), `${new Date().toISOString()}\n`);
 });
+
+/**
+ * Writes `<file>.br` (brotli 11) and `<file>.gz` (gzip 9) beside every text file of the build, once, so
+ * the server sends compressed bytes by Accept-Encoding without compressing per request
+ * (packages/server/src/console/routes.ts). A file too small to gain is left alone.
+ */
+function precompress(dir) {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) {
+      precompress(path);
+      continue;
+    }
+    if (!/\.(js|css|html|svg|json|txt)$/.test(e.name)) continue;
+    const raw = readFileSync(path);
+    if (raw.length < 1024) continue;
+    const br = brotliCompressSync(raw, {
+      params: {
+        [constants.BROTLI_PARAM_QUALITY]: constants.BROTLI_MAX_QUALITY,
+        [constants.BROTLI_PARAM_SIZE_HINT]: raw.length,
+      },
+    });
+    writeFileSync(`${path}.br`, br);
+    writeFileSync(`${path}.gz`, gzipSync(raw, { level: 9 }));
+  }
+}

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -115,7 +116,16 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     await shot(page, "key-created");
     const vms = await listVms(t.clients(secret), p.projectName);
     assert.equal(vms.vms.length, 1, "the secret shown works");
-    await dialog.getByRole("button", { name: "I have copied it" }).click();
+    // The secret cannot be shown again, so neither Escape (twice) nor a click outside closes its dialog; it
+    // has no × either: it closes only through "I have stored it".
+    assert.equal(await dialog.getByRole("button", { name: "Close" }).count(), 0);
+    await page.keyboard.press("Escape");
+    await dialog.getByTestId("store-first").waitFor();
+    await page.keyboard.press("Escape");
+    await page.mouse.click(5, 5);
+    assert.ok(await dialog.isVisible());
+    assert.equal(await secretShown(page), secret);
+    await dialog.getByRole("button", { name: "I have stored it" }).click();
     await saKeys.getByText("grafana").waitFor();
     assert.ok(!(await pageText(page)).includes(secret), "gone once dismissed");
     await page.reload();
@@ -140,7 +150,7 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     assert.notEqual(rotated, secret);
     await refused(listVms(t.clients(secret), p.projectName), Code.Unauthenticated, "CREDENTIAL_REVOKED");
     assert.equal((await listVms(t.clients(rotated), p.projectName)).vms.length, 1);
-    await rotate.getByRole("button", { name: "I have copied it" }).click();
+    await rotate.getByRole("button", { name: "I have stored it" }).click();
 
     // Revoke, with confirmation.
     await keysCard.getByRole("button", { name: "Revoke grafana" }).click();
@@ -157,7 +167,7 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     await again.getByLabel("Name").fill("prometheus");
     await again.getByRole("button", { name: "Create key" }).click();
     const third = await secretShown(page);
-    await again.getByRole("button", { name: "I have copied it" }).click();
+    await again.getByRole("button", { name: "I have stored it" }).click();
     await page.getByRole("link", { name: "Service accounts" }).click();
     await page.getByRole("button", { name: "Disable prom-scraper" }).click();
     const disable = page.getByRole("dialog", { name: "Disable prom-scraper" });
@@ -174,6 +184,71 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     await page.getByTestId("sa-table").getByText("active").waitFor();
     assert.equal((await listVms(t.clients(third), p.projectName)).vms.length, 1);
     assert.deepEqual(problems, []);
+  });
+
+  it("after a rotation, shows when the old key stops and which key replaces it, and the revoke dialog names the key", async () => {
+    const p: SeededProject = await t.seedProject("rotation", []);
+    const owner = t.clients(p.owner.session);
+    const first = await owner.keys.createKey({
+      parent: p.projectName,
+      displayName: "deploy",
+      capabilities: ["monitoring.read"],
+      requestId: randomUUID(),
+    });
+    const second = await owner.keys.rotateKey({
+      name: first.key?.name ?? "",
+      overlapSeconds: 3600,
+      requestId: randomUUID(),
+    });
+    const oldHint = first.key?.secretHint ?? "";
+    const newHint = second.key?.secretHint ?? "";
+    const { page, problems } = await openPage(browser);
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/projects/rotation/keys`);
+    const rows = page.locator("table.access-table tbody tr");
+    await rows.nth(1).waitFor();
+    // A row is found by its own secret hint (the other row names it too, as replacement or replaced).
+    const rowOf = (hint: string) =>
+      rows.filter({
+        has: page.getByTitle("the non-secret start of the secret").getByText(`${hint}…`, { exact: true }),
+      });
+    const oldRow = rowOf(oldHint);
+    const newRow = rowOf(newHint);
+    // The old key: stopping at the overlap's end (not "active, expires in 90 days"), replaced by the new one.
+    const stops = oldRow.getByTestId("key-stops");
+    assert.match((await stops.textContent()) ?? "", new RegExp(`stops at .*replaced by ${newHint}…`));
+    const at = await stops.locator("time").getAttribute("datetime");
+    assert.equal(Date.parse(at ?? ""), Number(second.key?.createTimeUnix ?? 0n) * 1000 + 3600_000);
+    assert.equal(await oldRow.getByText("stopping", { exact: true }).count(), 1);
+    assert.equal(await oldRow.getByText("active", { exact: true }).count(), 0);
+    // The new key is marked as the replacement.
+    assert.match(
+      (await newRow.getByTestId("key-replacement").textContent()) ?? "",
+      new RegExp(`replaces ${oldHint}…`),
+    );
+    // Each revoke button and dialog names its exact key; revoking the new one warns that nothing would work.
+    await page.getByRole("button", { name: `Revoke deploy (${newHint}…)` }).click();
+    const dialog = page.getByRole("dialog", { name: `Revoke deploy (${newHint}…)` });
+    const which = (await dialog.getByTestId("revoke-which").textContent()) ?? "";
+    assert.match(which, new RegExp(`the key starting ${newHint}…`));
+    assert.match(which, /the new key of a rotation/);
+    await dialog.getByRole("button", { name: "Cancel" }).click();
+    await page.getByRole("button", { name: `Revoke deploy (${oldHint}…)` }).click();
+    const oldDialog = page.getByRole("dialog", { name: `Revoke deploy (${oldHint}…)` });
+    assert.match(
+      (await oldDialog.getByTestId("revoke-which").textContent()) ?? "",
+      new RegExp(`the key starting ${oldHint}….*replaced by ${newHint}…`),
+    );
+    await oldDialog.getByRole("button", { name: "Revoke now" }).click();
+    await oldRow.waitFor({ state: "detached" });
+    assert.equal(
+      (await owner.keys.listKeys({ parent: p.projectName })).keys.find((k) => k.name === second.key?.name)
+        ?.state,
+      "ACTIVE",
+      "the replacement keeps working",
+    );
+    assert.deepEqual(problems, []);
+    await page.context().close();
   });
 
   it("retries a create whose answer was lost with the same requestId, then recovers the lost secret", async () => {

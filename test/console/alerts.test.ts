@@ -122,7 +122,8 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     assert.equal(rpcA.finalState, "PENDING");
     assert.equal(rpcB.firingIntervals.length, 0);
 
-    await preview.getByLabel("Preview instance").selectOption(`${vmA}|`);
+    // It opens on the instance that fires most, listed first.
+    assert.equal(await preview.getByLabel("Preview instance").inputValue(), `${vmA}|`);
     const chart = preview.getByTestId("preview-chart");
     await chart.locator("canvas").first().waitFor();
     assert.equal(await chart.getAttribute("data-intervals"), String(rpcA.firingIntervals.length));
@@ -156,6 +157,11 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     await form.locator("input[name=threshold]").fill("95");
     await preview.getByTestId("preview-outdated").waitFor();
     await form.locator("input[name=threshold]").fill("90");
+    // A new run opens on the instance that fires most again, not on the one looked at last.
+    await preview.getByRole("button", { name: "Preview again", exact: true }).click();
+    await preview.getByTestId("preview-firing-count").getByText("Would fire 2 times").waitFor();
+    assert.equal(await preview.getByLabel("Preview instance").inputValue(), `${vmA}|`);
+    assert.equal(await rows.first().getAttribute("data-vm"), vmA);
 
     // Create: version 1, then the evaluator applies it (the save nudges it) → APPLIED.
     await page.getByRole("button", { name: "Create rule" }).click();
@@ -176,6 +182,19 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     await instances.waitFor();
     const instA = instances.locator("tbody tr", { hasText: "web-a" });
     await instA.getByText("pending").waitFor();
+    // Every watched instance is listed, not only the stored one: web-b (inactive with data, so not
+    // stored) has its row, its last value a dash; as many rows as "Watching" counts.
+    const instB = instances.locator(`tbody tr[data-vm="${vmB}"]`);
+    await instB.getByText("inactive", { exact: true }).waitFor();
+    assert.equal((await instB.locator("td").nth(4).textContent())?.trim(), "—");
+    assert.equal(await instances.locator("tbody tr").count(), 2);
+    assert.match(
+      (await page
+        .getByText(/^\d+ instances?$/)
+        .first()
+        .textContent()) ?? "",
+      /^2 instances$/,
+    );
     await shot(page, "rule");
 
     // The list: name, condition in words, version and sync status.

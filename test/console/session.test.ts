@@ -63,6 +63,39 @@ describe("console in Chromium: sign-in, the VM list, sign-out", { skip }, () => 
     assert.deepEqual(problems, []);
   });
 
+  it("logs no console error on a signed-out load, and opening a VM that does not exist calls no query for it", async () => {
+    const p = await t.seedProject("quiet", ["web-a"]);
+    const { page } = await openPage(browser);
+    const errors: string[] = [];
+    const failed: string[] = [];
+    page.on("console", (m) => {
+      if (m.type() === "error") errors.push(m.text());
+    });
+    page.on("response", (r) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${new URL(r.url()).pathname}`);
+    });
+    const scripts: string[] = [];
+    page.on("request", (r) => {
+      if (r.resourceType() === "script") scripts.push(new URL(r.url()).pathname);
+    });
+    await page.goto(`${t.baseUrl}/`);
+    await page.getByRole("button", { name: "Sign in" }).waitFor();
+    await page.waitForLoadState("networkidle");
+    assert.deepEqual(errors, [], "the session probe of a signed-out page is no error");
+    assert.deepEqual(failed, []);
+    // The sign-in page loads its entry chunk only; the signed-in console comes after sign-in.
+    assert.equal(scripts.length, 1, scripts.join(", "));
+    assert.match(scripts[0], /^\/assets\/index-/);
+
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/projects/quiet/vms/dc-1/no-such-vm`);
+    await page.getByTestId("vm-not-found").waitFor();
+    await page.waitForLoadState("networkidle");
+    assert.deepEqual(failed, [], "the inventory says the VM is missing; nothing asks its metrics");
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+
   it("serves hashed assets as immutable and the page with no-cache and a CSP", async () => {
     const html = await fetch(`${t.baseUrl}/projects/browser/vms`, { headers: { accept: "text/html" } });
     assert.equal(html.status, 200);
@@ -73,5 +106,31 @@ describe("console in Chromium: sign-in, the VM list, sign-out", { skip }, () => 
     const js = await fetch(`${t.baseUrl}${asset}`);
     assert.equal(js.status, 200);
     assert.equal(js.headers.get("cache-control"), "public, max-age=31536000, immutable");
+    // Precompressed by the build, sent by Accept-Encoding (br first), the plain file to anyone else; caches
+    // key on Accept-Encoding. node:http's client does not decode, so the bytes are the coded ones.
+    const { request } = await import("node:http");
+    const { brotliDecompressSync, gunzipSync } = await import("node:zlib");
+    const get = (encoding: string) =>
+      new Promise<{ headers: Record<string, string | string[] | undefined>; body: Buffer }>(
+        (resolve, reject) => {
+          const r = request(`${t.baseUrl}${asset}`, { headers: { "accept-encoding": encoding } }, (res) => {
+            const chunks: Buffer[] = [];
+            res.on("data", (c: Buffer) => chunks.push(c));
+            res.on("end", () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+          });
+          r.on("error", reject);
+          r.end();
+        },
+      );
+    const plain = await get("identity");
+    assert.equal(plain.headers["content-encoding"], undefined);
+    const br = await get("gzip, deflate, br");
+    assert.equal(br.headers["content-encoding"], "br");
+    assert.equal(br.headers.vary, "Accept-Encoding");
+    assert.ok(br.body.length < plain.body.length / 3, `${br.body.length} of ${plain.body.length} bytes`);
+    assert.deepEqual(brotliDecompressSync(br.body), plain.body);
+    const gz = await get("gzip");
+    assert.equal(gz.headers["content-encoding"], "gzip");
+    assert.deepEqual(gunzipSync(gz.body), plain.body);
   });
 });

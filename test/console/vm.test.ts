@@ -362,7 +362,7 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.deepEqual(problems, []);
   });
 
-  it("refreshes every 30 s up to 24 h, and not at 7 d", async () => {
+  it("refreshes every 30 s up to 24 h, not at 7 d, and not while paused", async () => {
     const own = await openPage(browser);
     // Playwright's clock: timers run when the test moves time, so no test waits 30 s.
     await own.page.clock.install();
@@ -385,6 +385,20 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     await own.page.clock.runFor(31_000);
     await again;
     assert.deepEqual(steps, [30, 30]);
+    // Paused, nothing is read again, the freshness neither; the URL keeps the pause.
+    const reads = () => steps.length;
+    await own.page.getByRole("button", { name: "Pause auto-refresh" }).click();
+    await own.page.waitForURL(/refresh=off/);
+    await own.page.getByTestId("refresh-status").getByText("auto-refresh paused").waitFor();
+    let fresh = 0;
+    own.page.on("request", (r: Request) => {
+      if (rpcMethod(r.url()) === "QueryVMMonitoring") fresh++;
+    });
+    await own.page.clock.runFor(95_000);
+    assert.equal(reads(), 2);
+    assert.equal(fresh, 0);
+    await own.page.getByRole("button", { name: "Resume auto-refresh" }).click();
+    await own.page.waitForURL((u) => !u.search.includes("refresh=off"));
 
     await own.page.getByRole("group", { name: "Time range" }).getByRole("button", { name: "7 d" }).click();
     await own.page.getByTestId("chart-cpu").locator("canvas").first().waitFor();
@@ -392,13 +406,13 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
       `document.querySelector('[data-testid="card-cpu"] .vm-chart')?.dataset.step === "1800"`,
     );
     // The freshness read still runs every 30 s; the 7-day charts are not re-read.
-    const fresh = own.page.waitForRequest(
+    const freshRead = own.page.waitForRequest(
       (r) =>
         rpcMethod(r.url()) === "QueryVMMonitoring" &&
         JSON.parse(r.postData() ?? "{}").metricIds[0] === "telemetry_last_observed",
     );
     await own.page.clock.runFor(61_000);
-    await fresh;
+    await freshRead;
     assert.deepEqual(steps, [30, 30, 1800]);
     await own.page.context().close();
     assert.deepEqual(own.problems, []);
@@ -433,6 +447,39 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.ok(!requests.some((u) => rpcMethod(u) === "EnableExpandedMonitoring"));
     await viewer.page.context().close();
     assert.deepEqual(viewer.problems, []);
+  });
+
+  it("the VM list sorts by any column, keeps the sort in the URL across a reload, and names each VM once", async () => {
+    await page.goto(`${t.baseUrl}/projects/vmpage/vms`);
+    const table = page.getByTestId("vm-table");
+    await table.locator("tbody tr").first().waitFor();
+    const names = () => table.locator("tbody tr td:first-child").allInnerTexts();
+    // far-1 has a display name equal to its id: shown once, not twice.
+    assert.deepEqual(await names(), ["far-1", "web-a", "web-v"]);
+    await table.getByRole("button", { name: "Name" }).click();
+    await page.waitForURL(/sort=name&dir=desc/);
+    assert.deepEqual(await names(), ["web-v", "web-a", "far-1"]);
+    assert.equal(await table.locator("th", { hasText: "Name" }).getAttribute("aria-sort"), "descending");
+    // CPU sorts highest first; far-1 (telemetry stopped 10 minutes ago) and web-v (none) have no latest
+    // CPU and sort last either way, in the server's order: a missing value is not a 0.
+    await table.getByRole("button", { name: "CPU" }).click();
+    await page.waitForURL(/sort=cpu&dir=desc/);
+    assert.deepEqual(await names(), ["web-a", "web-v", "far-1"]);
+    await table.getByRole("button", { name: "CPU" }).click();
+    await page.waitForURL(/sort=cpu&dir=asc/);
+    assert.deepEqual(await names(), ["web-a", "web-v", "far-1"]);
+    await table.getByRole("button", { name: "Location" }).click();
+    await table.getByRole("button", { name: "Location" }).click();
+    await page.waitForURL(/sort=location&dir=desc/);
+    assert.deepEqual(await names(), ["far-1", "web-a", "web-v"], "dc-2 before dc-1");
+    await table.getByRole("button", { name: "Name" }).click();
+    await page.waitForURL(/sort=name&dir=asc/);
+    await table.getByRole("button", { name: "Name" }).click();
+    await page.waitForURL(/sort=name&dir=desc/);
+    await page.reload();
+    await table.locator("tbody tr").first().waitFor();
+    assert.deepEqual(await names(), ["web-v", "web-a", "far-1"], "the sort survives a reload");
+    assert.equal(await table.locator("th", { hasText: "Name" }).getAttribute("aria-sort"), "descending");
   });
 
   it("finds a VM past the first page of the inventory", async () => {

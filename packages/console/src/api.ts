@@ -9,32 +9,23 @@ import { AlertService, IncidentService } from "@gen/svc/monitoring/v1/alerts_pb.
 import { DestinationService } from "@gen/svc/monitoring/v1/destinations_pb.ts";
 import { MonitoringService } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { SilenceService } from "@gen/svc/monitoring/v1/silences_pb.ts";
+import { csrfToken, sessionEnded } from "./session-api.ts";
 
 /**
- * The console's only credential is the HttpOnly session cookie, which the browser attaches itself; the
- * page never sees the session token. Every call carries the CSRF token from GET /console/api/session.
+ * The Connect clients, loaded with the signed-in console (not by the sign-in page). The console's only
+ * credential is the HttpOnly session cookie, which the browser attaches itself; every call carries the
+ * CSRF token from GET /console/api/session (session-api.ts).
  */
-let csrfToken = "";
-
-export function setCsrfToken(token: string): void {
-  csrfToken = token;
-}
-
 const csrf: Interceptor = (next) => (req) => {
-  req.header.set("x-svc-csrf", csrfToken);
+  req.header.set("x-svc-csrf", csrfToken());
   return next(req);
 };
 
-/** Called when any call says the session is gone, so the app can show the login page. */
-let onSignedOut: () => void = () => {};
-export function whenSignedOut(f: () => void): void {
-  onSignedOut = f;
-}
 const signedOut: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
   } catch (err) {
-    if (err instanceof ConnectError && err.code === Code.Unauthenticated) onSignedOut();
+    if (err instanceof ConnectError && err.code === Code.Unauthenticated) sessionEnded();
     throw err;
   }
 };
@@ -82,49 +73,4 @@ export function describeError(err: unknown): ErrorView {
   }
   if (err instanceof Error) return { message: err.message, metadata: {}, code: "unknown" };
   return { message: String(err), metadata: {}, code: "unknown" };
-}
-
-export interface ConsoleSession {
-  user: string;
-  email: string;
-  displayName: string;
-  csrfToken: string;
-  expireTime: string;
-  apiOrigin: string;
-  projects: { name: string; displayName: string; role: string }[];
-}
-
-async function sessionCall(method: string, body?: unknown): Promise<Response> {
-  return fetch("/console/api/session", {
-    method,
-    credentials: "same-origin",
-    headers: {
-      ...(body ? { "content-type": "application/json" } : {}),
-      ...(method === "DELETE" ? { "x-svc-csrf": csrfToken } : {}),
-    },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-}
-
-export async function readSession(): Promise<ConsoleSession | undefined> {
-  const r = await sessionCall("GET");
-  if (r.status === 401) return undefined;
-  if (!r.ok) throw new Error(`session check failed: HTTP ${r.status}`);
-  const s = (await r.json()) as ConsoleSession;
-  setCsrfToken(s.csrfToken);
-  return s;
-}
-
-export async function signIn(email: string, password: string): Promise<ConsoleSession> {
-  const r = await sessionCall("POST", { email, password });
-  const body = (await r.json()) as ConsoleSession | { message: string };
-  if (!r.ok) throw new Error("message" in body ? body.message : `HTTP ${r.status}`);
-  const s = body as ConsoleSession;
-  setCsrfToken(s.csrfToken);
-  return s;
-}
-
-export async function signOut(): Promise<void> {
-  await sessionCall("DELETE");
-  setCsrfToken("");
 }

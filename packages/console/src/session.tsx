@@ -1,5 +1,5 @@
 import { createContext, useContext } from "react";
-import type { ConsoleSession } from "./api.ts";
+import type { ConsoleSession } from "./session-api.ts";
 
 export interface SessionContextValue {
   session: ConsoleSession;

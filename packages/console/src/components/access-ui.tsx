@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type ReactNode, useState } from "react";
 import "./access-ui.css";
-import { Badge, Button, Dialog, ErrorBanner } from "./ui.tsx";
+import { Badge, Button, Dialog, ErrorBanner, Pre } from "./ui.tsx";
 
 /** Building blocks shared by the access screens: keys, service accounts and CI trusts. */
 
@@ -156,7 +156,7 @@ export function CopyBlock(props: { text: string; label: string; testId?: string 
           {copied ? "Copied" : "Copy"}
         </Button>
       </div>
-      <pre data-testid={props.testId}>{props.text}</pre>
+      <Pre testId={props.testId}>{props.text}</Pre>
     </div>
   );
 }

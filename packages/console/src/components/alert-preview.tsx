@@ -28,6 +28,24 @@ const WINDOWS = [
 
 const instanceKey = (i: Pick<PreviewInstance, "vmName" | "mountpoint">) => `${i.vmName}|${i.mountpoint}`;
 
+/** Most firing intervals first, then most time firing; the server's order (by name) breaks ties. */
+function byFiring(instances: PreviewInstance[]): PreviewInstance[] {
+  const firingSeconds = (i: PreviewInstance) =>
+    i.firingIntervals.reduce(
+      (s, f) => s + (f.endTimeUnix === 0n ? 0 : Number(f.endTimeUnix - f.startTimeUnix)),
+      0,
+    );
+  return instances
+    .map((inst, index) => ({ inst, index }))
+    .sort(
+      (a, b) =>
+        b.inst.firingIntervals.length - a.inst.firingIntervals.length ||
+        firingSeconds(b.inst) - firingSeconds(a.inst) ||
+        a.index - b.index,
+    )
+    .map((x) => x.inst);
+}
+
 /**
  * What the rule in the form would have done: PreviewAlertRule over the form's current spec, then for one
  * instance its metric's history from QueryVMMonitoring over the same window, with the threshold and the
@@ -50,11 +68,10 @@ export function AlertPreview(props: {
         spec: v.spec,
         historySeconds: v.windowS,
       }),
+    // Each run opens on the instance that fires most: the one the summary's count is about.
     onSuccess: (pv) => {
-      const firing = pv.instances.find((i) => i.firingIntervals.length > 0) ?? pv.instances[0];
-      setSelected((cur) =>
-        cur && pv.instances.some((i) => instanceKey(i) === cur) ? cur : firing && instanceKey(firing),
-      );
+      const top = byFiring(pv.instances)[0];
+      setSelected(top && instanceKey(top));
     },
   });
   const specKey = JSON.stringify({ spec: props.spec, windowS });
@@ -186,7 +203,7 @@ function PreviewResult(props: {
                 value={props.selected}
                 onChange={(e) => props.onSelect(e.target.value)}
               >
-                {pv.instances.map((i) => (
+                {byFiring(pv.instances).map((i) => (
                   <option key={instanceKey(i)} value={instanceKey(i)}>
                     {label(i)} —{" "}
                     {i.firingIntervals.length ? `fires ${i.firingIntervals.length}×` : "never fires"}
@@ -258,7 +275,7 @@ function PreviewInstances(props: {
         </tr>
       </thead>
       <tbody>
-        {props.pv.instances.map((i) => {
+        {byFiring(props.pv.instances).map((i) => {
           const k = instanceKey(i);
           return (
             <tr
@@ -423,6 +440,7 @@ function PreviewChart(props: {
       {history.data || !m?.charted ? (
         <div data-testid="preview-chart" data-intervals={intervals.length} data-points={chart.points}>
           <Chart
+            title={`${props.title}: ${m?.label ?? metricId}`}
             x={chart.x}
             series={chart.series}
             format={format}

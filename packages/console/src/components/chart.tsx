@@ -1,5 +1,7 @@
-import { useEffect, useRef } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+import { fmtTime, MISSING } from "../format.ts";
 
 /**
  * A time-series chart on uPlot. Missing samples are `null` and drawn as gaps, never joined and never
@@ -19,6 +21,8 @@ export interface ChartInterval {
 }
 
 export interface ChartProps {
+  /** What the chart shows (e.g. "CPU utilization"): names its summary and its table. */
+  title: string;
   /** Unix seconds, ascending. */
   x: number[];
   series: ChartSeries[];
@@ -100,9 +104,9 @@ export function Chart(props: ChartProps) {
       },
       axes: [
         // At least 80 px between time ticks: labels like "11:30pm" do not run into each other.
-        { stroke: "#667085", grid: { stroke: "#eef0f3" }, space: 80 },
+        { stroke: "#5b6474", grid: { stroke: "#eef0f3" }, space: 80 },
         {
-          stroke: "#667085",
+          stroke: "#5b6474",
           grid: { stroke: "#eef0f3" },
           // Wide enough for the longest tick label ("953.7 MiB/s"), at least 70 px.
           size: (_u, values) =>
@@ -182,5 +186,124 @@ export function Chart(props: ChartProps) {
     props.yMin,
   ]);
 
-  return <div ref={ref} className="chart" data-testid={props.testId} />;
+  // The canvas is for the eye; its text alternative (WCAG 1.1.1) is the summary under it and the table
+  // of the plotted points behind a keyboard-reachable "View as table".
+  return (
+    <figure className="chart-figure">
+      <div ref={ref} className="chart" data-testid={props.testId} aria-hidden="true" />
+      <ChartText title={props.title} x={props.x} series={props.series} format={props.format} />
+    </figure>
+  );
+}
+
+export interface SeriesSummary {
+  label: string;
+  latest?: number;
+  min?: number;
+  max?: number;
+  average?: number;
+  /** Runs of missing steps, and the steps in them. */
+  gaps: number;
+  missing: number;
+}
+
+/** Latest, min, max and average of the present values; missing steps are counted, never averaged as 0. */
+export function summarize(series: ChartSeries): SeriesSummary {
+  let min: number | undefined;
+  let max: number | undefined;
+  let latest: number | undefined;
+  let sum = 0;
+  let n = 0;
+  let gaps = 0;
+  let missing = 0;
+  series.values.forEach((v, i) => {
+    if (v === null) {
+      missing++;
+      if (i === 0 || series.values[i - 1] !== null) gaps++;
+      return;
+    }
+    min = min === undefined ? v : Math.min(min, v);
+    max = max === undefined ? v : Math.max(max, v);
+    latest = v;
+    sum += v;
+    n++;
+  });
+  return { label: series.label, latest, min, max, average: n ? sum / n : undefined, gaps, missing };
+}
+
+function ChartText(props: {
+  title: string;
+  x: number[];
+  series: ChartSeries[];
+  format?: (v: number) => string;
+}) {
+  const format = props.format ?? ((v: number) => v.toFixed(1));
+  const show = (v: number | undefined) => (v === undefined ? MISSING : format(v));
+  const summaries = useMemo(() => props.series.map(summarize), [props.series]);
+  // The table can hold a thousand rows: it is built only when asked for.
+  const [open, setOpen] = useState(false);
+  const first = props.x[0];
+  const last = props.x[props.x.length - 1];
+  return (
+    <figcaption className="chart-text">
+      <ul className="chart-summary" data-testid="chart-summary">
+        {summaries.map((s) => (
+          <li key={s.label}>
+            <strong>{s.label}</strong>
+            {s.latest === undefined ? (
+              <> no samples in this range</>
+            ) : (
+              <>
+                : latest {show(s.latest)}, min {show(s.min)}, max {show(s.max)}, average {show(s.average)}
+              </>
+            )}
+            {s.gaps > 0 ? (
+              <>
+                {" "}
+                · {s.gaps} gap{s.gaps === 1 ? "" : "s"} ({s.missing} of {props.x.length} steps without a
+                sample)
+              </>
+            ) : null}
+          </li>
+        ))}
+      </ul>
+      <details className="chart-table" onToggle={(e) => setOpen(e.currentTarget.open)}>
+        <summary>View {props.title} as a table</summary>
+        {open ? (
+          <section
+            className="chart-table-wrap"
+            // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard
+            tabIndex={0}
+            aria-label={`${props.title}, plotted points`}
+          >
+            <table className="table">
+              <caption>
+                {props.title} from {fmtTime(first)} to {fmtTime(last)}; a dash is a step without a sample
+              </caption>
+              <thead>
+                <tr>
+                  <th scope="col">Time</th>
+                  {props.series.map((s) => (
+                    <th scope="col" key={s.label}>
+                      {s.label}
+                    </th>
+                  ))}
+                </tr>
+              </thead>
+              <tbody>
+                {props.x.map((t, i) => (
+                  <tr key={t}>
+                    <th scope="row">{fmtTime(t)}</th>
+                    {props.series.map((s) => (
+                      <td key={s.label}>{show(s.values[i] ?? undefined)}</td>
+                    ))}
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </section>
+        ) : null}
+      </details>
+    </figcaption>
+  );
 }

@@ -1,8 +1,14 @@
-import { type ReactNode, useEffect, useRef, useState } from "react";
+import { createContext, type ReactNode, useContext, useEffect, useRef, useState } from "react";
 import { describeError } from "../api.ts";
 import { fmtAgo, fmtTime, MISSING } from "../format.ts";
 
 /** Shared building blocks: page frame, tables, errors, buttons, dialogs, a secret shown once. */
+
+/** Route changes not yet answered by focusing a page heading (app.tsx counts them). */
+let pendingFocus = 0;
+export function navigated(): void {
+  pendingFocus++;
+}
 
 export function Page(props: {
   title: string;
@@ -10,14 +16,24 @@ export function Page(props: {
   children: ReactNode;
   subtitle?: ReactNode;
 }) {
+  const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
     document.title = `${props.title} · svc`;
   }, [props.title]);
+  // After a route change the new page's heading takes focus (a page still loading its data does this
+  // once it renders), so keyboard and screen-reader users land on what they asked for.
+  useEffect(() => {
+    if (pendingFocus === 0 || !heading.current) return;
+    pendingFocus = 0;
+    heading.current.focus();
+  });
   return (
     <section className="page">
       <header className="page-header">
         <div>
-          <h1>{props.title}</h1>
+          <h1 ref={heading} tabIndex={-1}>
+            {props.title}
+          </h1>
           {props.subtitle ? <p className="subtitle">{props.subtitle}</p> : null}
         </div>
         {props.actions ? <div className="page-actions">{props.actions}</div> : null}
@@ -98,8 +114,21 @@ export function CopyButton(props: { text: string; label?: string }) {
   );
 }
 
-/** A secret or command that the server returns once: shown with a copy button and a warning. */
+/** Locks the enclosing Dialog while a secret it shows has not been confirmed as stored. */
+const DialogLock = createContext<((locked: boolean) => void) | undefined>(undefined);
+
+/**
+ * A secret or command that the server returns once: shown with a copy button and a warning. With onDone,
+ * the dialog around it closes only through "I have stored it": not by Escape, × or anything else.
+ */
 export function ShownOnce(props: { label: string; value: string; onDone?: () => void }) {
+  const lock = useContext(DialogLock);
+  const locks = !!props.onDone;
+  useEffect(() => {
+    if (!locks || !lock) return;
+    lock(true);
+    return () => lock(false);
+  }, [lock, locks]);
   return (
     <div className="shown-once" data-testid="shown-once">
       <p>
@@ -112,31 +141,99 @@ export function ShownOnce(props: { label: string; value: string; onDone?: () => 
       </div>
       {props.onDone ? (
         <Button kind="primary" onClick={props.onDone}>
-          I have copied it
+          I have stored it
         </Button>
       ) : null}
     </div>
   );
 }
 
+/**
+ * A modal on the native <dialog> (focus trapped and given back by the browser). Typing into it makes it
+ * dirty until the form is submitted: then Escape and × ask before discarding what was typed.
+ */
 export function Dialog(props: { title: string; open: boolean; onClose: () => void; children: ReactNode }) {
   const ref = useRef<HTMLDialogElement>(null);
+  const [dirty, setDirty] = useState(false);
+  const [confirming, setConfirming] = useState(false);
+  // A once-shown secret inside (ShownOnce with onDone) holds the dialog open until it is confirmed.
+  const [locked, setLocked] = useState(false);
+  const [nudged, setNudged] = useState(false);
+  useEffect(() => {
+    if (!locked) setNudged(false);
+  }, [locked]);
   useEffect(() => {
     const d = ref.current;
     if (!d) return;
     if (props.open && !d.open) d.showModal();
     if (!props.open && d.open) d.close();
+    setDirty(false);
+    setConfirming(false);
   }, [props.open]);
+  const askOrClose = () => {
+    if (locked) setNudged(true);
+    else if (dirty) setConfirming(true);
+    else props.onClose();
+  };
   return (
-    <dialog ref={ref} className="dialog" onClose={props.onClose} aria-label={props.title}>
+    <dialog
+      ref={ref}
+      className="dialog"
+      onClose={props.onClose}
+      aria-label={props.title}
+      onInput={() => setDirty(true)}
+      onSubmit={() => setDirty(false)}
+      // Escape is handled here rather than by the browser's cancel, which Chromium stops honouring
+      // after one prevented cancel without a click in between.
+      onKeyDown={(e) => {
+        if (e.key !== "Escape") return;
+        e.preventDefault();
+        e.stopPropagation();
+        if (confirming) setConfirming(false);
+        else askOrClose();
+      }}
+      onCancel={(e) => {
+        e.preventDefault();
+        askOrClose();
+      }}
+    >
       <header>
         <h2>{props.title}</h2>
-        <button type="button" className="close" aria-label="Close" onClick={props.onClose}>
-          ×
-        </button>
+        {locked ? null : (
+          <button type="button" className="close" aria-label="Close" onClick={askOrClose}>
+            ×
+          </button>
+        )}
       </header>
-      {props.open ? props.children : null}
+      {nudged ? (
+        <div className="banner banner-warn" role="alert" data-testid="store-first">
+          This secret cannot be shown again. Store it, then choose <strong>I have stored it</strong>.
+        </div>
+      ) : null}
+      {confirming ? (
+        <div className="dialog-confirm" role="alert" data-testid="discard-confirm">
+          <span>Discard what you typed?</span>
+          <Button kind="danger" onClick={props.onClose}>
+            Discard
+          </Button>
+          {/* biome-ignore lint/a11y/noAutofocus: the question needs an answer before anything else */}
+          <Button autoFocus onClick={() => setConfirming(false)}>
+            Keep editing
+          </Button>
+        </div>
+      ) : null}
+      <DialogLock.Provider value={setLocked}>{props.open ? props.children : null}</DialogLock.Provider>
     </dialog>
+  );
+}
+
+/** Preformatted text that may scroll sideways: focusable, so the keyboard can scroll it (WCAG 2.1.1). */
+export function Pre(props: { children: ReactNode; testId?: string; className?: string }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard
+    <pre tabIndex={0} className={props.className} data-testid={props.testId}>
+      {props.children}
+    </pre>
   );
 }
 

@@ -208,6 +208,9 @@ export function MetricCard(props: {
           data-series={JSON.stringify(chart.series.map((s) => ({ label: s.label, values: s.values })))}
         >
           <Chart
+            title={
+              view.label === def.title || def.views.length === 1 ? def.title : `${def.title} (${view.label})`
+            }
             x={chart.x}
             series={chart.series}
             format={format}

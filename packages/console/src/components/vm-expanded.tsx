@@ -2,7 +2,7 @@ import type { EnableExpandedMonitoringResponse } from "@gen/svc/monitoring/v1/mo
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { api } from "../api.ts";
-import { Button, CopyButton, Dialog, ErrorBanner, ShownOnce } from "./ui.tsx";
+import { Button, CopyButton, Dialog, ErrorBanner, Pre, ShownOnce } from "./ui.tsx";
 
 /**
  * "Install expanded monitoring": an explicit, confirmed action. Only the confirm button sends
@@ -68,9 +68,9 @@ export function ExpandedDialog(props: {
             yet: run this command in the guest as root, then paste the token below when it asks.
           </p>
           <div className="field-label">Install command</div>
-          <pre className="vm-command" data-testid="install-command">
+          <Pre className="vm-command" testId="install-command">
             {result.installCommand}
-          </pre>
+          </Pre>
           <div className="row">
             <CopyButton text={result.installCommand} label="Copy command" />
           </div>

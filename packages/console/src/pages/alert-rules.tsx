@@ -577,6 +577,11 @@ function RuleEditor(props: { ruleId: string }) {
           </header>
           <AlertInstances
             instances={r.instances}
+            watched={
+              (r.appliedSpec ?? r.spec)?.allVms
+                ? (vms.data ?? []).filter((v) => v.state !== "DELETED").map((v) => v.name)
+                : ((r.appliedSpec ?? r.spec)?.vmNames ?? [])
+            }
             unit={metricInfo(r.appliedSpec?.metricId ?? r.spec?.metricId ?? "")?.unit ?? ""}
             perMountpoint={!!metricInfo(r.appliedSpec?.metricId ?? r.spec?.metricId ?? "")?.perMountpoint}
             vmLabel={vmLabel}

@@ -1,5 +1,5 @@
 import { Link } from "wouter";
-import { CopyButton, Page } from "../components/ui.tsx";
+import { CopyButton, Page, Pre } from "../components/ui.tsx";
 import { useProject, useSession } from "../session.tsx";
 
 /**
@@ -136,13 +136,13 @@ datasources:
         <details>
           <summary>Provisioned data source (provisioning/datasources/svc.yaml)</summary>
           <div className="connect-pre">
-            <pre data-testid="grafana-provisioning">{provisioning}</pre>
+            <Pre testId="grafana-provisioning">{provisioning}</Pre>
             <CopyButton text={provisioning} />
           </div>
         </details>
         <p className="muted small">Check the key and the URL from a shell:</p>
         <div className="connect-pre">
-          <pre>{check}</pre>
+          <Pre>{check}</Pre>
           <CopyButton text={check} />
         </div>
       </section>
@@ -160,14 +160,14 @@ datasources:
           <CopyButton text={discovery} label="Copy URL" />
         </div>
         <div className="connect-pre">
-          <pre data-testid="scrape-config">{scrapeConfig}</pre>
+          <Pre testId="scrape-config">{scrapeConfig}</Pre>
           <CopyButton text={scrapeConfig} />
         </div>
         <p className="muted small">
           Discovery answers one target group per shard; Prometheus then scrapes{" "}
           <code>{exportPath}?shard=N</code> with the same key:
         </p>
-        <pre data-testid="discovery-answer">{discoveryAnswer}</pre>
+        <Pre testId="discovery-answer">{discoveryAnswer}</Pre>
         <p className="muted small">
           For full-resolution history use the query API above: a scrape only sees the newest sample per
           series.

@@ -119,6 +119,8 @@ type KeyStatus = { label: string; tone: "ok" | "warn" | "bad" | "muted"; title?:
 export function keyStatus(k: Key, nowMs = Date.now()): KeyStatus {
   if (k.state === "REVOKED") return { label: "revoked", tone: "bad" };
   if (k.state === "EXPIRED") return { label: "expired", tone: "muted" };
+  if (k.stopTimeUnix > 0n)
+    return { label: "stopping", tone: "warn", title: "replaced by a rotation: works until the overlap ends" };
   const left = Number(k.expireTimeUnix) - nowMs / 1000;
   if (left < EXPIRING_SECONDS)
     return { label: "expiring", tone: "warn", title: "expires within 14 days: rotate it" };
@@ -203,13 +205,23 @@ export function KeyList(props: {
             <tbody>
               {shown.map((k) => {
                 const st = keyStatus(k);
+                const replacement = keys.find((x) => x.name === k.replacedBy);
+                const replaces = keys.filter((x) => x.replacedBy === k.name && x.stopTimeUnix > 0n);
                 return (
                   <tr key={k.name} className={k.state === "ACTIVE" ? "" : "access-inactive"}>
                     <td>
                       <div>{k.displayName}</div>
                       <div className="muted small mono" title="the non-secret start of the secret">
-                        {k.secretHint}
+                        {k.secretHint}…
                       </div>
+                      {replaces.length > 0 ? (
+                        <div className="small" data-testid="key-replacement">
+                          <Badge tone="info">new</Badge> replaces{" "}
+                          {replaces.map((o) => (
+                            <code key={o.name}>{o.secretHint}…</code>
+                          ))}
+                        </div>
+                      ) : null}
                     </td>
                     <td>
                       <CapabilityBadges capabilities={k.capabilities} />
@@ -218,7 +230,19 @@ export function KeyList(props: {
                       <Time unix={k.createTimeUnix} />
                     </td>
                     <td>
-                      <Time unix={k.expireTimeUnix} />
+                      {k.stopTimeUnix > 0n ? (
+                        // A rotation's overlap ends before the expiry: that end is when it stops working.
+                        <div data-testid="key-stops">
+                          stops at <Time unix={k.stopTimeUnix} relative />
+                          {replacement ? (
+                            <div className="muted small">
+                              replaced by <code>{replacement.secretHint}…</code>
+                            </div>
+                          ) : null}
+                        </div>
+                      ) : (
+                        <Time unix={k.expireTimeUnix} />
+                      )}
                     </td>
                     <td>
                       <Badge tone={st.tone} title={st.title}>
@@ -234,13 +258,16 @@ export function KeyList(props: {
                       <td className="access-actions-col">
                         {k.state === "ACTIVE" ? (
                           <div className="row access-row-actions">
-                            <Button onClick={() => setRotating(k)} aria-label={`Rotate ${k.displayName}`}>
+                            <Button
+                              onClick={() => setRotating(k)}
+                              aria-label={`Rotate ${k.displayName} (${k.secretHint}…)`}
+                            >
                               Rotate
                             </Button>
                             <Button
                               kind="danger"
                               onClick={() => setRevoking(k)}
-                              aria-label={`Revoke ${k.displayName}`}
+                              aria-label={`Revoke ${k.displayName} (${k.secretHint}…)`}
                             >
                               Revoke
                             </Button>
@@ -272,7 +299,7 @@ export function KeyList(props: {
       </Dialog>
       <ConfirmDialog
         open={revoking !== undefined}
-        title={`Revoke ${revoking?.displayName ?? "key"}`}
+        title={`Revoke ${revoking?.displayName ?? "key"} (${revoking?.secretHint ?? ""}…)`}
         confirmLabel="Revoke now"
         danger
         onClose={() => setRevoking(undefined)}
@@ -282,12 +309,46 @@ export function KeyList(props: {
           await queries.invalidateQueries({ queryKey: keysQueryKey(props.parent) });
         }}
       >
-        <p>
-          Revoke <strong>{revoking?.displayName}</strong> (<code>{revoking?.secretHint}</code>)? The very next
-          request with it is refused, without waiting for its expiry. This cannot be undone.
-        </p>
+        {revoking ? <RevokeWhich k={revoking} keys={keys} /> : null}
       </ConfirmDialog>
     </section>
+  );
+}
+
+/** Names the exact key a revoke stops: two keys of a rotation share a name, never a secret's start. */
+function RevokeWhich(props: { k: Key; keys: Key[] }) {
+  const { k } = props;
+  const replacement = props.keys.find((x) => x.name === k.replacedBy);
+  const replaces = props.keys.filter((x) => x.replacedBy === k.name && x.stopTimeUnix > 0n);
+  return (
+    <div data-testid="revoke-which">
+      <p>
+        Revoke <strong>{k.displayName}</strong>, the key starting <code>{k.secretHint}…</code>, created{" "}
+        <Time unix={k.createTimeUnix} />? The very next request with it is refused, without waiting for its
+        expiry. This cannot be undone.
+      </p>
+      {k.stopTimeUnix > 0n ? (
+        <p className="muted">
+          It stops by itself at <Time unix={k.stopTimeUnix} />
+          {replacement ? (
+            <>
+              {" "}
+              and is replaced by <code>{replacement.secretHint}…</code>, which keeps working
+            </>
+          ) : null}
+          .
+        </p>
+      ) : null}
+      {replaces.length > 0 ? (
+        <p className="banner banner-warn">
+          This is the <strong>new</strong> key of a rotation: the key it replaces (
+          {replaces.map((o) => (
+            <code key={o.name}>{o.secretHint}…</code>
+          ))}
+          ) still stops at its overlap's end, so revoking this one leaves no working key.
+        </p>
+      ) : null}
+    </div>
   );
 }
 

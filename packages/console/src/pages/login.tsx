@@ -1,7 +1,10 @@
 import { useState } from "react";
-import { type ConsoleSession, signIn } from "../api.ts";
+import { type ConsoleSession, signIn } from "../session-api.ts";
 
-export function LoginPage(props: { onSignedIn: (s: ConsoleSession) => void }) {
+export function LoginPage(props: {
+  onSignedIn: (s: ConsoleSession) => void | Promise<void>;
+  onSigningIn?: () => void;
+}) {
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [error, setError] = useState<string>();
@@ -14,8 +17,9 @@ export function LoginPage(props: { onSignedIn: (s: ConsoleSession) => void }) {
           e.preventDefault();
           setBusy(true);
           setError(undefined);
+          props.onSigningIn?.();
           try {
-            props.onSignedIn(await signIn(email, password));
+            await props.onSignedIn(await signIn(email, password));
           } catch (err) {
             setError(err instanceof Error ? err.message : String(err));
           } finally {

@@ -190,6 +190,18 @@ export function VmPage(props: { location: string; vmId: string }) {
   const vmName = `${project.name}/locations/${props.location}/vms/${props.vmId}`;
   const [params, setParams] = useSearchParams();
   const range = rangeByKey(params.get("range"));
+  // Auto-refresh can be paused (kept in the URL, like the range): the charts then stay as they are.
+  const paused = params.get("refresh") === "off";
+  const setPaused = (off: boolean) =>
+    setParams(
+      (p) => {
+        const n = new URLSearchParams(p);
+        if (off) n.set("refresh", "off");
+        else n.delete("refresh");
+        return n;
+      },
+      { replace: true },
+    );
   const setRange = (r: VmRange) =>
     setParams(
       (p) => {
@@ -218,7 +230,10 @@ export function VmPage(props: { location: string; vmId: string }) {
         stepSeconds: range.stepSeconds,
       });
     },
-    refetchInterval: range.refresh,
+    refetchInterval: paused ? false : range.refresh,
+    refetchOnWindowFocus: !paused,
+    // Only for a VM the inventory has: a missing VM is said once, not answered 404 by every query.
+    enabled: !!inventory.data,
   });
   // Data quality "now", whatever the chart range: a 7-day answer ends on a 30-minute step, up to
   // 30 minutes ago. The last hour at 30 s of telemetry_last_observed (per source), every 30 s.
@@ -234,7 +249,9 @@ export function VmPage(props: { location: string; vmId: string }) {
         stepSeconds: 30,
       });
     },
-    refetchInterval: 30_000,
+    refetchInterval: paused ? false : 30_000,
+    refetchOnWindowFocus: !paused,
+    enabled: !!inventory.data,
   });
 
   // The install dialog, opened from the header or the filesystem card (null: closed).
@@ -307,8 +324,15 @@ export function VmPage(props: { location: string; vmId: string }) {
         <span className="muted small" data-testid="refresh-status">
           {range.stepSeconds} s steps
           {data ? ` · data up to ${new Date(Number(data.endTimeUnix) * 1000).toLocaleTimeString()}` : ""} ·{" "}
-          {range.refresh ? "refreshes every 30 s" : "not refreshed automatically"}
+          {paused
+            ? "auto-refresh paused"
+            : range.refresh
+              ? "refreshes every 30 s"
+              : "not refreshed automatically"}
         </span>
+        <Button className="btn-small" aria-pressed={paused} onClick={() => setPaused(!paused)}>
+          {paused ? "Resume auto-refresh" : "Pause auto-refresh"}
+        </Button>
         <Button
           className="btn-small"
           title="Read the charts and the data quality again now"

@@ -1,6 +1,7 @@
+import type { VMMonitoring } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
-import { Link } from "wouter";
+import { Link, useSearchParams } from "wouter";
 import { api } from "../api.ts";
 import { Badge, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
 import { fmtAgo, fmtBytes, fmtNumber, lastSegment, MISSING } from "../format.ts";
@@ -14,21 +15,75 @@ const stateTone: Record<string, "ok" | "warn" | "bad" | "muted"> = {
   DELETED: "bad",
 };
 
+type Vm = VMMonitoring;
+
+/** The sortable columns: each reads a value; undefined (no reading) sorts last in either direction. */
+const COLUMNS: {
+  key: string;
+  label: string;
+  num?: boolean;
+  value: (v: Vm) => string | number | undefined;
+}[] = [
+  { key: "name", label: "Name", value: (v) => (v.displayName || lastSegment(v.name)).toLowerCase() },
+  { key: "state", label: "State", value: (v) => v.state },
+  { key: "location", label: "Location", value: (v) => v.location },
+  { key: "monitoring", label: "Monitoring", value: (v) => v.monitoringLevel },
+  { key: "cpu", label: "CPU", num: true, value: (v) => v.cpuUtilizationPct },
+  { key: "memory", label: "Memory", num: true, value: (v) => v.memoryUsedBytes },
+  {
+    key: "data",
+    label: "Data",
+    value: (v) => (v.quality?.lastObservedUnix ? Number(v.quality.lastObservedUnix) : undefined),
+  },
+];
+
+function sortVms(vms: Vm[], key: string, desc: boolean): Vm[] {
+  const col = COLUMNS.find((c) => c.key === key) ?? COLUMNS[0];
+  return vms
+    .map((v, i) => ({ v, i, x: col.value(v) }))
+    .sort((a, b) => {
+      if (a.x === undefined || b.x === undefined) return a.x === b.x ? a.i - b.i : a.x === undefined ? 1 : -1;
+      const c = a.x < b.x ? -1 : a.x > b.x ? 1 : 0;
+      return (desc ? -c : c) || a.i - b.i;
+    })
+    .map((e) => e.v);
+}
+
 /** The project's VMs with their latest CPU and memory and the data quality, paged as the RPC pages. */
 export function VmsPage() {
   const project = useProject();
   const pager = usePager();
   const [filter, setFilter] = useState("");
+  // The sort is in the URL (?sort=cpu&dir=desc): a reload or a shared link shows the same order.
+  const [params, setParams] = useSearchParams();
+  const sortKey = COLUMNS.some((c) => c.key === params.get("sort")) ? (params.get("sort") as string) : "name";
+  const desc = params.get("dir") === "desc";
+  const sortBy = (key: string) =>
+    setParams(
+      (p) => {
+        const n = new URLSearchParams(p);
+        const nextDesc = key === sortKey ? !desc : COLUMNS.find((c) => c.key === key)?.num === true;
+        n.set("sort", key);
+        n.set("dir", nextDesc ? "desc" : "asc");
+        return n;
+      },
+      { replace: true },
+    );
   const q = useQuery({
     queryKey: ["vms", project.name, pager.token],
     queryFn: () =>
       api.monitoring.listVMMonitoring({ projectName: project.name, pageSize: 50, pageToken: pager.token }),
     refetchInterval: 30_000,
   });
-  const vms = (q.data?.vms ?? []).filter((v) => {
-    const f = filter.trim().toLowerCase();
-    return !f || v.displayName.toLowerCase().includes(f) || v.name.toLowerCase().includes(f);
-  });
+  const vms = sortVms(
+    (q.data?.vms ?? []).filter((v) => {
+      const f = filter.trim().toLowerCase();
+      return !f || v.displayName.toLowerCase().includes(f) || v.name.toLowerCase().includes(f);
+    }),
+    sortKey,
+    desc,
+  );
+  const paged = pager.page > 1 || !!q.data?.nextPageToken;
   return (
     <Page
       title="Virtual machines"
@@ -51,15 +106,21 @@ export function VmsPage() {
         <Empty>{filter ? `No VM on this page matches "${filter}".` : "This project has no VMs yet."}</Empty>
       ) : (
         <table className="table" data-testid="vm-table">
+          {paged ? <caption className="muted small">Sorted within this page of the list.</caption> : null}
           <thead>
             <tr>
-              <th>Name</th>
-              <th>State</th>
-              <th>Location</th>
-              <th>Monitoring</th>
-              <th className="num">CPU</th>
-              <th className="num">Memory</th>
-              <th>Data</th>
+              {COLUMNS.map((c) => (
+                <th
+                  key={c.key}
+                  className={c.num ? "num" : undefined}
+                  aria-sort={c.key === sortKey ? (desc ? "descending" : "ascending") : undefined}
+                >
+                  <button type="button" className="sort-button" onClick={() => sortBy(c.key)}>
+                    {c.label}
+                    <span aria-hidden="true">{c.key === sortKey ? (desc ? " ▼" : " ▲") : ""}</span>
+                  </button>
+                </th>
+              ))}
             </tr>
           </thead>
           <tbody>
@@ -74,7 +135,10 @@ export function VmsPage() {
                 <tr key={v.name}>
                   <td>
                     <Link href={href}>{v.displayName || lastSegment(v.name)}</Link>
-                    <div className="muted small">{lastSegment(v.name)}</div>
+                    {/* The id only when the display name differs from it: never the same name twice. */}
+                    {v.displayName && v.displayName !== lastSegment(v.name) ? (
+                      <div className="muted small">{lastSegment(v.name)}</div>
+                    ) : null}
                   </td>
                   <td>
                     <Badge tone={stateTone[v.state] ?? "muted"}>{v.state}</Badge>

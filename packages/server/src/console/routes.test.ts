@@ -148,8 +148,11 @@ for (const { dialect, skip } of dialects) {
       });
       assert.equal(out.status, 204);
       assert.match(out.headers.get("set-cookie") ?? "", /svc_session=;.*Max-Age=0/);
+      // The session probe answers "not signed in" as a 200 (no error in a signed-out page's console).
       const after = await fetch(`${t.baseUrl}/console/api/session`, { headers: { cookie } });
-      assert.equal(after.status, 401);
+      assert.equal(after.status, 200);
+      assert.deepEqual(await after.json(), { signedIn: false });
+      assert.match(after.headers.get("set-cookie") ?? "", /svc_session=;.*Max-Age=0/);
       const call = await rpc(
         t,
         "svc.iam.v1.SessionService/WhoAmI",

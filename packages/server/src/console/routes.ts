@@ -46,6 +46,9 @@ export const CONTENT_SECURITY_POLICY = [
   "frame-ancestors 'none'",
 ].join("; ");
 
+/** Files the build precompresses (and their .br and .gz). */
+const COMPRESSED = /\.(js|css|html|svg|json|txt)(\.br|\.gz)?$/;
+
 /** Paths that belong to APIs: an unknown one is a 404, never the console's page. */
 const API_PREFIXES = ["/v1/", "/api/", "/console/api/", "/svc.", "/metrics", "/healthz", "/readyz"];
 
@@ -131,7 +134,19 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
 
     scope.get("/console/api/session", async (req, reply) => {
       try {
-        const { token, principal } = await currentSession(req);
+        reply.header("cache-control", "no-store");
+        // Not being signed in is this probe's ordinary answer, not an error: a 401 here would put an error
+        // in the console of every signed-out page load. A stale cookie is cleared.
+        const session = await currentSession(req).catch((err: unknown) => {
+          if (err instanceof SvcError && err.code === "unauthenticated") return undefined;
+          throw err;
+        });
+        if (!session) {
+          if (req.headers.cookie?.includes("svc_session="))
+            reply.header("set-cookie", clearedSessionCookie(secure));
+          return { signedIn: false };
+        }
+        const { token, principal } = session;
         const row = await deps.db
           .selectFrom("sessions")
           .select("expire_time")
@@ -169,10 +184,15 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
         index: false,
         // The headers below decide caching, not send's defaults.
         cacheControl: false,
+        // The build writes <file>.br and <file>.gz (scripts/build-console.mjs): sent by Accept-Encoding
+        // (br first), the file itself to a client that accepts neither.
+        preCompressed: true,
         setHeaders: (res, path) => {
           // Vite names assets by content hash: they never change, so they are cached for a year.
           const immutable = path.includes(`${join(deps.distDir ?? "", "assets")}`);
           res.setHeader("cache-control", immutable ? "public, max-age=31536000, immutable" : "no-cache");
+          // The answer depends on Accept-Encoding whichever coding this one used: caches must key on it.
+          if (COMPRESSED.test(path)) res.setHeader("vary", "Accept-Encoding");
         },
       });
     }
@@ -214,6 +234,7 @@ async function describeSession(deps: ConsoleDeps, token: string, userId: string,
     .orderBy("m.project_id")
     .execute();
   return {
+    signedIn: true,
     user: `users/${userId}`,
     email: user.email,
     displayName: user.display_name,

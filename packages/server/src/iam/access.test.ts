@@ -231,7 +231,23 @@ for (const { dialect, skip } of await testDialects()) {
       assert.ok(r1.secret);
       await list(created.secret!); // still inside the overlap
       await list(r1.secret!);
+      // The list says when the old key stops and which key replaces it; the new key is plainly active.
+      const parent = created.key!.name.slice(0, created.key!.name.indexOf("/keys/"));
+      const during = (await owner.keys.listKeys({ parent })).keys;
+      const old = during.find((k) => k.name === created.key!.name);
+      const replacement = during.find((k) => k.name === r1.key!.name);
+      assert.equal(old?.state, "ACTIVE");
+      assert.equal(old?.stopTimeUnix, BigInt(Math.floor(t.clock.now() / 1000) + 3600));
+      assert.equal(old?.replacedBy, r1.key!.name);
+      assert.equal(replacement?.stopTimeUnix, 0n);
+      assert.equal(replacement?.replacedBy, "");
       t.clock.advance(3601_000);
+      const afterwards = (await owner.keys.listKeys({ parent })).keys.find(
+        (k) => k.name === created.key!.name,
+      );
+      assert.equal(afterwards?.state, "REVOKED");
+      assert.equal(afterwards?.stopTimeUnix, 0n);
+      assert.equal(afterwards?.replacedBy, "");
       await rejectsWith(list(created.secret!), Code.Unauthenticated);
       await list(r1.secret!);
       const r2 = await owner.keys.rotateKey({

@@ -25,6 +25,10 @@ export interface KeyView {
   state: "ACTIVE" | "REVOKED" | "EXPIRED";
   revokeTimeUnix: bigint;
   creator: string;
+  /** An active key that a rotation retires: when it stops; 0n otherwise. */
+  stopTimeUnix: bigint;
+  /** With stopTimeUnix: the newest key of its rotation lineage, which replaces it ("" when unknown). */
+  replacedBy: string;
 }
 
 export interface CreatedKey {
@@ -62,8 +66,10 @@ function parseKeyName(name: string): { projectId: string; serviceAccountId: stri
   return { projectId: m[1], serviceAccountId: m[2] ?? null, id: m[3] };
 }
 
-export function keyView(r: ApiKeyTable, nowMs: number): KeyView {
+export function keyView(r: ApiKeyTable, nowMs: number, replacedBy = ""): KeyView {
   const revoked = r.revoke_time !== null && r.revoke_time <= nowMs;
+  // A revoke time still ahead is a rotation's overlap: the key works until then.
+  const stopping = r.revoke_time !== null && !revoked && r.expire_time > nowMs;
   return {
     name: keyName(r),
     displayName: r.display_name,
@@ -75,6 +81,8 @@ export function keyView(r: ApiKeyTable, nowMs: number): KeyView {
     state: revoked ? "REVOKED" : r.expire_time <= nowMs ? "EXPIRED" : "ACTIVE",
     revokeTimeUnix: BigInt(revoked && r.revoke_time !== null ? Math.floor(r.revoke_time / 1000) : 0),
     creator: `users/${r.creator_user_id}`,
+    stopTimeUnix: BigInt(stopping && r.revoke_time !== null ? Math.floor(r.revoke_time / 1000) : 0),
+    replacedBy: stopping ? replacedBy : "",
   };
 }
 
@@ -285,7 +293,15 @@ export async function listKeys(db: Db, actor: Actor, parent: string, nowMs: numb
     ? q.where("service_account_id", "=", p.serviceAccountId)
     : q.where("kind", "=", "PERSONAL").where("owner_user_id", "=", actor.userId);
   const rows = await q.orderBy("create_time").orderBy("id").execute();
-  return rows.map((r) => keyView(r, nowMs));
+  // Keys of one rotation lineage share a parent, so the list holds each retiring key's replacement: the
+  // lineage's newest key that no rotation retires (rows are oldest first; a rotation in the same
+  // millisecond ties on create_time, so the missing revoke time decides).
+  const newest = new Map<string, ApiKeyTable>();
+  for (const r of rows) if (r.revoke_time === null) newest.set(r.rotation_group, r);
+  return rows.map((r) => {
+    const n = newest.get(r.rotation_group);
+    return keyView(r, nowMs, n && n.id !== r.id ? keyName(n) : "");
+  });
 }
 
 export interface RotateKeyInput {

@@ -46,12 +46,12 @@ export async function launchBrowser(): Promise<Browser> {
   });
 }
 
-/**
- * A page that records what should never happen: uncaught errors and CSP violations. The one expected
- * failed resource is the session check before sign-in (401).
- */
-export async function openPage(browser: Browser): Promise<{ page: Page; problems: string[] }> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+/** A page that records what should never happen: uncaught errors and CSP violations. */
+export async function openPage(
+  browser: Browser,
+  viewport: { width: number; height: number } = { width: 1280, height: 860 },
+): Promise<{ page: Page; problems: string[] }> {
+  const context = await browser.newContext({ viewport: { width: viewport.width, height: viewport.height } });
   const page = await context.newPage();
   const problems: string[] = [];
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
