@@ -202,6 +202,8 @@ async function issue(
     create_time: nowMs,
     expire_time: nowMs + spec.days * DAY_MS,
     revoke_time: null,
+    last_used_time: null,
+    last_used_address: "",
   };
   try {
     await db.transaction().execute(async (tx) => {

@@ -70,6 +70,8 @@ export async function createServiceAccount(
     permissions: JSON.stringify(perms),
     state: "ACTIVE",
     create_time: nowMs,
+    last_used_time: null,
+    last_used_address: "",
   };
   await db.insertInto("service_accounts").values(row).execute();
   return toView(row);

@@ -8,6 +8,7 @@ import * as m0006 from "./0006_leases.ts";
 import * as m0007 from "./0007_fanout_order.ts";
 import * as m0008 from "./0008_rate_buckets.ts";
 import * as m0009 from "./0009_notification_rights.ts";
+import * as m0012 from "./0012_audit.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   "0007_fanout_order": m0007,
   "0008_rate_buckets": m0008,
   "0009_notification_rights": m0009,
+  "0012_audit": m0012,
 };
