@@ -9,6 +9,7 @@ import { collectDefaultMetrics, Registry } from "prom-client";
 import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
+import { purgeAuditEvents } from "./audit/events.ts";
 import { holdLease, processHolderId, releaseLease } from "./cluster/lease.ts";
 import { createLimits } from "./cluster/shared-limits.ts";
 import type { Config } from "./config.ts";
@@ -18,6 +19,7 @@ import { scrapeRoutes } from "./http/scrape.ts";
 import { buildServer, redactPaths } from "./http/server.ts";
 import { registerAdminServices } from "./http/services/admin.ts";
 import { registerAlertService } from "./http/services/alerts.ts";
+import { registerAuditServices } from "./http/services/audit.ts";
 import { registerAutomationService } from "./http/services/automation.ts";
 import { registerDestinationService } from "./http/services/destinations.ts";
 import { registerIamServices } from "./http/services/iam.ts";
@@ -121,8 +123,15 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   collectDefaultMetrics({ register: registry });
   const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
-  const prune = () =>
-    pruneIdempotency(db.db, now()).catch((err: unknown) => log.warn({ err }, "idempotency pruning failed"));
+  // Audit events past SVC_AUDIT_RETENTION_DAYS go on the same hourly round, in batches.
+  const prune = async () => {
+    await pruneIdempotency(db.db, now()).catch((err: unknown) =>
+      log.warn({ err }, "idempotency pruning failed"),
+    );
+    await purgeAuditEvents(db.db, now(), config.auditRetentionDays).catch((err: unknown) =>
+      log.warn({ err }, "audit event purge failed"),
+    );
+  };
   const pruneTimer = setInterval(prune, 3_600_000);
   pruneTimer.unref();
   const alertOptions = resolveAlertOptions({ ...config.alerts, metricsRetentionMs: config.retentionMs });
@@ -171,6 +180,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       now,
     });
     registerIamServices(router, { db: db.db, now });
+    registerAuditServices(router, { db: db.db, pageKey: config.secretKey });
     registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {

@@ -5,6 +5,7 @@ import { join, resolve } from "node:path";
 import { rootCertificates } from "node:tls";
 import { fileURLToPath } from "node:url";
 import type { AlertOptions } from "./alerts/options.ts";
+import { DEFAULT_AUDIT_RETENTION_DAYS } from "./audit/events.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
 import { parseHeaderList, type RemoteMetricsOptions } from "./metrics/remote/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
@@ -42,6 +43,8 @@ export interface Config {
   readonly collectorToken: string;
   /** Metrics retention, ms (SVC_RETENTION_HOURS). Default 7 days. */
   readonly retentionMs: number;
+  /** How long audit events are kept, days (SVC_AUDIT_RETENTION_DAYS). Default 400. */
+  readonly auditRetentionDays: number;
   /** Where metrics live (SVC_METRICS_BACKEND): `embedded` (the TSDB in dataDir, default) or `remote` (a
    * Prometheus-compatible engine; see docs/deploy.md "Remote metrics backend"). */
   readonly metricsBackend: "embedded" | "remote";
@@ -170,6 +173,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       persistedSecret(dataDir, "collector-token", () => `svcc_${randomBytes(24).toString("base64url")}`),
     retentionMs:
       overrides.retentionMs ?? positive(env.SVC_RETENTION_HOURS, "SVC_RETENTION_HOURS", 7 * 24) * 3_600_000,
+    auditRetentionDays:
+      overrides.auditRetentionDays ??
+      positive(env.SVC_AUDIT_RETENTION_DAYS, "SVC_AUDIT_RETENTION_DAYS", DEFAULT_AUDIT_RETENTION_DAYS),
     ...metricsBackendOf(env, overrides),
     maxBlockDurationMs:
       overrides.maxBlockDurationMs ??

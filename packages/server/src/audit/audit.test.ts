@@ -288,6 +288,64 @@ for (const { dialect, skip } of await testDialects()) {
       assert.equal(used.last_used_address, "127.0.0.1");
     });
 
+    it("ListAuditEvents: owners and audit.read keys read their project's log; viewers and read keys are refused; bad filters name the field", async () => {
+      const owner = t.clients(p.owner.session);
+      const sa = await owner.serviceAccounts.createServiceAccount({
+        parent: p.projectName,
+        displayName: "auditor",
+        template: "Auditor",
+      });
+      const k = await owner.keys.createKey({
+        parent: sa.name,
+        displayName: "auditor",
+        capabilities: ["audit.read"],
+        requestId: randomUUID(),
+      });
+      const auditor = t.clients(k.secret);
+      const rotations = await auditor.audit.listAuditEvents({
+        projectName: p.projectName,
+        method: "RotateKey",
+      });
+      assert.ok(rotations.events.length > 0);
+      for (const e of rotations.events) {
+        assert.equal(e.method, "svc.iam.v1.KeyService/RotateKey");
+        assert.equal(e.projectName, p.projectName);
+        assert.match(e.name, /^projects\/acme\/auditEvents\//);
+      }
+      const byOwner = await owner.audit.listAuditEvents({ projectName: p.projectName, pageSize: 2 });
+      assert.equal(byOwner.events.length, 2);
+      assert.ok(byOwner.nextPageToken);
+      const next = await owner.audit.listAuditEvents({
+        projectName: p.projectName,
+        pageSize: 2,
+        pageToken: byOwner.nextPageToken,
+      });
+      assert.notDeepEqual(next.events[0]?.name, byOwner.events[0]?.name);
+      const status = (body: unknown, token: string) =>
+        call("svc.monitoring.v1.AuditService/ListAuditEvents", body, token);
+      assert.equal(await status({ projectName: p.projectName }, readKey), 403);
+      assert.equal(await status({ projectName: p.projectName }, writeKey), 403);
+      const bad = async (body: Record<string, unknown>, field: string) => {
+        const res = await fetch(`${t.baseUrl}/svc.monitoring.v1.AuditService/ListAuditEvents`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "connect-protocol-version": "1",
+            authorization: `Bearer ${p.owner.session}`,
+          },
+          body: JSON.stringify({ projectName: p.projectName, ...body }),
+        });
+        assert.equal(res.status, 400, JSON.stringify(body));
+        assert.match(await res.text(), new RegExp(`"field":"${field}"`));
+      };
+      await bad({ method: "FlyToTheMoon" }, "method");
+      await bad({ startTimeUnixMs: "2000", endTimeUnixMs: "1000" }, "endTimeUnixMs");
+      await bad({ resource: "projects/other/alertRules/x" }, "resource");
+      // The operator lists every project.
+      const all = await t.admin.audit.listAuditEvents({ method: "CreateProject" });
+      assert.ok(all.events.some((e) => e.actorKind === "OPERATOR"));
+    });
+
     it("lists newest first with filters and signed page tokens, names the bad filter's field, and purges by age in batches", async () => {
       const db = t.app.db.db;
       const base = {
@@ -340,7 +398,7 @@ for (const { dialect, skip } of await testDialects()) {
       );
       await assert.rejects(
         listAuditEvents(db, PAGE_KEY, { projectId: "paging", startTime: 10, endTime: 5 }),
-        /endTime/,
+        /endTimeUnixMs/,
       );
       const firstPage = await listAuditEvents(db, PAGE_KEY, { projectId: "paging", pageSize: 3 });
       await assert.rejects(

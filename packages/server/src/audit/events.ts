@@ -126,7 +126,7 @@ export function validateAuditFilter(f: AuditFilter): void {
       "is not an audited method (service/Method or Method, e.g. svc.iam.v1.KeyService/CreateKey)",
     );
   if (f.startTime !== undefined && f.endTime !== undefined && f.endTime < f.startTime)
-    throw invalidArgument("endTime", "is before startTime");
+    throw invalidArgument("endTimeUnixMs", "is before startTimeUnixMs");
   if (f.pageSize !== undefined && f.pageSize < 0) throw invalidArgument("pageSize", "must not be negative");
 }
 
