@@ -25,6 +25,8 @@ export interface KeyView {
   state: "ACTIVE" | "REVOKED" | "EXPIRED";
   revokeTimeUnix: bigint;
   creator: string;
+  lastUsedTimeUnix: bigint;
+  lastClientAddress: string;
 }
 
 export interface CreatedKey {
@@ -75,6 +77,8 @@ export function keyView(r: ApiKeyTable, nowMs: number): KeyView {
     state: revoked ? "REVOKED" : r.expire_time <= nowMs ? "EXPIRED" : "ACTIVE",
     revokeTimeUnix: BigInt(revoked && r.revoke_time !== null ? Math.floor(r.revoke_time / 1000) : 0),
     creator: `users/${r.creator_user_id}`,
+    lastUsedTimeUnix: BigInt(Math.floor(Number(r.last_used_time ?? 0) / 1000)),
+    lastClientAddress: r.last_used_address,
   };
 }
 
