@@ -229,6 +229,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     ciTokenResolver: ci.resolver,
     consoleKey,
     trustedProxies: config.trustedProxies,
+    audit: config.audit,
     plugins: [
       ...(config.roles.has("ingest")
         ? [

@@ -45,6 +45,8 @@ export interface Config {
   readonly retentionMs: number;
   /** How long audit events are kept, days (SVC_AUDIT_RETENTION_DAYS). Default 400. */
   readonly auditRetentionDays: number;
+  /** Record the audit log (docs/audit.md). Always on; off only in bench/audit to measure its cost. */
+  readonly audit: boolean;
   /** Where metrics live (SVC_METRICS_BACKEND): `embedded` (the TSDB in dataDir, default) or `remote` (a
    * Prometheus-compatible engine; see docs/deploy.md "Remote metrics backend"). */
   readonly metricsBackend: "embedded" | "remote";
@@ -173,6 +175,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       persistedSecret(dataDir, "collector-token", () => `svcc_${randomBytes(24).toString("base64url")}`),
     retentionMs:
       overrides.retentionMs ?? positive(env.SVC_RETENTION_HOURS, "SVC_RETENTION_HOURS", 7 * 24) * 3_600_000,
+    audit: overrides.audit ?? true,
     auditRetentionDays:
       overrides.auditRetentionDays ??
       positive(env.SVC_AUDIT_RETENTION_DAYS, "SVC_AUDIT_RETENTION_DAYS", DEFAULT_AUDIT_RETENTION_DAYS),
