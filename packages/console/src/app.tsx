@@ -3,6 +3,7 @@ import { useCallback, useEffect, useMemo, useState } from "react";
 import { Link, Redirect, Route, Switch, useLocation, useParams } from "wouter";
 import { type ConsoleSession, readSession, signOut, whenSignedOut } from "./api.ts";
 import { Loading } from "./components/ui.tsx";
+import { ActivityPage } from "./pages/activity.tsx";
 import { AlertRulePage, AlertRulesPage } from "./pages/alert-rules.tsx";
 import { CiTrustsPage } from "./pages/ci-trusts.tsx";
 import { ConnectToolsPage } from "./pages/connect-tools.tsx";
@@ -90,6 +91,7 @@ const NAV: { section: string; items: { path: string; label: string }[] }[] = [
       { path: "/keys", label: "API keys" },
       { path: "/service-accounts", label: "Service accounts" },
       { path: "/ci-trusts", label: "CI trusts" },
+      { path: "/activity", label: "Activity" },
     ],
   },
   { section: "Integrations", items: [{ path: "/connect", label: "Connect your tools" }] },
@@ -170,6 +172,7 @@ function ProjectShell() {
             <Route path="/keys" component={KeysPage} />
             <Route path="/service-accounts" component={ServiceAccountsPage} />
             <Route path="/ci-trusts" component={CiTrustsPage} />
+            <Route path="/activity" component={ActivityPage} />
             <Route path="/connect" component={ConnectToolsPage} />
             <Route>
               <Redirect to="/vms" replace />
