@@ -192,7 +192,7 @@ for (const { dialect, skip } of await testDialects()) {
       );
       assert.equal(d.outcome, "CAPABILITY");
       assert.equal(d.actor_kind, "SERVICE_ACCOUNT_KEY");
-      assert.equal(d.resource, p.projectName);
+      assert.equal(d.resource, `${p.projectName}/alertRules/${denied.id}`);
       // A denied rotate by a key.
       assert.equal(await call("svc.iam.v1.KeyService/RotateKey", { name: writeKeyName }, writeKey), 403);
       const rot = (await count("svc.iam.v1.KeyService/RotateKey")).filter((e) => e.resource === writeKeyName);

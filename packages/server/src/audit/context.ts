@@ -69,6 +69,14 @@ const RECORDED_RESOURCE_FIELDS = [
   "projectId",
 ];
 
+/** Methods whose request names the resource by its project and an `id` field. */
+const NAMED_BY_ID: Readonly<Record<string, string>> = {
+  "svc.monitoring.v1.AlertService/SaveAlertRule": "alertRules",
+};
+
+/** Request fields that say how to change, not what changed. */
+const NOT_CHANGES = ["requestId", "id", "expectedVersion", "etag"];
+
 /**
  * The first non-empty resource field of a leniently decoded request, the client's requestId, and the
  * names (never the values) of the fields a change sets, one level into nested messages: `spec.threshold`.
@@ -86,11 +94,15 @@ export function describeRequest(
       break;
     }
   }
+  // A save names its rule by the project and a client-chosen id: the record names the rule.
+  const collection = NAMED_BY_ID[method];
+  if (collection && /^projects\/[^/]+$/.test(resource) && typeof message.id === "string" && message.id)
+    resource = `${resource}/${collection}/${message.id}`;
   const requestId = typeof message.requestId === "string" ? message.requestId.slice(0, 128) : "";
   const changedFields: string[] = [];
   if (/\/(Update|Save|Set)/.test(method)) {
     for (const f of schema.fields) {
-      if (RECORDED_RESOURCE_FIELDS.includes(f.localName) || f.localName === "requestId") continue;
+      if (RECORDED_RESOURCE_FIELDS.includes(f.localName) || NOT_CHANGES.includes(f.localName)) continue;
       if (!isFieldSet(message as never, f)) continue;
       const nested = nestedSet(f, message[f.localName]);
       if (nested.length) for (const n of nested) changedFields.push(`${f.jsonName}.${n}`);
