@@ -10,6 +10,7 @@ import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import { purgeAuditEvents } from "./audit/events.ts";
+import { withAuditedTransactions } from "./audit/transactions.ts";
 import { holdLease, processHolderId, releaseLease } from "./cluster/lease.ts";
 import { createLimits } from "./cluster/shared-limits.ts";
 import type { Config } from "./config.ts";
@@ -86,6 +87,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // A newer build's metrics store is refused before the database is opened (and perhaps migrated).
   if (config.metricsBackend !== "remote") checkTsdbFormat(join(config.dataDir, "tsdb"));
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  // An audited call's first committed transaction carries its audit event (audit/transactions.ts).
+  const control = withAuditedTransactions(db.db);
   // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
   // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
   const queryPool = config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers }) : undefined;
@@ -109,7 +112,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
     });
-  const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb! });
+  const ingester = createIngester({ db: control, storage: remote?.storage ?? tsdb! });
   // Rate limits and the per-project query cap: across replicas on PostgreSQL, in process on SQLite.
   const limits = createLimits({ db, databaseUrl: config.databaseUrl, now });
   const limiter = limits.projectLimiter;
@@ -121,14 +124,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   };
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
+  const ci = new CiAutomation({ db: control, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
   // Audit events past SVC_AUDIT_RETENTION_DAYS go on the same hourly round, in batches.
   const prune = async () => {
-    await pruneIdempotency(db.db, now()).catch((err: unknown) =>
+    await pruneIdempotency(control, now()).catch((err: unknown) =>
       log.warn({ err }, "idempotency pruning failed"),
     );
-    await purgeAuditEvents(db.db, now(), config.auditRetentionDays).catch((err: unknown) =>
+    await purgeAuditEvents(control, now(), config.auditRetentionDays).catch((err: unknown) =>
       log.warn({ err }, "audit event purge failed"),
     );
   };
@@ -136,25 +139,25 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   pruneTimer.unref();
   const alertOptions = resolveAlertOptions({ ...config.alerts, metricsRetentionMs: config.retentionMs });
   const evaluator = createEvaluator({
-    db: db.db,
+    db: control,
     metrics,
     now,
     log,
     options: alertOptions,
     // Resolved and retired incidents and their events are kept 90 days (SPEC §8), then purged.
     purge: async (atMs) => {
-      await purgeIncidentHistory(db.db, atMs, alertOptions.historyRetentionMs);
+      await purgeIncidentHistory(control, atMs, alertOptions.historyRetentionMs);
     },
     // One replica evaluates: the lease outlives three missed cycles, then another replica takes over.
     leader: () =>
-      holdLease(db.db, EVALUATOR_LEASE, processHolderId, now(), 3 * alertOptions.evaluationIntervalMs),
+      holdLease(control, EVALUATOR_LEASE, processHolderId, now(), 3 * alertOptions.evaluationIntervalMs),
   });
   const notifyOptions = resolveNotifyOptions(config.notify.options);
   const sealer = createSealer(config.secretKey);
   const mailer = config.notify.smtpUrl ? createSmtpSender(config.notify.smtpUrl) : createLogSender(log);
   const publicOrigin = config.baseUrl ?? `http://${config.host}:${config.port}`;
   const dispatcher = createDispatcher({
-    db: db.db,
+    db: control,
     options: notifyOptions,
     sealer,
     mailer,
@@ -171,20 +174,20 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const agentPackage = loadAgentPackage(config.agentPackageDir);
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, {
-      db: db.db,
+      db: control,
       pageKey: config.secretKey,
       latest: latestVmMetrics(vmMetrics),
-      vmQuery: { ...vmMetrics, db: db.db },
+      vmQuery: { ...vmMetrics, db: control },
       serverOrigin: config.baseUrl ?? `http://${config.host}:${config.port}`,
       agentPackage,
       now,
     });
-    registerIamServices(router, { db: db.db, now });
-    registerAuditServices(router, { db: db.db, pageKey: config.secretKey });
-    registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
+    registerIamServices(router, { db: control, now });
+    registerAuditServices(router, { db: control, pageKey: config.secretKey });
+    registerAdminServices(router, { db: control, now, backup: { tsdb, db, dataDir: config.dataDir } });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {
-      db: db.db,
+      db: control,
       metrics,
       options: alertOptions,
       pageKey: config.secretKey,
@@ -195,7 +198,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       },
     });
     registerDestinationService(router, {
-      db: db.db,
+      db: control,
       options: notifyOptions,
       sealer,
       mailer,
@@ -209,12 +212,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         if (config.roles.has("evaluator")) evaluator.nudge();
       },
     });
-    registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
+    registerIncidentService(router, { db: control, pageKey: config.secretKey, now });
   };
   // The console's CSRF tokens get a key of their own, derived from the secret key.
   const consoleKey = createHmac("sha256", config.secretKey).update("svc console csrf").digest();
   const server = await buildServer({
-    db: db.db,
+    db: control,
     log,
     registry,
     operatorToken: config.adminToken,
@@ -222,7 +225,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     now,
     routes: config.roles.has("api") ? routes : () => {},
     readiness: {
-      database: () => sql`select 1`.execute(db.db),
+      database: () => sql`select 1`.execute(control),
       metrics:
         remote?.metrics.ready ?? (() => metrics.labelNames("__readiness__", [], now() - 60_000, now())),
     },
@@ -234,7 +237,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       ...(config.roles.has("ingest")
         ? [
             ingestRoutes({
-              db: db.db,
+              db: control,
               ingester,
               collectorToken: config.collectorToken,
               now,
@@ -249,14 +252,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     return [
       scrapeRoutes({
         ...vmMetrics,
-        db: db.db,
+        db: control,
         log,
         operatorToken: config.adminToken,
         ciTokenResolver: ci.resolver,
         baseUrl: config.baseUrl,
       }),
       promApiRoutes({
-        db: db.db,
+        db: control,
         metrics,
         limiter,
         now,
@@ -267,7 +270,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       }),
       agentPackageRoutes(agentPackage),
       consoleRoutes({
-        db: db.db,
+        db: control,
         log,
         now,
         consoleKey,
@@ -297,7 +300,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       clearInterval(pruneTimer);
       await evaluator.stop();
       // A clean stop hands the evaluation over at once instead of after the lease expires.
-      await releaseLease(db.db, EVALUATOR_LEASE, processHolderId).catch(() => {});
+      await releaseLease(control, EVALUATOR_LEASE, processHolderId).catch(() => {});
       await dispatcher.stop();
       closeIdleConnections();
       await server.close();

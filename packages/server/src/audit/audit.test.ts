@@ -7,8 +7,16 @@ import { testDialects } from "../testing/dialects.ts";
 import { ADMIN_TOKEN, type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
 import { actorOf } from "./context.ts";
-import { auditedMethods, isAudited, listAuditEvents, purgeAuditEvents, recordAuditEvent } from "./events.ts";
+import {
+  type AuditEventInput,
+  auditedMethods,
+  isAudited,
+  listAuditEvents,
+  purgeAuditEvents,
+  recordAuditEvent,
+} from "./events.ts";
 import { LAST_USE_INTERVAL_MS, LastUseTracker } from "./last-use.ts";
+import { type PendingAudit, pendingAudit, withAuditedTransactions } from "./transactions.ts";
 
 /** Issue 29: who did what. */
 const tls = makeCertificate();
@@ -246,6 +254,67 @@ for (const { dialect, skip } of await testDialects()) {
           (await count(`svc.iam.v1.KeyService/${m}`)).some((e) => e.outcome === "ok"),
           m,
         );
+    });
+
+    it("an event rides in the change's transaction: both commit, or neither", async () => {
+      const db = withAuditedTransactions(t.app.db.db);
+      const event = (requestId: string): AuditEventInput => ({
+        time: 1,
+        projectId: "acme",
+        actor: { kind: "USER", name: "users/tx", detail: {} },
+        method: "svc.monitoring.v1.AlertService/SaveAlertRule",
+        resource: "projects/acme/alertRules/tx",
+        requestId,
+        outcome: "ok",
+        clientAddress: "",
+        userAgent: "",
+        changedFields: [],
+      });
+      const change = (trx: typeof db, id: string) =>
+        trx.insertInto("projects").values({ id, display_name: id, create_time: 1 }).execute();
+      const has = async (requestId: string, project: string) => ({
+        event: (
+          await db.selectFrom("audit_events").select("id").where("request_id", "=", requestId).execute()
+        ).length,
+        change: (await db.selectFrom("projects").select("id").where("id", "=", project).execute()).length,
+      });
+      // Committed: the change and its event.
+      const ok: PendingAudit = { written: false, closed: false, event: () => event("tx-commit-1") };
+      await pendingAudit.run(ok, () => db.transaction().execute((trx) => change(trx, "txcommit")));
+      assert.equal(ok.written, true);
+      assert.deepEqual(await has("tx-commit-1", "txcommit"), { event: 1, change: 1 });
+      // A second transaction of the same call carries nothing more.
+      await pendingAudit.run(ok, () => db.transaction().execute((trx) => change(trx, "txsecond")));
+      assert.deepEqual(await has("tx-commit-1", "txsecond"), { event: 1, change: 1 });
+      // The change fails: neither, and the event is left to the guard (which records the failure).
+      const failed: PendingAudit = { written: false, closed: false, event: () => event("tx-fail-1") };
+      await assert.rejects(
+        pendingAudit.run(failed, () =>
+          db.transaction().execute(async (trx) => {
+            await change(trx, "txfail");
+            throw new Error("the change fails");
+          }),
+        ),
+      );
+      assert.equal(failed.written, false);
+      assert.deepEqual(await has("tx-fail-1", "txfail"), { event: 0, change: 0 });
+      // The transaction fails after the change, while its event is being written: neither.
+      const late: PendingAudit = {
+        written: false,
+        closed: false,
+        event: () => {
+          throw new Error("fails after the change, at the event");
+        },
+      };
+      await assert.rejects(
+        pendingAudit.run(late, () => db.transaction().execute((trx) => change(trx, "txlate"))),
+      );
+      assert.equal(late.written, false);
+      assert.equal((await has("", "txlate")).change, 0);
+      // After the call answered, its transactions (work it started) carry nothing.
+      const closed: PendingAudit = { written: false, closed: true, event: () => event("tx-closed-1") };
+      await pendingAudit.run(closed, () => db.transaction().execute((trx) => change(trx, "txclosed")));
+      assert.deepEqual(await has("tx-closed-1", "txclosed"), { event: 0, change: 1 });
     });
 
     it("keys and service accounts remember their last use, written at most once a minute per key", async () => {

@@ -63,43 +63,48 @@ const MAX_USER_AGENT = 256;
  * same project is recorded as its replay.
  */
 export async function recordAuditEvent(db: Db, e: AuditEventInput): Promise<AuditEvent> {
+  // On PostgreSQL an event written on its own (a call that changed nothing in a transaction: a refusal,
+  // an error) commits without waiting for its WAL flush; the next synchronous commit flushes it, and
+  // only a crash of the database server within the WAL writer's delay loses it (docs/audit.md).
+  if (db.getExecutor().adapter instanceof PostgresAdapter)
+    return db.transaction().execute(async (trx) => {
+      await sql`set local synchronous_commit = off`.execute(trx);
+      return insertAuditEvent(trx, e);
+    });
+  return insertAuditEvent(db, e);
+}
+
+/**
+ * Inserts one event with `db`, a transaction's or the database's. A call carrying a requestId that
+ * already succeeded for the same method in the same project is recorded as its replay.
+ */
+export async function insertAuditEvent(db: Db, e: AuditEventInput): Promise<AuditEvent> {
   const id = newId();
   const userAgent = e.userAgent.slice(0, MAX_USER_AGENT);
   // The replay check rides in the insert: one statement, one round trip on the hot path.
   const replay = e.requestId
     ? sql<number>`(case when exists (select 1 from audit_events where request_id = ${e.requestId} and project_id = ${e.projectId} and method = ${e.method} and outcome = 'ok') then 1 else 0 end)`
     : 0;
-  const insert = (q: Db) =>
-    q
-      .insertInto("audit_events")
-      .values({
-        id,
-        time: e.time,
-        project_id: e.projectId,
-        actor_kind: e.actor.kind,
-        actor: e.actor.name,
-        actor_detail: JSON.stringify(e.actor.detail),
-        method: e.method,
-        resource: e.resource,
-        request_id: e.requestId,
-        replay,
-        outcome: e.outcome,
-        client_address: e.clientAddress,
-        user_agent: userAgent,
-        changed_fields: JSON.stringify(e.changedFields),
-      })
-      .returning("replay")
-      .executeTakeFirstOrThrow();
-  // On PostgreSQL the event's commit does not wait for its WAL flush (about 2 ms of a 5 ms CreateKey):
-  // the change it records was flushed by its own commit, and the next synchronous commit flushes this
-  // one; only a crash of the database server within the WAL writer's delay loses it (docs/audit.md).
-  const row =
-    db.getExecutor().adapter instanceof PostgresAdapter
-      ? await db.transaction().execute(async (trx) => {
-          await sql`set local synchronous_commit = off`.execute(trx);
-          return insert(trx);
-        })
-      : await insert(db);
+  const row = await db
+    .insertInto("audit_events")
+    .values({
+      id,
+      time: e.time,
+      project_id: e.projectId,
+      actor_kind: e.actor.kind,
+      actor: e.actor.name,
+      actor_detail: JSON.stringify(e.actor.detail),
+      method: e.method,
+      resource: e.resource,
+      request_id: e.requestId,
+      replay,
+      outcome: e.outcome,
+      client_address: e.clientAddress,
+      user_agent: userAgent,
+      changed_fields: JSON.stringify(e.changedFields),
+    })
+    .returning("replay")
+    .executeTakeFirstOrThrow();
   return { ...e, id, userAgent, replay: Number(row.replay) === 1 };
 }
 

@@ -10,8 +10,9 @@ import { codeToHttpStatus, codeToString, errorToJsonBytes } from "@connectrpc/co
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import type { Logger } from "pino";
 import { type AuditNote, actorOf, auditNoteKey, describeRequest, projectOfEvent } from "../audit/context.ts";
-import { isAudited, recordAuditEvent } from "../audit/events.ts";
+import { type AuditEventInput, isAudited, recordAuditEvent } from "../audit/events.ts";
 import type { LastUseTracker } from "../audit/last-use.ts";
+import { type PendingAudit, pendingAudit } from "../audit/transactions.ts";
 import { CSRF_HEADER, checkCsrf, sessionTokenFromCookie } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
 import { capabilityDenied, permissionDenied, SvcError } from "../errors.ts";
@@ -74,6 +75,7 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
     let principal: Principal | undefined;
     let read: Read | undefined;
     let res: UniversalServerResponse;
+    let pending: PendingAudit | undefined;
     try {
       if (access === undefined) throw permissionDenied("CAPABILITY", `${method} is not callable`);
       if (access !== "public") {
@@ -92,9 +94,23 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
       if (access !== "authenticated" && access !== "operator" && access !== "public" && principal)
         await authorizeResource(deps.db, principal, access, read?.resource);
       req.contextValues?.set(principalKey, principal);
-      res = await h({ ...req, body });
+      if (audited) {
+        // The handler's first committed transaction carries the event (audit/transactions.ts).
+        const p = principal;
+        const r = read;
+        pending = {
+          written: false,
+          closed: false,
+          event: () => eventOf(deps, method, req, { ...note, outcome: "ok" }, p, r, address),
+        };
+        res = await pendingAudit.run(pending, () => h({ ...req, body }));
+        pending.closed = true;
+      } else {
+        res = await h({ ...req, body });
+      }
       note.outcome ??= res.status === 200 ? "ok" : statusOutcome(res.status);
     } catch (err) {
+      if (pending) pending.closed = true;
       const ce = toConnectError(err, deps.log, method);
       note.outcome = outcomeOf(ce);
       res = errorResponse(ce);
@@ -103,7 +119,7 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
       if (audited && !read)
         read = await readRequest(req, h.method, deps.maxRequestBytes).catch(() => undefined);
     }
-    if (audited) await record(deps, method, req, note, principal, read, address);
+    if (audited && !pending?.written) await record(deps, method, req, note, principal, read, address);
     return res;
   };
   return Object.assign(fn, {
@@ -116,6 +132,33 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
   });
 }
 
+function eventOf(
+  deps: AuthDeps,
+  method: string,
+  req: UniversalServerRequest,
+  note: AuditNote,
+  principal: Principal | undefined,
+  read: Read | undefined,
+  address: string,
+): AuditEventInput {
+  const d = read?.message
+    ? describeRequest(read.schema, read.message, method)
+    : { resource: "", requestId: "", changedFields: [] };
+  const resource = note.resource ?? d.resource;
+  return {
+    time: deps.now(),
+    projectId: projectOfEvent(resource, principal),
+    actor: note.actor ?? actorOf(principal),
+    method,
+    resource,
+    requestId: d.requestId,
+    outcome: note.outcome ?? "ok",
+    clientAddress: address,
+    userAgent: req.header.get("user-agent") ?? "",
+    changedFields: d.changedFields,
+  };
+}
+
 async function record(
   deps: AuthDeps,
   method: string,
@@ -125,23 +168,8 @@ async function record(
   read: Read | undefined,
   address: string,
 ): Promise<void> {
-  const d = read?.message
-    ? describeRequest(read.schema, read.message, method)
-    : { resource: "", requestId: "", changedFields: [] };
-  const resource = note.resource ?? d.resource;
   try {
-    await recordAuditEvent(deps.db, {
-      time: deps.now(),
-      projectId: projectOfEvent(resource, principal),
-      actor: note.actor ?? actorOf(principal),
-      method,
-      resource,
-      requestId: d.requestId,
-      outcome: note.outcome ?? "ok",
-      clientAddress: address,
-      userAgent: req.header.get("user-agent") ?? "",
-      changedFields: d.changedFields,
-    });
+    await recordAuditEvent(deps.db, eventOf(deps, method, req, note, principal, read, address));
   } catch (err) {
     // The call's own answer stands; a lost event is an operator's alarm, not the caller's error.
     deps.log.error({ err, method }, "audit event not recorded");
