@@ -86,9 +86,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const now = opts.now ?? Date.now;
   // A newer build's metrics store is refused before the database is opened (and perhaps migrated).
   if (config.metricsBackend !== "remote") checkTsdbFormat(join(config.dataDir, "tsdb"));
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const opened = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   // An audited call's first committed transaction carries its audit event (audit/transactions.ts).
-  const control = withAuditedTransactions(db.db);
+  const db = { ...opened, db: withAuditedTransactions(opened.db) };
   // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
   // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
   const queryPool = config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers }) : undefined;
@@ -112,7 +112,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
     });
-  const ingester = createIngester({ db: control, storage: remote?.storage ?? tsdb! });
+  const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb! });
   // Rate limits and the per-project query cap: across replicas on PostgreSQL, in process on SQLite.
   const limits = createLimits({ db, databaseUrl: config.databaseUrl, now });
   const limiter = limits.projectLimiter;
@@ -124,14 +124,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   };
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const ci = new CiAutomation({ db: control, now, options: config.ci, rateLimiters: limits.rateLimiters });
+  const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
   // Audit events past SVC_AUDIT_RETENTION_DAYS go on the same hourly round, in batches.
   const prune = async () => {
-    await pruneIdempotency(control, now()).catch((err: unknown) =>
+    await pruneIdempotency(db.db, now()).catch((err: unknown) =>
       log.warn({ err }, "idempotency pruning failed"),
     );
-    await purgeAuditEvents(control, now(), config.auditRetentionDays).catch((err: unknown) =>
+    await purgeAuditEvents(db.db, now(), config.auditRetentionDays).catch((err: unknown) =>
       log.warn({ err }, "audit event purge failed"),
     );
   };
@@ -139,25 +139,25 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   pruneTimer.unref();
   const alertOptions = resolveAlertOptions({ ...config.alerts, metricsRetentionMs: config.retentionMs });
   const evaluator = createEvaluator({
-    db: control,
+    db: db.db,
     metrics,
     now,
     log,
     options: alertOptions,
     // Resolved and retired incidents and their events are kept 90 days (SPEC §8), then purged.
     purge: async (atMs) => {
-      await purgeIncidentHistory(control, atMs, alertOptions.historyRetentionMs);
+      await purgeIncidentHistory(db.db, atMs, alertOptions.historyRetentionMs);
     },
     // One replica evaluates: the lease outlives three missed cycles, then another replica takes over.
     leader: () =>
-      holdLease(control, EVALUATOR_LEASE, processHolderId, now(), 3 * alertOptions.evaluationIntervalMs),
+      holdLease(db.db, EVALUATOR_LEASE, processHolderId, now(), 3 * alertOptions.evaluationIntervalMs),
   });
   const notifyOptions = resolveNotifyOptions(config.notify.options);
   const sealer = createSealer(config.secretKey);
   const mailer = config.notify.smtpUrl ? createSmtpSender(config.notify.smtpUrl) : createLogSender(log);
   const publicOrigin = config.baseUrl ?? `http://${config.host}:${config.port}`;
   const dispatcher = createDispatcher({
-    db: control,
+    db: db.db,
     options: notifyOptions,
     sealer,
     mailer,
@@ -174,20 +174,20 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const agentPackage = loadAgentPackage(config.agentPackageDir);
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, {
-      db: control,
+      db: db.db,
       pageKey: config.secretKey,
       latest: latestVmMetrics(vmMetrics),
-      vmQuery: { ...vmMetrics, db: control },
+      vmQuery: { ...vmMetrics, db: db.db },
       serverOrigin: config.baseUrl ?? `http://${config.host}:${config.port}`,
       agentPackage,
       now,
     });
-    registerIamServices(router, { db: control, now });
-    registerAuditServices(router, { db: control, pageKey: config.secretKey });
-    registerAdminServices(router, { db: control, now, backup: { tsdb, db, dataDir: config.dataDir } });
+    registerIamServices(router, { db: db.db, now });
+    registerAuditServices(router, { db: db.db, pageKey: config.secretKey });
+    registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {
-      db: control,
+      db: db.db,
       metrics,
       options: alertOptions,
       pageKey: config.secretKey,
@@ -198,7 +198,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       },
     });
     registerDestinationService(router, {
-      db: control,
+      db: db.db,
       options: notifyOptions,
       sealer,
       mailer,
@@ -212,12 +212,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         if (config.roles.has("evaluator")) evaluator.nudge();
       },
     });
-    registerIncidentService(router, { db: control, pageKey: config.secretKey, now });
+    registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
   };
   // The console's CSRF tokens get a key of their own, derived from the secret key.
   const consoleKey = createHmac("sha256", config.secretKey).update("svc console csrf").digest();
   const server = await buildServer({
-    db: control,
+    db: db.db,
     log,
     registry,
     operatorToken: config.adminToken,
@@ -225,7 +225,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     now,
     routes: config.roles.has("api") ? routes : () => {},
     readiness: {
-      database: () => sql`select 1`.execute(control),
+      database: () => sql`select 1`.execute(db.db),
       metrics:
         remote?.metrics.ready ?? (() => metrics.labelNames("__readiness__", [], now() - 60_000, now())),
     },
@@ -237,7 +237,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       ...(config.roles.has("ingest")
         ? [
             ingestRoutes({
-              db: control,
+              db: db.db,
               ingester,
               collectorToken: config.collectorToken,
               now,
@@ -252,14 +252,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     return [
       scrapeRoutes({
         ...vmMetrics,
-        db: control,
+        db: db.db,
         log,
         operatorToken: config.adminToken,
         ciTokenResolver: ci.resolver,
         baseUrl: config.baseUrl,
       }),
       promApiRoutes({
-        db: control,
+        db: db.db,
         metrics,
         limiter,
         now,
@@ -270,7 +270,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       }),
       agentPackageRoutes(agentPackage),
       consoleRoutes({
-        db: control,
+        db: db.db,
         log,
         now,
         consoleKey,
@@ -300,7 +300,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       clearInterval(pruneTimer);
       await evaluator.stop();
       // A clean stop hands the evaluation over at once instead of after the lease expires.
-      await releaseLease(control, EVALUATOR_LEASE, processHolderId).catch(() => {});
+      await releaseLease(db.db, EVALUATOR_LEASE, processHolderId).catch(() => {});
       await dispatcher.stop();
       closeIdleConnections();
       await server.close();

@@ -13,6 +13,9 @@ export interface PendingAudit {
 
 export const pendingAudit = new AsyncLocalStorage<PendingAudit>();
 
+/** Marks a wrapped database, so wrapping twice writes one event, not two. */
+const WRAPPED = Symbol("audited transactions");
+
 /**
  * The control-plane database whose transactions, when one commits on behalf of an audited call, carry
  * that call's event in them: the change and its record commit together or not at all (issue 29, "exactly
@@ -20,8 +23,10 @@ export const pendingAudit = new AsyncLocalStorage<PendingAudit>();
  * recorded by the guard after it answers (http/auth.ts).
  */
 export function withAuditedTransactions(db: Db): Db {
+  if ((db as unknown as Record<symbol, boolean>)[WRAPPED]) return db;
   return new Proxy(db, {
     get(target, prop) {
+      if (prop === WRAPPED) return true;
       if (prop === "transaction") return () => builder(target.transaction());
       return bound(target, prop);
     },
