@@ -1,6 +1,7 @@
 import { Command, Option } from "commander";
 import { registerAdminCommands } from "./commands/admin.ts";
 import { registerAlertCommands } from "./commands/alerts.ts";
+import { registerAuditCommands } from "./commands/audit.ts";
 import { registerAuthCommands } from "./commands/auth.ts";
 import { registerCiTrustCommands } from "./commands/ci-trusts.ts";
 import { registerCompletionCommand } from "./commands/completion.ts";
@@ -74,6 +75,7 @@ Examples:
   registerSilenceCommands(program, io);
   registerDestinationCommands(program, io);
   registerDeliveryCommands(program, io);
+  registerAuditCommands(program, io);
   registerConfigCommands(program, io);
   registerAdminCommands(program, io);
   registerCompletionCommand(program, io);
@@ -143,6 +145,11 @@ const examples: Readonly<Record<string, readonly string[]>> = {
   "deliveries list": [
     "svc deliveries list --project projects/demo --state FAILED",
     "svc deliveries list --destination projects/demo/destinations/<id> --output json",
+  ],
+  "audit list": [
+    "svc audit list --project projects/demo --since 7d",
+    "svc audit list --project projects/demo --method RotateKey --output json",
+    'SVC_TOKEN="$(cat .data/admin-token)" svc audit list --all-projects --actor operator',
   ],
   "admin backup": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin backup --to /var/backups/svc/$(date +%F)'],
   "admin restore": ["svc admin restore --from /var/backups/svc/2026-11-27 --data-dir /srv/svc/data-restored"],

@@ -6,6 +6,7 @@ import { AutomationService } from "@gen/svc/iam/v1/automation_pb.ts";
 import { KeyService } from "@gen/svc/iam/v1/key_pb.ts";
 import { ServiceAccountService } from "@gen/svc/iam/v1/service_account_pb.ts";
 import { AlertService, IncidentService } from "@gen/svc/monitoring/v1/alerts_pb.ts";
+import { AuditService } from "@gen/svc/monitoring/v1/audit_pb.ts";
 import { DestinationService } from "@gen/svc/monitoring/v1/destinations_pb.ts";
 import { MonitoringService } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { SilenceService } from "@gen/svc/monitoring/v1/silences_pb.ts";
@@ -49,6 +50,7 @@ export const api = {
   keys: client(KeyService),
   serviceAccounts: client(ServiceAccountService),
   automation: client(AutomationService),
+  audit: client(AuditService),
 };
 
 /** What a failed call says, for people: the server's message plus its reason and field. */

@@ -33,6 +33,7 @@ function chunk<M>(load: () => Promise<M>): Chunk<M> {
 export const loadShell = chunk(() => import("./shell.tsx"));
 
 export const pages = {
+  activity: chunk(() => import("./pages/activity.tsx")),
   alertRules: chunk(() => import("./pages/alert-rules.tsx")),
   ciTrusts: chunk(() => import("./pages/ci-trusts.tsx")),
   connectTools: chunk(() => import("./pages/connect-tools.tsx")),
@@ -67,6 +68,7 @@ export function fromChunk<M, P extends object>(
 }
 
 const SECTIONS: Record<string, keyof typeof pages> = {
+  activity: "activity",
   alerts: "alertRules",
   "ci-trusts": "ciTrusts",
   connect: "connectTools",

@@ -20,6 +20,7 @@ const DestinationPage = fromChunk(pages.destinations, (m) => m.DestinationPage);
 const DestinationsPage = fromChunk(pages.destinations, (m) => m.DestinationsPage);
 const IncidentPage = fromChunk(pages.incidents, (m) => m.IncidentPage);
 const IncidentsPage = fromChunk(pages.incidents, (m) => m.IncidentsPage);
+const ActivityPage = fromChunk(pages.activity, (m) => m.ActivityPage);
 const SilencesPage = fromChunk(pages.silences, (m) => m.SilencesPage);
 const KeysPage = fromChunk(pages.keys, (m) => m.KeysPage);
 const ServiceAccountsPage = fromChunk(pages.serviceAccounts, (m) => m.ServiceAccountsPage);
@@ -102,6 +103,7 @@ const NAV: { section: string; items: { path: string; label: string }[] }[] = [
       { path: "/keys", label: "API keys" },
       { path: "/service-accounts", label: "Service accounts" },
       { path: "/ci-trusts", label: "CI trusts" },
+      { path: "/activity", label: "Activity" },
     ],
   },
   { section: "Integrations", items: [{ path: "/connect", label: "Connect your tools" }] },
@@ -222,6 +224,7 @@ function ProjectShell() {
               <Route path="/keys" component={KeysPage} />
               <Route path="/service-accounts" component={ServiceAccountsPage} />
               <Route path="/ci-trusts" component={CiTrustsPage} />
+              <Route path="/activity" component={ActivityPage} />
               <Route path="/connect" component={ConnectToolsPage} />
               <Route>
                 <Redirect to="/vms" replace />

@@ -10,11 +10,13 @@ import {
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { svcErrorInterceptor } from "./errors.ts";
 import { OperationsService, ProjectService, UserService, VMService } from "./gen/svc/admin/v1/admin_pb.ts";
+import { AuditService as AdminAuditService } from "./gen/svc/admin/v1/audit_pb.ts";
 import { AutomationService } from "./gen/svc/iam/v1/automation_pb.ts";
 import { KeyService } from "./gen/svc/iam/v1/key_pb.ts";
 import { ServiceAccountService } from "./gen/svc/iam/v1/service_account_pb.ts";
 import { SessionService } from "./gen/svc/iam/v1/session_pb.ts";
 import { AlertService, IncidentService } from "./gen/svc/monitoring/v1/alerts_pb.ts";
+import { AuditService } from "./gen/svc/monitoring/v1/audit_pb.ts";
 import { DestinationService } from "./gen/svc/monitoring/v1/destinations_pb.ts";
 import { MonitoringService } from "./gen/svc/monitoring/v1/monitoring_pb.ts";
 import { SilenceService } from "./gen/svc/monitoring/v1/silences_pb.ts";
@@ -110,6 +112,8 @@ export interface SvcClients {
   keys: Client<typeof KeyService>;
   serviceAccounts: Client<typeof ServiceAccountService>;
   sessions: Client<typeof SessionService>;
+  /** The project's audit log. */
+  audit: Client<typeof AuditService>;
   /** CI trust connections and the keyless exchange. */
   automation: Client<typeof AutomationService>;
   admin: {
@@ -118,6 +122,8 @@ export interface SvcClients {
     vms: Client<typeof VMService>;
     /** Backup of the embedded defaults. */
     operations: Client<typeof OperationsService>;
+    /** Every project's audit log. */
+    audit: Client<typeof AdminAuditService>;
   };
   /** A typed client for any other svc service (e.g. one added after this SDK release). */
   client<S extends DescService>(service: S): Client<S>;
@@ -136,12 +142,14 @@ export function createSvcClients(opts: SvcClientOptions): SvcClients {
     keys: c(KeyService),
     serviceAccounts: c(ServiceAccountService),
     sessions: c(SessionService),
+    audit: c(AuditService),
     automation: c(AutomationService),
     admin: {
       projects: c(ProjectService),
       users: c(UserService),
       vms: c(VMService),
       operations: c(OperationsService),
+      audit: c(AdminAuditService),
     },
     client: c,
   };

@@ -9,6 +9,8 @@ import { createEvaluator, type Evaluator } from "./alerts/evaluator.ts";
 import { purgeIncidentHistory } from "./alerts/incidents.ts";
 import { createAlertMetrics } from "./alerts/instrumentation.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
+import { purgeAuditEvents } from "./audit/events.ts";
+import { withAuditedTransactions } from "./audit/transactions.ts";
 import { processHolderId } from "./cluster/lease.ts";
 import { createShardLeases } from "./cluster/shards.ts";
 import { createLimits } from "./cluster/shared-limits.ts";
@@ -20,6 +22,7 @@ import { scrapeRoutes } from "./http/scrape.ts";
 import { buildServer, redactPaths } from "./http/server.ts";
 import { registerAdminServices } from "./http/services/admin.ts";
 import { registerAlertService } from "./http/services/alerts.ts";
+import { registerAuditServices } from "./http/services/audit.ts";
 import { registerAutomationService } from "./http/services/automation.ts";
 import { registerDestinationService } from "./http/services/destinations.ts";
 import { registerIamServices } from "./http/services/iam.ts";
@@ -96,11 +99,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const registry = createRegistry();
   // Without self-metrics (the benchmark's peer) no domain is instrumented; /metrics keeps the defaults.
   const instruments = config.selfMetrics ? registry : undefined;
-  const db = await openDb({
+  const opened = await openDb({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     registry: instruments,
   });
+  // An audited call's first committed transaction carries its audit event (audit/transactions.ts).
+  const db = { ...opened, db: withAuditedTransactions(opened.db) };
   // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
   // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
   const queryPool = config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers }) : undefined;
@@ -142,8 +147,15 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   };
   const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
-  const prune = () =>
-    pruneIdempotency(db.db, now()).catch((err: unknown) => log.warn({ err }, "idempotency pruning failed"));
+  // Audit events past SVC_AUDIT_RETENTION_DAYS go on the same hourly round, in batches.
+  const prune = async () => {
+    await pruneIdempotency(db.db, now()).catch((err: unknown) =>
+      log.warn({ err }, "idempotency pruning failed"),
+    );
+    await purgeAuditEvents(db.db, now(), config.auditRetentionDays).catch((err: unknown) =>
+      log.warn({ err }, "audit event purge failed"),
+    );
+  };
   const pruneTimer = setInterval(prune, 3_600_000);
   pruneTimer.unref();
   const alertOptions = resolveAlertOptions({ ...config.alerts, metricsRetentionMs: config.retentionMs });
@@ -205,6 +217,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       now,
     });
     registerIamServices(router, { db: db.db, now });
+    registerAuditServices(router, { db: db.db, pageKey: config.secretKey });
     registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {
@@ -255,6 +268,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     ciTokenResolver: ci.resolver,
     consoleKey,
     trustedProxies: config.trustedProxies,
+    audit: config.audit,
     plugins: [
       ...(config.roles.has("ingest")
         ? [

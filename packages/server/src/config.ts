@@ -5,6 +5,7 @@ import { join, resolve } from "node:path";
 import { rootCertificates } from "node:tls";
 import { fileURLToPath } from "node:url";
 import type { AlertOptions } from "./alerts/options.ts";
+import { DEFAULT_AUDIT_RETENTION_DAYS } from "./audit/events.ts";
 import { DEFAULT_SHARDS } from "./cluster/shards.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
 import { parseHeaderList, type RemoteMetricsOptions } from "./metrics/remote/options.ts";
@@ -50,6 +51,10 @@ export interface Config {
   readonly collectorToken: string;
   /** Metrics retention, ms (SVC_RETENTION_HOURS). Default 7 days. */
   readonly retentionMs: number;
+  /** How long audit events are kept, days (SVC_AUDIT_RETENTION_DAYS). Default 400. */
+  readonly auditRetentionDays: number;
+  /** Record the audit log (docs/audit.md). Always on; off only in bench/audit to measure its cost. */
+  readonly audit: boolean;
   /** Where metrics live (SVC_METRICS_BACKEND): `embedded` (the TSDB in dataDir, default) or `remote` (a
    * Prometheus-compatible engine; see docs/deploy.md "Remote metrics backend"). */
   readonly metricsBackend: "embedded" | "remote";
@@ -182,6 +187,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       persistedSecret(dataDir, "collector-token", () => `svcc_${randomBytes(24).toString("base64url")}`),
     retentionMs:
       overrides.retentionMs ?? positive(env.SVC_RETENTION_HOURS, "SVC_RETENTION_HOURS", 7 * 24) * 3_600_000,
+    audit: overrides.audit ?? true,
+    auditRetentionDays:
+      overrides.auditRetentionDays ??
+      positive(env.SVC_AUDIT_RETENTION_DAYS, "SVC_AUDIT_RETENTION_DAYS", DEFAULT_AUDIT_RETENTION_DAYS),
     ...metricsBackendOf(env, overrides),
     maxBlockDurationMs:
       overrides.maxBlockDurationMs ??

@@ -10,6 +10,7 @@ export const templates = {
   "Metrics scraper": "monitoring.read",
   "Alert manager": "monitoring.read, monitoring.write",
   "Notification manager": "monitoring.read, notifications.write",
+  Auditor: "audit.read",
 } as const;
 
 /** Accepts the template's name in any case, or its short form (scraper, alert-manager, notification-manager). */

@@ -23,6 +23,11 @@ export const CAPABILITIES: { id: string; label: string; allows: string }[] = [
     allows:
       "creating, changing and deleting notification destinations; a webhook it creates waits for a person's confirmation",
   },
+  {
+    id: "audit.read",
+    label: "audit.read",
+    allows: "reading the project's audit log: who changed what, from where and when",
+  },
 ];
 
 /** The permission templates of service accounts, also offered for keys. */
@@ -43,6 +48,11 @@ export const TEMPLATES: { name: string; capabilities: string[]; blurb: string }[
     capabilities: ["monitoring.read", "notifications.write"],
     blurb:
       "Reads, and manages notification destinations; webhooks it creates wait for a person to confirm them.",
+  },
+  {
+    name: "Auditor",
+    capabilities: ["audit.read"],
+    blurb: "Reads the audit log only, e.g. to export it to your log store.",
   },
 ];
 

@@ -198,6 +198,7 @@ export function KeyList(props: {
                 <th>Capabilities</th>
                 <th>Created</th>
                 <th>Expires</th>
+                <th>Last used</th>
                 <th>State</th>
                 {props.canManage ? <th className="access-actions-col">Actions</th> : null}
               </tr>
@@ -243,6 +244,23 @@ export function KeyList(props: {
                       ) : (
                         <Time unix={k.expireTimeUnix} />
                       )}
+                    </td>
+                    <td>
+                      {k.lastUsedTimeUnix > 0n ? (
+                        <>
+                          <Time unix={k.lastUsedTimeUnix} />
+                          <div className="muted small mono">{k.lastClientAddress}</div>
+                        </>
+                      ) : (
+                        <span className="muted">never</span>
+                      )}
+                      {k.state === "ACTIVE" && unusedFor90Days(k) ? (
+                        <div>
+                          <Badge tone="warn" title="not used for 90 days: a candidate for revocation">
+                            unused 90 days
+                          </Badge>
+                        </div>
+                      ) : null}
                     </td>
                     <td>
                       <Badge tone={st.tone} title={st.title}>
@@ -665,4 +683,10 @@ function RotateKeyForm(props: { k: Key; onClose: () => void }) {
 /** For the capability checkboxes elsewhere: what each capability allows. */
 export function capabilityHint(id: string): string {
   return CAPABILITIES.find((c) => c.id === id)?.allows ?? "";
+}
+
+/** Not used for 90 days (or never, and created 90 days ago): the audit log's revocation hint (issue 29). */
+function unusedFor90Days(k: { lastUsedTimeUnix: bigint; createTimeUnix: bigint }): boolean {
+  const last = k.lastUsedTimeUnix > 0n ? k.lastUsedTimeUnix : k.createTimeUnix;
+  return Date.now() / 1000 - Number(last) >= 90 * 86_400;
 }

@@ -62,6 +62,7 @@ export function ServiceAccountsPage() {
                 <th>Permissions</th>
                 <th>State</th>
                 <th>Created</th>
+                <th>Last used</th>
                 {isOwner ? <th className="access-actions-col">Actions</th> : null}
               </tr>
             </thead>
@@ -90,6 +91,16 @@ export function ServiceAccountsPage() {
                   </td>
                   <td>
                     <Time unix={sa.createTimeUnix} />
+                  </td>
+                  <td>
+                    {sa.lastUsedTimeUnix > 0n ? (
+                      <>
+                        <Time unix={sa.lastUsedTimeUnix} />
+                        <div className="muted small mono">{sa.lastClientAddress}</div>
+                      </>
+                    ) : (
+                      <span className="muted">never</span>
+                    )}
                   </td>
                   {isOwner ? (
                     <td className="access-actions-col">

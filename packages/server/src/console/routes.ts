@@ -4,6 +4,7 @@ import { codeFromString, codeToHttpStatus } from "@connectrpc/connect/protocol-c
 import fastifyStatic from "@fastify/static";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
+import { CONSOLE_SIGN_IN, CONSOLE_SIGN_OUT, recordAuditEvent } from "../audit/events.ts";
 import type { Db } from "../db/database.ts";
 import { invalidArgument, permissionDenied, SvcError, unauthenticated } from "../errors.ts";
 import { inProcessRateLimiters, type RateLimiterFactory } from "../iam/ci/ratelimit.ts";
@@ -103,6 +104,33 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
     return { token, principal: p };
   };
 
+  /** Sign-in and sign-out in the audit log; a failed sign-in names no one and records its reason. */
+  const audit = async (
+    req: FastifyRequest,
+    method: string,
+    user: { userId: string; sessionId: string } | undefined,
+    err?: unknown,
+  ): Promise<void> => {
+    await recordAuditEvent(deps.db, {
+      time: deps.now(),
+      projectId: "",
+      actor: user
+        ? {
+            kind: "USER",
+            name: `users/${user.userId}`,
+            detail: user.sessionId ? { session: user.sessionId } : {},
+          }
+        : { kind: "ANONYMOUS", name: "anonymous", detail: {} },
+      method,
+      resource: user ? `users/${user.userId}` : "",
+      requestId: "",
+      outcome: err === undefined ? "ok" : err instanceof SvcError ? (err.reason ?? err.code) : "internal",
+      clientAddress: req.ip,
+      userAgent: req.headers["user-agent"] ?? "",
+      changedFields: [],
+    }).catch((e: unknown) => req.log.error({ err: e }, "audit event not recorded"));
+  };
+
   return async (scope) => {
     scope.addHook("onSend", async (_req, reply) => {
       reply.header("content-security-policy", CONTENT_SECURITY_POLICY);
@@ -121,7 +149,11 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
           if (typeof body.password !== "string") throw invalidArgument("password", "is required");
           await byAddress.take(req.ip, "sign-in attempts from this address");
           await byEmail.take(body.email.trim().toLowerCase(), "sign-in attempts for this account");
-          const s = await login(deps.db, body.email, body.password, deps.now());
+          const s = await login(deps.db, body.email, body.password, deps.now()).catch(async (err) => {
+            await audit(req, CONSOLE_SIGN_IN, undefined, err);
+            throw err;
+          });
+          await audit(req, CONSOLE_SIGN_IN, { userId: s.userId, sessionId: "" });
           const maxAge = Math.floor((s.expireTimeMs - deps.now()) / 1000);
           reply.header("set-cookie", sessionCookie(s.sessionToken, maxAge, secure));
           reply.header("cache-control", "no-store");
@@ -165,6 +197,7 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
         const { token, principal } = await currentSession(req);
         checkCsrf(deps.consoleKey, token, req.headers[CSRF_HEADER] as string | undefined);
         await logout(deps.db, principal.sessionId, deps.now());
+        await audit(req, CONSOLE_SIGN_OUT, principal);
         reply.header("set-cookie", clearedSessionCookie(secure));
         return reply.code(204).send();
       } catch (err) {

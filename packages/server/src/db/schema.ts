@@ -1,3 +1,5 @@
+import type { Generated } from "kysely";
+
 /**
  * Control-plane tables. Times are Unix **milliseconds** (BIGINT in PostgreSQL, INTEGER in SQLite);
  * lists are JSON text so both dialects store them alike.
@@ -30,6 +32,7 @@ export interface Database {
   leases: LeaseTable;
   rate_buckets: RateBucketTable;
   silences: SilenceTable;
+  audit_events: AuditEventTable;
 }
 
 /** A silence (notify/silences.ts): mutes matching notifications in [start_time, end_time). */
@@ -49,6 +52,24 @@ export interface SilenceTable {
   version: number;
   create_time: number;
   update_time: number;
+}
+
+/** One audited call (audit/events.ts); lists are JSON text. */
+export interface AuditEventTable {
+  id: string;
+  time: number;
+  project_id: string;
+  actor_kind: string;
+  actor: string;
+  actor_detail: string;
+  method: string;
+  resource: string;
+  request_id: string;
+  replay: Generated<number>;
+  outcome: string;
+  client_address: string;
+  user_agent: string;
+  changed_fields: string;
 }
 
 /** A token bucket shared by replicas (cluster/shared-buckets.ts). */
@@ -140,6 +161,8 @@ export interface ServiceAccountTable {
   permissions: string;
   state: "ACTIVE" | "DISABLED";
   create_time: number;
+  last_used_time: number | null;
+  last_used_address: string;
 }
 
 export interface ApiKeyTable {
@@ -157,6 +180,9 @@ export interface ApiKeyTable {
   create_time: number;
   expire_time: number;
   revoke_time: number | null;
+  /** Written at most once a minute per key (audit/last-use.ts). */
+  last_used_time: number | null;
+  last_used_address: string;
 }
 
 export interface IdempotencyTable {
@@ -206,6 +232,9 @@ export interface CiTokenTable {
   permissions_version: number;
   create_time: number;
   expire_time: number;
+  repository: Generated<string>;
+  workflow: Generated<string>;
+  ref: Generated<string>;
 }
 
 /** Used assertion ids, kept past the assertion's expiry so a replay is refused. */

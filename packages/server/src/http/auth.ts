@@ -1,13 +1,18 @@
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { type DescMethod, fromBinary } from "@bufbuild/protobuf";
-import type { Interceptor } from "@connectrpc/connect";
+import { type DescMethod, fromBinary, fromJson } from "@bufbuild/protobuf";
+import type { ConnectError, Interceptor } from "@connectrpc/connect";
 import type {
   UniversalHandler,
   UniversalServerRequest,
   UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus, codeToString, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import type { Logger } from "pino";
+import { type AuditNote, actorOf, auditNoteKey, describeRequest, projectOfEvent } from "../audit/context.ts";
+import { type AuditEventInput, isAudited, recordAuditEvent } from "../audit/events.ts";
+import type { LastUseTracker } from "../audit/last-use.ts";
+import { type PendingAudit, pendingAudit } from "../audit/transactions.ts";
 import { CSRF_HEADER, checkCsrf, sessionTokenFromCookie } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
 import { capabilityDenied, permissionDenied, SvcError } from "../errors.ts";
@@ -21,7 +26,7 @@ import {
   type Principal,
   type TokenResolver,
 } from "../iam/principal.ts";
-import { principalKey } from "./context.ts";
+import { principalKey, remoteAddressKey } from "./context.ts";
 import { toConnectError } from "./errors.ts";
 
 export interface AuthDeps {
@@ -35,6 +40,10 @@ export interface AuthDeps {
   readonly consoleKey: Buffer;
   /** The largest request body (after decompression) read to find the named resource. */
   readonly maxRequestBytes: number;
+  /** Records every call of a state-changing method (audit/); default on. */
+  readonly audit?: boolean;
+  /** Writes keys' last use, at most once a minute per key (audit/last-use.ts). */
+  readonly lastUse?: LastUseTracker;
 }
 
 /**
@@ -57,26 +66,61 @@ export function guardHandlers(handlers: UniversalHandler[], deps: AuthDeps): voi
 function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
   const method = `${h.service.typeName}/${h.method.name}`;
   const access = methodAccess[method];
+  const audited = deps.audit !== false && isAudited(method);
   const fn = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
-    if (access === "public") return h(req);
+    if (access === "public" && !audited) return h(req);
+    const address = req.contextValues?.get(remoteAddressKey) ?? "unknown";
+    const note: AuditNote = {};
+    if (audited) req.contextValues?.set(auditNoteKey, note);
+    let principal: Principal | undefined;
+    let read: Read | undefined;
+    let res: UniversalServerResponse;
+    let pending: PendingAudit | undefined;
     try {
       if (access === undefined) throw permissionDenied("CAPABILITY", `${method} is not callable`);
-      const principal = await authenticate(deps.db, credentialOf(req.header, deps.consoleKey), deps.now(), {
-        operatorToken: deps.operatorToken,
-        ciTokenResolver: deps.ciTokenResolver,
-      });
-      checkCaller(access, principal);
-      let body = req.body;
-      if (access !== "authenticated" && access !== "operator") {
-        const read = await readResource(req, h.method, deps.maxRequestBytes);
-        body = read.body;
-        await authorizeResource(deps.db, principal, access, read.resource);
+      if (access !== "public") {
+        principal = await authenticate(deps.db, credentialOf(req.header, deps.consoleKey), deps.now(), {
+          operatorToken: deps.operatorToken,
+          ciTokenResolver: deps.ciTokenResolver,
+        });
+        await deps.lastUse?.note(principal, deps.now(), address);
+        checkCaller(access, principal);
       }
+      let body = req.body;
+      if (audited || (access !== "authenticated" && access !== "operator" && access !== "public")) {
+        read = await readRequest(req, h.method, deps.maxRequestBytes);
+        body = read.body;
+      }
+      if (access !== "authenticated" && access !== "operator" && access !== "public" && principal)
+        await authorizeResource(deps.db, principal, access, read?.resource);
       req.contextValues?.set(principalKey, principal);
-      return await h({ ...req, body });
+      if (audited) {
+        // The handler's first committed transaction carries the event (audit/transactions.ts).
+        const p = principal;
+        const r = read;
+        pending = {
+          written: false,
+          closed: false,
+          event: () => eventOf(deps, method, req, { ...note, outcome: "ok" }, p, r, address),
+        };
+        res = await pendingAudit.run(pending, () => h({ ...req, body }));
+        pending.closed = true;
+      } else {
+        res = await h({ ...req, body });
+      }
+      note.outcome ??= res.status === 200 ? "ok" : statusOutcome(res.status);
     } catch (err) {
-      return errorResponse(toConnectError(err, deps.log, method));
+      if (pending) pending.closed = true;
+      const ce = toConnectError(err, deps.log, method);
+      note.outcome = outcomeOf(ce);
+      res = errorResponse(ce);
+      // An unauthenticated call names no one: it is not recorded (docs/audit.md).
+      if (!principal && access !== "public") return res;
+      if (audited && !read)
+        read = await readRequest(req, h.method, deps.maxRequestBytes).catch(() => undefined);
     }
+    if (audited && !pending?.written) await record(deps, method, req, note, principal, read, address);
+    return res;
   };
   return Object.assign(fn, {
     protocolNames: h.protocolNames,
@@ -88,6 +132,59 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
   });
 }
 
+function eventOf(
+  deps: AuthDeps,
+  method: string,
+  req: UniversalServerRequest,
+  note: AuditNote,
+  principal: Principal | undefined,
+  read: Read | undefined,
+  address: string,
+): AuditEventInput {
+  const d = read?.message
+    ? describeRequest(read.schema, read.message, method)
+    : { resource: "", requestId: "", changedFields: [] };
+  const resource = note.resource ?? d.resource;
+  return {
+    time: deps.now(),
+    projectId: projectOfEvent(resource, principal),
+    actor: note.actor ?? actorOf(principal),
+    method,
+    resource,
+    requestId: d.requestId,
+    outcome: note.outcome ?? "ok",
+    clientAddress: address,
+    userAgent: req.header.get("user-agent") ?? "",
+    changedFields: d.changedFields,
+  };
+}
+
+async function record(
+  deps: AuthDeps,
+  method: string,
+  req: UniversalServerRequest,
+  note: AuditNote,
+  principal: Principal | undefined,
+  read: Read | undefined,
+  address: string,
+): Promise<void> {
+  try {
+    await recordAuditEvent(deps.db, eventOf(deps, method, req, note, principal, read, address));
+  } catch (err) {
+    // The call's own answer stands; a lost event is an operator's alarm, not the caller's error.
+    deps.log.error({ err, method }, "audit event not recorded");
+  }
+}
+
+/** An error's ErrorInfo reason (CAPABILITY, NOT_FOUND, ...), else its code. */
+function outcomeOf(err: ConnectError): string {
+  return err.findDetails(ErrorInfoSchema)[0]?.reason || codeToString(err.code);
+}
+
+function statusOutcome(status: number): string {
+  return status === 400 ? "invalid_argument" : status === 404 ? "not_found" : `http_${status}`;
+}
+
 /**
  * Maps every error thrown below it (handlers, Connect's decoding) to a Connect error with its ErrorInfo.
  * The caller was already authenticated and authorized by {@link guardHandlers}.
@@ -97,13 +194,16 @@ export function errorInterceptor(log: Logger): Interceptor {
     try {
       return await next(req);
     } catch (err) {
-      throw toConnectError(err, log, `${req.service.typeName}/${req.method.name}`);
+      const ce = toConnectError(err, log, `${req.service.typeName}/${req.method.name}`);
+      const note = req.contextValues.get(auditNoteKey);
+      if (note) note.outcome = outcomeOf(ce);
+      throw ce;
     }
   };
 }
 
 /** The Connect protocol's unary error answer (svc serves the Connect protocol only). */
-function errorResponse(err: import("@connectrpc/connect").ConnectError): UniversalServerResponse {
+function errorResponse(err: ConnectError): UniversalServerResponse {
   const header = new Headers(err.metadata);
   header.set("Content-Type", "application/json");
   const bytes = errorToJsonBytes(err, {});
@@ -181,23 +281,26 @@ async function authorizeResource(
   }
 }
 
+interface Read {
+  readonly body: UniversalServerRequest["body"];
+  readonly resource?: Resource;
+  readonly schema: DescMethod["input"];
+  /** The request decoded leniently (unknown fields ignored), for the audit record. */
+  readonly message?: Record<string, unknown>;
+}
+
 /**
  * Reads the body (bounded) and finds the resource the request names in it, leniently: JSON or binary,
  * gzip or br as Connect accepts them. The bytes go on to Connect unchanged. A body that cannot be read
  * names nothing: Connect's decoder then answers it.
  */
-async function readResource(
-  req: UniversalServerRequest,
-  method: DescMethod,
-  maxBytes: number,
-): Promise<{ body: UniversalServerRequest["body"]; resource?: Resource }> {
-  const fields = method.input.fields.filter((f) =>
-    (resourceFields as readonly string[]).includes(f.localName),
-  );
+async function readRequest(req: UniversalServerRequest, method: DescMethod, maxBytes: number): Promise<Read> {
+  const schema = method.input;
+  const fields = schema.fields.filter((f) => (resourceFields as readonly string[]).includes(f.localName));
   const field = resourceFields
     .map((name) => fields.find((f) => f.localName === name))
     .find((f) => f !== undefined);
-  if (!field || !isStream(req.body)) return { body: req.body };
+  if (!isStream(req.body)) return { body: req.body, schema };
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const c of req.body) {
@@ -209,6 +312,7 @@ async function readResource(
   const body = (async function* () {
     yield bytes;
   })();
+  let message: Record<string, unknown> | undefined;
   try {
     const encoding = (req.header.get("content-encoding") ?? "identity").trim().toLowerCase();
     const plain =
@@ -219,20 +323,28 @@ async function readResource(
           : encoding === "identity"
             ? bytes
             : undefined;
-    if (!plain) return { body };
+    if (!plain) return { body, schema };
     const type = req.header.get("content-type") ?? "";
     let value: unknown;
     if (/^application\/json\b/.test(type)) {
       const obj = JSON.parse(plain.toString("utf8")) as Record<string, unknown> | null;
-      value = obj?.[field.jsonName] ?? obj?.[field.name];
+      if (field) value = obj?.[field.jsonName] ?? obj?.[field.name];
+      try {
+        message = fromJson(schema, obj as never, { ignoreUnknownFields: true }) as never;
+      } catch {
+        // A body Connect will refuse: the record keeps what the guard found.
+      }
     } else if (/^application\/proto\b/.test(type)) {
-      value = (fromBinary(method.input, plain) as unknown as Record<string, unknown>)[field.localName];
+      message = fromBinary(schema, plain) as unknown as Record<string, unknown>;
+      if (field) value = message[field.localName];
     }
-    return typeof value === "string" ? { body, resource: { field: field.localName, value } } : { body };
+    return typeof value === "string" && field
+      ? { body, schema, message, resource: { field: field.localName, value } }
+      : { body, schema, message };
   } catch (err) {
     if (err instanceof RangeError && /maxOutputLength|Cannot create a Buffer/.test(err.message))
       throw tooLarge(maxBytes);
-    return { body };
+    return { body, schema, message };
   }
 }
 

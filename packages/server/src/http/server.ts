@@ -11,6 +11,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import type { Logger } from "pino";
+import { LastUseTracker } from "../audit/last-use.ts";
 import type { Db } from "../db/database.ts";
 import { permissionDenied, SvcError } from "../errors.ts";
 import { authenticate, bearerToken, type TokenResolver } from "../iam/principal.ts";
@@ -64,6 +65,8 @@ export interface ServerDeps {
   readonly consoleKey: Buffer;
   /** Addresses or CIDRs of load balancers whose X-Forwarded-For names the client (req.ip). */
   readonly trustedProxies?: readonly string[];
+  /** Record state-changing calls in the audit log (default true; off only to measure its cost). */
+  readonly audit?: boolean;
 }
 
 export type FrameworkErrorHandler = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => boolean;
@@ -147,6 +150,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       .send(await deps.registry.metrics());
   });
 
+  const lastUse = new LastUseTracker(deps.db);
   await app.register(async (scope) => {
     // Refuse oversized bodies up front as invalid_argument (HTTP 400): Connect's own read limit answers
     // resource_exhausted (429), which svc keeps for rate limiting only.
@@ -180,6 +184,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           ciTokenResolver: deps.ciTokenResolver,
           consoleKey: deps.consoleKey,
           maxRequestBytes: deps.maxRequestBytes,
+          audit: deps.audit,
+          lastUse,
         });
       },
       contextValues: (req) => createContextValues().set(remoteAddressKey, req.ip),

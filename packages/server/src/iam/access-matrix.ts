@@ -69,6 +69,7 @@ export const expectedOutcomes: Readonly<Record<string, readonly Outcome[]>> = {
   "svc.monitoring.v1.DestinationService/ConfirmDestination": ["401", "401", "401", "401", "HUMAN", "HUMAN", "BOUNDARY", "HUMAN", "HUMAN", "HUMAN", "CAPABILITY", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.DestinationService/ListDeliveries": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.DestinationService/GetDelivery": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "ok", "401", "BOUNDARY"],
+  "svc.monitoring.v1.AuditService/ListAuditEvents": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "401", "BOUNDARY"],
   "svc.iam.v1.SessionService/Login": ["ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok"],
   "svc.iam.v1.SessionService/WhoAmI": ["401", "401", "401", "401", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "401", "ok"],
   "svc.iam.v1.ServiceAccountService/CreateServiceAccount": ["401", "401", "401", "401", "HUMAN", "HUMAN", "BOUNDARY", "HUMAN", "HUMAN", "HUMAN", "CAPABILITY", "ok", "401", "BOUNDARY"],
@@ -108,5 +109,6 @@ export const expectedOutcomes: Readonly<Record<string, readonly Outcome[]>> = {
   "svc.admin.v1.VMService/CreateMaintenanceWindow": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
   "svc.admin.v1.VMService/ListMaintenanceWindows": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
   "svc.admin.v1.OperationsService/Backup": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
+  "svc.admin.v1.AuditService/ListAuditEvents": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
   "svc.iam.v1.SessionService/Logout": ["401", "401", "401", "401", "HUMAN", "HUMAN", "ok", "HUMAN", "HUMAN", "HUMAN", "ok", "ok", "401", "BOUNDARY"],
 };

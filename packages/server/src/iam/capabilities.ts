@@ -2,7 +2,12 @@
  * Capabilities and the one table that says who may call each RPC. A method absent from the table is
  * refused to everyone: adding a method means deciding its row here.
  */
-export const capabilities = ["monitoring.read", "monitoring.write", "notifications.write"] as const;
+export const capabilities = [
+  "monitoring.read",
+  "monitoring.write",
+  "notifications.write",
+  "audit.read",
+] as const;
 export type Capability = (typeof capabilities)[number];
 
 export function isCapability(s: string): s is Capability {
@@ -95,6 +100,9 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   // A person vouches for a URL a key or CI token set (issue 34): a leaked key cannot start sending alone.
   "svc.monitoring.v1.DestinationService/ConfirmDestination": { human: "notifications.write" },
 
+  // Who did what (issue 29): owners and keys carrying audit.read, never implied by another capability.
+  "svc.monitoring.v1.AuditService/ListAuditEvents": "audit.read",
+
   "svc.iam.v1.SessionService/Login": "public",
   "svc.iam.v1.SessionService/Logout": member,
   "svc.iam.v1.SessionService/WhoAmI": "authenticated",
@@ -139,6 +147,7 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.admin.v1.VMService/CreateMaintenanceWindow": "operator",
   "svc.admin.v1.VMService/ListMaintenanceWindows": "operator",
   "svc.admin.v1.OperationsService/Backup": "operator",
+  "svc.admin.v1.AuditService/ListAuditEvents": "operator",
 };
 
 export type Role = "owner" | "editor" | "viewer";
@@ -146,7 +155,7 @@ export const roles: readonly Role[] = ["owner", "editor", "viewer"];
 
 /** What a membership role grants in its project. */
 export const rolePermissions: Readonly<Record<Role, readonly Capability[]>> = {
-  owner: ["monitoring.read", "monitoring.write", "notifications.write"],
+  owner: ["monitoring.read", "monitoring.write", "notifications.write", "audit.read"],
   editor: ["monitoring.read", "monitoring.write", "notifications.write"],
   viewer: ["monitoring.read"],
 };
@@ -159,4 +168,5 @@ export const serviceAccountTemplates: Readonly<Record<string, readonly Capabilit
   "Metrics scraper": ["monitoring.read"],
   "Alert manager": ["monitoring.read", "monitoring.write"],
   "Notification manager": ["monitoring.read", "notifications.write"],
+  Auditor: ["audit.read"],
 };

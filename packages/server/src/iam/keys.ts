@@ -29,6 +29,8 @@ export interface KeyView {
   stopTimeUnix: bigint;
   /** With stopTimeUnix: the newest key of its rotation lineage, which replaces it ("" when unknown). */
   replacedBy: string;
+  lastUsedTimeUnix: bigint;
+  lastClientAddress: string;
 }
 
 export interface CreatedKey {
@@ -83,6 +85,8 @@ export function keyView(r: ApiKeyTable, nowMs: number, replacedBy = ""): KeyView
     creator: `users/${r.creator_user_id}`,
     stopTimeUnix: BigInt(stopping && r.revoke_time !== null ? Math.floor(r.revoke_time / 1000) : 0),
     replacedBy: stopping ? replacedBy : "",
+    lastUsedTimeUnix: BigInt(Math.floor(Number(r.last_used_time ?? 0) / 1000)),
+    lastClientAddress: r.last_used_address,
   };
 }
 
@@ -210,6 +214,8 @@ async function issue(
     create_time: nowMs,
     expire_time: nowMs + spec.days * DAY_MS,
     revoke_time: null,
+    last_used_time: null,
+    last_used_address: "",
   };
   try {
     await db.transaction().execute(async (tx) => {

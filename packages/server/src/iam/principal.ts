@@ -34,6 +34,11 @@ export interface KeyPrincipal extends ScopedCredential {
 export interface CiTokenPrincipal extends ScopedCredential {
   readonly kind: "CI_TOKEN";
   readonly tokenId: string;
+  readonly trustId: string;
+  /** Of the identity token exchanged for this one (the audit log names them). */
+  readonly repository: string;
+  readonly workflow: string;
+  readonly ref: string;
 }
 
 /** Resolves a bearer token for kinds other than keys and sessions (the CI exchange registers one). */

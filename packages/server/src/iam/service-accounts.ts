@@ -13,6 +13,8 @@ export interface ServiceAccountView {
   permissions: string[];
   state: "ACTIVE" | "DISABLED";
   createTimeUnix: bigint;
+  lastUsedTimeUnix: bigint;
+  lastClientAddress: string;
 }
 
 export function serviceAccountName(projectId: string, id: string): string {
@@ -34,6 +36,8 @@ export function toView(r: Pick<ServiceAccountTable, keyof ServiceAccountTable>):
     permissions: JSON.parse(r.permissions) as string[],
     state: r.state,
     createTimeUnix: BigInt(Math.floor(r.create_time / 1000)),
+    lastUsedTimeUnix: BigInt(Math.floor(Number(r.last_used_time ?? 0) / 1000)),
+    lastClientAddress: r.last_used_address,
   };
 }
 
@@ -70,6 +74,8 @@ export async function createServiceAccount(
     permissions: JSON.stringify(perms),
     state: "ACTIVE",
     create_time: nowMs,
+    last_used_time: null,
+    last_used_address: "",
   };
   await db.insertInto("service_accounts").values(row).execute();
   return toView(row);

@@ -10,6 +10,7 @@ import * as m0008 from "./0008_rate_buckets.ts";
 import * as m0009 from "./0009_notification_rights.ts";
 import * as m0010 from "./0010_silences.ts";
 import * as m0011 from "./0011_destination_keys.ts";
+import * as m0012 from "./0012_audit.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   "0009_notification_rights": m0009,
   "0010_silences": m0010,
   "0011_destination_keys": m0011,
+  "0012_audit": m0012,
 };

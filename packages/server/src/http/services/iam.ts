@@ -2,6 +2,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { KeyService } from "@svc/sdk/gen/svc/iam/v1/key_pb";
 import { ServiceAccountService } from "@svc/sdk/gen/svc/iam/v1/service_account_pb";
 import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
+import { noteActor } from "../../audit/context.ts";
 import type { Db } from "../../db/database.ts";
 import * as keys from "../../iam/keys.ts";
 import * as sa from "../../iam/service-accounts.ts";
@@ -11,8 +12,9 @@ import { humanOf, principalOf } from "../context.ts";
 export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: () => number }): void {
   const { db, now } = deps;
   router.service(SessionService, {
-    login: async (r) => {
+    login: async (r, ctx) => {
       const s = await sessions.login(db, r.email, r.password, now());
+      noteActor(ctx.values, { kind: "USER", name: `users/${s.userId}`, detail: {} });
       return {
         sessionToken: s.sessionToken,
         expireTimeUnix: BigInt(Math.floor(s.expireTimeMs / 1000)),

@@ -229,6 +229,19 @@ for (const { dialect, skip } of await testDialects()) {
       );
       await rejects(ci.keys.listKeys({ parent: p.projectName }), Code.PermissionDenied, "HUMAN_ONLY");
       const principal = await authenticate(t.app.db.db, res.accessToken, t.clock.now(), { ciTokenResolver });
+      // The audit log names the CI token's repository, workflow and ref (issue 29), on the refused approval too.
+      assert.equal(principal.kind === "CI_TOKEN" && principal.repository, "acme/deploy-tools");
+      const approval = await t.app.db.db
+        .selectFrom("audit_events")
+        .selectAll()
+        .where("method", "=", "svc.iam.v1.AutomationService/ApproveCITrust")
+        .where("actor_kind", "=", "CI_TOKEN")
+        .executeTakeFirstOrThrow();
+      assert.equal(approval.outcome, "HUMAN_ONLY");
+      const detail = JSON.parse(approval.actor_detail) as Record<string, string>;
+      assert.equal(detail.repository, "acme/deploy-tools");
+      assert.equal(detail.ref, "refs/heads/main");
+      assert.match(detail.workflow, /^acme\/deploy-tools\/\.github\/workflows\/.+@refs\/heads\/main$/);
       await assert.rejects(authorizeProject(t.app.db.db, principal, "acme", "monitoring.write"), {
         reason: "CAPABILITY",
       });

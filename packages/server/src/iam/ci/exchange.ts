@@ -83,6 +83,10 @@ export async function exchange(
       permissions_version: r.permissions_version,
       create_time: now,
       expire_time: expireTimeMs,
+      // What the audit log names for this token's calls (workflow_ref is repository/path@ref).
+      repository: claims.repository,
+      workflow: claims.workflow_ref,
+      ref: claims.ref,
     })
     .execute();
   // Expired tokens are useless; prune them on the way (bounded by the index on expire_time).
@@ -133,6 +137,10 @@ export const ciTokenResolver: TokenResolver = async (db: Db, token: string, nowM
   const principal: CiTokenPrincipal = {
     kind: "CI_TOKEN",
     tokenId: t.id,
+    trustId: t.trust_id,
+    repository: t.repository,
+    workflow: t.workflow,
+    ref: t.ref,
     projectId: t.project_id,
     identityId: t.service_account_id,
     keyCapabilities: JSON.parse(t.capabilities) as Capability[],
