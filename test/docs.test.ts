@@ -1,0 +1,157 @@
+// The doc-test (docs/contributing.md#runnable-examples): every block marked `runnable` in README.md and
+// docs/*.md runs, in order, against one demo server, as a reader runs it from a checkout.
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { type ServerProcess, startServerProcess } from "../packages/server/src/testing/server-process.ts";
+
+const root = join(import.meta.dirname, "..");
+
+export interface DocBlock {
+  /** file:line of the opening fence, the test's name. */
+  readonly name: string;
+  readonly lang: "sh" | "ts";
+  readonly code: string;
+  /** What it needs that the test has not (`needs=internet,grafana`): the block is skipped, by name. */
+  readonly needs: readonly string[];
+}
+
+/** The blocks of one Markdown text whose info string is `sh runnable …` or `ts runnable …`. */
+export function runnableBlocks(file: string, text: string): DocBlock[] {
+  const blocks: DocBlock[] = [];
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```(\S+)(.*)$/.exec(lines[i]);
+    if (!open) continue;
+    const end = lines.findIndex((l, j) => j > i && l.startsWith("```"));
+    if (end < 0) throw new Error(`${file}:${i + 1}: the block is not closed`);
+    const words = open[2].trim().split(/\s+/);
+    if (words.includes("runnable")) {
+      const lang = open[1] === "sh" || open[1] === "bash" ? "sh" : open[1] === "ts" ? "ts" : undefined;
+      if (!lang) throw new Error(`${file}:${i + 1}: runnable blocks are sh or ts, not ${open[1]}`);
+      const needs = words
+        .filter((w) => w.startsWith("needs="))
+        .flatMap((w) => w.slice("needs=".length).split(","));
+      blocks.push({ name: `${file}:${i + 1}`, lang, code: lines.slice(i + 1, end).join("\n"), needs });
+    }
+    i = end;
+  }
+  return blocks;
+}
+
+/** README.md first, then docs/*.md by name: the order a reader meets them. */
+function documents(): string[] {
+  const docs = readdirSync(join(root, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .sort()
+    .map((f) => `docs/${f}`);
+  return ["README.md", ...docs];
+}
+
+/** Untracked paths of the checkout (git's view), to catch an example that leaves files behind. */
+function untracked(): Set<string> {
+  const out = execFileSync("git", ["status", "--porcelain", "--untracked-files=all"], { cwd: root });
+  return new Set(
+    out
+      .toString()
+      .split("\n")
+      .filter((l) => l.startsWith("??"))
+      .map((l) => l.slice(3)),
+  );
+}
+
+describe("runnable blocks in README.md and docs/*.md", () => {
+  const blocks = documents().flatMap((f) => runnableBlocks(f, readFileSync(join(root, f), "utf8")));
+  // A stand-in checkout: the repository's files through links, its own .data (the demo's) and nothing else,
+  // so a block reads .data/demo-credentials.json as a reader's would and whatever it leaves is seen.
+  const checkout = mkdtempSync(join(tmpdir(), "svc-doc-test-"));
+  const linked = ["node_modules", "packages", "docs", "deploy", "scripts", "package.json", "tsconfig.json"];
+  const home = mkdtempSync(join(tmpdir(), "svc-doc-test-home-"));
+  let server: ServerProcess | undefined;
+  let untrackedBefore = new Set<string>();
+
+  before(async () => {
+    for (const name of linked) symlinkSync(join(root, name), join(checkout, name));
+    untrackedBefore = untracked();
+    const env = withoutSvc(process.env);
+    server = await startServerProcess({
+      env: {
+        ...env,
+        PORT: "0",
+        SVC_DATA_DIR: join(checkout, ".data"),
+        SVC_LOG_LEVEL: "warn",
+        // The demo's evaluator every 2 s instead of 30, so a block waiting for an incident's email is quick.
+        SVC_EVALUATION_INTERVAL_SECONDS: "2",
+      },
+      ready: /demo project: /,
+    });
+  });
+
+  after(async () => {
+    if (server && server.child.exitCode === null) {
+      server.child.kill("SIGTERM");
+      await server.exited;
+    }
+    rmSync(checkout, { recursive: true, force: true });
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it("finds the runnable blocks", () => {
+    assert.ok(blocks.length >= 10, `only ${blocks.length} runnable blocks`);
+  });
+
+  for (const block of blocks) {
+    const skip = block.needs.length > 0 ? `needs ${block.needs.join(", ")}` : false;
+    it(block.name, { skip }, () => {
+      const env = {
+        ...withoutSvc(process.env),
+        HOME: home,
+        XDG_CONFIG_HOME: join(home, ".config"),
+        npm_config_update_notifier: "false",
+      };
+      let r: ReturnType<typeof spawnSync>;
+      if (block.lang === "sh") {
+        r = spawnSync("bash", ["-euo", "pipefail", "-c", block.code], {
+          cwd: checkout,
+          env,
+          timeout: 90_000,
+        });
+      } else {
+        // Beside the checkout's node_modules, so `@svc/sdk` resolves as it does in a reader's file.
+        const dir = join(checkout, ".data", "doc-test");
+        mkdirSync(dir, { recursive: true });
+        const file = join(dir, `${block.name.replace(/[^a-z0-9]+/gi, "-")}.ts`);
+        writeFileSync(file, block.code);
+        r = spawnSync(process.execPath, ["--import", "tsx", file], { cwd: checkout, env, timeout: 90_000 });
+      }
+      assert.equal(
+        r.status,
+        0,
+        `${block.name} exited ${r.status ?? r.signal}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- server\n${server?.output().slice(-3000)}`,
+      );
+    });
+  }
+
+  it("leaves nothing in the checkout but .data", () => {
+    const left = readdirSync(checkout).filter((f) => f !== ".data" && !linked.includes(f));
+    assert.deepEqual(left, []);
+    const added = [...untracked()].filter((p) => !untrackedBefore.has(p));
+    assert.deepEqual(added, [], "the blocks left untracked files in the repository");
+  });
+});
+
+/** The environment without SVC_* (a developer's own key or base URL must not leak into the blocks). */
+function withoutSvc(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith("SVC_")));
+}
