@@ -32,14 +32,16 @@ export function runnableBlocks(file: string, text: string): DocBlock[] {
   const blocks: DocBlock[] = [];
   const lines = text.split("\n");
   for (let i = 0; i < lines.length; i++) {
-    const open = /^```(\S+)(.*)$/.exec(lines[i]);
+    const open = /^(`{3,})(\S*)(.*)$/.exec(lines[i]);
     if (!open) continue;
-    const end = lines.findIndex((l, j) => j > i && l.startsWith("```"));
+    // CommonMark: the block ends at a fence of at least as many backticks, so ```` can show ``` inside.
+    const fence = open[1];
+    const end = lines.findIndex((l, j) => j > i && l.startsWith(fence) && /^`+\s*$/.test(l));
     if (end < 0) throw new Error(`${file}:${i + 1}: the block is not closed`);
-    const words = open[2].trim().split(/\s+/);
+    const words = open[3].trim().split(/\s+/);
     if (words.includes("runnable")) {
-      const lang = open[1] === "sh" || open[1] === "bash" ? "sh" : open[1] === "ts" ? "ts" : undefined;
-      if (!lang) throw new Error(`${file}:${i + 1}: runnable blocks are sh or ts, not ${open[1]}`);
+      const lang = open[2] === "sh" || open[2] === "bash" ? "sh" : open[2] === "ts" ? "ts" : undefined;
+      if (!lang) throw new Error(`${file}:${i + 1}: runnable blocks are sh or ts, not ${open[2]}`);
       const needs = words
         .filter((w) => w.startsWith("needs="))
         .flatMap((w) => w.slice("needs=".length).split(","));

@@ -88,12 +88,21 @@ export function projectOption(description = "projects/<project_id>", mandatory =
 // ---------------------------------------------------------------------------------------------------
 // Credentials: never a command-line argument (it would land in shell history and `ps`).
 
+let notedBoth = false;
+
 /**
  * The credential: $SVC_API_KEY, else $SVC_TOKEN (an API key, CI token or console session token), else
  * the first line of the file named by $SVC_API_KEY_FILE or `keyFile` in the config file.
  */
 export function tokenOf(env: NodeJS.ProcessEnv = process.env): string {
   const direct = env.SVC_API_KEY || env.SVC_TOKEN;
+  // Both set (a key exported earlier, then a sign-in): say which one is used, once, naming no secret.
+  if (env.SVC_API_KEY && env.SVC_TOKEN && env.SVC_API_KEY !== env.SVC_TOKEN && !notedBoth) {
+    notedBoth = true;
+    process.stderr.write(
+      "svc: note: both SVC_API_KEY and SVC_TOKEN are set; using SVC_API_KEY (unset it to use SVC_TOKEN)\n",
+    );
+  }
   if (direct) return direct.trim();
   const named = env.SVC_API_KEY_FILE || readConfig(configPath(env)).keyFile;
   const file = named?.startsWith("~/") ? join(homedir(), named.slice(2)) : named;
