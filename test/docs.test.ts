@@ -63,7 +63,12 @@ function documents(): string[] {
 
 /** Untracked paths of the checkout (git's view), to catch an example that leaves files behind. */
 function untracked(): Set<string> {
-  const out = execFileSync("git", ["status", "--porcelain", "--untracked-files=all"], { cwd: root });
+  let out: Buffer;
+  try {
+    out = execFileSync("git", ["status", "--porcelain", "--untracked-files=all"], { cwd: root });
+  } catch {
+    return new Set(); // not a git checkout (an unpacked tarball): the stand-in checkout's own check remains
+  }
   return new Set(
     out
       .toString()
