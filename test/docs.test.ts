@@ -52,6 +52,45 @@ export function runnableBlocks(file: string, text: string): DocBlock[] {
   return blocks;
 }
 
+describe("runnableBlocks()", () => {
+  it("takes sh, bash and ts blocks marked runnable, with what they need, and nothing else", () => {
+    const md = [
+      "```sh runnable",
+      "echo a",
+      "```",
+      "```sh",
+      "echo illustration",
+      "```",
+      "````md",
+      "```sh runnable",
+      "echo shown, not run",
+      "```",
+      "````",
+      "```ts runnable needs=grafana,internet",
+      "console.log(1);",
+      "```",
+      "```bash runnable",
+      "echo b",
+      "```",
+    ].join("\n");
+    assert.deepEqual(
+      runnableBlocks("x.md", md).map((b) => [b.name, b.lang, b.code, b.needs.join(",")]),
+      [
+        ["x.md:1", "sh", "echo a", ""],
+        ["x.md:12", "ts", "console.log(1);", "grafana,internet"],
+        ["x.md:15", "sh", "echo b", ""],
+      ],
+    );
+  });
+  it("refuses an unclosed block and a runnable block of another language, naming the line", () => {
+    assert.throws(
+      () => runnableBlocks("x.md", "text\n```sh runnable\necho"),
+      /x\.md:2: the block is not closed/,
+    );
+    assert.throws(() => runnableBlocks("x.md", "```yaml runnable\na: 1\n```"), /x\.md:1: .*not yaml/);
+  });
+});
+
 /** README.md first, then docs/*.md by name: the order a reader meets them. */
 function documents(): string[] {
   const docs = readdirSync(join(root, "docs"))
