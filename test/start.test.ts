@@ -210,9 +210,10 @@ describe("npm start", () => {
 
       // The demo's two alert rules, and the curl recipe of docs/alerts.md, run as written.
       const doc = readFileSync(join(root, "docs/alerts.md"), "utf8");
-      const block = /<!-- the block below is run by test\/start\.test\.ts -->\n```sh\n([\s\S]*?)```/.exec(
-        doc,
-      )?.[1];
+      const block =
+        /<!-- the block below is run by test\/start\.test\.ts -->\n```sh(?: runnable)?\n([\s\S]*?)```/.exec(
+          doc,
+        )?.[1];
       assert.ok(block, "docs/alerts.md has its tested block");
       const script = block
         .replaceAll("http://127.0.0.1:8080", creds.baseUrl)

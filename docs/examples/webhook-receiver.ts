@@ -6,9 +6,13 @@
  *   WEBHOOK_SECRETS="whsec_…" PORT=3000 WEBHOOK_INBOX=./webhook-inbox.sqlite npx tsx docs/examples/webhook-receiver.ts
  *
  * During a rotation overlap put both secrets in WEBHOOK_SECRETS (space-separated). svc only sends to HTTPS
- * endpoints: run this behind your TLS-terminating proxy, which must pass the body and headers through unchanged.
+ * endpoints: run this behind your TLS-terminating proxy, which must pass the body and headers through unchanged,
+ * or give it a certificate with TLS_CERT and TLS_KEY (PEM files; `npm start`'s demo trusts its own, in
+ * .data/demo-tls/, on 127.0.0.1: README.md's "First five minutes").
  */
+import { readFileSync, realpathSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import { pathToFileURL } from "node:url";
 import {
   MAX_WEBHOOK_BODY_BYTES,
@@ -147,7 +151,8 @@ export function createReceiver(opts: ReceiverOptions): Receiver {
   };
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+// Run as a program (not imported); through a symlinked path too, as import.meta.url is the real path.
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   const secrets = (process.env.WEBHOOK_SECRETS ?? "").split(/[\s,]+/).filter(Boolean);
   if (secrets.length === 0) throw new Error("set WEBHOOK_SECRETS to the destination's whsec_… secret(s)");
   const receiver = createReceiver({
@@ -159,6 +164,17 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     },
   });
   const port = Number(process.env.PORT ?? 3000);
-  receiver.server.listen(port, () => console.log(`listening on :${port}`));
-  process.on("SIGTERM", () => void receiver.close());
+  // HTTPS in front of the same handler when given a certificate, else plain HTTP behind your proxy.
+  const { TLS_CERT, TLS_KEY } = process.env;
+  const server =
+    TLS_CERT && TLS_KEY
+      ? createHttpsServer({ cert: readFileSync(TLS_CERT), key: readFileSync(TLS_KEY) }, (req, res) =>
+          receiver.server.emit("request", req, res),
+        )
+      : receiver.server;
+  server.listen(port, () => console.log(`listening on :${port} (${TLS_CERT ? "HTTPS" : "HTTP"})`));
+  process.on("SIGTERM", () => {
+    server.close();
+    void receiver.close();
+  });
 }

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { CommanderError } from "commander";
-import { exitCodeOf, printTable, tokenOf, UsageError } from "./common.ts";
+import { bothCredentialsNote, exitCodeOf, printTable, tokenOf, UsageError } from "./common.ts";
 
 describe("printTable()", () => {
   const rows = [
@@ -69,6 +69,13 @@ describe("tokenOf()", () => {
   ]) {
     it(name, () => assert.equal(tokenOf({ SVC_CONFIG: none, ...env }), want));
   }
+  it("says which credential it uses when both SVC_API_KEY and SVC_TOKEN are set, without either secret", () => {
+    const note = bothCredentialsNote({ SVC_API_KEY: "svcs_a", SVC_TOKEN: "svcs_b" });
+    assert.match(note ?? "", /using SVC_API_KEY \(unset it to use SVC_TOKEN\)/);
+    assert.ok(!note?.includes("svcs_a") && !note?.includes("svcs_b"));
+    assert.equal(bothCredentialsNote({ SVC_TOKEN: "svcs_b" }), undefined);
+    assert.equal(bothCredentialsNote({ SVC_API_KEY: "svcs_a", SVC_TOKEN: "svcs_a" }), undefined);
+  });
   it("refuses when none is set, naming where a key may come from", () => {
     assert.throws(
       () => tokenOf({ SVC_CONFIG: none }),

@@ -88,12 +88,28 @@ export function projectOption(description = "projects/<project_id>", mandatory =
 // ---------------------------------------------------------------------------------------------------
 // Credentials: never a command-line argument (it would land in shell history and `ps`).
 
+let notedBoth = false;
+
+/**
+ * Both SVC_API_KEY and SVC_TOKEN set (a key exported earlier, then a sign-in): which one is used, naming no
+ * secret. The key wins, so a session's `svc keys create` would otherwise fail HUMAN_ONLY with no hint why.
+ */
+export function bothCredentialsNote(env: NodeJS.ProcessEnv): string | undefined {
+  if (!env.SVC_API_KEY || !env.SVC_TOKEN || env.SVC_API_KEY.trim() === env.SVC_TOKEN.trim()) return undefined;
+  return "both SVC_API_KEY and SVC_TOKEN are set; using SVC_API_KEY (unset it to use SVC_TOKEN)";
+}
+
 /**
  * The credential: $SVC_API_KEY, else $SVC_TOKEN (an API key, CI token or console session token), else
  * the first line of the file named by $SVC_API_KEY_FILE or `keyFile` in the config file.
  */
 export function tokenOf(env: NodeJS.ProcessEnv = process.env): string {
   const direct = env.SVC_API_KEY || env.SVC_TOKEN;
+  const note = bothCredentialsNote(env);
+  if (note && !notedBoth) {
+    notedBoth = true;
+    process.stderr.write(`svc: note: ${note}\n`);
+  }
   if (direct) return direct.trim();
   const named = env.SVC_API_KEY_FILE || readConfig(configPath(env)).keyFile;
   const file = named?.startsWith("~/") ? join(homedir(), named.slice(2)) : named;

@@ -2,6 +2,12 @@ import { CommanderError } from "commander";
 import { exitCodeOf } from "./common.ts";
 import { buildProgram } from "./program.ts";
 
+// A reader that stops early (`svc … | head -1`, awk's `exit`) closes the pipe: that ends the output, not a crash.
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(process.exitCode ?? 0);
+  throw err;
+});
+
 async function main(): Promise<void> {
   try {
     await buildProgram().parseAsync(process.argv);

@@ -441,7 +441,7 @@ export function registerAlertCommands(program: Command, io: CliIo = {}): void {
   alerts
     .command("templates")
     .description("ready specs to start a rule from (--template <id>)")
-    .option("--project <name>", "projects/<project_id> (optional)")
+    .addOption(projectOption("projects/<project_id> (optional)", false))
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
       const clients = clientsOf(cmd, io);
@@ -502,7 +502,9 @@ export function registerAlertCommands(program: Command, io: CliIo = {}): void {
     alerts
       .command("save")
       .description("create a rule, or edit one (--edit, or --id with --expected-version)")
-      .option("--project <name>", "projects/<project_id> (may be left out with a key bound to one project)")
+      .addOption(
+        projectOption("projects/<project_id> (may be left out with a key bound to one project)", false),
+      )
       .option("--id <uuid>", "the rule's id (default: a new one, i.e. create)"),
   )
     .option("--expected-version <v>", '"0" creates (the default); an edit gives the latest version')
@@ -554,7 +556,9 @@ export function registerAlertCommands(program: Command, io: CliIo = {}): void {
     alerts
       .command("preview")
       .description("evaluate a spec over recent history; saves nothing, sends nothing")
-      .option("--project <name>", "projects/<project_id> (may be left out with a key bound to one project)"),
+      .addOption(
+        projectOption("projects/<project_id> (may be left out with a key bound to one project)", false),
+      ),
   )
     .option("--rule <name>", "start from this rule's current spec (projects/<p>/alertRules/<id>)")
     .option("--history <duration>", "how far back, ending now: seconds or 30m, 6h, 1d (at most 1d)", "6h")

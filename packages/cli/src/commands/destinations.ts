@@ -375,7 +375,9 @@ export function registerDestinationCommands(program: Command, io: DestinationIo 
   destinations
     .command("create")
     .description("create a destination; a WEBHOOK's signing secret is printed once")
-    .option("--project <name>", "projects/<project_id> (may be left out with a key bound to one project)")
+    .addOption(
+      projectOption("projects/<project_id> (may be left out with a key bound to one project)", false),
+    )
     .requiredOption("--kind <kind>", destinationKinds.join(", "))
     .requiredOption("--display-name <name>", "a name to recognise it by")
     .option("--recipient <user>", "EMAIL: users/<id> of a project member (repeatable)", collect)
