@@ -127,7 +127,6 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       storage: tsdb!,
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
-      inlineQueryCost: config.queryInlineCost,
     });
   const ingestMetrics = instruments && createIngestMetrics(instruments);
   const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb!, metrics: ingestMetrics });

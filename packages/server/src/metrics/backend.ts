@@ -1,5 +1,3 @@
-import type { Expr } from "../promql/ast.ts";
-import { type CostRange, DEFAULT_INLINE_QUERY_COST, estimateCost } from "../promql/cost.ts";
 import {
   type AnswerEncoding,
   createEngine,
@@ -15,7 +13,6 @@ import {
   TENANT_LABEL,
   withoutTenant,
 } from "../promql/index.ts";
-import { queryAnswerJson } from "../promql/json.ts";
 import {
   isStaleMarker,
   type LabelMatcher,
@@ -84,10 +81,8 @@ export interface MetricsBackend {
   /**
    * Optional: instantQuery (`at.timeMs`) or rangeQuery (`at.startMs` … `at.endMs` by `at.stepMs`)
    * answered as the Prometheus API's success body (the tenant label removed), built and compressed
-   * where the query ran — a query worker — so the event loop only writes bytes; or, for a query
-   * cheap enough to evaluate inline (promql/cost.ts), the body as text, to be compressed by the
-   * caller. Absent where the answer would be built on the event loop anyway (no worker pool, the
-   * remote backend).
+   * where the query ran — a query worker — so the event loop only writes bytes. Absent where the
+   * answer would be built on the event loop anyway (no worker pool, the remote backend).
    */
   queryEncoded?(
     projectId: string,
@@ -95,7 +90,7 @@ export interface MetricsBackend {
     at: QueryAt,
     encoding: AnswerEncoding,
     opts?: QueryOptions,
-  ): Promise<EncodedAnswer | string>;
+  ): Promise<EncodedAnswer>;
   /** Raw samples of the project's series matching all matchers in [startMs, endMs]. */
   select(
     projectId: string,
@@ -203,55 +198,30 @@ export function createMetricsBackend(deps: {
    * loop; absent: the engine runs inline (tests, tools).
    */
   queryPool?: QueryPool;
-  /**
-   * With a pool: queries estimated at no more than this many sample visits (promql/cost.ts) are
-   * evaluated inline, where a worker's hand-off would cost more than the evaluation; 0: every
-   * query goes to the pool. Default DEFAULT_INLINE_QUERY_COST.
-   */
-  inlineQueryCost?: number;
 }): MetricsBackend {
   const rollupMs = deps.rollupResolutionMs ?? 0;
-  const pool = deps.queryPool;
-  // Beside a pool, queries evaluated inline keep the workers' limits.
-  const engine =
-    deps.engine ?? createEngine(pool ? { ...pool.options.engine, maxSamples: pool.options.maxSamples } : {});
+  const engine = deps.engine ?? createEngine();
   const now = deps.now ?? (() => performance.now());
-  const inlineCost = deps.inlineQueryCost ?? DEFAULT_INLINE_QUERY_COST;
-  const inline = (ast: Expr, range: CostRange): boolean =>
-    inlineCost > 0 && estimateCost(ast, deps.storage.querier(), range, inlineCost) <= inlineCost;
+  const pool = deps.queryPool;
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
   return {
     async instantQuery(projectId, expr, timeMs, opts) {
       const ast = injectTenant(parse(expr), projectId);
-      const r =
-        pool && !inline(ast, { startMs: timeMs, endMs: timeMs, stepMs: 0 })
-          ? await pool.instantQuery(deps.storage, ast, timeMs, { ...opts, tenant: projectId })
-          : engine.instantQuery(deps.storage, ast, timeMs, opts);
+      const r = pool
+        ? await pool.instantQuery(deps.storage, ast, timeMs, { ...opts, tenant: projectId })
+        : engine.instantQuery(deps.storage, ast, timeMs, opts);
       return { value: withoutTenant(r.value), annotations: r.annotations, stats: r.stats };
     },
     async rangeQuery(projectId, expr, startMs, endMs, stepMs, opts) {
       const ast = injectTenant(parse(expr), projectId);
-      const r =
-        pool && !inline(ast, { startMs, endMs, stepMs })
-          ? await pool.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, { ...opts, tenant: projectId })
-          : engine.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, opts);
+      const r = pool
+        ? await pool.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, { ...opts, tenant: projectId })
+        : engine.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, opts);
       return { value: withoutTenant(r.value), annotations: r.annotations, stats: r.stats };
     },
     ...(pool && {
       async queryEncoded(projectId, expr, at, encoding, opts) {
         const ast = injectTenant(parse(expr), projectId);
-        const range = "timeMs" in at ? { startMs: at.timeMs, endMs: at.timeMs, stepMs: 0 } : at;
-        if (inline(ast, range)) {
-          // Cheap: the hand-off to a worker and back would cost the loop more than this evaluation.
-          const r =
-            "timeMs" in at
-              ? engine.instantQuery(deps.storage, ast, at.timeMs, opts)
-              : engine.rangeQuery(deps.storage, ast, at.startMs, at.endMs, at.stepMs, opts);
-          return queryAnswerJson(
-            { value: withoutTenant(r.value), annotations: r.annotations },
-            encoding.maxBytes,
-          );
-        }
         const o = { ...opts, tenant: projectId };
         return "timeMs" in at
           ? pool.instantQueryEncoded(deps.storage, ast, at.timeMs, encoding, o)

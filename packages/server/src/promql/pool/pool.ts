@@ -87,8 +87,6 @@ export interface QueryPoolStats {
 }
 
 export interface QueryPool {
-  /** The options it was created with (an inline engine beside it uses the same limits). */
-  readonly options: QueryPoolOptions;
   /** As Engine.instantQuery, in a worker; rejects with the engine's errors. */
   instantQuery(
     queryable: Queryable,
@@ -176,10 +174,6 @@ interface Slot {
 
 class QueryPoolImpl implements QueryPool {
   readonly #o: QueryPoolOptions;
-
-  get options(): QueryPoolOptions {
-    return this.#o;
-  }
   readonly #slots = new Set<Slot>();
   /** Waiting jobs per tenant, in the round-robin order of tenants. */
   readonly #queues = new Map<string, Job[]>();
