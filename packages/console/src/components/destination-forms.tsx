@@ -345,7 +345,6 @@ export function EditDestinationDialog(props: {
   destinations: Destination[];
 }) {
   const d = props.destination;
-  const { session } = useSession();
   const queries = useQueryClient();
   const [name, setName] = useState(d.displayName);
   const [url, setUrl] = useState("");
