@@ -5,6 +5,7 @@ import { Link, useSearchParams } from "wouter";
 import { api } from "../api.ts";
 import { Badge, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
 import { fmtAgo, fmtBytes, fmtNumber, lastSegment, MISSING } from "../format.ts";
+import { incidentsOfVm, type OpenIncidents, useOpenIncidents } from "../open-incidents.ts";
 import { useProject } from "../session.tsx";
 
 const stateTone: Record<string, "ok" | "warn" | "bad" | "muted"> = {
@@ -22,10 +23,20 @@ const COLUMNS: {
   key: string;
   label: string;
   num?: boolean;
-  value: (v: Vm) => string | number | undefined;
+  value: (v: Vm, open?: OpenIncidents) => string | number | undefined;
 }[] = [
   { key: "name", label: "Name", value: (v) => (v.displayName || lastSegment(v.name)).toLowerCase() },
   { key: "state", label: "State", value: (v) => v.state },
+  {
+    key: "incidents",
+    label: "Incidents",
+    num: true,
+    // Unattended first: a firing incident outweighs any number of acknowledged ones.
+    value: (v, open) => {
+      const n = incidentsOfVm(open, v.name);
+      return n ? n.firing * 10_000 + n.acknowledged : undefined;
+    },
+  },
   { key: "location", label: "Location", value: (v) => v.location },
   { key: "monitoring", label: "Monitoring", value: (v) => v.monitoringLevel },
   { key: "cpu", label: "CPU", num: true, value: (v) => v.cpuUtilizationPct },
@@ -37,10 +48,10 @@ const COLUMNS: {
   },
 ];
 
-function sortVms(vms: Vm[], key: string, desc: boolean): Vm[] {
+function sortVms(vms: Vm[], key: string, desc: boolean, open?: OpenIncidents): Vm[] {
   const col = COLUMNS.find((c) => c.key === key) ?? COLUMNS[0];
   return vms
-    .map((v, i) => ({ v, i, x: col.value(v) }))
+    .map((v, i) => ({ v, i, x: col.value(v, open) }))
     .sort((a, b) => {
       if (a.x === undefined || b.x === undefined) return a.x === b.x ? a.i - b.i : a.x === undefined ? 1 : -1;
       const c = a.x < b.x ? -1 : a.x > b.x ? 1 : 0;
@@ -75,6 +86,7 @@ export function VmsPage() {
       api.monitoring.listVMMonitoring({ projectName: project.name, pageSize: 50, pageToken: pager.token }),
     refetchInterval: 30_000,
   });
+  const open = useOpenIncidents(project.name);
   const vms = sortVms(
     (q.data?.vms ?? []).filter((v) => {
       const f = filter.trim().toLowerCase();
@@ -82,6 +94,7 @@ export function VmsPage() {
     }),
     sortKey,
     desc,
+    open.data,
   );
   const paged = pager.page > 1 || !!q.data?.nextPageToken;
   return (
@@ -143,6 +156,9 @@ export function VmsPage() {
                   <td>
                     <Badge tone={stateTone[v.state] ?? "muted"}>{v.state}</Badge>
                   </td>
+                  <td className="num">
+                    <VmIncidents counts={incidentsOfVm(open.data, v.name)} vmId={parts[5]} />
+                  </td>
                   <td>{v.location}</td>
                   <td>{v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}</td>
                   <td className="num">{fmtNumber(v.cpuUtilizationPct, " %")}</td>
@@ -169,6 +185,20 @@ export function VmsPage() {
       )}
       <Pager pager={pager} nextToken={q.data?.nextPageToken} />
     </Page>
+  );
+}
+
+/** A VM's open incidents: firing (unattended) and acknowledged, linking to the incident list. */
+function VmIncidents(props: { counts?: { firing: number; acknowledged: number }; vmId: string }) {
+  const c = props.counts;
+  if (!c) return <span className="muted">{MISSING}</span>;
+  if (c.firing === 0 && c.acknowledged === 0) return <span className="muted">none</span>;
+  return (
+    <Link href="/incidents" className="vm-incidents" data-testid="vm-incidents">
+      {c.firing > 0 ? <Badge tone="bad">{c.firing} firing</Badge> : null}
+      {c.firing > 0 && c.acknowledged > 0 ? " " : null}
+      {c.acknowledged > 0 ? <Badge tone="warn">{c.acknowledged} acknowledged</Badge> : null}
+    </Link>
   );
 }
 

@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import type { Browser } from "playwright-core";
+import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
+import {
+  browserUnavailable,
+  buildConsole,
+  CONSOLE_DIST,
+  launchBrowser,
+  openPage,
+  signIn,
+} from "../../packages/server/src/testing/browser.ts";
+import { testDialects } from "../../packages/server/src/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+
+const [sqlite] = await testDialects();
+const skip = browserUnavailable();
+const S = 1000;
+
+/** Issue 27, item 7: alerts beside the metrics — open incidents per VM in the list, and a count in the nav. */
+describe("console in Chromium: incidents beside the VMs", { skip }, () => {
+  let t: TestApp;
+  let browser: Browser;
+  let p: SeededProject;
+  before(async () => {
+    buildConsole();
+    t = await startTestApp(
+      sqlite.dialect,
+      { consoleDir: CONSOLE_DIST, notify: { dispatcherAutoStart: false, options: {} } },
+      { wallClock: true },
+    );
+    browser = await launchBrowser();
+    p = await t.seedProject("fleet", ["web-1", "web-2", "web-3"]);
+  });
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it("the VM list shows each VM's firing and acknowledged incidents, the navigation the unattended count", async () => {
+    const owner = t.clients(p.owner.session);
+    const now = Date.now();
+    const rule = await owner.alerts.saveAlertRule({
+      projectName: p.projectName,
+      id: randomUUID(),
+      requestId: randomUUID(),
+      expectedVersion: "0",
+      spec: {
+        displayName: "CPU high",
+        metricId: "cpu_utilization_pct",
+        operator: "GREATER_THAN",
+        threshold: 90,
+        sustainedSeconds: 0,
+        severity: "CRITICAL",
+        allVms: true,
+        destinationNames: [],
+      },
+    });
+    const a = t.app.tsdb.appender();
+    // web-1 and web-2 above the threshold, web-3 below it.
+    for (const [i, value] of [97, 95, 20].entries()) {
+      const labels = labelsFromRecord({
+        __name__: "svc_vm_cpu_utilization_pct",
+        project_id: "fleet",
+        vm: p.vms[i],
+        vm_id: `web-${i + 1}`,
+        location: "dc-1",
+        source: "hypervisor",
+      });
+      for (let ts = now - 90 * S; ts <= now; ts += 30 * S) a.append(labels, ts, value);
+    }
+    await a.commit();
+    await t.app.evaluator.runCycle(now);
+    const opened = (await owner.incidents.listIncidents({ projectName: p.projectName, rule: rule.name }))
+      .incidents;
+    assert.equal(opened.length, 2);
+    const web2 = opened.find((i) => i.vmName === p.vms[1]);
+    await owner.incidents.acknowledgeIncident({ name: web2?.name });
+
+    const { page, problems } = await openPage(browser);
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/projects/fleet/vms`);
+    const table = page.getByTestId("vm-table");
+    const row = (id: string) =>
+      table.locator("tbody tr", { has: page.getByRole("link", { name: id, exact: true }) });
+    await row("web-1").getByText("1 firing").waitFor();
+    assert.equal(
+      await row("web-1")
+        .getByText(/acknowledged/)
+        .count(),
+      0,
+    );
+    await row("web-2").getByText("1 acknowledged").waitFor();
+    assert.equal(
+      await row("web-2")
+        .getByText(/firing/)
+        .count(),
+      0,
+    );
+    await row("web-3").getByText("none", { exact: true }).waitFor();
+    // Only the unattended incident counts in the navigation.
+    const count = page.getByTestId("nav-incident-count");
+    assert.equal((await count.textContent())?.trim(), "1 firing");
+    assert.match(
+      (await page.getByRole("link", { name: /^Incidents/ }).getAttribute("href")) ?? "",
+      /\/incidents$/,
+    );
+    // Sorting by incidents puts the unattended one first, and survives a reload.
+    await table.getByRole("button", { name: "Incidents" }).click();
+    await page.waitForURL(/sort=incidents/);
+    await page.reload();
+    const first = table.locator("tbody tr").first();
+    await first.getByText("1 firing").waitFor();
+    assert.deepEqual(problems, []);
+  });
+});
