@@ -68,10 +68,11 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
         location: "dc-1",
         source: "hypervisor",
       });
-      for (let ts = now - 90 * S; ts <= now; ts += 30 * S) a.append(labels, ts, value);
+      for (let ts = now - 900 * S; ts <= now; ts += 30 * S) a.append(labels, ts, value);
     }
     await a.commit();
-    await t.app.evaluator.runCycle(now);
+    // Opened ten minutes ago: its band spans the last sixth of the VM page's hour.
+    await t.app.evaluator.runCycle(now - 600 * S);
     const opened = (await owner.incidents.listIncidents({ projectName: p.projectName, rule: rule.name }))
       .incidents;
     assert.equal(opened.length, 2);
@@ -112,6 +113,27 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
     await page.reload();
     const first = table.locator("tbody tr").first();
     await first.getByText("1 firing").waitFor();
+
+    // The VM page: the CPU chart draws the rule's threshold and the incident's band, both named under it.
+    await page.goto(`${t.baseUrl}/projects/fleet/vms/dc-1/web-1`);
+    const cpu = page.getByTestId("card-cpu");
+    await cpu
+      .getByTestId("chart-threshold")
+      .getByText(/CPU high: > 90/)
+      .waitFor();
+    const band = cpu.getByTestId("chart-band");
+    await band.waitFor();
+    assert.equal(await band.count(), 1);
+    const id = (opened.find((i) => i.vmName === p.vms[0])?.name ?? "").split("/").pop() ?? "";
+    assert.equal(await band.getByRole("link").getAttribute("href"), `/projects/fleet/incidents/${id}`);
+    assert.equal(await page.getByTestId("card-memory").getByTestId("chart-threshold").count(), 0);
+    // A click inside the band on the canvas opens the incident.
+    const over = cpu.locator(".u-over");
+    const box = await over.boundingBox();
+    assert.ok(box);
+    await page.mouse.click(box.x + box.width * 0.95, box.y + box.height / 2);
+    await page.waitForURL(new RegExp(`/incidents/${id}$`));
+    await page.screenshot({ path: "/tmp/console-vm-incident-band.png" });
     assert.deepEqual(problems, []);
   });
 });

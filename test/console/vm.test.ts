@@ -142,9 +142,15 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     await page.getByTestId("freshness").waitFor();
     assert.equal(await page.getByRole("heading", { level: 1 }).textContent(), "web-a");
 
-    // Only reads: the session check, ListVMMonitoring (inventory) and QueryVMMonitoring.
+    // Only reads: the session check, ListVMMonitoring (inventory) and QueryVMMonitoring, and the rules and
+    // incidents drawn on the charts and counted in the navigation (issue 27, item 7).
     const methods = new Set(rpcs());
-    assert.deepEqual([...methods].sort(), ["ListVMMonitoring", "QueryVMMonitoring"]);
+    assert.deepEqual([...methods].sort(), [
+      "ListAlertRules",
+      "ListIncidents",
+      "ListVMMonitoring",
+      "QueryVMMonitoring",
+    ]);
     for (const s of seen) {
       const m = rpcMethod(s.url);
       if (m) continue;
@@ -358,7 +364,10 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
       /not the VM: its state is RUNNING/,
     );
     assert.equal(await page.getByTestId("partial-banner").count(), 0);
-    assert.deepEqual(new Set(rpcs()), new Set(["ListVMMonitoring", "QueryVMMonitoring"]));
+    assert.deepEqual(
+      new Set(rpcs()),
+      new Set(["ListAlertRules", "ListIncidents", "ListVMMonitoring", "QueryVMMonitoring"]),
+    );
     assert.deepEqual(problems, []);
   });
 

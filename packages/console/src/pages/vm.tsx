@@ -237,6 +237,21 @@ export function VmPage(props: { location: string; vmId: string }) {
   });
   // Data quality "now", whatever the chart range: a 7-day answer ends on a 30-minute step, up to
   // 30 minutes ago. The last hour at 30 s of telemetry_last_observed (per source), every 30 s.
+  // The rules and incidents drawn on the charts (issue 27, item 7): a failure leaves the charts bare.
+  const rules = useQuery({
+    queryKey: ["vm-rules", project.name],
+    queryFn: async () => (await api.alerts.listAlertRules({ projectName: project.name, pageSize: 50 })).rules,
+    enabled: !!inventory.data,
+    refetchInterval: 60_000,
+  });
+  const incidents = useQuery({
+    queryKey: ["vm-incidents", vmName],
+    queryFn: async () =>
+      (await api.incidents.listIncidents({ projectName: project.name, vmName, pageSize: 50 })).incidents,
+    // Only for a VM that exists: a missing VM's page makes no call beyond the ones that say so.
+    enabled: !!inventory.data,
+    refetchInterval: 30_000,
+  });
   const freshness = useQuery({
     queryKey: ["vm-freshness", vmName],
     queryFn: () => {
@@ -355,6 +370,9 @@ export function VmPage(props: { location: string; vmId: string }) {
               key={def.key}
               def={def}
               data={data}
+              vmName={vmName}
+              rules={rules.data}
+              incidents={incidents.data}
               expandedExplanation={
                 def.expanded ? (
                   <ExpandedExplanation
