@@ -100,6 +100,15 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
       0,
     );
     await row("web-3").getByText("none", { exact: true }).waitFor();
+    // The last hour's CPU as a sparkline, labelled with what it draws (issue 27, item 8).
+    const spark = row("web-1").getByTestId("cpu-sparkline");
+    await spark.waitFor();
+    assert.match((await spark.getAttribute("aria-label")) ?? "", /min 97(\.0)? %, max 97(\.0)? %, latest 97/);
+    assert.match(
+      (await row("web-3").getByTestId("cpu-sparkline").getAttribute("aria-label")) ?? "",
+      /latest 20(\.0)? %/,
+    );
+    assert.match((await spark.locator("path").getAttribute("d")) ?? "", /^M[\d.]+,[\d.]+L/);
     // Only the unattended incident counts in the navigation.
     const count = page.getByTestId("nav-incident-count");
     assert.equal((await count.textContent())?.trim(), "1 firing");

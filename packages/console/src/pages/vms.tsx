@@ -161,7 +161,12 @@ export function VmsPage() {
                   </td>
                   <td>{v.location}</td>
                   <td>{v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}</td>
-                  <td className="num">{fmtNumber(v.cpuUtilizationPct, " %")}</td>
+                  <td className="num">
+                    <span className="cpu-cell">
+                      <CpuSparkline vmName={v.name} />
+                      {fmtNumber(v.cpuUtilizationPct, " %")}
+                    </span>
+                  </td>
                   <td className="num">
                     {v.memoryUsedBytes === undefined ? (
                       MISSING
@@ -185,6 +190,73 @@ export function VmsPage() {
       )}
       <Pager pager={pager} nextToken={q.data?.nextPageToken} />
     </Page>
+  );
+}
+
+const SPARK_W = 72;
+const SPARK_H = 18;
+const SPARK_STEP = 120;
+
+/**
+ * The last hour's CPU of one VM as a compact line (issue 27, item 8), 0–100 %: a missing step breaks the
+ * line (never drawn as 0); the label gives min, max and latest for screen readers.
+ */
+function CpuSparkline(props: { vmName: string }) {
+  const q = useQuery({
+    queryKey: ["vm-cpu-spark", props.vmName],
+    queryFn: async () => {
+      const end = Math.floor(Date.now() / 1000 / SPARK_STEP) * SPARK_STEP;
+      const r = await api.monitoring.queryVMMonitoring({
+        name: props.vmName,
+        metricIds: ["cpu_utilization_pct"],
+        startTimeUnix: BigInt(end - 3600),
+        endTimeUnix: BigInt(end),
+        stepSeconds: SPARK_STEP,
+      });
+      const s = r.series.find((x) => x.metricId === "cpu_utilization_pct");
+      const start = Number(r.startTimeUnix);
+      const n = Math.round((Number(r.endTimeUnix) - start) / r.stepSeconds) + 1;
+      const values: (number | null)[] = new Array(n).fill(null);
+      for (const p of s?.points ?? []) {
+        const i = Math.round((Number(p.timeUnix) - start) / r.stepSeconds);
+        if (i >= 0 && i < n) values[i] = p.value;
+      }
+      return values;
+    },
+    staleTime: 55_000,
+    refetchInterval: 60_000,
+  });
+  const values = q.data;
+  const present = (values ?? []).filter((v): v is number => v !== null);
+  if (!values || present.length === 0) return <span className="sparkline-empty" aria-hidden="true" />;
+  const x = (i: number) => (values.length === 1 ? SPARK_W : (i / (values.length - 1)) * SPARK_W);
+  const y = (v: number) => SPARK_H - 1 - (Math.min(Math.max(v, 0), 100) / 100) * (SPARK_H - 2);
+  // One subpath per run of present values; a lone value is a dot.
+  let d = "";
+  values.forEach((v, i) => {
+    if (v === null) return;
+    const joined = i > 0 && values[i - 1] !== null;
+    d += `${joined ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
+    const alone = !joined && (i === values.length - 1 || values[i + 1] === null);
+    if (alone) d += "h0.1";
+  });
+  const label = `CPU over the last hour: min ${fmtNumber(Math.min(...present), " %")}, max ${fmtNumber(
+    Math.max(...present),
+    " %",
+  )}, latest ${fmtNumber(present[present.length - 1], " %")}`;
+  return (
+    <svg
+      className="sparkline"
+      width={SPARK_W}
+      height={SPARK_H}
+      viewBox={`0 0 ${SPARK_W} ${SPARK_H}`}
+      role="img"
+      aria-label={label}
+      data-testid="cpu-sparkline"
+    >
+      <title>{label}</title>
+      <path d={d} fill="none" stroke="#2f6fed" strokeWidth="1.5" strokeLinecap="round" />
+    </svg>
   );
 }
 
