@@ -145,4 +145,40 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
     await page.screenshot({ path: "/tmp/console-vm-incident-band.png" });
     assert.deepEqual(problems, []);
   });
+
+  it("a drag across a chart zooms into that window, kept in the URL across a reload; a preset leaves it (item 9)", async () => {
+    const { page, problems } = await openPage(browser);
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/projects/fleet/vms/dc-1/web-1`);
+    const over = page.getByTestId("card-cpu").locator(".u-over");
+    await over.waitFor();
+    const box = await over.boundingBox();
+    assert.ok(box);
+    await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    await page.waitForURL(/from=\d+&to=\d+/);
+    const url = new URL(page.url());
+    const from = Number(url.searchParams.get("from"));
+    const to = Number(url.searchParams.get("to"));
+    // About 30 % of the hour, about 18 minutes.
+    assert.ok(to - from > 15 * 60 && to - from < 21 * 60, `${to - from} s`);
+    // After a reload the page asks for exactly that window.
+    const asked = page.waitForRequest(
+      (r) => r.url().endsWith("/QueryVMMonitoring") && JSON.parse(r.postData() ?? "{}").metricIds?.length > 1,
+    );
+    await page.reload();
+    const body = JSON.parse((await asked).postData() ?? "{}");
+    assert.equal(Number(body.startTimeUnix), from);
+    assert.equal(Number(body.endTimeUnix), to);
+    assert.equal(await page.getByRole("button", { name: "Custom" }).getAttribute("aria-pressed"), "true");
+    await page
+      .getByTestId("refresh-status")
+      .getByText(/not refreshed automatically/)
+      .waitFor();
+    await page.getByRole("button", { name: "6 h" }).click();
+    await page.waitForURL((u) => !u.searchParams.has("from") && u.searchParams.get("range") === "6h");
+    assert.deepEqual(problems, []);
+  });
 });

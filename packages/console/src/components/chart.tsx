@@ -57,6 +57,8 @@ export interface ChartProps {
   thresholds?: ChartThreshold[];
   /** Incidents' firing intervals: shaded red; a click on one opens it. */
   bands?: ChartBand[];
+  /** A drag across the chart selects [from, to] (Unix seconds) for the caller instead of zooming in place. */
+  onZoom?: (from: number, to: number) => void;
   testId?: string;
 }
 
@@ -100,6 +102,10 @@ export function Chart(props: ChartProps) {
   const ref = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const [, navigate] = useLocation();
+  // The latest callback, without rebuilding the plot when the caller passes a new function.
+  const zoomRef = useRef(props.onZoom);
+  zoomRef.current = props.onZoom;
+  const zoomable = !!props.onZoom;
 
   useEffect(() => {
     const el = ref.current;
@@ -112,12 +118,13 @@ export function Chart(props: ChartProps) {
       ...(props.thresholds ?? []).map((t) => t.value),
     ];
     const bands = props.bands ?? [];
+    const onZoom = zoomable ? (from: number, to: number) => zoomRef.current?.(from, to) : undefined;
     const yMin = props.yMin;
     const opts: uPlot.Options = {
       width: Math.max(el.clientWidth, 300),
       height: props.height ?? 220,
       legend: { show: true, live: true },
-      cursor: { drag: { x: true, y: false } },
+      cursor: { drag: { x: true, y: false, setScale: !onZoom } },
       scales: {
         x: { time: true },
         y: props.yRange
@@ -152,6 +159,15 @@ export function Chart(props: ChartProps) {
         })),
       ],
       hooks: {
+        setSelect: [
+          (u) => {
+            if (!onZoom || u.select.width < 3) return;
+            const from = u.posToVal(u.select.left, "x");
+            const to = u.posToVal(u.select.left + u.select.width, "x");
+            u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+            onZoom(from, to);
+          },
+        ],
         drawClear: [
           (u) => {
             if (intervals.length === 0 && bands.length === 0) return;
@@ -236,6 +252,7 @@ export function Chart(props: ChartProps) {
     props.yMin,
     props.thresholds,
     props.bands,
+    zoomable,
     navigate,
   ]);
 

@@ -104,6 +104,8 @@ export function MetricCard(props: {
   emptyExplanation?: ReactNode;
   /** This VM's full name, and the project's rules and this VM's incidents drawn on the chart. */
   vmName?: string;
+  /** A drag across the chart selects a new window (Unix seconds). */
+  onZoom?: (from: number, to: number) => void;
   rules?: AlertRule[];
   incidents?: Incident[];
 }) {
@@ -268,6 +270,7 @@ export function MetricCard(props: {
             intervalFill="rgba(102, 112, 133, 0.13)"
             thresholds={thresholds}
             bands={bands}
+            onZoom={props.onZoom}
             height={200}
             testId={`chart-${def.key}`}
           />
