@@ -142,6 +142,20 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
     assert.ok(box);
     await page.mouse.click(box.x + box.width * 0.95, box.y + box.height / 2);
     await page.waitForURL(new RegExp(`/incidents/${id}$`));
+    // The incident's page shows the metric around it, with the threshold and its firing interval.
+    const metric = page.getByTestId("incident-metric");
+    await metric
+      .getByTestId("chart-summary")
+      .getByText(/latest 97/)
+      .waitFor();
+    await metric
+      .getByTestId("chart-threshold")
+      .getByText(/CPU high: threshold 90/)
+      .waitFor();
+    await metric
+      .getByTestId("chart-band")
+      .getByText(/still open/)
+      .waitFor();
     await page.screenshot({ path: "/tmp/console-vm-incident-band.png" });
     assert.deepEqual(problems, []);
   });
