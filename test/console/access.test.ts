@@ -327,14 +327,16 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     const snippet = (await detail.getByTestId("setup-snippet").textContent()) ?? "";
     assert.match(snippet, /^permissions:\n {2}id-token: write/m);
     assert.ok(
-      snippet.includes(
-        `- run: svc auth ci verify --setup-id ${trust.setupId} --audience "${trust.audience}"`,
-      ),
+      snippet.includes(`run: svc auth ci verify --setup-id ${trust.setupId} --audience "${trust.audience}"`),
       snippet,
     );
     // biome-ignore lint/suspicious/noTemplateCurlyInString: a GitHub Actions expression
     assert.ok(snippet.includes("SVC_SETUP_CODE: ${{ secrets.SVC_SETUP_CODE }}"), snippet);
     assert.match(snippet, /push:\n {4}branches: \[main\]/);
+    // Complete: installs the CLI from this server, whose real origin it names (issue 27, item 10).
+    assert.ok(snippet.includes(`SVC_BASE_URL: ${t.baseUrl}\n`), snippet);
+    assert.match(snippet, /\/v1\/cli\/packages\/SHA256SUMS/);
+    assert.match(snippet, /sha256sum --check/);
     assert.ok(!snippet.includes(code), "the pairing code is a secret, not in the workflow");
     await shot(page, "ci-setup");
 

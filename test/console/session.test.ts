@@ -37,7 +37,7 @@ describe("console in Chromium: sign-in, the VM list, sign-out", { skip }, () => 
     await rows.first().waitFor();
     assert.equal(await rows.count(), 2);
     // No telemetry yet: the latest CPU is a dash, never 0 %.
-    const cpu = await rows.first().locator("td").nth(4).textContent();
+    const cpu = await rows.first().locator("td").nth(5).textContent(); // after Name, State, Incidents, Location, Monitoring
     assert.equal(cpu, "—");
 
     const cookies = await page.context().cookies();

@@ -5,6 +5,7 @@ import { Link, Redirect, Route, Switch, useLocation, useParams } from "wouter";
 import { fromChunk, pages } from "./chunks.ts";
 import { useScrollableTablesFocusable } from "./components/scroll-focus.ts";
 import { Loading, navigated } from "./components/ui.tsx";
+import { useOpenIncidents } from "./open-incidents.ts";
 import { ProjectContext, SessionContext, useSession as useSessionValue } from "./session.tsx";
 import type { ConsoleSession } from "./session-api.ts";
 
@@ -109,6 +110,21 @@ const NAV: { section: string; items: { path: string; label: string }[] }[] = [
   { section: "Integrations", items: [{ path: "/connect", label: "Connect your tools" }] },
 ];
 
+/** Unattended open incidents beside "Incidents" in the navigation (issue 27, item 7). */
+function NavIncidentCount(props: { projectName: string }) {
+  const open = useOpenIncidents(props.projectName);
+  const n = open.data?.firing.length ?? 0;
+  if (n === 0) return null;
+  return (
+    <span className="nav-count" data-testid="nav-incident-count">
+      {" "}
+      {n}
+      {open.data?.truncated ? "+" : ""}
+      <span className="sr-only"> firing</span>
+    </span>
+  );
+}
+
 function ProjectShell() {
   const { project } = useParams<{ project: string }>();
   const { session, signOut } = useSessionValue();
@@ -200,6 +216,9 @@ function ProjectShell() {
                       aria-current={location === i.path ? "page" : active ? "location" : undefined}
                     >
                       {i.label}
+                      {i.path === "/incidents" && membership ? (
+                        <NavIncidentCount projectName={membership.name} />
+                      ) : null}
                     </Link>
                   );
                 })}

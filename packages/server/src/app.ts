@@ -31,7 +31,12 @@ import { registerMonitoringService } from "./http/services/monitoring.ts";
 import { registerSilenceService } from "./http/services/silences.ts";
 import { CiAutomation } from "./iam/ci/service.ts";
 import { pruneIdempotency } from "./iam/idempotency.ts";
-import { agentPackageRoutes, loadAgentPackage } from "./ingest/agent-package.ts";
+import {
+  agentPackageRoutes,
+  cliPackageRoutes,
+  loadAgentPackage,
+  loadCliPackage,
+} from "./ingest/agent-package.ts";
 import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
 import { createIngestMetrics } from "./ingest/instrumentation.ts";
@@ -309,6 +314,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         queryMetrics: instruments && createQueryMetrics(instruments),
       }),
       agentPackageRoutes(agentPackage),
+      cliPackageRoutes(loadCliPackage(config.cliPackageDir)),
       consoleRoutes({
         db: db.db,
         log,

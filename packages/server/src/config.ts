@@ -95,6 +95,9 @@ export interface Config {
   /** The guest agent package published at /v1/agent/packages (SVC_AGENT_PACKAGE_DIR, holding SHA256SUMS
    * and the .deb from scripts/build-agent.mjs). Default packages/agent/dist of this checkout. */
   readonly agentPackageDir: string;
+  /** The packed CLI published at /v1/cli/packages (SVC_CLI_PACKAGE_DIR, holding SHA256SUMS and the .tgz
+   * from scripts/build-cli.mjs). Default packages/cli/dist of this checkout. */
+  readonly cliPackageDir: string;
   /** Notifications: SVC_SMTP_URL (smtp://… ; unset = emails are logged), SVC_EMAIL_FROM,
    * SVC_NOTIFY_ALLOW_HOSTS (comma-separated hosts allowed although loopback/private; off by default),
    * SVC_NOTIFY_CA_FILE (extra CA for webhook TLS, PEM), SVC_MAX_DESTINATIONS (5), SVC_DISPATCHER (true),
@@ -160,6 +163,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       overrides.agentPackageDir ??
         env.SVC_AGENT_PACKAGE_DIR ??
         fileURLToPath(new URL("../../agent/dist", import.meta.url)),
+    ),
+    cliPackageDir: resolve(
+      overrides.cliPackageDir ??
+        env.SVC_CLI_PACKAGE_DIR ??
+        fileURLToPath(new URL("../../cli/dist", import.meta.url)),
     ),
     consoleDir: resolve(
       overrides.consoleDir ??

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { Link, useLocation } from "wouter";
 import { fmtTime, MISSING } from "../format.ts";
 
 /**
@@ -18,6 +19,20 @@ export interface ChartInterval {
   start: number;
   end: number;
   label?: string;
+}
+
+/** A threshold line drawn across the chart (e.g. an alert rule's), named in the text alternative. */
+export interface ChartThreshold {
+  value: number;
+  label: string;
+}
+
+/** A band for an incident's firing interval (Unix seconds): drawn red, a click opens `href`. */
+export interface ChartBand {
+  start: number;
+  end: number;
+  label: string;
+  href: string;
 }
 
 export interface ChartProps {
@@ -38,6 +53,12 @@ export interface ChartProps {
   yRange?: [number, number];
   /** Lower bound of an otherwise automatic y axis (e.g. 0 for rates and bytes). Ignored with yRange. */
   yMin?: number;
+  /** Further threshold lines (alert rules watching this metric), dashed, each named. */
+  thresholds?: ChartThreshold[];
+  /** Incidents' firing intervals: shaded red; a click on one opens it. */
+  bands?: ChartBand[];
+  /** A drag across the chart selects [from, to] (Unix seconds) for the caller instead of zooming in place. */
+  onZoom?: (from: number, to: number) => void;
   testId?: string;
 }
 
@@ -80,6 +101,11 @@ function isolated(u: uPlot, seriesIdx: number): number[] {
 export function Chart(props: ChartProps) {
   const ref = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
+  const [, navigate] = useLocation();
+  // The latest callback, without rebuilding the plot when the caller passes a new function.
+  const zoomRef = useRef(props.onZoom);
+  zoomRef.current = props.onZoom;
+  const zoomable = !!props.onZoom;
 
   useEffect(() => {
     const el = ref.current;
@@ -87,13 +113,18 @@ export function Chart(props: ChartProps) {
     const format = props.format ?? ((v: number) => v.toFixed(1));
     const intervals = props.intervals ?? [];
     const intervalFill = props.intervalFill ?? "rgba(229, 72, 77, 0.14)";
-    const threshold = props.threshold;
+    const lines = [
+      ...(props.threshold !== undefined ? [props.threshold] : []),
+      ...(props.thresholds ?? []).map((t) => t.value),
+    ];
+    const bands = props.bands ?? [];
+    const onZoom = zoomable ? (from: number, to: number) => zoomRef.current?.(from, to) : undefined;
     const yMin = props.yMin;
     const opts: uPlot.Options = {
       width: Math.max(el.clientWidth, 300),
       height: props.height ?? 220,
       legend: { show: true, live: true },
-      cursor: { drag: { x: true, y: false } },
+      cursor: { drag: { x: true, y: false, setScale: !onZoom } },
       scales: {
         x: { time: true },
         y: props.yRange
@@ -128,13 +159,22 @@ export function Chart(props: ChartProps) {
         })),
       ],
       hooks: {
+        setSelect: [
+          (u) => {
+            if (!onZoom || u.select.width < 3) return;
+            const from = u.posToVal(u.select.left, "x");
+            const to = u.posToVal(u.select.left + u.select.width, "x");
+            u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+            onZoom(from, to);
+          },
+        ],
         drawClear: [
           (u) => {
-            if (intervals.length === 0) return;
+            if (intervals.length === 0 && bands.length === 0) return;
             const ctx = u.ctx;
             ctx.save();
-            ctx.fillStyle = intervalFill;
-            for (const iv of intervals) {
+            for (const iv of [...intervals, ...bands]) {
+              ctx.fillStyle = "href" in iv ? "rgba(201, 42, 42, 0.18)" : intervalFill;
               const x0 = u.valToPos(iv.start, "x", true);
               const x1 = u.valToPos(iv.end, "x", true);
               const left = Math.max(x0, u.bbox.left);
@@ -146,31 +186,57 @@ export function Chart(props: ChartProps) {
         ],
         draw: [
           (u) => {
-            if (threshold === undefined) return;
-            const y = u.valToPos(threshold, "y", true);
-            if (y < u.bbox.top || y > u.bbox.top + u.bbox.height) return;
-            const ctx = u.ctx;
-            ctx.save();
-            ctx.strokeStyle = "#c92a2a";
-            ctx.setLineDash([6, 4]);
-            ctx.lineWidth = 1.5;
-            ctx.beginPath();
-            ctx.moveTo(u.bbox.left, y);
-            ctx.lineTo(u.bbox.left + u.bbox.width, y);
-            ctx.stroke();
-            ctx.restore();
+            for (const threshold of lines) {
+              const y = u.valToPos(threshold, "y", true);
+              if (y < u.bbox.top || y > u.bbox.top + u.bbox.height) continue;
+              const ctx = u.ctx;
+              ctx.save();
+              ctx.strokeStyle = "#c92a2a";
+              ctx.setLineDash([6, 4]);
+              ctx.lineWidth = 1.5;
+              ctx.beginPath();
+              ctx.moveTo(u.bbox.left, y);
+              ctx.lineTo(u.bbox.left + u.bbox.width, y);
+              ctx.stroke();
+              ctx.restore();
+            }
           },
         ],
       },
     };
     const data: uPlot.AlignedData = [props.x, ...props.series.map((s) => s.values)];
+    // The threshold lines stay in view: the y axis reaches them.
+    if (lines.length > 0 && !props.yRange) {
+      const top = Math.max(...lines);
+      opts.scales = {
+        ...opts.scales,
+        y: {
+          range: (_u, min, max) => {
+            const lo = yMin ?? Math.min(min, top);
+            const hi = Math.max(max, top);
+            return [lo, hi > lo ? lo + (hi - lo) * 1.08 : lo + 1];
+          },
+        },
+      };
+    }
     plot.current = new uPlot(opts, data, el);
+    // A click (not a drag) on an incident's band opens the incident.
+    const over = plot.current.over;
+    const onClick = (e: MouseEvent) => {
+      const u = plot.current;
+      if (!u || bands.length === 0) return;
+      const t = u.posToVal(e.offsetX, "x");
+      const hit = bands.find((b) => t >= b.start && t <= b.end);
+      if (hit) navigate(hit.href);
+    };
+    over.addEventListener("click", onClick);
     const observer = new ResizeObserver(() => {
       plot.current?.setSize({ width: Math.max(el.clientWidth, 300), height: props.height ?? 220 });
     });
     observer.observe(el);
     return () => {
       observer.disconnect();
+      over.removeEventListener("click", onClick);
       plot.current?.destroy();
       plot.current = null;
     };
@@ -184,6 +250,10 @@ export function Chart(props: ChartProps) {
     props.threshold,
     props.yRange,
     props.yMin,
+    props.thresholds,
+    props.bands,
+    zoomable,
+    navigate,
   ]);
 
   // The canvas is for the eye; its text alternative (WCAG 1.1.1) is the summary under it and the table
@@ -192,6 +262,20 @@ export function Chart(props: ChartProps) {
     <figure className="chart-figure">
       <div ref={ref} className="chart" data-testid={props.testId} aria-hidden="true" />
       <ChartText title={props.title} x={props.x} series={props.series} format={props.format} />
+      {(props.thresholds?.length ?? 0) > 0 || (props.bands?.length ?? 0) > 0 ? (
+        <ul className="chart-alerts small" data-testid="chart-alerts">
+          {(props.thresholds ?? []).map((t) => (
+            <li key={`t-${t.label}-${t.value}`} data-testid="chart-threshold">
+              <span className="chart-threshold-key" aria-hidden="true" /> {t.label}
+            </li>
+          ))}
+          {(props.bands ?? []).map((b) => (
+            <li key={b.href} data-testid="chart-band">
+              <span className="chart-band-key" aria-hidden="true" /> <Link href={b.href}>{b.label}</Link>
+            </li>
+          ))}
+        </ul>
+      ) : null}
     </figure>
   );
 }

@@ -1,5 +1,5 @@
 import type { CreateDestinationResponse, Destination } from "@gen/svc/monitoring/v1/destinations_pb.ts";
-import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, useState } from "react";
 import { api, describeError } from "../api.ts";
 import { newRequestId } from "../format.ts";
@@ -90,29 +90,41 @@ export function LimitExplained(props: { error: unknown }) {
   );
 }
 
-/** People the console knows to be members: the signed-in user and the recipients already on destinations. */
-export function knownMembers(me: { user: string; email: string }, destinations: Destination[]) {
-  const m = new Map<string, string>([[me.user, me.email]]);
-  for (const d of destinations) for (const r of d.recipients) if (!m.has(r.user)) m.set(r.user, r.email);
-  return [...m.entries()].map(([user, email]) => ({ user, email }));
-}
-
-/** Recipient checkboxes over the known members, plus another member by users/<id>. */
-function RecipientPicker(props: {
-  known: { user: string; email: string }[];
-  value: string[];
-  onChange: (v: string[]) => void;
-}) {
-  const [other, setOther] = useState("");
-  const [otherError, setOtherError] = useState<string>();
-  const all = [...props.known];
-  for (const u of props.value) if (!all.some((k) => k.user === u)) all.push({ user: u, email: "" });
+/**
+ * Recipient checkboxes over the project's members by name (ListMembers), filtered by a search field
+ * when the project is large; recipients already chosen stay listed even if no longer members.
+ */
+function RecipientPicker(props: { value: string[]; onChange: (v: string[]) => void }) {
+  const project = useProject();
   const { session } = useSession();
+  const [filter, setFilter] = useState("");
+  const members = useQuery({
+    queryKey: ["members", project.name],
+    queryFn: async () => (await api.destinations.listMembers({ projectName: project.name })).members,
+  });
+  const all = (members.data ?? []).map((m) => ({ user: m.user, name: m.displayName, email: m.email }));
+  for (const u of props.value) if (!all.some((k) => k.user === u)) all.push({ user: u, name: "", email: "" });
+  const f = filter.trim().toLowerCase();
+  const shown = f
+    ? all.filter((k) => props.value.includes(k.user) || `${k.name} ${k.email}`.toLowerCase().includes(f))
+    : all;
   return (
     <fieldset className="recipients-picker">
       <legend className="field-label">Recipients</legend>
-      <div className="checks">
-        {all.map((k) => (
+      {members.error ? (
+        <ErrorBanner error={members.error} title="Could not list the project's members" />
+      ) : null}
+      {all.length > 8 ? (
+        <input
+          type="search"
+          aria-label="Find a member by name or email"
+          placeholder="Find a member by name or email"
+          value={filter}
+          onChange={(e) => setFilter(e.target.value)}
+        />
+      ) : null}
+      <div className="checks" aria-busy={members.isPending}>
+        {shown.map((k) => (
           <label key={k.user}>
             <input
               type="checkbox"
@@ -124,35 +136,14 @@ function RecipientPicker(props: {
               }
             />
             <span>
-              {k.email || <code>{k.user}</code>}
+              {k.name || k.email || <code>{k.user}</code>}
               {k.user === session.user ? <span className="muted"> (you)</span> : null}
-              {k.email ? <span className="muted small"> {k.user}</span> : null}
+              {k.name && k.email ? <span className="muted small"> {k.email}</span> : null}
             </span>
           </label>
         ))}
+        {members.isPending ? <span className="muted">Loading members…</span> : null}
       </div>
-      <div className="row add-recipient">
-        <input
-          aria-label="Another member (users/<id>)"
-          placeholder="Another member: users/<id>"
-          value={other}
-          onChange={(e) => {
-            setOther(e.target.value);
-            setOtherError(undefined);
-          }}
-        />
-        <Button
-          onClick={() => {
-            const v = other.trim();
-            if (!/^users\/[A-Za-z0-9_-]{1,64}$/.test(v)) return setOtherError("Write it as users/<id>.");
-            if (!props.value.includes(v)) props.onChange([...props.value, v]);
-            setOther("");
-          }}
-        >
-          Add
-        </Button>
-      </div>
-      {otherError ? <span className="field-error">{otherError}</span> : null}
       <span className="hint">
         Recipients must be members of this project (up to 50). Each gets an email with a code and receives
         nothing until they enter it here, signed in as themselves.
@@ -304,7 +295,6 @@ export function CreateDestinationDialog(props: {
           {kind === "EMAIL" ? (
             <>
               <RecipientPicker
-                known={knownMembers(session, props.destinations)}
                 value={recipients}
                 onChange={(v) => {
                   setRecipients(v);
@@ -355,7 +345,6 @@ export function EditDestinationDialog(props: {
   destinations: Destination[];
 }) {
   const d = props.destination;
-  const { session } = useSession();
   const queries = useQueryClient();
   const [name, setName] = useState(d.displayName);
   const [url, setUrl] = useState("");
@@ -402,11 +391,7 @@ export function EditDestinationDialog(props: {
         </Field>
         {d.kind === "EMAIL" ? (
           <>
-            <RecipientPicker
-              known={knownMembers(session, [d, ...props.destinations])}
-              value={recipients}
-              onChange={setRecipients}
-            />
+            <RecipientPicker value={recipients} onChange={setRecipients} />
             {errors.recipients ? <span className="field-error">{errors.recipients}</span> : null}
             <p className="hint">
               Recipients you keep stay verified; new ones get a code. To send someone a new code after theirs

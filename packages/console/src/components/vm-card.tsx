@@ -1,7 +1,15 @@
+import type { AlertRule, Incident } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import type { QueryError, QueryVMMonitoringResponse, Series } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { type ReactNode, useMemo, useState } from "react";
 import { fmtBytes, fmtDuration, MISSING } from "../format.ts";
-import { alignPoints, Chart, type ChartInterval, type ChartSeries } from "./chart.tsx";
+import {
+  alignPoints,
+  Chart,
+  type ChartBand,
+  type ChartInterval,
+  type ChartSeries,
+  type ChartThreshold,
+} from "./chart.tsx";
 import { Badge } from "./ui.tsx";
 
 /**
@@ -80,6 +88,13 @@ export function cardMetricIds(def: CardDef): string[] {
   return [...new Set([...def.views.flatMap((v) => v.metrics.map((m) => m.id)), ...(def.extra ?? [])])];
 }
 
+const OPERATOR_SIGN: Record<string, string> = {
+  GREATER_THAN: ">",
+  GREATER_THAN_OR_EQUAL: "≥",
+  LESS_THAN: "<",
+  LESS_THAN_OR_EQUAL: "≤",
+};
+
 export function MetricCard(props: {
   def: CardDef;
   data: QueryVMMonitoringResponse;
@@ -87,6 +102,12 @@ export function MetricCard(props: {
   expandedExplanation?: ReactNode;
   /** Shown instead of an empty chart (e.g. "no readings from the guest agent yet"). */
   emptyExplanation?: ReactNode;
+  /** This VM's full name, and the project's rules and this VM's incidents drawn on the chart. */
+  vmName?: string;
+  /** A drag across the chart selects a new window (Unix seconds). */
+  onZoom?: (from: number, to: number) => void;
+  rules?: AlertRule[];
+  incidents?: Incident[];
 }) {
   const { def, data } = props;
   const [viewKey, setViewKey] = useState(def.views[0].key);
@@ -154,6 +175,35 @@ export function MetricCard(props: {
   }, [data.quality, viewIds, step]);
 
   const sources = chart.sources.length > 0 ? chart.sources : gapInfo.sources;
+  // Issue 27, item 7: the enabled rules watching this view's metrics and this VM draw their thresholds;
+  // this VM's incidents of those metrics shade their firing interval (open ones up to the range's end).
+  const thresholds = useMemo((): ChartThreshold[] => {
+    const out: ChartThreshold[] = [];
+    for (const r of props.rules ?? []) {
+      const sp = r.spec;
+      if (!sp || !viewIds.has(sp.metricId) || sp.enabled === false) continue;
+      if (!sp.allVms && !sp.vmNames.includes(props.vmName ?? "")) continue;
+      const op = OPERATOR_SIGN[sp.operator] ?? sp.operator;
+      out.push({ value: sp.threshold, label: `${sp.displayName}: ${op} ${format(sp.threshold)}` });
+    }
+    return out;
+  }, [props.rules, props.vmName, viewIds, format]);
+  const bands = useMemo((): ChartBand[] => {
+    const out: ChartBand[] = [];
+    for (const i of props.incidents ?? []) {
+      if (!viewIds.has(i.metricId) || (props.vmName && i.vmName !== props.vmName)) continue;
+      const from = Number(i.openTimeUnix);
+      const to = Number(i.closeTimeUnix) || end;
+      if (to < start || from > end) continue;
+      out.push({
+        start: from,
+        end: to,
+        label: `${i.ruleDisplayName}${i.mountpoint ? ` (${i.mountpoint})` : ""}: incident ${i.state === "OPEN" ? "firing" : i.state.toLowerCase()} since ${new Date(from * 1000).toLocaleString()}`,
+        href: `/incidents/${i.name.split("/").pop()}`,
+      });
+    }
+    return out;
+  }, [props.incidents, props.vmName, viewIds, start, end]);
   const summary = def.summary?.(data);
   const hasPoints = chart.series.some((s) => s.values.some((v) => v !== null));
 
@@ -218,6 +268,9 @@ export function MetricCard(props: {
             yMin={0}
             intervals={gapInfo.intervals}
             intervalFill="rgba(102, 112, 133, 0.13)"
+            thresholds={thresholds}
+            bands={bands}
+            onZoom={props.onZoom}
             height={200}
             testId={`chart-${def.key}`}
           />

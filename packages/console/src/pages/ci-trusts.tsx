@@ -1,11 +1,8 @@
-import type {
-  CITrust,
-  IntendedCIIdentity,
-  StartCITrustSetupResponse,
-} from "@gen/svc/iam/v1/automation_pb.ts";
+import type { CITrust, StartCITrustSetupResponse } from "@gen/svc/iam/v1/automation_pb.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../api.ts";
+import { exchangeWorkflow, verificationWorkflow } from "../ci-workflows.ts";
 import { CAPABILITIES, CapabilityBadges, ConfirmDialog, CopyBlock, Time } from "../components/access-ui.tsx";
 import {
   Badge,
@@ -369,85 +366,6 @@ function StartSetupForm(props: {
   );
 }
 
-/** The temporary verification workflow, per docs/github-actions.md, for the declared identity. */
-export function verificationWorkflow(
-  setupId: string,
-  audience: string,
-  intended?: IntendedCIIdentity,
-): string {
-  const branch = intended?.branch ?? "";
-  const environment = intended?.environment ?? "";
-  const event = intended?.event ?? "push";
-  const trigger =
-    event === "push"
-      ? branch
-        ? `  push:\n    branches: [${branch}]`
-        : "  push:"
-      : event === "schedule"
-        ? '  schedule:\n    - cron: "*/15 * * * *"   # GitHub runs schedules from the default branch'
-        : "  workflow_dispatch:";
-  return [
-    `# ${intended?.workflow || ".github/workflows/<workflow>.yml"}`,
-    "name: svc trust verification",
-    "on:",
-    trigger,
-    "permissions:",
-    "  id-token: write   # lets the job request an OIDC identity token",
-    "  contents: read",
-    "jobs:",
-    "  verify-svc-trust:",
-    "    runs-on: ubuntu-latest",
-    ...(environment ? [`    environment: ${environment}`] : []),
-    "    steps:",
-    "      # Temporary: remove this step and the SVC_SETUP_CODE secret once the trust is approved.",
-    "      # Needs the svc CLI (1.1.2 or later, with `auth ci`) installed by an earlier step.",
-    `      - run: svc auth ci verify --setup-id ${setupId} --audience "${audience}"`,
-    "        env:",
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: GitHub Actions expressions, not JS
-    "          SVC_BASE_URL: ${{ vars.SVC_BASE_URL }}",
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: GitHub Actions expressions, not JS
-    "          SVC_SETUP_CODE: ${{ secrets.SVC_SETUP_CODE }}",
-  ].join("\n");
-}
-
-/** The real job once the trust is approved (docs/github-actions.md §4). */
-function exchangeWorkflow(t: CITrust, projectName: string): string {
-  const branch = t.intended?.branch ?? "";
-  const event = t.intended?.event ?? "push";
-  const trigger =
-    event === "push"
-      ? branch
-        ? `  push:\n    branches: [${branch}]`
-        : "  push:"
-      : event === "schedule"
-        ? '  schedule:\n    - cron: "*/15 * * * *"'
-        : "  workflow_dispatch:";
-  return [
-    "on:",
-    trigger,
-    "permissions:",
-    "  id-token: write",
-    "  contents: read",
-    "jobs:",
-    "  report:",
-    "    runs-on: ubuntu-latest",
-    ...(t.intended?.environment ? [`    environment: ${t.intended.environment}`] : []),
-    "    env:",
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: GitHub Actions expression
-    "      SVC_BASE_URL: ${{ vars.SVC_BASE_URL }}",
-    `      SVC_TRUST: ${t.name}`,
-    `      SVC_AUDIENCE: ${t.audience}`,
-    "    steps:",
-    "      # stdout carries only the token, masked in the log first; valid 15 minutes, exchange in each job.",
-    "      - run: |",
-    '          SVC_TOKEN="$(svc auth ci --trust "$SVC_TRUST" --audience "$SVC_AUDIENCE")"',
-    '          curl -sf "$SVC_BASE_URL/svc.monitoring.v1.MonitoringService/ListVMMonitoring" \\',
-    '            -H "Authorization: Bearer $SVC_TOKEN" -H "Content-Type: application/json" \\',
-    '            -H "Connect-Protocol-Version: 1" \\',
-    `            -d '{"projectName":"${projectName}","pageSize":50,"inventoryOnly":true}'`,
-  ].join("\n");
-}
-
 function TrustDetail(props: {
   name: string;
   started?: StartCITrustSetupResponse;
@@ -532,7 +450,7 @@ function TrustDetail(props: {
 
       {t.state === "VERIFICATION_PENDING" ? (
         <div className="access-setup" data-testid="trust-setup">
-          <h3>1. Store the pairing code and the API origin in the repository</h3>
+          <h3>1. Store the pairing code in the repository</h3>
           {props.started ? (
             <ShownOnce label="SVC_SETUP_CODE (pairing code)" value={props.started.pairingCode} />
           ) : (
@@ -546,9 +464,10 @@ function TrustDetail(props: {
             <dd>
               <code>SVC_SETUP_CODE</code> = the pairing code
             </dd>
-            <dt>Repository variable</dt>
+            <dt>svc's origin</dt>
             <dd>
-              <code>SVC_BASE_URL</code> = <code data-testid="setup-api-origin">{apiOrigin}</code>
+              <code data-testid="setup-api-origin">{apiOrigin}</code> (already in the workflow below, which
+              installs the svc CLI from it)
             </dd>
             <dt>Setup ID</dt>
             <dd>
@@ -582,7 +501,7 @@ function TrustDetail(props: {
           </p>
           <CopyBlock
             label="Verification workflow"
-            text={verificationWorkflow(t.setupId, t.audience, t.intended)}
+            text={verificationWorkflow(t.setupId, t.audience, apiOrigin, t.intended)}
             testId="setup-snippet"
           />
           <p className="access-waiting" role="status">
@@ -714,7 +633,7 @@ function TrustDetail(props: {
             Approved. Now remove the verification step and the <code>SVC_SETUP_CODE</code> secret — removing
             the secret revokes nothing; to stop access, disable or delete the trust.
           </p>
-          <CopyBlock label="Use it in a job" text={exchangeWorkflow(t, project.name)} />
+          <CopyBlock label="Use it in a job" text={exchangeWorkflow(t, project.name, apiOrigin)} />
         </>
       ) : null}
       {t.state === "DISABLED" ? (

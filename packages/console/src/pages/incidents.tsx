@@ -24,6 +24,7 @@ import {
   useActorLabel,
   vmLink,
 } from "../components/incident-format.tsx";
+import { IncidentMetric } from "../components/incident-metric.tsx";
 import { IncidentSnoozeDialog } from "../components/incident-snooze.tsx";
 import { Badge, Button, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
 import { fmtAgo, lastSegment, MISSING } from "../format.ts";
@@ -494,6 +495,8 @@ export function IncidentPage(props: { incidentId: string }) {
           </dl>
         </div>
       </div>
+
+      <IncidentMetric incident={i} />
 
       <div className="card">
         <header className="card-header">

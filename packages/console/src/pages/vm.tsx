@@ -6,7 +6,7 @@ import { api } from "../api.ts";
 import { Badge, Button, ErrorBanner, Loading, Page } from "../components/ui.tsx";
 import { type CardDef, cardMetricIds, latest, MetricCard, sourceName } from "../components/vm-card.tsx";
 import { ExpandedButton, ExpandedDialog, expandedEligible } from "../components/vm-expanded.tsx";
-import { RangePicker, rangeByKey, type VmRange } from "../components/vm-ranges.tsx";
+import { customRange, RangePicker, rangeByKey, type VmRange } from "../components/vm-ranges.tsx";
 import { fmtAgo, fmtBytes, fmtTime, MISSING } from "../format.ts";
 import { useProject } from "../session.tsx";
 
@@ -189,7 +189,8 @@ export function VmPage(props: { location: string; vmId: string }) {
   const project = useProject();
   const vmName = `${project.name}/locations/${props.location}/vms/${props.vmId}`;
   const [params, setParams] = useSearchParams();
-  const range = rangeByKey(params.get("range"));
+  // A custom range or a drag-zoom (from, to) wins over the preset, so a shared link shows the same window.
+  const range = customRange(params.get("from"), params.get("to")) ?? rangeByKey(params.get("range"));
   // Auto-refresh can be paused (kept in the URL, like the range): the charts then stay as they are.
   const paused = params.get("refresh") === "off";
   const setPaused = (off: boolean) =>
@@ -206,12 +207,23 @@ export function VmPage(props: { location: string; vmId: string }) {
     setParams(
       (p) => {
         const n = new URLSearchParams(p);
+        n.delete("from");
+        n.delete("to");
         if (r.key === "1h") n.delete("range");
         else n.set("range", r.key);
         return n;
       },
       { replace: true },
     );
+  // A new window is a new history entry: Back returns to the view before the zoom.
+  const setWindow = (from: number, to: number) =>
+    setParams((p) => {
+      const n = new URLSearchParams(p);
+      n.delete("range");
+      n.set("from", String(Math.floor(from)));
+      n.set("to", String(Math.ceil(to)));
+      return n;
+    });
 
   const inventory = useQuery({
     queryKey: ["vm-inventory", project.name, vmName],
@@ -219,9 +231,9 @@ export function VmPage(props: { location: string; vmId: string }) {
     refetchInterval: 60_000,
   });
   const monitoring = useQuery({
-    queryKey: ["vm-monitoring", vmName, range.key],
+    queryKey: ["vm-monitoring", vmName, range.key, range.endUnix, range.seconds],
     queryFn: () => {
-      const end = Math.floor(Date.now() / 1000);
+      const end = range.endUnix ?? Math.floor(Date.now() / 1000);
       return api.monitoring.queryVMMonitoring({
         name: vmName,
         metricIds: METRIC_IDS,
@@ -237,6 +249,21 @@ export function VmPage(props: { location: string; vmId: string }) {
   });
   // Data quality "now", whatever the chart range: a 7-day answer ends on a 30-minute step, up to
   // 30 minutes ago. The last hour at 30 s of telemetry_last_observed (per source), every 30 s.
+  // The rules and incidents drawn on the charts (issue 27, item 7): a failure leaves the charts bare.
+  const rules = useQuery({
+    queryKey: ["vm-rules", project.name],
+    queryFn: async () => (await api.alerts.listAlertRules({ projectName: project.name, pageSize: 50 })).rules,
+    enabled: !!inventory.data,
+    refetchInterval: 60_000,
+  });
+  const incidents = useQuery({
+    queryKey: ["vm-incidents", vmName],
+    queryFn: async () =>
+      (await api.incidents.listIncidents({ projectName: project.name, vmName, pageSize: 50 })).incidents,
+    // Only for a VM that exists: a missing VM's page makes no call beyond the ones that say so.
+    enabled: !!inventory.data,
+    refetchInterval: 30_000,
+  });
   const freshness = useQuery({
     queryKey: ["vm-freshness", vmName],
     queryFn: () => {
@@ -320,7 +347,7 @@ export function VmPage(props: { location: string; vmId: string }) {
       </div>
 
       <div className="vm-toolbar">
-        <RangePicker value={range} onChange={setRange} />
+        <RangePicker value={range} onChange={setRange} onCustom={setWindow} />
         <span className="muted small" data-testid="refresh-status">
           {range.stepSeconds} s steps
           {data ? ` · data up to ${new Date(Number(data.endTimeUnix) * 1000).toLocaleTimeString()}` : ""} ·{" "}
@@ -355,6 +382,10 @@ export function VmPage(props: { location: string; vmId: string }) {
               key={def.key}
               def={def}
               data={data}
+              vmName={vmName}
+              onZoom={setWindow}
+              rules={rules.data}
+              incidents={incidents.data}
               expandedExplanation={
                 def.expanded ? (
                   <ExpandedExplanation

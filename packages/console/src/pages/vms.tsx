@@ -5,6 +5,7 @@ import { Link, useSearchParams } from "wouter";
 import { api } from "../api.ts";
 import { Badge, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
 import { fmtAgo, fmtBytes, fmtNumber, lastSegment, MISSING } from "../format.ts";
+import { incidentsOfVm, type OpenIncidents, useOpenIncidents } from "../open-incidents.ts";
 import { useProject } from "../session.tsx";
 
 const stateTone: Record<string, "ok" | "warn" | "bad" | "muted"> = {
@@ -22,10 +23,20 @@ const COLUMNS: {
   key: string;
   label: string;
   num?: boolean;
-  value: (v: Vm) => string | number | undefined;
+  value: (v: Vm, open?: OpenIncidents) => string | number | undefined;
 }[] = [
   { key: "name", label: "Name", value: (v) => (v.displayName || lastSegment(v.name)).toLowerCase() },
   { key: "state", label: "State", value: (v) => v.state },
+  {
+    key: "incidents",
+    label: "Incidents",
+    num: true,
+    // Unattended first: a firing incident outweighs any number of acknowledged ones.
+    value: (v, open) => {
+      const n = incidentsOfVm(open, v.name);
+      return n ? n.firing * 10_000 + n.acknowledged : undefined;
+    },
+  },
   { key: "location", label: "Location", value: (v) => v.location },
   { key: "monitoring", label: "Monitoring", value: (v) => v.monitoringLevel },
   { key: "cpu", label: "CPU", num: true, value: (v) => v.cpuUtilizationPct },
@@ -37,10 +48,10 @@ const COLUMNS: {
   },
 ];
 
-function sortVms(vms: Vm[], key: string, desc: boolean): Vm[] {
+function sortVms(vms: Vm[], key: string, desc: boolean, open?: OpenIncidents): Vm[] {
   const col = COLUMNS.find((c) => c.key === key) ?? COLUMNS[0];
   return vms
-    .map((v, i) => ({ v, i, x: col.value(v) }))
+    .map((v, i) => ({ v, i, x: col.value(v, open) }))
     .sort((a, b) => {
       if (a.x === undefined || b.x === undefined) return a.x === b.x ? a.i - b.i : a.x === undefined ? 1 : -1;
       const c = a.x < b.x ? -1 : a.x > b.x ? 1 : 0;
@@ -75,6 +86,7 @@ export function VmsPage() {
       api.monitoring.listVMMonitoring({ projectName: project.name, pageSize: 50, pageToken: pager.token }),
     refetchInterval: 30_000,
   });
+  const open = useOpenIncidents(project.name);
   const vms = sortVms(
     (q.data?.vms ?? []).filter((v) => {
       const f = filter.trim().toLowerCase();
@@ -82,6 +94,7 @@ export function VmsPage() {
     }),
     sortKey,
     desc,
+    open.data,
   );
   const paged = pager.page > 1 || !!q.data?.nextPageToken;
   return (
@@ -143,9 +156,17 @@ export function VmsPage() {
                   <td>
                     <Badge tone={stateTone[v.state] ?? "muted"}>{v.state}</Badge>
                   </td>
+                  <td className="num">
+                    <VmIncidents counts={incidentsOfVm(open.data, v.name)} vmId={parts[5]} />
+                  </td>
                   <td>{v.location}</td>
                   <td>{v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}</td>
-                  <td className="num">{fmtNumber(v.cpuUtilizationPct, " %")}</td>
+                  <td className="num">
+                    <span className="cpu-cell">
+                      <CpuSparkline vmName={v.name} />
+                      {fmtNumber(v.cpuUtilizationPct, " %")}
+                    </span>
+                  </td>
                   <td className="num">
                     {v.memoryUsedBytes === undefined ? (
                       MISSING
@@ -169,6 +190,87 @@ export function VmsPage() {
       )}
       <Pager pager={pager} nextToken={q.data?.nextPageToken} />
     </Page>
+  );
+}
+
+const SPARK_W = 72;
+const SPARK_H = 18;
+const SPARK_STEP = 120;
+
+/**
+ * The last hour's CPU of one VM as a compact line (issue 27, item 8), 0–100 %: a missing step breaks the
+ * line (never drawn as 0); the label gives min, max and latest for screen readers.
+ */
+function CpuSparkline(props: { vmName: string }) {
+  const q = useQuery({
+    queryKey: ["vm-cpu-spark", props.vmName],
+    queryFn: async () => {
+      const end = Math.floor(Date.now() / 1000 / SPARK_STEP) * SPARK_STEP;
+      const r = await api.monitoring.queryVMMonitoring({
+        name: props.vmName,
+        metricIds: ["cpu_utilization_pct"],
+        startTimeUnix: BigInt(end - 3600),
+        endTimeUnix: BigInt(end),
+        stepSeconds: SPARK_STEP,
+      });
+      const s = r.series.find((x) => x.metricId === "cpu_utilization_pct");
+      const start = Number(r.startTimeUnix);
+      const n = Math.round((Number(r.endTimeUnix) - start) / r.stepSeconds) + 1;
+      const values: (number | null)[] = new Array(n).fill(null);
+      for (const p of s?.points ?? []) {
+        const i = Math.round((Number(p.timeUnix) - start) / r.stepSeconds);
+        if (i >= 0 && i < n) values[i] = p.value;
+      }
+      return values;
+    },
+    staleTime: 55_000,
+    refetchInterval: 60_000,
+  });
+  const values = q.data;
+  const present = (values ?? []).filter((v): v is number => v !== null);
+  if (!values || present.length === 0) return <span className="sparkline-empty" aria-hidden="true" />;
+  const x = (i: number) => (values.length === 1 ? SPARK_W : (i / (values.length - 1)) * SPARK_W);
+  const y = (v: number) => SPARK_H - 1 - (Math.min(Math.max(v, 0), 100) / 100) * (SPARK_H - 2);
+  // One subpath per run of present values; a lone value is a dot.
+  let d = "";
+  values.forEach((v, i) => {
+    if (v === null) return;
+    const joined = i > 0 && values[i - 1] !== null;
+    d += `${joined ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
+    const alone = !joined && (i === values.length - 1 || values[i + 1] === null);
+    if (alone) d += "h0.1";
+  });
+  const label = `CPU over the last hour: min ${fmtNumber(Math.min(...present), " %")}, max ${fmtNumber(
+    Math.max(...present),
+    " %",
+  )}, latest ${fmtNumber(present[present.length - 1], " %")}`;
+  return (
+    <svg
+      className="sparkline"
+      width={SPARK_W}
+      height={SPARK_H}
+      viewBox={`0 0 ${SPARK_W} ${SPARK_H}`}
+      role="img"
+      aria-label={label}
+      data-testid="cpu-sparkline"
+    >
+      <title>{label}</title>
+      <path d={d} fill="none" stroke="#2f6fed" strokeWidth="1.5" strokeLinecap="round" />
+    </svg>
+  );
+}
+
+/** A VM's open incidents: firing (unattended) and acknowledged, linking to the incident list. */
+function VmIncidents(props: { counts?: { firing: number; acknowledged: number }; vmId: string }) {
+  const c = props.counts;
+  if (!c) return <span className="muted">{MISSING}</span>;
+  if (c.firing === 0 && c.acknowledged === 0) return <span className="muted">none</span>;
+  return (
+    <Link href="/incidents" className="vm-incidents" data-testid="vm-incidents">
+      {c.firing > 0 ? <Badge tone="bad">{c.firing} firing</Badge> : null}
+      {c.firing > 0 && c.acknowledged > 0 ? " " : null}
+      {c.acknowledged > 0 ? <Badge tone="warn">{c.acknowledged} acknowledged</Badge> : null}
+    </Link>
   );
 }
 

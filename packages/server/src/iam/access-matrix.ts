@@ -70,6 +70,7 @@ export const expectedOutcomes: Readonly<Record<string, readonly Outcome[]>> = {
   "svc.monitoring.v1.DestinationService/ListDeliveries": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.DestinationService/GetDelivery": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.AuditService/ListAuditEvents": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "401", "BOUNDARY"],
+  "svc.monitoring.v1.DestinationService/ListMembers": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "ok", "401", "BOUNDARY"],
   "svc.iam.v1.SessionService/Login": ["ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok"],
   "svc.iam.v1.SessionService/WhoAmI": ["401", "401", "401", "401", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "ok", "401", "ok"],
   "svc.iam.v1.ServiceAccountService/CreateServiceAccount": ["401", "401", "401", "401", "HUMAN", "HUMAN", "BOUNDARY", "HUMAN", "HUMAN", "HUMAN", "CAPABILITY", "ok", "401", "BOUNDARY"],

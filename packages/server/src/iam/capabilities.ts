@@ -94,6 +94,8 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.DestinationService/ListDestinations": notificationRead,
   "svc.monitoring.v1.DestinationService/ListDeliveries": notificationRead,
   "svc.monitoring.v1.DestinationService/GetDelivery": notificationRead,
+  // Members' names and emails, to pick email recipients by name (issue 27): whoever reads destinations.
+  "svc.monitoring.v1.DestinationService/ListMembers": notificationRead,
   // Human dashboard operations (SPEC §4): a recipient verifies their own address; test sends.
   "svc.monitoring.v1.DestinationService/VerifyDestination": member,
   "svc.monitoring.v1.DestinationService/SendTestNotification": { human: "notifications.write" },

@@ -123,6 +123,39 @@ for (const { dialect, skip } of await testDialects()) {
         await owner().destinations.deleteDestination({ name: d.name });
     });
 
+    it("ListMembers names the project's members with their emails, by display name, for those who manage destinations (issue 27)", async () => {
+      const viewer = await t.admin.users.createUser({
+        email: `ada-${randomUUID()}@example.com`,
+        password: "correct horse battery staple",
+        displayName: "Ada Lovelace",
+      });
+      await t.admin.projects.setMember({ project: p.projectName, user: viewer.name, role: "viewer" });
+      const other = await t.seedProject(`rights-other-${randomUUID().slice(0, 8)}`, []);
+      const seen = (await owner().destinations.listMembers({ projectName: p.projectName })).members;
+      assert.deepEqual(
+        seen.map((m) => [m.user, m.displayName, m.email, m.role]),
+        [
+          [viewer.name, "Ada Lovelace", viewer.email, "viewer"],
+          [p.owner.user, "Owner", p.owner.email, "owner"],
+        ],
+      );
+      assert.ok(!seen.some((m) => m.user === other.owner.user), "another project's owner is not listed");
+      // A notifications.write key reads them without naming its project; a monitoring.write key cannot.
+      const byKey = await t.clients(notifyKey).destinations.listMembers({});
+      assert.equal(byKey.members.length, 2);
+      await rejectsWith(
+        t.clients(writeKey).destinations.listMembers({ projectName: p.projectName }),
+        Code.PermissionDenied,
+        "CAPABILITY",
+      );
+      await rejectsWith(
+        t.clients(other.owner.session).destinations.listMembers({ projectName: p.projectName }),
+        Code.PermissionDenied,
+        "PROJECT_BOUNDARY",
+      );
+      await t.admin.projects.removeMember({ project: p.projectName, user: viewer.name });
+    });
+
     it("the demo's write key still saves and deletes rules, naming existing destinations", async () => {
       const d = (await webhookBy(p.owner.session)).destination?.name ?? "";
       const rule = await saveRule(writeKey, [d]);

@@ -419,6 +419,37 @@ export async function listDestinations(
   return out;
 }
 
+export interface RecipientCandidate {
+  user: string;
+  displayName: string;
+  email: string;
+  role: string;
+}
+
+/**
+ * The project's members, for picking email recipients by name (issue 27, item 11): the same readers as
+ * the destinations themselves (people of the project, notifications.write credentials), since a
+ * destination already shows its recipients' addresses to them.
+ */
+export async function listMembers(db: Db, p: Principal, projectName: string): Promise<RecipientCandidate[]> {
+  const projectId = projectOfRequest(p, projectName);
+  await authorizeProject(db, p, projectId, notificationRead);
+  const rows = await db
+    .selectFrom("memberships")
+    .innerJoin("users", "users.id", "memberships.user_id")
+    .select(["users.id", "users.display_name", "users.email", "memberships.role"])
+    .where("memberships.project_id", "=", projectId)
+    .orderBy("users.display_name")
+    .orderBy("users.id")
+    .execute();
+  return rows.map((r) => ({
+    user: `users/${r.id}`,
+    displayName: r.display_name,
+    email: r.email,
+    role: r.role,
+  }));
+}
+
 export interface UpdateInput {
   name: string;
   displayName?: string;

@@ -10,6 +10,7 @@ import {
   deleteDestination,
   getDestination,
   listDestinations,
+  listMembers,
   rotateWebhookSecret,
   sendTestNotification,
   updateDestination,
@@ -57,6 +58,12 @@ export function registerDestinationService(router: ConnectRouter, deps: Destinat
       const x = await rotateWebhookSecret(deps, principalOf(ctx), r.name, r.overlapSeconds);
       return { destination: message(x.destination), webhookSecret: x.webhookSecret };
     },
+    listMembers: async (r, ctx) => ({
+      members: (await listMembers(db, principalOf(ctx), r.projectName)).map((m) => ({
+        $typeName: "svc.monitoring.v1.ProjectMember" as const,
+        ...m,
+      })),
+    }),
     listDeliveries: async (r, ctx) => listDeliveries(db, principalOf(ctx), deps.pageKey, r),
     getDelivery: async (r, ctx) => getDelivery(db, principalOf(ctx), r.name),
   });

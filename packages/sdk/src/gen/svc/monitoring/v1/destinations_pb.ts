@@ -10,7 +10,81 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/monitoring/v1/destinations.proto.
  */
 export const file_svc_monitoring_v1_destinations: GenFile = /*@__PURE__*/
-  fileDesc("CiRzdmMvbW9uaXRvcmluZy92MS9kZXN0aW5hdGlvbnMucHJvdG8SEXN2Yy5tb25pdG9yaW5nLnYxItECCgtEZXN0aW5hdGlvbhIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIMCgRraW5kGAMgASgJEg4KBnBhdXNlZBgEIAEoCBI1CgpyZWNpcGllbnRzGAUgAygLMiEuc3ZjLm1vbml0b3JpbmcudjEuRW1haWxSZWNpcGllbnQSCwoDdXJsGAYgASgJEjUKB3NlY3JldHMYByADKAsyJC5zdmMubW9uaXRvcmluZy52MS5XZWJob29rU2VjcmV0SW5mbxIYChBjcmVhdGVfdGltZV91bml4GAggASgDEhgKEHVwZGF0ZV90aW1lX3VuaXgYCSABKAMSDwoHY3JlYXRvchgKIAEoCRIdChVhd2FpdGluZ19jb25maXJtYXRpb24YCyABKAgSIQoZY29uZmlybWF0aW9uX3JlcXVlc3RlZF9ieRgMIAEoCSJZCg5FbWFpbFJlY2lwaWVudBIMCgR1c2VyGAEgASgJEg0KBWVtYWlsGAIgASgJEhAKCHZlcmlmaWVkGAMgASgIEhgKEHZlcmlmeV90aW1lX3VuaXgYBCABKAMiUwoRV2ViaG9va1NlY3JldEluZm8SCgoCaWQYASABKAkSGAoQY3JlYXRlX3RpbWVfdW5peBgCIAEoAxIYChBleHBpcmVfdGltZV91bml4GAMgASgDIqIBChhDcmVhdGVEZXN0aW5hdGlvblJlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIMCgRraW5kGAMgASgJEhIKCnJlY2lwaWVudHMYBCADKAkSCwoDdXJsGAUgASgJEhIKCnJlcXVlc3RfaWQYBiABKAkSFwoPaW50ZWdyYXRpb25fa2V5GAcgASgJInoKGUNyZWF0ZURlc3RpbmF0aW9uUmVzcG9uc2USMwoLZGVzdGluYXRpb24YASABKAsyHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhIWCg53ZWJob29rX3NlY3JldBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCIlChVHZXREZXN0aW5hdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSIvChdMaXN0RGVzdGluYXRpb25zUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkiUAoYTGlzdERlc3RpbmF0aW9uc1Jlc3BvbnNlEjQKDGRlc3RpbmF0aW9ucxgBIAMoCzIeLnN2Yy5tb25pdG9yaW5nLnYxLkRlc3RpbmF0aW9uIu8BChhVcGRhdGVEZXN0aW5hdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIZCgxkaXNwbGF5X25hbWUYAiABKAlIAIgBARITCgZwYXVzZWQYAyABKAhIAYgBARISCgpyZWNpcGllbnRzGAQgAygJEhkKEXVwZGF0ZV9yZWNpcGllbnRzGAUgASgIEhAKA3VybBgGIAEoCUgCiAEBEhwKD2ludGVncmF0aW9uX2tleRgHIAEoCUgDiAEBQg8KDV9kaXNwbGF5X25hbWVCCQoHX3BhdXNlZEIGCgRfdXJsQhIKEF9pbnRlZ3JhdGlvbl9rZXkiQwoYRGVsZXRlRGVzdGluYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSGQoRZGV0YWNoX2Zyb21fcnVsZXMYAiABKAgiXQoZRGVsZXRlRGVzdGluYXRpb25SZXNwb25zZRIMCgRuYW1lGAEgASgJEhoKEnNraXBwZWRfZGVsaXZlcmllcxgCIAEoBRIWCg5kZXRhY2hlZF9ydWxlcxgDIAMoCSIpChlDb25maXJtRGVzdGluYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiNgoYVmVyaWZ5RGVzdGluYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEY29kZRgCIAEoCSIrChtTZW5kVGVzdE5vdGlmaWNhdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSJDChpSb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBIMCgRuYW1lGAEgASgJEhcKD292ZXJsYXBfc2Vjb25kcxgCIAEoBSJqChtSb3RhdGVXZWJob29rU2VjcmV0UmVzcG9uc2USMwoLZGVzdGluYXRpb24YASABKAsyHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhIWCg53ZWJob29rX3NlY3JldBgCIAEoCSKWAgoIRGVsaXZlcnkSDAoEbmFtZRgBIAEoCRITCgtkZWxpdmVyeV9pZBgCIAEoCRITCgtkZXN0aW5hdGlvbhgDIAEoCRIQCghpbmNpZGVudBgEIAEoCRISCgpldmVudF90eXBlGAUgASgJEg0KBXN0YXRlGAYgASgJEhMKC3NraXBfcmVhc29uGAcgASgJEhgKEGNyZWF0ZV90aW1lX3VuaXgYCCABKAMSHgoWbmV4dF9hdHRlbXB0X3RpbWVfdW5peBgJIAEoAxIYChBleHBpcmVfdGltZV91bml4GAogASgDEjQKCGF0dGVtcHRzGAsgAygLMiIuc3ZjLm1vbml0b3JpbmcudjEuRGVsaXZlcnlBdHRlbXB0IoQBCg9EZWxpdmVyeUF0dGVtcHQSEgoKYXR0ZW1wdF9pZBgBIAEoCRIRCgl0aW1lX3VuaXgYAiABKAMSDgoGc3RhdHVzGAMgASgJEhUKDXJlc3BvbnNlX2NvZGUYBCABKAUSDgoGZGV0YWlsGAUgASgJEhMKC2R1cmF0aW9uX21zGAYgASgFIooBChVMaXN0RGVsaXZlcmllc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJEhAKCGluY2lkZW50GAMgASgJEg0KBXN0YXRlGAQgASgJEhEKCXBhZ2Vfc2l6ZRgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJInsKFkxpc3REZWxpdmVyaWVzUmVzcG9uc2USLwoKZGVsaXZlcmllcxgBIAMoCzIbLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGl2ZXJ5EhwKD25leHRfcGFnZV90b2tlbhgCIAEoCUgAiAEBQhIKEF9uZXh0X3BhZ2VfdG9rZW4iIgoSR2V0RGVsaXZlcnlSZXF1ZXN0EgwKBG5hbWUYASABKAky+ggKEkRlc3RpbmF0aW9uU2VydmljZRJuChFDcmVhdGVEZXN0aW5hdGlvbhIrLnN2Yy5tb25pdG9yaW5nLnYxLkNyZWF0ZURlc3RpbmF0aW9uUmVxdWVzdBosLnN2Yy5tb25pdG9yaW5nLnYxLkNyZWF0ZURlc3RpbmF0aW9uUmVzcG9uc2USWgoOR2V0RGVzdGluYXRpb24SKC5zdmMubW9uaXRvcmluZy52MS5HZXREZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJrChBMaXN0RGVzdGluYXRpb25zEiouc3ZjLm1vbml0b3JpbmcudjEuTGlzdERlc3RpbmF0aW9uc1JlcXVlc3QaKy5zdmMubW9uaXRvcmluZy52MS5MaXN0RGVzdGluYXRpb25zUmVzcG9uc2USYAoRVXBkYXRlRGVzdGluYXRpb24SKy5zdmMubW9uaXRvcmluZy52MS5VcGRhdGVEZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJuChFEZWxldGVEZXN0aW5hdGlvbhIrLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGV0ZURlc3RpbmF0aW9uUmVxdWVzdBosLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGV0ZURlc3RpbmF0aW9uUmVzcG9uc2USYAoRVmVyaWZ5RGVzdGluYXRpb24SKy5zdmMubW9uaXRvcmluZy52MS5WZXJpZnlEZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJjChRTZW5kVGVzdE5vdGlmaWNhdGlvbhIuLnN2Yy5tb25pdG9yaW5nLnYxLlNlbmRUZXN0Tm90aWZpY2F0aW9uUmVxdWVzdBobLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGl2ZXJ5EnQKE1JvdGF0ZVdlYmhvb2tTZWNyZXQSLS5zdmMubW9uaXRvcmluZy52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBouLnN2Yy5tb25pdG9yaW5nLnYxLlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZRJiChJDb25maXJtRGVzdGluYXRpb24SLC5zdmMubW9uaXRvcmluZy52MS5Db25maXJtRGVzdGluYXRpb25SZXF1ZXN0Gh4uc3ZjLm1vbml0b3JpbmcudjEuRGVzdGluYXRpb24SZQoOTGlzdERlbGl2ZXJpZXMSKC5zdmMubW9uaXRvcmluZy52MS5MaXN0RGVsaXZlcmllc1JlcXVlc3QaKS5zdmMubW9uaXRvcmluZy52MS5MaXN0RGVsaXZlcmllc1Jlc3BvbnNlElEKC0dldERlbGl2ZXJ5EiUuc3ZjLm1vbml0b3JpbmcudjEuR2V0RGVsaXZlcnlSZXF1ZXN0Ghsuc3ZjLm1vbml0b3JpbmcudjEuRGVsaXZlcnliBnByb3RvMw");
+  fileDesc("CiRzdmMvbW9uaXRvcmluZy92MS9kZXN0aW5hdGlvbnMucHJvdG8SEXN2Yy5tb25pdG9yaW5nLnYxIioKEkxpc3RNZW1iZXJzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkiUAoNUHJvamVjdE1lbWJlchIMCgR1c2VyGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVlbWFpbBgDIAEoCRIMCgRyb2xlGAQgASgJIkgKE0xpc3RNZW1iZXJzUmVzcG9uc2USMQoHbWVtYmVycxgBIAMoCzIgLnN2Yy5tb25pdG9yaW5nLnYxLlByb2plY3RNZW1iZXIi0QIKC0Rlc3RpbmF0aW9uEgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEgwKBGtpbmQYAyABKAkSDgoGcGF1c2VkGAQgASgIEjUKCnJlY2lwaWVudHMYBSADKAsyIS5zdmMubW9uaXRvcmluZy52MS5FbWFpbFJlY2lwaWVudBILCgN1cmwYBiABKAkSNQoHc2VjcmV0cxgHIAMoCzIkLnN2Yy5tb25pdG9yaW5nLnYxLldlYmhvb2tTZWNyZXRJbmZvEhgKEGNyZWF0ZV90aW1lX3VuaXgYCCABKAMSGAoQdXBkYXRlX3RpbWVfdW5peBgJIAEoAxIPCgdjcmVhdG9yGAogASgJEh0KFWF3YWl0aW5nX2NvbmZpcm1hdGlvbhgLIAEoCBIhChljb25maXJtYXRpb25fcmVxdWVzdGVkX2J5GAwgASgJIlkKDkVtYWlsUmVjaXBpZW50EgwKBHVzZXIYASABKAkSDQoFZW1haWwYAiABKAkSEAoIdmVyaWZpZWQYAyABKAgSGAoQdmVyaWZ5X3RpbWVfdW5peBgEIAEoAyJTChFXZWJob29rU2VjcmV0SW5mbxIKCgJpZBgBIAEoCRIYChBjcmVhdGVfdGltZV91bml4GAIgASgDEhgKEGV4cGlyZV90aW1lX3VuaXgYAyABKAMiogEKGENyZWF0ZURlc3RpbmF0aW9uUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEgwKBGtpbmQYAyABKAkSEgoKcmVjaXBpZW50cxgEIAMoCRILCgN1cmwYBSABKAkSEgoKcmVxdWVzdF9pZBgGIAEoCRIXCg9pbnRlZ3JhdGlvbl9rZXkYByABKAkiegoZQ3JlYXRlRGVzdGluYXRpb25SZXNwb25zZRIzCgtkZXN0aW5hdGlvbhgBIAEoCzIeLnN2Yy5tb25pdG9yaW5nLnYxLkRlc3RpbmF0aW9uEhYKDndlYmhvb2tfc2VjcmV0GAIgASgJEhAKCHJlcGxheWVkGAMgASgIIiUKFUdldERlc3RpbmF0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIi8KF0xpc3REZXN0aW5hdGlvbnNSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCSJQChhMaXN0RGVzdGluYXRpb25zUmVzcG9uc2USNAoMZGVzdGluYXRpb25zGAEgAygLMh4uc3ZjLm1vbml0b3JpbmcudjEuRGVzdGluYXRpb24i7wEKGFVwZGF0ZURlc3RpbmF0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJEhkKDGRpc3BsYXlfbmFtZRgCIAEoCUgAiAEBEhMKBnBhdXNlZBgDIAEoCEgBiAEBEhIKCnJlY2lwaWVudHMYBCADKAkSGQoRdXBkYXRlX3JlY2lwaWVudHMYBSABKAgSEAoDdXJsGAYgASgJSAKIAQESHAoPaW50ZWdyYXRpb25fa2V5GAcgASgJSAOIAQFCDwoNX2Rpc3BsYXlfbmFtZUIJCgdfcGF1c2VkQgYKBF91cmxCEgoQX2ludGVncmF0aW9uX2tleSJDChhEZWxldGVEZXN0aW5hdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIZChFkZXRhY2hfZnJvbV9ydWxlcxgCIAEoCCJdChlEZWxldGVEZXN0aW5hdGlvblJlc3BvbnNlEgwKBG5hbWUYASABKAkSGgoSc2tpcHBlZF9kZWxpdmVyaWVzGAIgASgFEhYKDmRldGFjaGVkX3J1bGVzGAMgAygJIikKGUNvbmZpcm1EZXN0aW5hdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSI2ChhWZXJpZnlEZXN0aW5hdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRjb2RlGAIgASgJIisKG1NlbmRUZXN0Tm90aWZpY2F0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIkMKGlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXF1ZXN0EgwKBG5hbWUYASABKAkSFwoPb3ZlcmxhcF9zZWNvbmRzGAIgASgFImoKG1JvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZRIzCgtkZXN0aW5hdGlvbhgBIAEoCzIeLnN2Yy5tb25pdG9yaW5nLnYxLkRlc3RpbmF0aW9uEhYKDndlYmhvb2tfc2VjcmV0GAIgASgJIpYCCghEZWxpdmVyeRIMCgRuYW1lGAEgASgJEhMKC2RlbGl2ZXJ5X2lkGAIgASgJEhMKC2Rlc3RpbmF0aW9uGAMgASgJEhAKCGluY2lkZW50GAQgASgJEhIKCmV2ZW50X3R5cGUYBSABKAkSDQoFc3RhdGUYBiABKAkSEwoLc2tpcF9yZWFzb24YByABKAkSGAoQY3JlYXRlX3RpbWVfdW5peBgIIAEoAxIeChZuZXh0X2F0dGVtcHRfdGltZV91bml4GAkgASgDEhgKEGV4cGlyZV90aW1lX3VuaXgYCiABKAMSNAoIYXR0ZW1wdHMYCyADKAsyIi5zdmMubW9uaXRvcmluZy52MS5EZWxpdmVyeUF0dGVtcHQihAEKD0RlbGl2ZXJ5QXR0ZW1wdBISCgphdHRlbXB0X2lkGAEgASgJEhEKCXRpbWVfdW5peBgCIAEoAxIOCgZzdGF0dXMYAyABKAkSFQoNcmVzcG9uc2VfY29kZRgEIAEoBRIOCgZkZXRhaWwYBSABKAkSEwoLZHVyYXRpb25fbXMYBiABKAUiigEKFUxpc3REZWxpdmVyaWVzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSEAoIaW5jaWRlbnQYAyABKAkSDQoFc3RhdGUYBCABKAkSEQoJcGFnZV9zaXplGAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiewoWTGlzdERlbGl2ZXJpZXNSZXNwb25zZRIvCgpkZWxpdmVyaWVzGAEgAygLMhsuc3ZjLm1vbml0b3JpbmcudjEuRGVsaXZlcnkSHAoPbmV4dF9wYWdlX3Rva2VuGAIgASgJSACIAQFCEgoQX25leHRfcGFnZV90b2tlbiIiChJHZXREZWxpdmVyeVJlcXVlc3QSDAoEbmFtZRgBIAEoCTLYCQoSRGVzdGluYXRpb25TZXJ2aWNlEm4KEUNyZWF0ZURlc3RpbmF0aW9uEisuc3ZjLm1vbml0b3JpbmcudjEuQ3JlYXRlRGVzdGluYXRpb25SZXF1ZXN0Giwuc3ZjLm1vbml0b3JpbmcudjEuQ3JlYXRlRGVzdGluYXRpb25SZXNwb25zZRJaCg5HZXREZXN0aW5hdGlvbhIoLnN2Yy5tb25pdG9yaW5nLnYxLkdldERlc3RpbmF0aW9uUmVxdWVzdBoeLnN2Yy5tb25pdG9yaW5nLnYxLkRlc3RpbmF0aW9uEmsKEExpc3REZXN0aW5hdGlvbnMSKi5zdmMubW9uaXRvcmluZy52MS5MaXN0RGVzdGluYXRpb25zUmVxdWVzdBorLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3REZXN0aW5hdGlvbnNSZXNwb25zZRJgChFVcGRhdGVEZXN0aW5hdGlvbhIrLnN2Yy5tb25pdG9yaW5nLnYxLlVwZGF0ZURlc3RpbmF0aW9uUmVxdWVzdBoeLnN2Yy5tb25pdG9yaW5nLnYxLkRlc3RpbmF0aW9uEm4KEURlbGV0ZURlc3RpbmF0aW9uEisuc3ZjLm1vbml0b3JpbmcudjEuRGVsZXRlRGVzdGluYXRpb25SZXF1ZXN0Giwuc3ZjLm1vbml0b3JpbmcudjEuRGVsZXRlRGVzdGluYXRpb25SZXNwb25zZRJgChFWZXJpZnlEZXN0aW5hdGlvbhIrLnN2Yy5tb25pdG9yaW5nLnYxLlZlcmlmeURlc3RpbmF0aW9uUmVxdWVzdBoeLnN2Yy5tb25pdG9yaW5nLnYxLkRlc3RpbmF0aW9uEmMKFFNlbmRUZXN0Tm90aWZpY2F0aW9uEi4uc3ZjLm1vbml0b3JpbmcudjEuU2VuZFRlc3ROb3RpZmljYXRpb25SZXF1ZXN0Ghsuc3ZjLm1vbml0b3JpbmcudjEuRGVsaXZlcnkSdAoTUm90YXRlV2ViaG9va1NlY3JldBItLnN2Yy5tb25pdG9yaW5nLnYxLlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXF1ZXN0Gi4uc3ZjLm1vbml0b3JpbmcudjEuUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlEmIKEkNvbmZpcm1EZXN0aW5hdGlvbhIsLnN2Yy5tb25pdG9yaW5nLnYxLkNvbmZpcm1EZXN0aW5hdGlvblJlcXVlc3QaHi5zdmMubW9uaXRvcmluZy52MS5EZXN0aW5hdGlvbhJlCg5MaXN0RGVsaXZlcmllcxIoLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3REZWxpdmVyaWVzUmVxdWVzdBopLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3REZWxpdmVyaWVzUmVzcG9uc2USUQoLR2V0RGVsaXZlcnkSJS5zdmMubW9uaXRvcmluZy52MS5HZXREZWxpdmVyeVJlcXVlc3QaGy5zdmMubW9uaXRvcmluZy52MS5EZWxpdmVyeRJcCgtMaXN0TWVtYmVycxIlLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3RNZW1iZXJzUmVxdWVzdBomLnN2Yy5tb25pdG9yaW5nLnYxLkxpc3RNZW1iZXJzUmVzcG9uc2ViBnByb3RvMw");
+
+/**
+ * @generated from message svc.monitoring.v1.ListMembersRequest
+ */
+export type ListMembersRequest = Message<"svc.monitoring.v1.ListMembersRequest"> & {
+  /**
+   * projects/<p>; may be left out when the credential is bound to one project.
+   *
+   * @generated from field: string project_name = 1;
+   */
+  projectName: string;
+};
+
+/**
+ * Describes the message svc.monitoring.v1.ListMembersRequest.
+ * Use `create(ListMembersRequestSchema)` to create a new message.
+ */
+export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
+  messageDesc(file_svc_monitoring_v1_destinations, 0);
+
+/**
+ * @generated from message svc.monitoring.v1.ProjectMember
+ */
+export type ProjectMember = Message<"svc.monitoring.v1.ProjectMember"> & {
+  /**
+   * users/<id>, what CreateDestinationRequest.recipients takes.
+   *
+   * @generated from field: string user = 1;
+   */
+  user: string;
+
+  /**
+   * @generated from field: string display_name = 2;
+   */
+  displayName: string;
+
+  /**
+   * @generated from field: string email = 3;
+   */
+  email: string;
+
+  /**
+   * owner, editor or viewer.
+   *
+   * @generated from field: string role = 4;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message svc.monitoring.v1.ProjectMember.
+ * Use `create(ProjectMemberSchema)` to create a new message.
+ */
+export const ProjectMemberSchema: GenMessage<ProjectMember> = /*@__PURE__*/
+  messageDesc(file_svc_monitoring_v1_destinations, 1);
+
+/**
+ * @generated from message svc.monitoring.v1.ListMembersResponse
+ */
+export type ListMembersResponse = Message<"svc.monitoring.v1.ListMembersResponse"> & {
+  /**
+   * Ordered by display name, then user.
+   *
+   * @generated from field: repeated svc.monitoring.v1.ProjectMember members = 1;
+   */
+  members: ProjectMember[];
+};
+
+/**
+ * Describes the message svc.monitoring.v1.ListMembersResponse.
+ * Use `create(ListMembersResponseSchema)` to create a new message.
+ */
+export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
+  messageDesc(file_svc_monitoring_v1_destinations, 2);
 
 /**
  * @generated from message svc.monitoring.v1.Destination
@@ -102,7 +176,7 @@ export type Destination = Message<"svc.monitoring.v1.Destination"> & {
  * Use `create(DestinationSchema)` to create a new message.
  */
 export const DestinationSchema: GenMessage<Destination> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 0);
+  messageDesc(file_svc_monitoring_v1_destinations, 3);
 
 /**
  * @generated from message svc.monitoring.v1.EmailRecipient
@@ -136,7 +210,7 @@ export type EmailRecipient = Message<"svc.monitoring.v1.EmailRecipient"> & {
  * Use `create(EmailRecipientSchema)` to create a new message.
  */
 export const EmailRecipientSchema: GenMessage<EmailRecipient> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 1);
+  messageDesc(file_svc_monitoring_v1_destinations, 4);
 
 /**
  * @generated from message svc.monitoring.v1.WebhookSecretInfo
@@ -165,7 +239,7 @@ export type WebhookSecretInfo = Message<"svc.monitoring.v1.WebhookSecretInfo"> &
  * Use `create(WebhookSecretInfoSchema)` to create a new message.
  */
 export const WebhookSecretInfoSchema: GenMessage<WebhookSecretInfo> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 2);
+  messageDesc(file_svc_monitoring_v1_destinations, 5);
 
 /**
  * @generated from message svc.monitoring.v1.CreateDestinationRequest
@@ -225,7 +299,7 @@ export type CreateDestinationRequest = Message<"svc.monitoring.v1.CreateDestinat
  * Use `create(CreateDestinationRequestSchema)` to create a new message.
  */
 export const CreateDestinationRequestSchema: GenMessage<CreateDestinationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 3);
+  messageDesc(file_svc_monitoring_v1_destinations, 6);
 
 /**
  * @generated from message svc.monitoring.v1.CreateDestinationResponse
@@ -254,7 +328,7 @@ export type CreateDestinationResponse = Message<"svc.monitoring.v1.CreateDestina
  * Use `create(CreateDestinationResponseSchema)` to create a new message.
  */
 export const CreateDestinationResponseSchema: GenMessage<CreateDestinationResponse> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 4);
+  messageDesc(file_svc_monitoring_v1_destinations, 7);
 
 /**
  * @generated from message svc.monitoring.v1.GetDestinationRequest
@@ -271,7 +345,7 @@ export type GetDestinationRequest = Message<"svc.monitoring.v1.GetDestinationReq
  * Use `create(GetDestinationRequestSchema)` to create a new message.
  */
 export const GetDestinationRequestSchema: GenMessage<GetDestinationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 5);
+  messageDesc(file_svc_monitoring_v1_destinations, 8);
 
 /**
  * @generated from message svc.monitoring.v1.ListDestinationsRequest
@@ -288,7 +362,7 @@ export type ListDestinationsRequest = Message<"svc.monitoring.v1.ListDestination
  * Use `create(ListDestinationsRequestSchema)` to create a new message.
  */
 export const ListDestinationsRequestSchema: GenMessage<ListDestinationsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 6);
+  messageDesc(file_svc_monitoring_v1_destinations, 9);
 
 /**
  * @generated from message svc.monitoring.v1.ListDestinationsResponse
@@ -305,7 +379,7 @@ export type ListDestinationsResponse = Message<"svc.monitoring.v1.ListDestinatio
  * Use `create(ListDestinationsResponseSchema)` to create a new message.
  */
 export const ListDestinationsResponseSchema: GenMessage<ListDestinationsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 7);
+  messageDesc(file_svc_monitoring_v1_destinations, 10);
 
 /**
  * @generated from message svc.monitoring.v1.UpdateDestinationRequest
@@ -358,7 +432,7 @@ export type UpdateDestinationRequest = Message<"svc.monitoring.v1.UpdateDestinat
  * Use `create(UpdateDestinationRequestSchema)` to create a new message.
  */
 export const UpdateDestinationRequestSchema: GenMessage<UpdateDestinationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 8);
+  messageDesc(file_svc_monitoring_v1_destinations, 11);
 
 /**
  * @generated from message svc.monitoring.v1.DeleteDestinationRequest
@@ -383,7 +457,7 @@ export type DeleteDestinationRequest = Message<"svc.monitoring.v1.DeleteDestinat
  * Use `create(DeleteDestinationRequestSchema)` to create a new message.
  */
 export const DeleteDestinationRequestSchema: GenMessage<DeleteDestinationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 9);
+  messageDesc(file_svc_monitoring_v1_destinations, 12);
 
 /**
  * @generated from message svc.monitoring.v1.DeleteDestinationResponse
@@ -414,7 +488,7 @@ export type DeleteDestinationResponse = Message<"svc.monitoring.v1.DeleteDestina
  * Use `create(DeleteDestinationResponseSchema)` to create a new message.
  */
 export const DeleteDestinationResponseSchema: GenMessage<DeleteDestinationResponse> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 10);
+  messageDesc(file_svc_monitoring_v1_destinations, 13);
 
 /**
  * @generated from message svc.monitoring.v1.ConfirmDestinationRequest
@@ -431,7 +505,7 @@ export type ConfirmDestinationRequest = Message<"svc.monitoring.v1.ConfirmDestin
  * Use `create(ConfirmDestinationRequestSchema)` to create a new message.
  */
 export const ConfirmDestinationRequestSchema: GenMessage<ConfirmDestinationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 11);
+  messageDesc(file_svc_monitoring_v1_destinations, 14);
 
 /**
  * @generated from message svc.monitoring.v1.VerifyDestinationRequest
@@ -455,7 +529,7 @@ export type VerifyDestinationRequest = Message<"svc.monitoring.v1.VerifyDestinat
  * Use `create(VerifyDestinationRequestSchema)` to create a new message.
  */
 export const VerifyDestinationRequestSchema: GenMessage<VerifyDestinationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 12);
+  messageDesc(file_svc_monitoring_v1_destinations, 15);
 
 /**
  * @generated from message svc.monitoring.v1.SendTestNotificationRequest
@@ -472,7 +546,7 @@ export type SendTestNotificationRequest = Message<"svc.monitoring.v1.SendTestNot
  * Use `create(SendTestNotificationRequestSchema)` to create a new message.
  */
 export const SendTestNotificationRequestSchema: GenMessage<SendTestNotificationRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 13);
+  messageDesc(file_svc_monitoring_v1_destinations, 16);
 
 /**
  * @generated from message svc.monitoring.v1.RotateWebhookSecretRequest
@@ -496,7 +570,7 @@ export type RotateWebhookSecretRequest = Message<"svc.monitoring.v1.RotateWebhoo
  * Use `create(RotateWebhookSecretRequestSchema)` to create a new message.
  */
 export const RotateWebhookSecretRequestSchema: GenMessage<RotateWebhookSecretRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 14);
+  messageDesc(file_svc_monitoring_v1_destinations, 17);
 
 /**
  * @generated from message svc.monitoring.v1.RotateWebhookSecretResponse
@@ -520,7 +594,7 @@ export type RotateWebhookSecretResponse = Message<"svc.monitoring.v1.RotateWebho
  * Use `create(RotateWebhookSecretResponseSchema)` to create a new message.
  */
 export const RotateWebhookSecretResponseSchema: GenMessage<RotateWebhookSecretResponse> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 15);
+  messageDesc(file_svc_monitoring_v1_destinations, 18);
 
 /**
  * @generated from message svc.monitoring.v1.Delivery
@@ -602,7 +676,7 @@ export type Delivery = Message<"svc.monitoring.v1.Delivery"> & {
  * Use `create(DeliverySchema)` to create a new message.
  */
 export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 16);
+  messageDesc(file_svc_monitoring_v1_destinations, 19);
 
 /**
  * @generated from message svc.monitoring.v1.DeliveryAttempt
@@ -652,7 +726,7 @@ export type DeliveryAttempt = Message<"svc.monitoring.v1.DeliveryAttempt"> & {
  * Use `create(DeliveryAttemptSchema)` to create a new message.
  */
 export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 17);
+  messageDesc(file_svc_monitoring_v1_destinations, 20);
 
 /**
  * @generated from message svc.monitoring.v1.ListDeliveriesRequest
@@ -696,7 +770,7 @@ export type ListDeliveriesRequest = Message<"svc.monitoring.v1.ListDeliveriesReq
  * Use `create(ListDeliveriesRequestSchema)` to create a new message.
  */
 export const ListDeliveriesRequestSchema: GenMessage<ListDeliveriesRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 18);
+  messageDesc(file_svc_monitoring_v1_destinations, 21);
 
 /**
  * @generated from message svc.monitoring.v1.ListDeliveriesResponse
@@ -720,7 +794,7 @@ export type ListDeliveriesResponse = Message<"svc.monitoring.v1.ListDeliveriesRe
  * Use `create(ListDeliveriesResponseSchema)` to create a new message.
  */
 export const ListDeliveriesResponseSchema: GenMessage<ListDeliveriesResponse> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 19);
+  messageDesc(file_svc_monitoring_v1_destinations, 22);
 
 /**
  * @generated from message svc.monitoring.v1.GetDeliveryRequest
@@ -737,7 +811,7 @@ export type GetDeliveryRequest = Message<"svc.monitoring.v1.GetDeliveryRequest">
  * Use `create(GetDeliveryRequestSchema)` to create a new message.
  */
 export const GetDeliveryRequestSchema: GenMessage<GetDeliveryRequest> = /*@__PURE__*/
-  messageDesc(file_svc_monitoring_v1_destinations, 20);
+  messageDesc(file_svc_monitoring_v1_destinations, 23);
 
 /**
  * Where incident notifications go (docs/notifications.md). In-app is always there and not a destination.
@@ -852,6 +926,17 @@ export const DestinationService: GenService<{
     methodKind: "unary";
     input: typeof GetDeliveryRequestSchema;
     output: typeof DeliverySchema;
+  },
+  /**
+   * The project's members (user, display name, email), so an email destination picks its recipients by
+   * name: readable by those who manage destinations (people of the project, keys with notifications.write).
+   *
+   * @generated from rpc svc.monitoring.v1.DestinationService.ListMembers
+   */
+  listMembers: {
+    methodKind: "unary";
+    input: typeof ListMembersRequestSchema;
+    output: typeof ListMembersResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_svc_monitoring_v1_destinations, 0);

@@ -1,0 +1,198 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import type { Browser } from "playwright-core";
+import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
+import {
+  browserUnavailable,
+  buildConsole,
+  CONSOLE_DIST,
+  launchBrowser,
+  openPage,
+  signIn,
+} from "../../packages/server/src/testing/browser.ts";
+import { testDialects } from "../../packages/server/src/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+
+const [sqlite] = await testDialects();
+const skip = browserUnavailable();
+const S = 1000;
+
+/** Issue 27, item 7: alerts beside the metrics — open incidents per VM in the list, and a count in the nav. */
+describe("console in Chromium: incidents beside the VMs", { skip }, () => {
+  let t: TestApp;
+  let browser: Browser;
+  let p: SeededProject;
+  before(async () => {
+    buildConsole();
+    t = await startTestApp(
+      sqlite.dialect,
+      { consoleDir: CONSOLE_DIST, notify: { dispatcherAutoStart: false, options: {} } },
+      { wallClock: true },
+    );
+    browser = await launchBrowser();
+    p = await t.seedProject("fleet", ["web-1", "web-2", "web-3"]);
+  });
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it("the VM list shows each VM's firing and acknowledged incidents, the navigation the unattended count", async () => {
+    const owner = t.clients(p.owner.session);
+    const now = Date.now();
+    const rule = await owner.alerts.saveAlertRule({
+      projectName: p.projectName,
+      id: randomUUID(),
+      requestId: randomUUID(),
+      expectedVersion: "0",
+      spec: {
+        displayName: "CPU high",
+        metricId: "cpu_utilization_pct",
+        operator: "GREATER_THAN",
+        threshold: 90,
+        sustainedSeconds: 0,
+        severity: "CRITICAL",
+        allVms: true,
+        destinationNames: [],
+      },
+    });
+    const a = t.app.tsdb.appender();
+    // web-1 and web-2 above the threshold, web-3 below it.
+    for (const [i, value] of [97, 95, 20].entries()) {
+      const labels = labelsFromRecord({
+        __name__: "svc_vm_cpu_utilization_pct",
+        project_id: "fleet",
+        vm: p.vms[i],
+        vm_id: `web-${i + 1}`,
+        location: "dc-1",
+        source: "hypervisor",
+      });
+      for (let ts = now - 900 * S; ts <= now; ts += 30 * S) a.append(labels, ts, value);
+    }
+    await a.commit();
+    // Opened ten minutes ago: its band spans the last sixth of the VM page's hour.
+    await t.app.evaluator.runCycle(now - 600 * S);
+    const opened = (await owner.incidents.listIncidents({ projectName: p.projectName, rule: rule.name }))
+      .incidents;
+    assert.equal(opened.length, 2);
+    const web2 = opened.find((i) => i.vmName === p.vms[1]);
+    await owner.incidents.acknowledgeIncident({ name: web2?.name });
+
+    const { page, problems } = await openPage(browser);
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/projects/fleet/vms`);
+    const table = page.getByTestId("vm-table");
+    const row = (id: string) =>
+      table.locator("tbody tr", { has: page.getByRole("link", { name: id, exact: true }) });
+    await row("web-1").getByText("1 firing").waitFor();
+    assert.equal(
+      await row("web-1")
+        .getByText(/acknowledged/)
+        .count(),
+      0,
+    );
+    await row("web-2").getByText("1 acknowledged").waitFor();
+    assert.equal(
+      await row("web-2")
+        .getByText(/firing/)
+        .count(),
+      0,
+    );
+    await row("web-3").getByText("none", { exact: true }).waitFor();
+    // The last hour's CPU as a sparkline, labelled with what it draws (issue 27, item 8).
+    const spark = row("web-1").getByTestId("cpu-sparkline");
+    await spark.waitFor();
+    assert.match((await spark.getAttribute("aria-label")) ?? "", /min 97(\.0)? %, max 97(\.0)? %, latest 97/);
+    assert.match(
+      (await row("web-3").getByTestId("cpu-sparkline").getAttribute("aria-label")) ?? "",
+      /latest 20(\.0)? %/,
+    );
+    assert.match((await spark.locator("path").getAttribute("d")) ?? "", /^M[\d.]+,[\d.]+L/);
+    // Only the unattended incident counts in the navigation.
+    const count = page.getByTestId("nav-incident-count");
+    assert.equal((await count.textContent())?.trim(), "1 firing");
+    assert.match(
+      (await page.getByRole("link", { name: /^Incidents/ }).getAttribute("href")) ?? "",
+      /\/incidents$/,
+    );
+    // Sorting by incidents puts the unattended one first, and survives a reload.
+    await table.getByRole("button", { name: "Incidents" }).click();
+    await page.waitForURL(/sort=incidents/);
+    await page.reload();
+    const first = table.locator("tbody tr").first();
+    await first.getByText("1 firing").waitFor();
+
+    // The VM page: the CPU chart draws the rule's threshold and the incident's band, both named under it.
+    await page.goto(`${t.baseUrl}/projects/fleet/vms/dc-1/web-1`);
+    const cpu = page.getByTestId("card-cpu");
+    await cpu
+      .getByTestId("chart-threshold")
+      .getByText(/CPU high: > 90/)
+      .waitFor();
+    const band = cpu.getByTestId("chart-band");
+    await band.waitFor();
+    assert.equal(await band.count(), 1);
+    const id = (opened.find((i) => i.vmName === p.vms[0])?.name ?? "").split("/").pop() ?? "";
+    assert.equal(await band.getByRole("link").getAttribute("href"), `/projects/fleet/incidents/${id}`);
+    assert.equal(await page.getByTestId("card-memory").getByTestId("chart-threshold").count(), 0);
+    // A click inside the band on the canvas opens the incident.
+    const over = cpu.locator(".u-over");
+    const box = await over.boundingBox();
+    assert.ok(box);
+    await page.mouse.click(box.x + box.width * 0.95, box.y + box.height / 2);
+    await page.waitForURL(new RegExp(`/incidents/${id}$`));
+    // The incident's page shows the metric around it, with the threshold and its firing interval.
+    const metric = page.getByTestId("incident-metric");
+    await metric
+      .getByTestId("chart-summary")
+      .getByText(/latest 97/)
+      .waitFor();
+    await metric
+      .getByTestId("chart-threshold")
+      .getByText(/CPU high: threshold 90/)
+      .waitFor();
+    await metric
+      .getByTestId("chart-band")
+      .getByText(/still open/)
+      .waitFor();
+    await page.screenshot({ path: "/tmp/console-vm-incident-band.png" });
+    assert.deepEqual(problems, []);
+  });
+
+  it("a drag across a chart zooms into that window, kept in the URL across a reload; a preset leaves it (item 9)", async () => {
+    const { page, problems } = await openPage(browser);
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/projects/fleet/vms/dc-1/web-1`);
+    const over = page.getByTestId("card-cpu").locator(".u-over");
+    await over.waitFor();
+    const box = await over.boundingBox();
+    assert.ok(box);
+    await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    await page.waitForURL(/from=\d+&to=\d+/);
+    const url = new URL(page.url());
+    const from = Number(url.searchParams.get("from"));
+    const to = Number(url.searchParams.get("to"));
+    // About 30 % of the hour, about 18 minutes.
+    assert.ok(to - from > 15 * 60 && to - from < 21 * 60, `${to - from} s`);
+    // After a reload the page asks for exactly that window.
+    const asked = page.waitForRequest(
+      (r) => r.url().endsWith("/QueryVMMonitoring") && JSON.parse(r.postData() ?? "{}").metricIds?.length > 1,
+    );
+    await page.reload();
+    const body = JSON.parse((await asked).postData() ?? "{}");
+    assert.equal(Number(body.startTimeUnix), from);
+    assert.equal(Number(body.endTimeUnix), to);
+    assert.equal(await page.getByRole("button", { name: "Custom" }).getAttribute("aria-pressed"), "true");
+    await page
+      .getByTestId("refresh-status")
+      .getByText(/not refreshed automatically/)
+      .waitFor();
+    await page.getByRole("button", { name: "6 h" }).click();
+    await page.waitForURL((u) => !u.searchParams.has("from") && u.searchParams.get("range") === "6h");
+    assert.deepEqual(problems, []);
+  });
+});
