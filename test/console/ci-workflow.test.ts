@@ -3,7 +3,7 @@ import { execFile, execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { delimiter, join, resolve, sep } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
@@ -64,7 +64,10 @@ describe("the CI trust setup's workflows, run step by step against a test server
     mkdirSync(join(dir, "temp"));
     // A clean runner: the CLI is not on PATH until the workflow installs it into the npm prefix.
     runner = {
-      PATH: `${join(dir, "prefix", "bin")}:${process.env.PATH ?? ""}`,
+      // npm run (npm test) puts the workspace's node_modules/.bin, with its svc, on PATH: a runner has none.
+      PATH: [join(dir, "prefix", "bin"), ...(process.env.PATH ?? "").split(delimiter)]
+        .filter((d) => !d.endsWith(`node_modules${sep}.bin`))
+        .join(delimiter),
       HOME: dir,
       RUNNER_TEMP: join(dir, "temp"),
       npm_config_prefix: join(dir, "prefix"),
