@@ -166,8 +166,14 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
     await page.goto(`${t.baseUrl}/projects/fleet/vms/dc-1/web-1`);
     const over = page.getByTestId("card-cpu").locator(".u-over");
     await over.waitFor();
-    const box = await over.boundingBox();
-    assert.ok(box);
+    // The chart is drawn again when its data arrives: drag on the settled one.
+    await page.waitForLoadState("networkidle");
+    let box = await over.boundingBox();
+    for (let i = 0; !box && i < 50; i++) {
+      await page.waitForTimeout(100);
+      box = await over.boundingBox();
+    }
+    assert.ok(box, "the CPU chart's drag surface is laid out");
     await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
     await page.mouse.down();
     await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
