@@ -1,26 +1,10 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import type { DescService } from "@bufbuild/protobuf";
-import {
-  OperationsService,
-  ProjectService,
-  UserService,
-  VMService,
-} from "@svc/sdk/gen/svc/admin/v1/admin_pb";
-import { AuditService as AdminAuditService } from "@svc/sdk/gen/svc/admin/v1/audit_pb";
-import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
-import { KeyService } from "@svc/sdk/gen/svc/iam/v1/key_pb";
-import { ServiceAccountService } from "@svc/sdk/gen/svc/iam/v1/service_account_pb";
-import { SessionService } from "@svc/sdk/gen/svc/iam/v1/session_pb";
-import { AlertService, IncidentService } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
-import { AuditService } from "@svc/sdk/gen/svc/monitoring/v1/audit_pb";
-import { DestinationService } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
-import { MonitoringService } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
-import { SilenceService } from "@svc/sdk/gen/svc/monitoring/v1/silences_pb";
 import { labelsFromRecord } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
+import { allServices } from "../testing/services.ts";
 import { type Caller, callers, expectedOutcomes, type Outcome } from "./access-matrix.ts";
 import { methodAccess, resourceFields } from "./capabilities.ts";
 
@@ -31,23 +15,7 @@ import { methodAccess, resourceFields } from "./capabilities.ts";
  * body lacks) and nothing is changed; a refused caller gets 401 or 403 with its reason, the same with a
  * body the decoder would refuse, and the same whether the named resource exists or not.
  */
-const services: DescService[] = [
-  MonitoringService,
-  AlertService,
-  IncidentService,
-  DestinationService,
-  SilenceService,
-  SessionService,
-  ServiceAccountService,
-  KeyService,
-  AutomationService,
-  ProjectService,
-  UserService,
-  VMService,
-  OperationsService,
-  AuditService,
-  AdminAuditService,
-];
+const services = allServices;
 const rpcs = services.flatMap((s) => s.methods.map((m) => ({ key: `${s.typeName}/${m.name}`, m })));
 
 // Logout ends the caller's session: it runs last.
