@@ -35,5 +35,16 @@ for (const { dialect, skip } of await testDialects()) {
       );
       assert.equal(expired.filter(Boolean).length, 1, "one takes over an expired lease");
     });
+
+    it("never refuses a holder its own lease when it asks twice at once (a timer and a nudge)", async () => {
+      const db = t.app.db.db;
+      for (let i = 0; i < 20; i++) {
+        const both = await Promise.all([
+          holdLease(db, `twice-${i}`, "same", 9_000, 1_000),
+          holdLease(db, `twice-${i}`, "same", 9_000, 1_000),
+        ]);
+        assert.deepEqual(both, [true, true], `round ${i}`);
+      }
+    });
   });
 }

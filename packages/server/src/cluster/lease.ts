@@ -7,9 +7,11 @@ export const processHolderId = `${hostname()}:${process.pid}:${randomBytes(4).to
 
 /**
  * Takes the named lease when it is free or expired, or renews it when `holder` has it; true when
- * `holder` holds it until nowMs + ttlMs. One conditional UPDATE decides between competing replicas:
- * under PostgreSQL's row lock the loser re-reads the row, sees a live lease of another holder and
- * updates nothing; SQLite has one writer. The INSERT creates the row the first time.
+ * `holder` holds it until nowMs + ttlMs. One statement decides, so two calls of the same holder never
+ * lose to each other (an UPDATE then an INSERT did: both updates missed the missing row, one insert
+ * won, and the holder's other call answered false for a lease it held). PostgreSQL's ON CONFLICT
+ * locks the row and re-checks the condition, so among competing replicas exactly one wins; SQLite
+ * has one writer.
  */
 export async function holdLease(
   db: Db,
@@ -18,20 +20,18 @@ export async function holdLease(
   nowMs: number,
   ttlMs: number,
 ): Promise<boolean> {
-  const renewed = await db
-    .updateTable("leases")
-    .set({ holder, expire_time: nowMs + ttlMs })
-    .where("name", "=", name)
-    .where((eb) => eb.or([eb("holder", "=", holder), eb("expire_time", "<=", nowMs)]))
-    .executeTakeFirst();
-  if (Number(renewed.numUpdatedRows) > 0) return true;
-  const created = await db
+  const row = await db
     .insertInto("leases")
     .values({ name, holder, expire_time: nowMs + ttlMs })
-    .onConflict((oc) => oc.column("name").doNothing())
+    .onConflict((oc) =>
+      oc
+        .column("name")
+        .doUpdateSet({ holder, expire_time: nowMs + ttlMs })
+        .where((eb) => eb.or([eb("leases.holder", "=", holder), eb("leases.expire_time", "<=", nowMs)])),
+    )
     .returning("name")
     .executeTakeFirst();
-  return created !== undefined;
+  return row !== undefined;
 }
 
 /** Gives the lease up (a clean shutdown), so another replica need not wait for it to expire. */
