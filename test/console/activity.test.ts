@@ -96,4 +96,98 @@ describe("console in Chromium: Activity and keys' last use", { skip }, () => {
     await keyRow.getByText("127.0.0.1").waitFor();
     assert.deepEqual(problems, []);
   });
+
+  it("shows a rule's own recent events on its page, its save there included, linked to the filtered Activity page; a viewer gets neither the section nor the call", async () => {
+    const p = await t.seedProject("rule-activity", ["web-1"]);
+    const owner = t.clients(p.owner.session);
+    const id = randomUUID();
+    const otherId = randomUUID();
+    await owner.alerts.saveAlertRule({
+      projectName: p.projectName,
+      id,
+      requestId: randomUUID(),
+      expectedVersion: "0",
+      spec: {
+        displayName: "cpu",
+        metricId: "cpu_utilization_pct",
+        operator: "GREATER_THAN",
+        threshold: 90,
+        sustainedSeconds: 0,
+        severity: "WARNING",
+        allVms: true,
+      },
+    });
+    // Another rule's save, which the page must not show.
+    await owner.alerts.saveAlertRule({
+      projectName: p.projectName,
+      id: otherId,
+      requestId: randomUUID(),
+      expectedVersion: "0",
+      spec: {
+        displayName: "cpu 2",
+        metricId: "cpu_utilization_pct",
+        operator: "GREATER_THAN",
+        threshold: 80,
+        sustainedSeconds: 0,
+        severity: "WARNING",
+        allVms: true,
+      },
+    });
+    const ruleName = `${p.projectName}/alertRules/${id}`;
+
+    const { page, problems } = await openPage(browser);
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/${p.projectName}/alerts/${id}`);
+    const recent = page.getByTestId("recent-activity");
+    const saves = recent.locator("tbody tr").filter({ hasText: "SaveAlertRule" });
+    await saves.first().waitFor();
+    assert.equal(await saves.count(), 1);
+
+    await page.getByTestId("alert-form").locator("input[name=threshold]").fill("85");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByTestId("alert-notice").getByText("Saved version 2.").waitFor();
+    await page.waitForFunction(`(() => {
+      const rows = [...document.querySelectorAll('[data-testid="recent-activity"] tbody tr')];
+      return rows.filter((r) => r.textContent.includes("SaveAlertRule")).length === 2;
+    })()`);
+    // Newest first: the console's save (the browser's user agent), by the signed-in user, with its fields.
+    const newest = recent.locator("tbody tr").first();
+    assert.match((await newest.textContent()) ?? "", /SaveAlertRule/);
+    assert.match((await newest.textContent()) ?? "", /changed .*spec\.threshold/);
+    assert.match((await newest.textContent()) ?? "", /HeadlessChrome/);
+    assert.doesNotMatch((await saves.nth(1).textContent()) ?? "", /HeadlessChrome/);
+    assert.ok(await newest.getByText(p.owner.user).isVisible());
+
+    await recent.getByRole("link", { name: "All of its activity" }).click();
+    await page.waitForURL(
+      (u) => u.pathname.endsWith("/activity") && u.searchParams.get("resource") === ruleName,
+    );
+    assert.equal(await page.getByLabel("Resource").inputValue(), ruleName);
+    const table = page.getByTestId("activity-table");
+    await page.waitForFunction(`(() => {
+      const rows = document.querySelectorAll('[data-testid="activity-table"] tbody tr');
+      return rows.length === 2 && [...rows].every((r) => r.textContent.includes(${JSON.stringify(id)}));
+    })()`);
+    assert.equal(await table.locator("tbody tr").filter({ hasText: otherId }).count(), 0);
+    assert.deepEqual(problems, []);
+
+    // A viewer may not read the audit log: the rule's page neither shows the section nor asks for it.
+    const email = "viewer-activity@example.com";
+    const password = `pw-${randomUUID()}`;
+    const user = await t.admin.users.createUser({ email, password, displayName: "Viewer" });
+    await t.admin.projects.setMember({ project: p.projectName, user: user.name, role: "viewer" });
+    const viewer = await openPage(browser);
+    const asked: string[] = [];
+    viewer.page.on("request", (r) => {
+      if (r.url().includes("AuditService")) asked.push(r.url());
+    });
+    await signIn(viewer.page, t.baseUrl, email, password);
+    await viewer.page.goto(`${t.baseUrl}/${p.projectName}/alerts/${id}`);
+    await viewer.page.getByTestId("alert-form").waitFor();
+    await viewer.page.getByTestId("alert-version").getByText("2").waitFor();
+    assert.equal(await viewer.page.getByTestId("recent-activity").count(), 0);
+    assert.equal(await viewer.page.getByRole("alert").count(), 0);
+    assert.deepEqual(asked, []);
+    assert.deepEqual(viewer.problems, []);
+  });
 });

@@ -12,36 +12,8 @@ import {
   startTestApp,
   type TestApp,
 } from "../../../server/src/testing/harness.ts";
-import { exitCodeOf } from "../common.ts";
-import { buildProgram } from "../program.ts";
+import { runSvc as run } from "../run-in-process.ts";
 import { timeOf } from "./audit.ts";
-
-async function run(args: string[], env: Record<string, string>) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const names = ["SVC_BASE_URL", "SVC_TOKEN", "SVC_API_KEY", "SVC_API_KEY_FILE", "SVC_PROJECT", "SVC_CONFIG"];
-  const saved = Object.fromEntries(names.map((n) => [n, process.env[n]]));
-  for (const n of names) delete process.env[n];
-  Object.assign(process.env, env);
-  const program = buildProgram({
-    stdout: (s) => out.push(s),
-    stderr: (s) => err.push(s),
-    sleep: async () => {},
-  });
-  let code = 0;
-  try {
-    await program.parseAsync(args, { from: "user" });
-  } catch (e) {
-    code = exitCodeOf(e);
-    if (code !== 0) err.push(String(e));
-  } finally {
-    for (const n of names) {
-      if (saved[n] === undefined) delete process.env[n];
-      else process.env[n] = saved[n];
-    }
-  }
-  return { code, out: out.join(""), err: err.join("") };
-}
 
 it("--since and --until read a duration before now or an ISO time", () => {
   assert.equal(timeOf("24h", "--since", 100_000_000), 100_000_000n - 86_400_000n);

@@ -51,7 +51,10 @@ export function registerAuditCommands(program: Command, io: CliIo = {}): void {
       "users/<id>, projects/<p>/serviceAccounts/<id>, operator, or a kind (CI_TOKEN)",
     )
     .option("--method <method>", "a method, e.g. RotateKey or svc.iam.v1.KeyService/RotateKey")
-    .option("--resource <name>", "a resource name, or a prefix ending in / (projects/<p>/alertRules/)")
+    .option(
+      "--resource <name>",
+      "a resource name (with what is under it: a service account's keys), or a prefix ending in / (projects/<p>/alertRules/)",
+    )
     .option("--since <time>", "from: 30m, 24h, 7d before now, or an ISO time")
     .option("--until <time>", "until (exclusive): a duration before now or an ISO time")
     .option("--page-size <n>", "events per page", "50")

@@ -7,37 +7,8 @@ import { after, before, describe, it } from "node:test";
 import { parse as parseYaml } from "yaml";
 import { testDialects } from "../../../server/src/testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
-import { exitCodeOf } from "../common.ts";
-import { buildProgram } from "../program.ts";
+import { runSvc as run } from "../run-in-process.ts";
 import { templateOf } from "./service-accounts.ts";
-
-/** Runs `svc <args>` in-process with `env` as the only svc settings; returns what it printed. */
-async function run(args: string[], env: Record<string, string>) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const names = ["SVC_BASE_URL", "SVC_TOKEN", "SVC_API_KEY", "SVC_API_KEY_FILE", "SVC_PROJECT", "SVC_CONFIG"];
-  const saved = Object.fromEntries(names.map((n) => [n, process.env[n]]));
-  for (const n of names) delete process.env[n];
-  Object.assign(process.env, env);
-  const program = buildProgram({
-    stdout: (s) => out.push(s),
-    stderr: (s) => err.push(s),
-    sleep: async () => {},
-  });
-  let code = 0;
-  try {
-    await program.parseAsync(args, { from: "user" });
-  } catch (e) {
-    code = exitCodeOf(e);
-    if (code !== 0) err.push(String(e));
-  } finally {
-    for (const n of names) {
-      if (saved[n] === undefined) delete process.env[n];
-      else process.env[n] = saved[n];
-    }
-  }
-  return { code, out: out.join(""), err: err.join("") };
-}
 
 describe("svc service-accounts, config, output and exit codes (in-process against startTestApp)", async () => {
   const [{ dialect }] = await testDialects();

@@ -1,45 +1,29 @@
-import type { AuditEvent } from "@gen/svc/monitoring/v1/audit_pb.ts";
 import { useQuery } from "@tanstack/react-query";
-import { useState } from "react";
-import { Link } from "wouter";
+import { useSearchParams } from "wouter";
 import { api } from "../api.ts";
-import {
-  Badge,
-  Button,
-  Empty,
-  ErrorBanner,
-  Loading,
-  Page,
-  Pager,
-  Time,
-  usePager,
-} from "../components/ui.tsx";
-import { lastSegment } from "../format.ts";
+import { AuditEventTable } from "../components/audit-events.tsx";
+import { Button, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
 import { useProject } from "../session.tsx";
-
-/** Where a resource's own page is in the console, when it has one. */
-function resourceHref(name: string): string | undefined {
-  const m =
-    /^projects\/[^/]+\/(alertRules|incidents|destinations|keys|serviceAccounts|ciTrusts)\/([^/]+)/.exec(name);
-  if (!m) return undefined;
-  const pages: Record<string, string> = {
-    alertRules: `/alerts/${m[2]}`,
-    incidents: `/incidents/${m[2]}`,
-    destinations: `/destinations/${m[2]}`,
-    keys: "/keys",
-    serviceAccounts: name.includes("/keys/") ? "/keys" : "/service-accounts",
-    ciTrusts: "/ci-trusts",
-  };
-  return pages[m[1]];
-}
 
 /** The project's audit log (issue 29): who did what, from where and when, newest first. */
 export function ActivityPage() {
   const project = useProject();
   const pager = usePager();
-  const [actor, setActor] = useState("");
-  const [method, setMethod] = useState("");
-  const [resource, setResource] = useState("");
+  // The filters are in the URL (?resource=…): a resource's page links here filtered on it.
+  const [params, setParams] = useSearchParams();
+  const actor = params.get("actor") ?? "";
+  const method = params.get("method") ?? "";
+  const resource = params.get("resource") ?? "";
+  const setFilter = (key: string) => (value: string) =>
+    setParams(
+      (p) => {
+        const n = new URLSearchParams(p);
+        if (value) n.set(key, value);
+        else n.delete(key);
+        return n;
+      },
+      { replace: true },
+    );
   const q = useQuery({
     queryKey: ["audit", project.name, actor, method, resource, pager.token],
     queryFn: () =>
@@ -68,26 +52,24 @@ export function ActivityPage() {
           aria-label="Actor"
           placeholder="actor (users/…, CI_TOKEN)"
           value={actor}
-          onChange={set(setActor)}
+          onChange={set(setFilter("actor"))}
         />
         <input
           aria-label="Method"
           placeholder="method (RotateKey)"
           value={method}
-          onChange={set(setMethod)}
+          onChange={set(setFilter("method"))}
         />
         <input
           aria-label="Resource"
           placeholder="resource (projects/…/alertRules/)"
           value={resource}
-          onChange={set(setResource)}
+          onChange={set(setFilter("resource"))}
         />
         {filtered ? (
           <Button
             onClick={() => {
-              setActor("");
-              setMethod("");
-              setResource("");
+              setParams({}, { replace: true });
               pager.reset();
             }}
           >
@@ -101,64 +83,9 @@ export function ActivityPage() {
       ) : events.length === 0 && !q.error ? (
         <Empty>{filtered ? "No event matches these filters." : "No activity recorded yet."}</Empty>
       ) : events.length > 0 ? (
-        <table className="table" data-testid="activity-table">
-          <thead>
-            <tr>
-              <th>When</th>
-              <th>Who</th>
-              <th>What</th>
-              <th>Resource</th>
-              <th>Outcome</th>
-              <th>From</th>
-            </tr>
-          </thead>
-          <tbody>
-            {events.map((e) => (
-              <ActivityRow key={e.name} event={e} />
-            ))}
-          </tbody>
-        </table>
+        <AuditEventTable events={events} />
       ) : null}
       <Pager pager={pager} nextToken={q.data?.nextPageToken} />
     </Page>
-  );
-}
-
-function ActivityRow(props: { event: AuditEvent }) {
-  const e = props.event;
-  const href = resourceHref(e.resource);
-  const detail = Object.entries(e.actorDetail).filter(([k]) => k !== "session");
-  return (
-    <tr data-event={lastSegment(e.name)}>
-      <td>
-        <Time unix={Number(e.timeUnixMs) / 1000} />
-      </td>
-      <td>
-        <div>{e.actor}</div>
-        <div className="muted small">
-          {e.actorKind}
-          {detail.map(([k, v]) => (
-            <div key={k} className="mono">
-              {k}: {v}
-            </div>
-          ))}
-        </div>
-      </td>
-      <td>
-        <div className="strong">{lastSegment(e.method)}</div>
-        {e.changedFields.length ? (
-          <div className="muted small">changed {e.changedFields.join(", ")}</div>
-        ) : null}
-        {e.replay ? <Badge tone="muted">retry</Badge> : null}
-      </td>
-      <td className="mono small">{href ? <Link href={href}>{e.resource}</Link> : e.resource || "—"}</td>
-      <td>
-        <Badge tone={e.outcome === "ok" ? "ok" : "bad"}>{e.outcome}</Badge>
-      </td>
-      <td className="small">
-        <div className="mono">{e.clientAddress}</div>
-        <div className="muted">{e.userAgent}</div>
-      </td>
-    </tr>
   );
 }

@@ -24,6 +24,7 @@ import {
 } from "../components/alert-form.tsx";
 import { AlertInstances } from "../components/alert-instances.tsx";
 import { AlertPreview } from "../components/alert-preview.tsx";
+import { RecentActivity } from "../components/audit-events.tsx";
 import {
   Badge,
   Button,
@@ -588,6 +589,8 @@ function RuleEditor(props: { ruleId: string }) {
           />
         </section>
       ) : null}
+
+      {!isNew && r ? <RecentActivity resource={name} changed={r.version} /> : null}
 
       <Dialog title="Delete this alert rule?" open={deleting} onClose={() => setDeleting(false)}>
         <div data-testid="alert-delete-dialog">

@@ -4,6 +4,7 @@ import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../api.ts";
 import { exchangeWorkflow, verificationWorkflow } from "../ci-workflows.ts";
 import { CAPABILITIES, CapabilityBadges, ConfirmDialog, CopyBlock, Time } from "../components/access-ui.tsx";
+import { RecentActivity } from "../components/audit-events.tsx";
 import {
   Badge,
   Button,
@@ -418,270 +419,279 @@ function TrustDetail(props: {
   };
   const apiOrigin = props.started?.apiOrigin || session.apiOrigin;
   return (
-    <section className="card access-trust" data-testid="trust-detail" aria-label="CI trust">
-      <header className="access-card-header">
-        <div>
-          <h2>
-            {t.intended?.repository} <TrustState state={t.state} />
-          </h2>
-          <p className="muted small mono access-desc">{t.name}</p>
-        </div>
-        <div className="row">
-          <Button onClick={() => void q.refetch()} busy={q.isFetching}>
-            Refresh
-          </Button>
-          {isOwner && (t.state === "APPROVED" || t.state === "DISABLED") ? (
-            <Button onClick={() => setEditing(true)}>Edit permissions</Button>
-          ) : null}
-          {isOwner ? <Button onClick={() => props.onVerifyAgain(t)}>Verify again</Button> : null}
-          {isOwner && t.state !== "DISABLED" ? (
-            <Button kind="danger" onClick={() => setConfirm("disable")}>
-              Disable
+    <>
+      <section className="card access-trust" data-testid="trust-detail" aria-label="CI trust">
+        <header className="access-card-header">
+          <div>
+            <h2>
+              {t.intended?.repository} <TrustState state={t.state} />
+            </h2>
+            <p className="muted small mono access-desc">{t.name}</p>
+          </div>
+          <div className="row">
+            <Button onClick={() => void q.refetch()} busy={q.isFetching}>
+              Refresh
             </Button>
-          ) : null}
-          {isOwner ? (
-            <Button kind="danger" onClick={() => setConfirm("delete")}>
-              Delete
-            </Button>
-          ) : null}
-        </div>
-      </header>
-      <ErrorBanner error={q.error} title="Could not refresh the trust" />
+            {isOwner && (t.state === "APPROVED" || t.state === "DISABLED") ? (
+              <Button onClick={() => setEditing(true)}>Edit permissions</Button>
+            ) : null}
+            {isOwner ? <Button onClick={() => props.onVerifyAgain(t)}>Verify again</Button> : null}
+            {isOwner && t.state !== "DISABLED" ? (
+              <Button kind="danger" onClick={() => setConfirm("disable")}>
+                Disable
+              </Button>
+            ) : null}
+            {isOwner ? (
+              <Button kind="danger" onClick={() => setConfirm("delete")}>
+                Delete
+              </Button>
+            ) : null}
+          </div>
+        </header>
+        <ErrorBanner error={q.error} title="Could not refresh the trust" />
 
-      {t.state === "VERIFICATION_PENDING" ? (
-        <div className="access-setup" data-testid="trust-setup">
-          <h3>1. Store the pairing code in the repository</h3>
-          {props.started ? (
-            <ShownOnce label="SVC_SETUP_CODE (pairing code)" value={props.started.pairingCode} />
-          ) : (
-            <p className="muted">
-              The pairing code was shown once, when the setup started. If it was lost,{" "}
-              <strong>Verify again</strong> issues a new code and setup ID (the old ones stop working).
+        {t.state === "VERIFICATION_PENDING" ? (
+          <div className="access-setup" data-testid="trust-setup">
+            <h3>1. Store the pairing code in the repository</h3>
+            {props.started ? (
+              <ShownOnce label="SVC_SETUP_CODE (pairing code)" value={props.started.pairingCode} />
+            ) : (
+              <p className="muted">
+                The pairing code was shown once, when the setup started. If it was lost,{" "}
+                <strong>Verify again</strong> issues a new code and setup ID (the old ones stop working).
+              </p>
+            )}
+            <dl className="kv access-kv">
+              <dt>Repository secret</dt>
+              <dd>
+                <code>SVC_SETUP_CODE</code> = the pairing code
+              </dd>
+              <dt>svc's origin</dt>
+              <dd>
+                <code data-testid="setup-api-origin">{apiOrigin}</code> (already in the workflow below, which
+                installs the svc CLI from it)
+              </dd>
+              <dt>Setup ID</dt>
+              <dd>
+                <code data-testid="setup-id">{t.setupId}</code>
+              </dd>
+              <dt>Audience</dt>
+              <dd>
+                <code data-testid="setup-audience">{t.audience}</code>
+              </dd>
+              <dt>Verify before</dt>
+              <dd>
+                <Time unix={t.setupExpireTimeUnix} /> <Countdown until={Number(t.setupExpireTimeUnix)} />
+              </dd>
+            </dl>
+            <h3>2. Run this workflow once</h3>
+            <p className="muted small">
+              Commit it as <code>{t.intended?.workflow}</code> (or add the step to the job in that file)
+              {t.intended?.branch ? (
+                <>
+                  {" "}
+                  on branch <code>{t.intended.branch}</code>
+                </>
+              ) : (
+                <>
+                  {" "}
+                  in a job with environment <code>{t.intended?.environment}</code>
+                </>
+              )}
+              , and trigger it with <code>{t.intended?.event}</code>. A run from another workflow, branch or
+              event is refused and the setup stays pending.
             </p>
-          )}
-          <dl className="kv access-kv">
-            <dt>Repository secret</dt>
-            <dd>
-              <code>SVC_SETUP_CODE</code> = the pairing code
-            </dd>
-            <dt>svc's origin</dt>
-            <dd>
-              <code data-testid="setup-api-origin">{apiOrigin}</code> (already in the workflow below, which
-              installs the svc CLI from it)
-            </dd>
-            <dt>Setup ID</dt>
-            <dd>
-              <code data-testid="setup-id">{t.setupId}</code>
-            </dd>
-            <dt>Audience</dt>
-            <dd>
-              <code data-testid="setup-audience">{t.audience}</code>
-            </dd>
-            <dt>Verify before</dt>
-            <dd>
-              <Time unix={t.setupExpireTimeUnix} /> <Countdown until={Number(t.setupExpireTimeUnix)} />
-            </dd>
-          </dl>
-          <h3>2. Run this workflow once</h3>
-          <p className="muted small">
-            Commit it as <code>{t.intended?.workflow}</code> (or add the step to the job in that file)
-            {t.intended?.branch ? (
+            <CopyBlock
+              label="Verification workflow"
+              text={verificationWorkflow(t.setupId, t.audience, apiOrigin, t.intended)}
+              testId="setup-snippet"
+            />
+            <p className="access-waiting" role="status">
+              <span className="access-spinner" aria-hidden="true" /> Waiting for the verification run —
+              checked every {POLL_MS / 1000} s.
+            </p>
+            {props.started ? (
+              <Button onClick={props.onDismissCode}>I have stored the pairing code</Button>
+            ) : null}
+          </div>
+        ) : null}
+
+        {t.state === "EXPIRED" ? (
+          <p className="banner banner-warn">
+            The 30-minute verification window ended before a run was observed. Use{" "}
+            <strong>Verify again</strong> for a new pairing code and setup ID.
+          </p>
+        ) : null}
+
+        {t.observed ? (
+          <div className="access-observed">
+            <h3>Observed identity</h3>
+            <p className="muted small">
+              Read from the GitHub-signed token of the verification run
+              {t.observeTimeUnix ? (
+                <>
+                  {" "}
+                  at <Time unix={t.observeTimeUnix} />
+                </>
+              ) : null}
+              . Check that it is the repository and workflow you meant; numeric ids pin the repository and
+              owner even if a namesake is created later.
+            </p>
+            <dl className="kv access-kv" data-testid="observed-identity">
+              <dt>Repository</dt>
+              <dd>
+                {t.observed.repository} <span className="muted">(id {t.observed.repositoryId})</span>
+              </dd>
+              <dt>Owner</dt>
+              <dd>
+                {t.observed.repositoryOwner}{" "}
+                <span className="muted">(id {t.observed.repositoryOwnerId})</span>
+              </dd>
+              <dt>Workflow</dt>
+              <dd>
+                <code>{t.observed.workflowRef}</code>
+              </dd>
+              <dt>Branch</dt>
+              <dd>
+                <code>{t.observed.ref || MISSING}</code>
+              </dd>
+              <dt>Event</dt>
+              <dd>
+                <code>{t.observed.event}</code>
+              </dd>
+              <dt>Environment</dt>
+              <dd>
+                {t.observed.environment ? (
+                  <code>{t.observed.environment}</code>
+                ) : (
+                  <span className="muted">none</span>
+                )}
+              </dd>
+              <dt>Job workflow</dt>
+              <dd>
+                <code>{t.observed.jobWorkflowRef || MISSING}</code>
+                {t.observed.jobWorkflowRef && t.observed.jobWorkflowRef !== t.observed.workflowRef ? (
+                  <span className="muted"> (a reusable workflow)</span>
+                ) : null}
+              </dd>
+            </dl>
+          </div>
+        ) : null}
+
+        {t.state === "IDENTITY_OBSERVED" ? (
+          !isOwner ? (
+            <p className="banner banner-info">Waiting for a project owner to approve this identity.</p>
+          ) : sa ? (
+            <ApproveForm trust={t} allowed={allowed} saName={sa.displayName} onDone={refresh} />
+          ) : (
+            <Loading what="the service account" />
+          )
+        ) : null}
+
+        <dl className="kv access-kv access-facts">
+          <dt>Service account</dt>
+          <dd>
+            {sa ? (
               <>
-                {" "}
-                on branch <code>{t.intended.branch}</code>
+                {sa.displayName} <CapabilityBadges capabilities={sa.permissions} />{" "}
+                {sa.state === "DISABLED" ? <Badge tone="bad">disabled</Badge> : null}
               </>
             ) : (
-              <>
-                {" "}
-                in a job with environment <code>{t.intended?.environment}</code>
-              </>
+              lastSegment(t.serviceAccount)
             )}
-            , and trigger it with <code>{t.intended?.event}</code>. A run from another workflow, branch or
-            event is refused and the setup stays pending.
-          </p>
-          <CopyBlock
-            label="Verification workflow"
-            text={verificationWorkflow(t.setupId, t.audience, apiOrigin, t.intended)}
-            testId="setup-snippet"
-          />
-          <p className="access-waiting" role="status">
-            <span className="access-spinner" aria-hidden="true" /> Waiting for the verification run — checked
-            every {POLL_MS / 1000} s.
-          </p>
-          {props.started ? (
-            <Button onClick={props.onDismissCode}>I have stored the pairing code</Button>
-          ) : null}
-        </div>
-      ) : null}
-
-      {t.state === "EXPIRED" ? (
-        <p className="banner banner-warn">
-          The 30-minute verification window ended before a run was observed. Use <strong>Verify again</strong>{" "}
-          for a new pairing code and setup ID.
-        </p>
-      ) : null}
-
-      {t.observed ? (
-        <div className="access-observed">
-          <h3>Observed identity</h3>
-          <p className="muted small">
-            Read from the GitHub-signed token of the verification run
-            {t.observeTimeUnix ? (
-              <>
+          </dd>
+          <dt>Approved permissions</dt>
+          <dd data-testid="trust-permissions">
+            <CapabilityBadges capabilities={t.permissions} />
+            {t.approveTimeUnix ? (
+              <span className="muted small">
                 {" "}
-                at <Time unix={t.observeTimeUnix} />
-              </>
+                approved <Time unix={t.approveTimeUnix} />
+              </span>
             ) : null}
-            . Check that it is the repository and workflow you meant; numeric ids pin the repository and owner
-            even if a namesake is created later.
+          </dd>
+          <dt>Declared</dt>
+          <dd>
+            <code>{t.intended?.workflow}</code>,{" "}
+            {t.intended?.branch ? `branch ${t.intended.branch}` : `environment ${t.intended?.environment}`},
+            event <code>{t.intended?.event}</code>
+          </dd>
+          <dt>Issuer</dt>
+          <dd>
+            <code>{t.issuer}</code>
+          </dd>
+          <dt>Audience</dt>
+          <dd>
+            <code>{t.audience}</code>
+          </dd>
+          <dt>Created</dt>
+          <dd>
+            <Time unix={t.createTimeUnix} />
+          </dd>
+        </dl>
+
+        {t.state === "APPROVED" ? (
+          <>
+            <p className="banner banner-info">
+              Approved. Now remove the verification step and the <code>SVC_SETUP_CODE</code> secret — removing
+              the secret revokes nothing; to stop access, disable or delete the trust.
+            </p>
+            <CopyBlock label="Use it in a job" text={exchangeWorkflow(t, project.name, apiOrigin)} />
+          </>
+        ) : null}
+        {t.state === "DISABLED" ? (
+          <p className="banner banner-warn">
+            Disabled: exchanges and every outstanding token are refused. A disabled trust is not re-enabled in
+            place; <strong>Verify again</strong> to observe and approve the workflow anew, or delete it.
           </p>
-          <dl className="kv access-kv" data-testid="observed-identity">
-            <dt>Repository</dt>
-            <dd>
-              {t.observed.repository} <span className="muted">(id {t.observed.repositoryId})</span>
-            </dd>
-            <dt>Owner</dt>
-            <dd>
-              {t.observed.repositoryOwner} <span className="muted">(id {t.observed.repositoryOwnerId})</span>
-            </dd>
-            <dt>Workflow</dt>
-            <dd>
-              <code>{t.observed.workflowRef}</code>
-            </dd>
-            <dt>Branch</dt>
-            <dd>
-              <code>{t.observed.ref || MISSING}</code>
-            </dd>
-            <dt>Event</dt>
-            <dd>
-              <code>{t.observed.event}</code>
-            </dd>
-            <dt>Environment</dt>
-            <dd>
-              {t.observed.environment ? (
-                <code>{t.observed.environment}</code>
-              ) : (
-                <span className="muted">none</span>
-              )}
-            </dd>
-            <dt>Job workflow</dt>
-            <dd>
-              <code>{t.observed.jobWorkflowRef || MISSING}</code>
-              {t.observed.jobWorkflowRef && t.observed.jobWorkflowRef !== t.observed.workflowRef ? (
-                <span className="muted"> (a reusable workflow)</span>
-              ) : null}
-            </dd>
-          </dl>
-        </div>
-      ) : null}
+        ) : null}
 
-      {t.state === "IDENTITY_OBSERVED" ? (
-        !isOwner ? (
-          <p className="banner banner-info">Waiting for a project owner to approve this identity.</p>
-        ) : sa ? (
-          <ApproveForm trust={t} allowed={allowed} saName={sa.displayName} onDone={refresh} />
-        ) : (
-          <Loading what="the service account" />
-        )
-      ) : null}
-
-      <dl className="kv access-kv access-facts">
-        <dt>Service account</dt>
-        <dd>
-          {sa ? (
-            <>
-              {sa.displayName} <CapabilityBadges capabilities={sa.permissions} />{" "}
-              {sa.state === "DISABLED" ? <Badge tone="bad">disabled</Badge> : null}
-            </>
-          ) : (
-            lastSegment(t.serviceAccount)
-          )}
-        </dd>
-        <dt>Approved permissions</dt>
-        <dd data-testid="trust-permissions">
-          <CapabilityBadges capabilities={t.permissions} />
-          {t.approveTimeUnix ? (
-            <span className="muted small">
-              {" "}
-              approved <Time unix={t.approveTimeUnix} />
-            </span>
-          ) : null}
-        </dd>
-        <dt>Declared</dt>
-        <dd>
-          <code>{t.intended?.workflow}</code>,{" "}
-          {t.intended?.branch ? `branch ${t.intended.branch}` : `environment ${t.intended?.environment}`},
-          event <code>{t.intended?.event}</code>
-        </dd>
-        <dt>Issuer</dt>
-        <dd>
-          <code>{t.issuer}</code>
-        </dd>
-        <dt>Audience</dt>
-        <dd>
-          <code>{t.audience}</code>
-        </dd>
-        <dt>Created</dt>
-        <dd>
-          <Time unix={t.createTimeUnix} />
-        </dd>
-      </dl>
-
-      {t.state === "APPROVED" ? (
-        <>
-          <p className="banner banner-info">
-            Approved. Now remove the verification step and the <code>SVC_SETUP_CODE</code> secret — removing
-            the secret revokes nothing; to stop access, disable or delete the trust.
+        <Dialog title="Edit permissions" open={editing} onClose={() => setEditing(false)}>
+          <EditPermissionsForm
+            trust={t}
+            allowed={allowed}
+            onClose={() => setEditing(false)}
+            onDone={refresh}
+          />
+        </Dialog>
+        <ConfirmDialog
+          open={confirm === "disable"}
+          title="Disable the CI trust"
+          confirmLabel="Disable now"
+          danger
+          onClose={() => setConfirm(undefined)}
+          onConfirm={async () => {
+            await api.automation.disableCITrust({ name: t.name });
+            await refresh();
+          }}
+        >
+          <p>
+            Disable the trust for <strong>{t.intended?.repository}</strong>? Exchanges stop and every token it
+            issued is refused <strong>at once</strong> (emergency revocation). It stays listed; it cannot be
+            re-enabled in place.
           </p>
-          <CopyBlock label="Use it in a job" text={exchangeWorkflow(t, project.name, apiOrigin)} />
-        </>
-      ) : null}
-      {t.state === "DISABLED" ? (
-        <p className="banner banner-warn">
-          Disabled: exchanges and every outstanding token are refused. A disabled trust is not re-enabled in
-          place; <strong>Verify again</strong> to observe and approve the workflow anew, or delete it.
-        </p>
-      ) : null}
-
-      <Dialog title="Edit permissions" open={editing} onClose={() => setEditing(false)}>
-        <EditPermissionsForm trust={t} allowed={allowed} onClose={() => setEditing(false)} onDone={refresh} />
-      </Dialog>
-      <ConfirmDialog
-        open={confirm === "disable"}
-        title="Disable the CI trust"
-        confirmLabel="Disable now"
-        danger
-        onClose={() => setConfirm(undefined)}
-        onConfirm={async () => {
-          await api.automation.disableCITrust({ name: t.name });
-          await refresh();
-        }}
-      >
-        <p>
-          Disable the trust for <strong>{t.intended?.repository}</strong>? Exchanges stop and every token it
-          issued is refused <strong>at once</strong> (emergency revocation). It stays listed; it cannot be
-          re-enabled in place.
-        </p>
-      </ConfirmDialog>
-      <ConfirmDialog
-        open={confirm === "delete"}
-        title="Delete the CI trust"
-        confirmLabel="Delete"
-        danger
-        onClose={() => setConfirm(undefined)}
-        onConfirm={async () => {
-          await api.automation.deleteCITrust({ name: t.name });
-          queries.removeQueries({ queryKey: trustKey(t.name) });
-          await queries.invalidateQueries({ queryKey: trustsKey(project.name) });
-          props.onDeleted();
-        }}
-      >
-        <p>
-          Delete the trust for <strong>{t.intended?.repository}</strong>? Exchanges stop and its tokens are
-          refused at once, and it disappears from the list. This cannot be undone.
-        </p>
-      </ConfirmDialog>
-    </section>
+        </ConfirmDialog>
+        <ConfirmDialog
+          open={confirm === "delete"}
+          title="Delete the CI trust"
+          confirmLabel="Delete"
+          danger
+          onClose={() => setConfirm(undefined)}
+          onConfirm={async () => {
+            await api.automation.deleteCITrust({ name: t.name });
+            queries.removeQueries({ queryKey: trustKey(t.name) });
+            await queries.invalidateQueries({ queryKey: trustsKey(project.name) });
+            props.onDeleted();
+          }}
+        >
+          <p>
+            Delete the trust for <strong>{t.intended?.repository}</strong>? Exchanges stop and its tokens are
+            refused at once, and it disappears from the list. This cannot be undone.
+          </p>
+        </ConfirmDialog>
+      </section>
+      <RecentActivity resource={t.name} changed={[t.state, t.permissions.join(" ")]} />
+    </>
   );
 }
 

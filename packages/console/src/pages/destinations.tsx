@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link, useLocation, useSearch } from "wouter";
 import { api } from "../api.ts";
+import { RecentActivity } from "../components/audit-events.tsx";
 import { DeliveriesTable, DeliveryFacts } from "../components/destination-deliveries.tsx";
 import {
   CreateDestinationDialog,
@@ -433,6 +434,11 @@ export function DestinationPage(props: { destinationId: string }) {
       </div>
 
       <DeliveryHistory destination={d} />
+
+      <RecentActivity
+        resource={name}
+        changed={[d.updateTimeUnix, d.paused, d.secrets.map((x) => x.id).join(" "), testDelivery]}
+      />
 
       {project.canWrite ? (
         <>

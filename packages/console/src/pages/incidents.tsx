@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "wouter";
 import { api } from "../api.ts";
+import { RecentActivity } from "../components/audit-events.tsx";
 import {
   AttemptsTable,
   DeliveryDialog,
@@ -529,6 +530,11 @@ export function IncidentPage(props: { incidentId: string }) {
           </p>
         ) : null}
       </div>
+
+      <RecentActivity
+        resource={name}
+        changed={[i.state, i.acknowledgeTimeUnix, i.snoozeUntilUnix, i.events.length]}
+      />
 
       <IncidentSnoozeDialog
         open={snoozeOpen}

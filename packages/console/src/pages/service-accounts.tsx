@@ -4,10 +4,11 @@ import { useState } from "react";
 import { Link } from "wouter";
 import { api } from "../api.ts";
 import { CapabilityBadges, ConfirmDialog, TEMPLATES, Time } from "../components/access-ui.tsx";
+import { RecentActivity } from "../components/audit-events.tsx";
 import { Badge, Button, Dialog, Empty, ErrorBanner, Field, Loading, Page } from "../components/ui.tsx";
 import { lastSegment } from "../format.ts";
 import { useProject } from "../session.tsx";
-import { KeyList } from "./keys.tsx";
+import { KeyList, keysQueryKey } from "./keys.tsx";
 
 export const serviceAccountsQueryKey = (project: string) => ["serviceAccounts", project];
 
@@ -26,6 +27,13 @@ export function ServiceAccountsPage() {
   const [toggling, setToggling] = useState<ServiceAccount>();
   const accounts = q.data?.serviceAccounts ?? [];
   const current = accounts.find((a) => a.name === selected);
+  // The selected account's keys, shared with its KeyList: a create, rotate or revoke refetches them,
+  // and then its recent activity too.
+  const currentKeys = useQuery({
+    queryKey: keysQueryKey(current?.name ?? ""),
+    queryFn: () => api.keys.listKeys({ parent: current?.name ?? "" }),
+    enabled: isOwner && current !== undefined,
+  });
   const refresh = () => queries.invalidateQueries({ queryKey: serviceAccountsQueryKey(project.name) });
   return (
     <Page
@@ -152,6 +160,11 @@ export function ServiceAccountsPage() {
             allowed={current.permissions}
             defaultTemplate={current.template}
             canManage
+          />
+          <RecentActivity
+            resource={current.name}
+            title={`Recent activity of ${current.displayName} and its keys`}
+            changed={[current.state, currentKeys.dataUpdatedAt]}
           />
         </div>
       ) : null}

@@ -459,6 +459,36 @@ for (const { dialect, skip } of await testDialects()) {
         endTime: now + 1,
       });
       assert.equal(ranged.events.length, 3);
+      // A name matches the resource and those under it (a service account's keys), not its namesakes.
+      for (const resource of [
+        "projects/paging/serviceAccounts/sa_1",
+        "projects/paging/serviceAccounts/sa_1/keys/k1",
+        "projects/paging/serviceAccounts/sa_10",
+        "projects/paging/serviceAccounts/saX1/keys/k2",
+      ])
+        await recordAuditEvent(db, {
+          ...base,
+          resource,
+          time: now + 1,
+          method: "svc.iam.v1.KeyService/RotateKey",
+        });
+      const under = async (resource: string) =>
+        (await listAuditEvents(db, PAGE_KEY, { projectId: "paging", resource })).events
+          .map((e) => e.resource)
+          .sort();
+      assert.deepEqual(await under("projects/paging/serviceAccounts/sa_1"), [
+        "projects/paging/serviceAccounts/sa_1",
+        "projects/paging/serviceAccounts/sa_1/keys/k1",
+      ]);
+      assert.deepEqual(await under("projects/paging/serviceAccounts/sa_1/"), [
+        "projects/paging/serviceAccounts/sa_1/keys/k1",
+      ]);
+      assert.deepEqual(await under("projects/paging/serviceAccounts/SA_1"), [], "names are matched exactly");
+      await db
+        .deleteFrom("audit_events")
+        .where("method", "=", "svc.iam.v1.KeyService/RotateKey")
+        .where("project_id", "=", "paging")
+        .execute();
       const other = await listAuditEvents(db, PAGE_KEY, { projectId: "acme", actor: "users/u1" });
       assert.equal(other.events.length, 0, "another project's events are not listed");
       await assert.rejects(

@@ -1,5 +1,6 @@
 import { type DescField, type DescMessage, isFieldSet } from "@bufbuild/protobuf";
 import { type ContextValues, createContextKey } from "@connectrpc/connect";
+import type { CiTokenIdentity } from "../iam/ci/exchange.ts";
 import type { Principal } from "../iam/principal.ts";
 import type { AuditActor } from "./events.ts";
 
@@ -43,17 +44,25 @@ export function actorOf(p: Principal | undefined): AuditActor {
         detail: { key: `projects/${p.projectId}/serviceAccounts/${p.identityId}/keys/${p.keyId}` },
       };
     case "CI_TOKEN":
-      return {
-        kind: "CI_TOKEN",
-        name: `projects/${p.projectId}/serviceAccounts/${p.identityId}`,
-        detail: {
-          trust: `projects/${p.projectId}/ciTrusts/${p.trustId}`,
-          repository: p.repository,
-          workflow: p.workflow,
-          ref: p.ref,
-        },
-      };
+      return ciTokenActor(p);
   }
+}
+
+/**
+ * A CI token's calls, and the exchange that issued it: the trust's service account, with the trust and
+ * the repository, workflow and ref of the GitHub identity token exchanged.
+ */
+export function ciTokenActor(c: CiTokenIdentity): AuditActor {
+  return {
+    kind: "CI_TOKEN",
+    name: `projects/${c.projectId}/serviceAccounts/${c.identityId}`,
+    detail: {
+      trust: `projects/${c.projectId}/ciTrusts/${c.trustId}`,
+      repository: c.repository,
+      workflow: c.workflow,
+      ref: c.ref,
+    },
+  };
 }
 
 /** The fields that name what a call acts on, for the record (a superset of the authorization's). */

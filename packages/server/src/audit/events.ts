@@ -114,7 +114,10 @@ export interface AuditFilter {
   /** An actor's name (users/…, projects/…/keys/…, operator) or kind. */
   readonly actor?: string;
   readonly method?: string;
-  /** A resource name, or a prefix of one ending in "/" (projects/p/alertRules/). */
+  /**
+   * A resource name, matching it and the resources under it (a service account and its keys), or a
+   * prefix of one ending in "/" (projects/p/alertRules/).
+   */
   readonly resource?: string;
   readonly startTime?: number;
   readonly endTime?: number;
@@ -159,9 +162,12 @@ export async function listAuditEvents(
     q = q.where("method", "=", full ?? f.method);
   }
   if (f.resource) {
-    q = f.resource.endsWith("/")
-      ? q.where("resource", "like", `${f.resource.replace(/[\\%_]/g, "\\$&")}%`)
-      : q.where("resource", "=", f.resource);
+    // substr, not LIKE: SQLite's LIKE ignores case and has no escape character unless told.
+    const under = (prefix: string) => sql<string>`substr(resource, 1, ${prefix.length})`;
+    const { resource } = f;
+    q = resource.endsWith("/")
+      ? q.where(under(resource), "=", resource)
+      : q.where((w) => w.or([w("resource", "=", resource), w(under(`${resource}/`), "=", `${resource}/`)]));
   }
   if (f.startTime !== undefined) q = q.where("time", ">=", f.startTime);
   if (f.endTime !== undefined) q = q.where("time", "<", f.endTime);

@@ -1,5 +1,6 @@
 import type { ConnectRouter, HandlerContext } from "@connectrpc/connect";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
+import { ciTokenActor, noteActor } from "../../audit/context.ts";
 import type { CiAutomation } from "../../iam/ci/service.ts";
 import { humanOf, remoteAddressKey } from "../context.ts";
 
@@ -52,6 +53,8 @@ export function registerAutomationService(router: ConnectRouter, deps: Automatio
     },
     exchangeCIToken: async (r, ctx) => {
       const t = await ci.exchange(r, source(ctx));
+      // The call carried no credential; the workflow whose identity token verified is who exchanged.
+      noteActor(ctx.values, ciTokenActor(t.identity));
       return { accessToken: t.accessToken, projectName: t.projectName };
     },
   });

@@ -21,6 +21,19 @@ export interface ExchangedToken {
   accessToken: string;
   projectName: string;
   expireTimeMs: number;
+  /** Who exchanged: the trust's account and the identity token's claims, as its calls are recorded. */
+  identity: CiTokenIdentity;
+}
+
+/** What a CI token's audit events name: its account, its trust and the exchanged identity token's claims. */
+export interface CiTokenIdentity {
+  readonly projectId: string;
+  /** The service account's id. */
+  readonly identityId: string;
+  readonly trustId: string;
+  readonly repository: string;
+  readonly workflow: string;
+  readonly ref: string;
 }
 
 /**
@@ -94,7 +107,19 @@ export async function exchange(
     .deleteFrom("ci_tokens")
     .where("expire_time", "<", now - 3_600_000)
     .execute();
-  return { accessToken, projectName: projectName(r.project_id), expireTimeMs };
+  return {
+    accessToken,
+    projectName: projectName(r.project_id),
+    expireTimeMs,
+    identity: {
+      projectId: r.project_id,
+      identityId: r.service_account_id,
+      trustId: r.id,
+      repository: claims.repository,
+      workflow: claims.workflow_ref,
+      ref: claims.ref,
+    },
+  };
 }
 
 /**

@@ -147,7 +147,8 @@ export type ListAuditEventsRequest = Message<"svc.monitoring.v1.ListAuditEventsR
   method: string;
 
   /**
-   * A resource name, or a prefix ending in "/" (projects/<p>/alertRules/).
+   * A resource name, matching it and what is under it (a service account and its keys), or a prefix
+   * ending in "/" (projects/<p>/alertRules/).
    *
    * @generated from field: string resource = 4;
    */
