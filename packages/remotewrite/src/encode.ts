@@ -272,6 +272,82 @@ export function encodeSeriesColumns(
   return buf;
 }
 
+/**
+ * encodeSeriesColumns for samples held as runs: series k is `labelFields[k]` with the samples at
+ * positions `starts[k]` up to (not including) `ends[k]` of the columns, in that order (ascending by
+ * time: the caller's to ensure). Allocates no position array per series, which the forwarder's
+ * batches, one run per series, would otherwise pay for every series of every body.
+ */
+export function encodeSeriesRuns(
+  labelFields: readonly Uint8Array[],
+  starts: ArrayLike<number>,
+  ends: ArrayLike<number>,
+  timestampsMs: ArrayLike<number>,
+  values: Float64Array,
+  scratch?: Uint8Array,
+): Uint8Array {
+  const count = labelFields.length;
+  const lens = new Array<number>(count);
+  let size = 0;
+  for (let k = 0; k < count; k++) {
+    let n = labelFields[k].length;
+    for (let i = starts[k]; i < ends[k]; i++) {
+      const t = timestampsMs[i];
+      checkTimestamp(t);
+      const body = sampleBodyLen(values[i], t);
+      n += 1 + varintLen(body) + body;
+    }
+    lens[k] = n;
+    size += fieldLen(n);
+  }
+  const buf =
+    scratch !== undefined && scratch.length >= size ? scratch.subarray(0, size) : new Uint8Array(size);
+  const valueBytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  let p = 0;
+  for (let k = 0; k < count; k++) {
+    const fields = labelFields[k];
+    buf[p++] = TAG_WR_TIMESERIES;
+    p = putVarint(buf, p, lens[k]);
+    buf.set(fields, p);
+    p += fields.length;
+    for (let i = starts[k]; i < ends[k]; i++)
+      p = putSample(buf, p, valueBytes, values[i], timestampsMs[i], i);
+  }
+  if (p !== size) throw new Error(`remote write encoder: wrote ${p} bytes, sized ${size}`);
+  return buf;
+}
+
+/** Writes the Sample field of column position `i` (value `v`, time `t`) at `p`; returns the end. */
+function putSample(
+  buf: Uint8Array,
+  p: number,
+  valueBytes: Uint8Array,
+  v: number,
+  t: number,
+  i: number,
+): number {
+  buf[p++] = TAG_TS_SAMPLE;
+  buf[p++] = sampleBodyLen(v, t); // at most 20: one byte
+  if (!isPositiveZero(v)) {
+    buf[p++] = TAG_SAMPLE_VALUE;
+    const b = i * 8;
+    buf[p] = valueBytes[b];
+    buf[p + 1] = valueBytes[b + 1];
+    buf[p + 2] = valueBytes[b + 2];
+    buf[p + 3] = valueBytes[b + 3];
+    buf[p + 4] = valueBytes[b + 4];
+    buf[p + 5] = valueBytes[b + 5];
+    buf[p + 6] = valueBytes[b + 6];
+    buf[p + 7] = valueBytes[b + 7];
+    p += 8;
+  }
+  if (t !== 0) {
+    buf[p++] = TAG_SAMPLE_TS;
+    p = putVarint(buf, p, t);
+  }
+  return p;
+}
+
 /** A Sample message's body size (proto3 defaults omitted). */
 function sampleBodyLen(v: number, t: number): number {
   return (isPositiveZero(v) ? 0 : 9) + (t === 0 ? 0 : 1 + varintLen(t));

@@ -10,6 +10,7 @@ export {
   encodeLabelFields,
   encodeRemoteWriteBody,
   encodeSeriesColumns,
+  encodeSeriesRuns,
   encodeWriteRequest,
 } from "./encode.ts";
 export { type DecodeLimitName, RemoteWriteDecodeError, RemoteWritePushError } from "./errors.ts";

@@ -1,15 +1,11 @@
 import { QueryEvalError, QueryTimeoutError } from "../../promql/index.ts";
-import type { Label, LabelMatcher, Labels } from "../../storage/interface.ts";
+import type { LabelMatcher } from "../../storage/interface.ts";
 import { MetricsEngineUnavailableError, safeOrigin } from "./errors.ts";
 import { failureStatus, type RemoteMetrics } from "./instrumentation.ts";
+import { type ApiSeries, labelsOf, parseMatrixAnswer, sampleValue } from "./matrix-json.ts";
 import { type EngineRequest, type EngineResponse, engineRequest } from "./transport.ts";
 
-/** One series of a `matrix` answer: labels sorted by name, times in ms. */
-export interface ApiSeries {
-  readonly metric: Labels;
-  readonly timestamps: Float64Array;
-  readonly values: Float64Array;
-}
+export { type ApiSeries, labelsOf, sampleValue };
 
 /**
  * A small client of a Prometheus-compatible HTTP API (Prometheus, VictoriaMetrics, Mimir, Thanos):
@@ -98,7 +94,10 @@ export function createPromApiClient(opts: {
   }
 
   async function parse(res: EngineResponse): Promise<unknown> {
-    const text = await res.text();
+    return parseText(res, await res.text());
+  }
+
+  function parseText(res: EngineResponse, text: string): unknown {
     let body: { status?: string; data?: unknown; errorType?: string; error?: string };
     try {
       body = JSON.parse(text);
@@ -118,26 +117,33 @@ export function createPromApiClient(opts: {
   const form = (params: readonly (readonly [string, string])[]) =>
     new URLSearchParams(params.map(([k, v]): [string, string] => [k, v]));
 
+  /** Queries, series and label names go as form POSTs (long selectors); the rest only take GET. */
+  function request(
+    path: string,
+    params: readonly (readonly [string, string])[],
+    req?: RequestOpts,
+  ): Promise<EngineResponse> {
+    const isGet = path.includes("/label/") || path.includes("/status/");
+    return isGet
+      ? send(`${path}?${form(params)}`, { method: "GET", headers: { ...opts.headers } }, req)
+      : send(
+          path,
+          {
+            method: "POST",
+            headers: { ...opts.headers, "Content-Type": "application/x-www-form-urlencoded" },
+            body: form(params).toString(),
+          },
+          req,
+        );
+  }
+
   return {
     baseUrl: base,
     async json(path, params, req) {
-      // Queries, series and label names go as form POSTs (long selectors); the rest only take GET.
-      const isGet = path.includes("/label/") || path.includes("/status/");
-      const res = isGet
-        ? await send(`${path}?${form(params)}`, { method: "GET", headers: { ...opts.headers } }, req)
-        : await send(
-            path,
-            {
-              method: "POST",
-              headers: { ...opts.headers, "Content-Type": "application/x-www-form-urlencoded" },
-              body: form(params).toString(),
-            },
-            req,
-          );
-      return parse(res);
+      return parse(await request(path, params, req));
     },
     async queryRange(expr, startMs, endMs, stepMs, req) {
-      const data = (await this.json(
+      const res = await request(
         "/api/v1/query_range",
         [
           ["query", expr],
@@ -148,7 +154,11 @@ export function createPromApiClient(opts: {
           ["nocache", "1"],
         ],
         req,
-      )) as { resultType?: string; result?: unknown };
+      );
+      const bytes = await res.bytes();
+      const fast = res.ok ? parseMatrixAnswer(bytes) : undefined;
+      if (fast) return fast;
+      const data = parseText(res, bytes.toString("utf8")) as { resultType?: string; result?: unknown };
       if (data?.resultType !== "matrix" || !Array.isArray(data.result))
         throw new QueryEvalError(`the metrics engine answered a ${data?.resultType} to a range query`);
       return data.result.map(matrixSeries);
@@ -167,28 +177,8 @@ export function seconds(ms: number): string {
   return (ms / 1000).toFixed(3);
 }
 
-/** A JSON sample value ("1.5", "NaN", "+Inf", "-Inf") as a number. */
-export function sampleValue(s: string): number {
-  switch (s) {
-    case "+Inf":
-    case "Inf":
-      return Number.POSITIVE_INFINITY;
-    case "-Inf":
-      return Number.NEGATIVE_INFINITY;
-    default:
-      return Number(s);
-  }
-}
-
-/** `{"a":"b",…}` as sorted labels, empty values dropped. */
-export function labelsOf(metric: Record<string, string>): Labels {
-  const out: Label[] = [];
-  for (const name of Object.keys(metric).sort())
-    if (metric[name] !== "") out.push({ name, value: metric[name] });
-  return out;
-}
-
-function matrixSeries(s: { metric: Record<string, string>; values: [number, string][] }): ApiSeries {
+/** One series of a JSON.parse-d matrix answer (the route for what parseMatrixAnswer does not take). */
+export function matrixSeries(s: { metric: Record<string, string>; values: [number, string][] }): ApiSeries {
   const n = s.values.length;
   const timestamps = new Float64Array(n);
   const values = new Float64Array(n);

@@ -95,6 +95,40 @@ describe("createRemoteWriteStorage()", () => {
     assert.deepEqual(counts, [7, 7, 7]);
   });
 
+  it("gathers a series appended in several runs into one series, by ref or by labels, in time order", async () => {
+    rx.bodies.length = 0;
+    const other = labelsFromRecord({ __name__: "svc_vm_vcpus", project_id: "p", vm: "w" });
+    const app = forwarder().appender();
+    const ref = app.appendRef!(-1, labels, 2000, 2);
+    assert.ok(ref >= 0);
+    assert.equal(app.appendRef!(-1, other, 1000, 7), app.appendRef!(-1, other, 2000, 8));
+    assert.equal(app.appendRef!(ref, labels, 1000, 1), ref);
+    assert.equal(app.appendRef!(-1, labels, 3000, 3), ref);
+    assert.equal(app.appendRef!(ref, labels, Number.NaN, 4), -1);
+    assert.deepEqual(await app.commit(), { accepted: 5, refused: {} });
+    const got = decodeRemoteWriteBody(rx.bodies[0]).timeseries.map((ts) => [
+      ts.labels.find((l) => l.name === "vm")?.value,
+      ts.samples.map((x) => [x.timestampMs, x.value]),
+    ]);
+    assert.deepEqual(got, [
+      [
+        "v",
+        [
+          [1000, 1],
+          [2000, 2],
+          [3000, 3],
+        ],
+      ],
+      [
+        "w",
+        [
+          [1000, 7],
+          [2000, 8],
+        ],
+      ],
+    ]);
+  });
+
   it("does not retry a 400 and names the engine's answer, without the configured headers", async () => {
     rx.script = [{ status: 400, body: "out of order sample" }];
     const app = forwarder().appender();

@@ -1,4 +1,10 @@
-import { type ColumnSeries, encodeLabelFields, encodeSeriesColumns, snappyCompress } from "@svc/remotewrite";
+import {
+  type ColumnSeries,
+  encodeLabelFields,
+  encodeSeriesColumns,
+  encodeSeriesRuns,
+  snappyCompress,
+} from "@svc/remotewrite";
 import type { Logger } from "pino";
 import type { Appender, AppendResult, Labels, Storage } from "../../storage/interface.ts";
 import { MetricsEngineUnavailableError, RemoteWriteRefusedError, safeOrigin } from "./errors.ts";
@@ -94,45 +100,108 @@ export function createRemoteWriteStorage(
     }
   }
 
-  // Each series' labels encoded once: the ingester hands the same Labels object for a series in
-  // every batch, and encoding ~7 label pairs per sample was most of svc's forwarding CPU.
-  const labelFieldsOf = new WeakMap<Labels, Uint8Array>();
-  const labelFields = (labels: Labels): Uint8Array => {
-    let f = labelFieldsOf.get(labels);
-    if (f === undefined) {
-      f = encodeLabelFields(labels);
-      labelFieldsOf.set(labels, f);
+  // Each series' labels encoded once, in a slot the ingester's Labels object finds again (by the
+  // ref appendRef returns, else through the WeakMap): the same Labels object comes in every batch,
+  // and encoding ~7 label pairs per sample was most of svc's forwarding CPU.
+  const slotOf = new WeakMap<Labels, Slot>();
+  let slots: Slot[] = [];
+  const slotFor = (ref: number, labels: Labels): Slot => {
+    const held = slots[ref];
+    if (held !== undefined && held.labels === labels) return held;
+    let s = slotOf.get(labels);
+    if (s === undefined) {
+      s = { labels, fields: encodeLabelFields(labels), id: -1, mark: 0 };
+      slotOf.set(labels, s);
     }
-    return f;
+    if (slots[s.id] !== s) {
+      // The table holds its series strongly; churned ones go when it is started afresh.
+      if (slots.length >= MAX_SLOTS) slots = [];
+      s.id = slots.length;
+      slots.push(s);
+    }
+    return s;
   };
 
   // Each body is encoded into this buffer and compressed at once (bodies() never awaits), so encoding
   // allocates nothing per body; it grows to the largest body seen (maxSamplesPerWrite bounds it).
   let scratch = new Uint8Array(0);
+  const compress = (pb: Uint8Array): Uint8Array => {
+    if (pb.buffer !== scratch.buffer) scratch = new Uint8Array(Math.ceil(pb.length * 1.25));
+    return snappyCompress(pb);
+  };
+  let serial = 0;
 
-  /** Splits the batch into bodies of at most maxSamplesPerWrite samples (a big series is cut too). */
+  /**
+   * Splits the batch into bodies of at most maxSamplesPerWrite samples (a big series is cut too).
+   * The ingester appends a series' samples one after another, so a batch is one run per series,
+   * each ascending, sent as it lies; a series in two runs, or a run out of time order, goes through
+   * the general path, which groups and sorts.
+   */
   function bodies(batch: Batch): Uint8Array[] {
+    const mark = ++serial; // bodies() is synchronous: no other batch marks slots meanwhile
+    const { runs, starts, timestamps: t } = batch;
+    starts.push(batch.count);
+    for (let k = 0; k < runs.length; k++) {
+      const s = runs[k];
+      if (s.mark === mark || !ascendingRun(t, starts[k], starts[k + 1])) return groupedBodies(batch);
+      s.mark = mark;
+    }
+    const out: Uint8Array[] = [];
+    let fields: Uint8Array[] = [];
+    let from: number[] = [];
+    let to: number[] = [];
+    let n = 0;
+    const flush = () => {
+      if (fields.length > 0) out.push(compress(encodeSeriesRuns(fields, from, to, t, batch.values, scratch)));
+      fields = [];
+      from = [];
+      to = [];
+      n = 0;
+    };
+    for (let k = 0; k < runs.length; k++) {
+      for (let i = starts[k]; i < starts[k + 1]; ) {
+        const take = Math.min(starts[k + 1] - i, o.maxSamplesPerWrite - n);
+        fields.push(runs[k].fields);
+        from.push(i);
+        to.push(i + take);
+        n += take;
+        i += take;
+        if (n >= o.maxSamplesPerWrite) flush();
+      }
+    }
+    flush();
+    return out;
+  }
+
+  /** bodies() for any batch: each series' samples gathered from all its runs and sorted by time. */
+  function groupedBodies(batch: Batch): Uint8Array[] {
+    const bySlot = new Map<Slot, number[]>();
+    const { runs, starts } = batch;
+    for (let k = 0; k < runs.length; k++) {
+      let list = bySlot.get(runs[k]);
+      if (!list) {
+        list = [];
+        bySlot.set(runs[k], list);
+      }
+      for (let i = starts[k]; i < starts[k + 1]; i++) list.push(i);
+    }
     const out: Uint8Array[] = [];
     let part: ColumnSeries[] = [];
     let n = 0;
     const flush = () => {
-      if (part.length > 0) {
-        const pb = encodeSeriesColumns(part, batch.timestamps, batch.values, scratch);
-        if (pb.buffer !== scratch.buffer) scratch = new Uint8Array(Math.ceil(pb.length * 1.25));
-        out.push(snappyCompress(pb));
-      }
+      if (part.length > 0)
+        out.push(compress(encodeSeriesColumns(part, batch.timestamps, batch.values, scratch)));
       part = [];
       n = 0;
     };
     const t = batch.timestamps;
-    for (const [labels, samples] of batch.series) {
+    for (const [slot, samples] of bySlot) {
       // Remote write wants each series' samples ascending; a client may send them in any order.
       if (!ascending(samples, t)) samples.sort((a, b) => t[a] - t[b]);
-      const fields = labelFields(labels);
       for (let i = 0; i < samples.length; ) {
         const take = Math.min(samples.length - i, o.maxSamplesPerWrite - n);
         part.push({
-          labelFields: fields,
+          labelFields: slot.fields,
           samples: take === samples.length ? samples : samples.slice(i, i + take),
         });
         n += take;
@@ -147,26 +216,27 @@ export function createRemoteWriteStorage(
   return {
     appender(): Appender {
       let batch = newBatch();
+      const appendRef = (ref: number, labels: Labels, timestampMs: number, value: number): number => {
+        if (!Number.isSafeInteger(timestampMs)) return -1;
+        const b = batch;
+        const s = slotFor(ref, labels);
+        if (s !== b.last) {
+          b.runs.push(s);
+          b.starts.push(b.count);
+          b.last = s;
+        }
+        if (b.count === b.values.length) {
+          b.values = grown(b.values);
+          b.timestamps = grown(b.timestamps);
+        }
+        // A Float64Array keeps a staleness marker's NaN payload; a plain number array would not.
+        b.values[b.count] = value;
+        b.timestamps[b.count++] = timestampMs;
+        return s.id;
+      };
       return {
-        append(labels, timestampMs, value) {
-          if (!Number.isSafeInteger(timestampMs)) return false;
-          const b = batch;
-          let s = b.series.get(labels);
-          if (!s) {
-            s = [];
-            b.series.set(labels, s);
-          }
-          if (b.count === b.values.length) {
-            const grown = new Float64Array(b.values.length * 2);
-            grown.set(b.values);
-            b.values = grown;
-          }
-          // A Float64Array keeps a staleness marker's NaN payload; a plain number array would not.
-          b.values[b.count] = value;
-          b.timestamps.push(timestampMs);
-          s.push(b.count++);
-          return true;
-        },
+        append: (labels, timestampMs, value) => appendRef(-1, labels, timestampMs, value) >= 0,
+        appendRef,
         async commit(): Promise<AppendResult> {
           const done = batch;
           batch = newBatch();
@@ -200,19 +270,55 @@ export function createRemoteWriteStorage(
   };
 }
 
-/** One commit's samples: positions per series (by the ingester's Labels object) into two columns. */
+/** A forwarded series: its labels (the ingester's object) and their encoded fields. */
+interface Slot {
+  readonly labels: Labels;
+  readonly fields: Uint8Array;
+  /** Its index in the forwarder's table (the ref appendRef returns), -1 before it has one. */
+  id: number;
+  /** The bodies() call that last saw it in a batch (duplicate runs). */
+  mark: number;
+}
+
+/** Series the forwarder's table holds before it starts afresh (ingest caches as many). */
+const MAX_SLOTS = 1_000_000;
+
+/**
+ * One commit's samples in two columns, as runs: run k is series `runs[k]` at positions
+ * `starts[k]` up to `starts[k + 1]` (or `count`).
+ */
 interface Batch {
-  readonly series: Map<Labels, number[]>;
-  readonly timestamps: number[];
+  readonly runs: Slot[];
+  readonly starts: number[];
+  last: Slot | undefined;
+  timestamps: Float64Array;
   values: Float64Array;
   count: number;
 }
 
-function ascending(samples: readonly number[], t: readonly number[]): boolean {
+function ascending(samples: readonly number[], t: ArrayLike<number>): boolean {
   for (let i = 1; i < samples.length; i++) if (t[samples[i - 1]] > t[samples[i]]) return false;
   return true;
 }
 
+function ascendingRun(t: Float64Array, from: number, to: number): boolean {
+  for (let i = from + 1; i < to; i++) if (t[i - 1] > t[i]) return false;
+  return true;
+}
+
+function grown(a: Float64Array): Float64Array {
+  const g = new Float64Array(a.length * 2);
+  g.set(a);
+  return g;
+}
+
 function newBatch(): Batch {
-  return { series: new Map(), timestamps: [], values: new Float64Array(1024), count: 0 };
+  return {
+    runs: [],
+    starts: [],
+    last: undefined,
+    timestamps: new Float64Array(1024),
+    values: new Float64Array(1024),
+    count: 0,
+  };
 }
