@@ -17,7 +17,10 @@
  * `npm start` is also timed against what it ran before it started from the bundle: the TypeScript sources
  * through tsx (`node --import tsx packages/server/src/main.ts`, without npm and its prestart builds).
  *
- *   npm run bench:startup [-- --quick] [-- --only empty,wal,npm]
+ * `--baseline <main.js>` adds another production build (a copy of an earlier commit's packages/server/dist,
+ * beside its packages/server/package.json) to the first two parts, interleaved: before and after in one run.
+ *
+ *   npm run bench:startup [-- --quick] [-- --only empty,wal,npm] [-- --baseline /path/to/dist/main.js]
  *   (--quick: 3 runs and 250 k samples of WAL; --only: some of the three parts)
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
@@ -26,7 +29,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createSvcClients } from "@svc/sdk";
 import { loadAverageLine, median } from "../common/measure.ts";
-import { freePort } from "../ingest/proc.ts";
+import { cpuSeconds, freePort } from "../ingest/proc.ts";
 import { buildWorkload, type SendFailures, sendStep, type Workload } from "../ingest/workload.ts";
 
 const root = resolve(import.meta.dirname, "../..");
@@ -49,32 +52,36 @@ interface Server {
   spawn(dir: string, port: number): ChildProcess;
 }
 
-const svc: Server = {
-  name: "svc",
+const baseline = process.argv.includes("--baseline")
+  ? resolve(process.argv[process.argv.indexOf("--baseline") + 1])
+  : undefined;
+
+/** svc's production build at `main` (dist/main.js), without the demo. */
+const svcBuild = (name: string, main: string): Server => ({
+  name,
   ready: "/readyz",
   spawn: (dir, port) =>
-    spawn(
-      process.execPath,
-      [...(process.env.BENCH_SVC_NODE_ARGS?.split(" ").filter(Boolean) ?? []), PROD_MAIN],
-      {
-        cwd: root,
-        stdio: ["ignore", "pipe", "pipe"],
-        env: {
-          ...process.env,
-          PORT: String(port),
-          HOST: "127.0.0.1",
-          SVC_DATA_DIR: dir,
-          SVC_DEMO: "false",
-          SVC_SIMULATOR: "false",
-          SVC_ADMIN_TOKEN: ADMIN_TOKEN,
-          SVC_COLLECTOR_TOKEN: COLLECTOR_TOKEN,
-          SVC_RETENTION_HOURS: String(7 * 24),
-          SVC_LOG_LEVEL: "warn",
-          SVC_DATABASE_URL: "",
-        },
+    spawn(process.execPath, [...(process.env.BENCH_SVC_NODE_ARGS?.split(" ").filter(Boolean) ?? []), main], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        SVC_DATA_DIR: dir,
+        SVC_DEMO: "false",
+        SVC_SIMULATOR: "false",
+        SVC_ADMIN_TOKEN: ADMIN_TOKEN,
+        SVC_COLLECTOR_TOKEN: COLLECTOR_TOKEN,
+        SVC_RETENTION_HOURS: String(7 * 24),
+        SVC_LOG_LEVEL: "warn",
+        SVC_DATABASE_URL: "",
       },
-    ),
-};
+    }),
+});
+const svc = svcBuild("svc", PROD_MAIN);
+const svcBaseline = baseline ? svcBuild("svc baseline", baseline) : undefined;
+const isSvc = (s: Server) => s === svc || s === svcBaseline;
 
 const prometheus: Server = {
   name: "prometheus",
@@ -124,6 +131,8 @@ interface Started {
   readonly proc: ChildProcess;
   readonly base: string;
   readonly readyMs: number;
+  /** CPU the process used until ready (its threads, not its children): a figure the machine's load moves less. */
+  readonly cpuMs: number;
   /** Ms from the spawn to the first output line matching `mark` (when asked for and seen). */
   readonly markMs?: number;
   log(): string;
@@ -155,10 +164,11 @@ async function start(s: Server, dir: string, mark?: RegExp): Promise<Started> {
     await new Promise((r) => setTimeout(r, 5));
   }
   const readyMs = performance.now() - t0;
+  const cpuMs = proc.pid ? cpuSeconds(proc.pid) * 1000 : Number.NaN;
   // The demo's line comes after readiness (the server listens first): wait for it, up to a minute.
   for (const t1 = performance.now(); mark && markMs === undefined && performance.now() - t1 < 60_000; )
     await new Promise((r) => setTimeout(r, 5));
-  return { proc, base, readyMs, markMs, log: () => log };
+  return { proc, base, readyMs, cpuMs, markMs, log: () => log };
 }
 
 /** Stops the server: SIGTERM (a clean stop) or SIGKILL (a crash), its process group for `npm start`. */
@@ -180,12 +190,15 @@ function tempDir(name: string): string {
 }
 
 /** Ready ms of a start in a fresh data directory each time. */
-async function emptyStart(s: Server, mark?: RegExp): Promise<{ readyMs: number; markMs?: number }> {
+async function emptyStart(
+  s: Server,
+  mark?: RegExp,
+): Promise<{ readyMs: number; cpuMs: number; markMs?: number }> {
   const dir = tempDir(s.name);
   try {
     const r = await start(s, dir, mark);
     await stop(r.proc, "SIGTERM", s === npmStart);
-    return { readyMs: r.readyMs, markMs: r.markMs };
+    return { readyMs: r.readyMs, cpuMs: r.cpuMs, markMs: r.markMs };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -196,7 +209,7 @@ async function ingest(s: Server, base: string, w: Workload): Promise<SendFailure
   const failed: SendFailures = { count: 0, first: "" };
   let url = `${base}/api/v1/write`;
   let token = "unused";
-  if (s === svc) {
+  if (isSvc(s)) {
     const admin = createSvcClients({ baseUrl: base, token: ADMIN_TOKEN, maxRetries: 0 }).admin;
     for (const projectId of new Set(w.vms.map((v) => v.projectId)))
       await admin.projects.createProject({ projectId, displayName: projectId });
@@ -222,7 +235,7 @@ async function ingest(s: Server, base: string, w: Workload): Promise<SendFailure
 
 /** What the store holds, read the same way before the kill and after the restart. */
 async function storedSamples(s: Server, base: string): Promise<number> {
-  if (s === svc) {
+  if (isSvc(s)) {
     const res = await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     const m = /^svc_tsdb_head_samples (\S+)$/m.exec(await res.text());
     return m ? Number(m[1]) : Number.NaN;
@@ -243,7 +256,7 @@ async function storedSamples(s: Server, base: string): Promise<number> {
 async function walRestarts(
   s: Server,
   w: Workload,
-): Promise<{ readyMs: number[]; before: number; after: number[]; failed: SendFailures }> {
+): Promise<{ readyMs: number[]; cpuMs: number[]; before: number; after: number[]; failed: SendFailures }> {
   const dir = tempDir(s.name);
   try {
     const first = await start(s, dir);
@@ -253,14 +266,16 @@ async function walRestarts(
     const before = await storedSamples(s, first.base);
     await stop(first.proc, "SIGKILL");
     const readyMs: number[] = [];
+    const cpuMs: number[] = [];
     const after: number[] = [];
     for (let i = 0; i < runs; i++) {
       const r = await start(s, dir);
       readyMs.push(r.readyMs);
+      cpuMs.push(r.cpuMs);
       after.push(await storedSamples(s, r.base));
       await stop(r.proc, "SIGKILL");
     }
-    return { readyMs, before, after, failed };
+    return { readyMs, cpuMs, before, after, failed };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -277,14 +292,20 @@ console.log(
 );
 
 // 1. Without data (Prometheus's figure is also the yardstick of the other two parts).
-const empty: Record<string, number[]> = { svc: [], prometheus: [] };
-await emptyStart(svc); // the page cache warm for both, as on a machine that ran them before
-await emptyStart(prometheus);
+const arms = svcBaseline ? [svc, svcBaseline, prometheus] : [svc, prometheus];
+const empty: Record<string, number[]> = Object.fromEntries(arms.map((s) => [s.name, []]));
+const emptyCpu: Record<string, number[]> = Object.fromEntries(arms.map((s) => [s.name, []]));
+for (const s of arms) await emptyStart(s); // the page cache warm, as on a machine that ran them before
 for (let i = 0; i < runs; i++) {
-  for (const s of i % 2 === 0 ? [svc, prometheus] : [prometheus, svc])
-    if (s === prometheus || only.includes("empty")) empty[s.name].push((await emptyStart(s)).readyMs);
+  for (const s of i % 2 === 0 ? arms : [...arms].reverse())
+    if (s === prometheus || only.includes("empty")) {
+      const r = await emptyStart(s);
+      empty[s.name].push(r.readyMs);
+      emptyCpu[s.name].push(r.cpuMs);
+    }
 }
-console.log(`without data, ready: svc ${spread(empty.svc)}, Prometheus ${spread(empty.prometheus)}`);
+console.log(`without data, ready: ${arms.map((s) => `${s.name} ${spread(empty[s.name])}`).join("; ")}`);
+console.log(`  CPU until ready: ${arms.map((s) => `${s.name} ${spread(emptyCpu[s.name])}`).join("; ")}`);
 
 // 2. After ~1 M samples of WAL: 21 series per VM at 30 s over 2 h (below Prometheus's and svc's 3 h head
 // span, so every sample stays in the WAL, none in a block).
@@ -302,12 +323,12 @@ console.log(
   `WAL workload: ${w.activeSeries.toLocaleString()} series × ${hours} h at 30 s = ${w.samples.toLocaleString()} samples in ${w.requests} remote-write requests, then SIGKILL and ${runs} restarts`,
 );
 const wal: Record<string, Awaited<ReturnType<typeof walRestarts>>> = {};
-for (const s of only.includes("wal") ? [svc, prometheus] : []) {
+for (const s of only.includes("wal") ? arms : []) {
   wal[s.name] = await walRestarts(s, w);
   const r = wal[s.name];
   const kept = r.after.every((a) => a === r.before);
   console.log(
-    `  ${s.name}: ready after the kill ${spread(r.readyMs)}; samples stored before the kill ${r.before.toLocaleString()}, ` +
+    `  ${s.name}: ready after the kill ${spread(r.readyMs)}, CPU until ready ${spread(r.cpuMs)}; samples stored before the kill ${r.before.toLocaleString()}, ` +
       `after each restart ${kept ? "the same" : r.after.map((a) => a.toLocaleString()).join(", ")}` +
       (r.failed.count > 0 ? `; ${r.failed.count} requests refused, first: ${r.failed.first}` : ""),
   );
@@ -339,12 +360,21 @@ const row = (label: string, a: number, b: number, goal: string) =>
   console.log(
     `${label.padEnd(58)} ${a.toFixed(0).padStart(6)}   ${b.toFixed(0).padStart(13)}   ${(a / b).toFixed(2).padStart(15)}×   ${goal}`,
   );
+if (only.includes("empty") && svcBaseline)
+  row("baseline build, no data: ready", median(empty[svcBaseline.name]), median(empty.prometheus), "—");
 if (only.includes("empty"))
   row(
     "production build, no data: ready",
     median(empty.svc),
     median(empty.prometheus),
     `≤ ${GOAL_PROD}×: ${verdict(median(empty.svc) / median(empty.prometheus) <= GOAL_PROD)}`,
+  );
+if (only.includes("wal") && svcBaseline)
+  row(
+    `baseline build, ${(w.samples / 1e6).toFixed(2)} M samples of WAL: ready`,
+    median(wal[svcBaseline.name].readyMs),
+    median(wal.prometheus.readyMs),
+    "—",
   );
 if (only.includes("wal"))
   row(
