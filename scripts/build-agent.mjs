@@ -15,8 +15,8 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { build } from "esbuild";
 import { lockedBuild } from "./lib/build-lock.mjs";
+import { isMain } from "./lib/is-main.mjs";
 
 const root = join(import.meta.dirname, "..");
 const agentDir = join(root, "packages", "agent");
@@ -48,19 +48,38 @@ function newest(path) {
 const NODE_FLAGS =
   "--max-semi-space-size=1 --max-old-space-size=32 --lite-mode --no-expose-wasm --v8-pool-size=0";
 
-const force = process.argv.includes("--force");
-const upToDate = () => !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
-if (upToDate()) process.exit(0);
-if (spawnSync("dpkg-deb", ["--version"]).status !== 0) {
-  // npm start passes --optional: the service runs without the package, and EnableExpandedMonitoring says why.
-  process.stderr.write(
-    "build-agent: dpkg-deb is missing (apt-get install dpkg); the agent package is not built\n",
-  );
-  process.exit(process.argv.includes("--optional") ? 0 : 1);
+/**
+ * Builds the package unless it is newer than its sources (or `force`). Without dpkg-deb it fails, or
+ * with `optional` (npm start) says so and resolves: the service runs without the package, and
+ * EnableExpandedMonitoring says why.
+ */
+export async function buildAgent({ force = false, optional = false } = {}) {
+  const upToDate = () =>
+    !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
+  if (upToDate()) return;
+  if (spawnSync("dpkg-deb", ["--version"]).status !== 0) {
+    process.stderr.write(
+      "build-agent: dpkg-deb is missing (apt-get install dpkg); the agent package is not built\n",
+    );
+    if (optional) return;
+    throw new Error("dpkg-deb is missing");
+  }
+  await lockedBuild(dist, upToDate, buildInto);
 }
-await lockedBuild(dist, upToDate, buildInto);
+
+if (isMain(import.meta.url)) {
+  await buildAgent({
+    force: process.argv.includes("--force"),
+    optional: process.argv.includes("--optional"),
+  }).catch((err) => {
+    if (err.message !== "dpkg-deb is missing") throw err;
+    process.exit(1);
+  });
+}
 
 async function buildInto(out) {
+  // Loaded only to build: npm start checks this package on every run.
+  const { build } = await import("esbuild");
   process.stdout.write(`building the guest agent package ${debName}…\n`);
   const pkgRoot = join(out, "root");
   const put = (path, content, mode) => {

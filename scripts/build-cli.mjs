@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
+import { isMain } from "./lib/is-main.mjs";
 
 const root = join(import.meta.dirname, "..");
 const cliDir = join(root, "packages", "cli");
@@ -30,14 +31,20 @@ function newest(path) {
   return m;
 }
 
-const force = process.argv.includes("--force");
-const upToDate = () => !force && existsSync(tgz) && statSync(tgz).mtimeMs >= Math.max(...sources.map(newest));
-if (!upToDate())
-  await lockedBuild(dist, upToDate, async (out) => {
-    process.stdout.write(`packing the svc CLI ${basename(tgz)}…\n`);
-    const made = execFileSync(process.execPath, [join(cliDir, "scripts", "pack.mjs"), out], {
-      encoding: "utf8",
-    }).trim();
-    const sum = createHash("sha256").update(readFileSync(made)).digest("hex");
-    writeFileSync(join(out, "SHA256SUMS"), `${sum}  ${basename(made)}\n`);
-  });
+/** Packs the CLI unless the package is newer than its sources (or `force`). */
+export async function buildCli({ force = false } = {}) {
+  const upToDate = () =>
+    !force && existsSync(tgz) && statSync(tgz).mtimeMs >= Math.max(...sources.map(newest));
+  if (!upToDate()) await lockedBuild(dist, upToDate, packInto);
+}
+
+if (isMain(import.meta.url)) await buildCli({ force: process.argv.includes("--force") });
+
+async function packInto(out) {
+  process.stdout.write(`packing the svc CLI ${basename(tgz)}…\n`);
+  const made = execFileSync(process.execPath, [join(cliDir, "scripts", "pack.mjs"), out], {
+    encoding: "utf8",
+  }).trim();
+  const sum = createHash("sha256").update(readFileSync(made)).digest("hex");
+  writeFileSync(join(out, "SHA256SUMS"), `${sum}  ${basename(made)}\n`);
+}

@@ -6,6 +6,7 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "
 import { join } from "node:path";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 import { lockedBuild } from "./lib/build-lock.mjs";
+import { isMain } from "./lib/is-main.mjs";
 
 const root = join(import.meta.dirname, "..");
 const consoleDir = join(root, "packages", "console");
@@ -27,12 +28,19 @@ function newest(path) {
   return m;
 }
 
-const force = process.argv.includes("--force");
 const dist = join(consoleDir, "dist");
-const upToDate = () =>
-  !force && existsSync(stamp) && statSync(stamp).mtimeMs >= Math.max(...sources.map(newest));
-if (upToDate()) process.exit(0);
-await lockedBuild(dist, upToDate, (outDir) => {
+
+/** Builds the console unless its build is newer than its sources (or `force`). */
+export async function buildConsole({ force = false } = {}) {
+  const upToDate = () =>
+    !force && existsSync(stamp) && statSync(stamp).mtimeMs >= Math.max(...sources.map(newest));
+  if (upToDate()) return;
+  await lockedBuild(dist, upToDate, buildInto);
+}
+
+if (isMain(import.meta.url)) await buildConsole({ force: process.argv.includes("--force") });
+
+function buildInto(outDir) {
   process.stdout.write("building the console (vite)…\n");
   const vite = join(root, "node_modules", "vite", "bin", "vite.js");
   const r = spawnSync(process.execPath, [vite, "build", "--logLevel", "warn", "--outDir", outDir], {
@@ -42,7 +50,7 @@ await lockedBuild(dist, upToDate, (outDir) => {
   if (r.status !== 0) throw new Error("the console failed to build");
   precompress(outDir);
   writeFileSync(join(outDir, ".build-stamp"), `${new Date().toISOString()}\n`);
-});
+}
 
 /**
  * Writes `<file>.br` (brotli 11) and `<file>.gz` (gzip 9) beside every text file of the build, once, so

@@ -7,11 +7,15 @@
 // left: dist/main.js (scripts/lib/server-entry.mjs) loads the bundle through it. CommonJS because an
 // ES module cannot use a code cache on Node 20. Only packages that cannot be bundled stay external and
 // load from node_modules: native addons and the optional ones their dependencies probe for.
+//
+// `npm start` (scripts/start.mjs) runs the same build, only when a source is newer than the last one
+// (`npm run build:server` always builds).
 import { spawn } from "node:child_process";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { build } from "esbuild";
+import { lockedBuild } from "./lib/build-lock.mjs";
+import { isMain } from "./lib/is-main.mjs";
 
 const root = join(import.meta.dirname, "..");
 const server = join(root, "packages", "server");
@@ -25,53 +29,97 @@ const { version } = JSON.parse(readFileSync(join(server, "package.json"), "utf8"
  */
 const EXTERNAL = ["better-sqlite3", "pg-native"];
 
-rmSync(out, { recursive: true, force: true });
-const started = performance.now();
-await build({
-  entryPoints: {
-    server: join(server, "src", "main.ts"),
-    "query-worker": join(server, "src", "promql", "pool", "worker.ts"),
-  },
-  outdir: out,
-  outExtension: { ".js": ".cjs" },
-  bundle: true,
-  platform: "node",
-  format: "cjs",
-  target: "node20",
-  sourcemap: true,
-  legalComments: "none",
-  // Whitespace and syntax only: identifiers keep their names, so stack traces stay readable.
-  minifyWhitespace: true,
-  minifySyntax: true,
-  external: EXTERNAL,
-  banner: {
-    js: [
-      `// svc server ${version}, bundled by scripts/build-server.mjs`,
-      'var __svcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;',
-    ].join("\n"),
-  },
-  define: {
-    // The sources are ES modules: their import.meta.url is the bundle's own file.
-    "import.meta.url": "__svcImportMetaUrl",
-    // The query pool starts its workers from the bundled file instead of the tsx bootstrap.
-    "globalThis.SVC_QUERY_WORKER_BUNDLE": JSON.stringify("./query-worker.cjs"),
-  },
-  logLevel: "warning",
-});
-copyFileSync(join(root, "scripts", "lib", "server-entry.mjs"), join(out, "main.js"));
-await writeCodeCache();
+/** What the bundle is made of: a change to any of them makes it stale. */
+const sources = [
+  join(server, "src"),
+  join(server, "package.json"),
+  join(root, "packages", "sdk", "src"),
+  join(root, "packages", "remotewrite", "src"),
+  join(root, "package-lock.json"),
+  join(root, "scripts", "build-server.mjs"),
+  join(root, "scripts", "lib", "server-entry.mjs"),
+];
+/** Written last (by the build's own start): its presence means the build finished. */
+const stamp = join(out, "server.cjs.v8-cache");
+
+function newest(path) {
+  if (!existsSync(path)) return 0;
+  const s = statSync(path);
+  if (!s.isDirectory()) return s.mtimeMs;
+  let m = s.mtimeMs;
+  for (const e of readdirSync(path)) if (!e.endsWith(".test.ts")) m = Math.max(m, newest(join(path, e)));
+  return m;
+}
+
+/** True when the build is newer than every source it is made of. */
+export function serverBuildUpToDate() {
+  return existsSync(stamp) && statSync(stamp).mtimeMs >= Math.max(...sources.map(newest));
+}
+
+/** Builds packages/server/dist unless it is up to date (or `force`); resolves once it is. */
+export async function buildServer({ force = false } = {}) {
+  const upToDate = () => !force && serverBuildUpToDate();
+  if (upToDate()) return false;
+  const started = performance.now();
+  const built = await lockedBuild(out, upToDate, bundleInto);
+  if (built)
+    process.stdout.write(
+      `built ${join("packages", "server", "dist")}/main.js, server.cjs (with its code cache) and query-worker.cjs in ${Math.round(performance.now() - started)} ms\n`,
+    );
+  return built;
+}
+
+if (isMain(import.meta.url)) await buildServer({ force: true });
+
+async function bundleInto(dir) {
+  // Loaded only to build: npm start checks whether the build is current on every run.
+  const { build } = await import("esbuild");
+  await build({
+    entryPoints: {
+      server: join(server, "src", "main.ts"),
+      "query-worker": join(server, "src", "promql", "pool", "worker.ts"),
+    },
+    outdir: dir,
+    outExtension: { ".js": ".cjs" },
+    bundle: true,
+    platform: "node",
+    format: "cjs",
+    target: "node20",
+    sourcemap: true,
+    legalComments: "none",
+    // Whitespace and syntax only: identifiers keep their names, so stack traces stay readable.
+    minifyWhitespace: true,
+    minifySyntax: true,
+    external: EXTERNAL,
+    banner: {
+      js: [
+        `// svc server ${version}, bundled by scripts/build-server.mjs`,
+        'var __svcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;',
+      ].join("\n"),
+    },
+    define: {
+      // The sources are ES modules: their import.meta.url is the bundle's own file.
+      "import.meta.url": "__svcImportMetaUrl",
+      // The query pool starts its workers from the bundled file instead of the tsx bootstrap.
+      "globalThis.SVC_QUERY_WORKER_BUNDLE": JSON.stringify("./query-worker.cjs"),
+    },
+    logLevel: "warning",
+  });
+  copyFileSync(join(root, "scripts", "lib", "server-entry.mjs"), join(dir, "main.js"));
+  await writeCodeCache(dir);
+}
 
 /**
  * Starts the bundle once (no demo, a throw-away data directory, any free port) and stops it once it is
  * ready: at exit it writes server.cjs.v8-cache with what its start-up compiled.
  */
-async function writeCodeCache() {
+async function writeCodeCache(dir) {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-code-cache-"));
   try {
     // A SIGTERM that lands before the server installs its handlers kills it without an exit (and
     // without a cache): then once more.
     for (let attempt = 1; ; attempt++) {
-      const code = await startAndStop(dataDir);
+      const code = await startAndStop(dir, dataDir);
       if (code === 0) return;
       if (attempt === 2) throw new Error(`the bundle did not start and stop cleanly (exit ${code})`);
     }
@@ -80,8 +128,8 @@ async function writeCodeCache() {
   }
 }
 
-async function startAndStop(dataDir) {
-  const child = spawn(process.execPath, [join(out, "main.js")], {
+async function startAndStop(dir, dataDir) {
+  const child = spawn(process.execPath, [join(dir, "main.js")], {
     env: {
       PATH: process.env.PATH,
       PORT: "0",
@@ -117,7 +165,3 @@ async function startAndStop(dataDir) {
   }
   return exited;
 }
-
-process.stdout.write(
-  `built ${join("packages", "server", "dist")}/main.js, server.cjs (with its code cache) and query-worker.cjs in ${Math.round(performance.now() - started)} ms\n`,
-);

@@ -9,9 +9,13 @@ import { startServerProcess } from "../packages/server/src/testing/server-proces
 
 const root = join(import.meta.dirname, "..");
 
-/** Starts `npm start`'s entry point on a free port and waits for the lines it prints. */
+/**
+ * Starts what `npm start` runs (scripts/start.mjs: the builds brought up to date, then the server's bundle)
+ * on a free port and waits for the lines it prints.
+ */
 async function start(dataDir: string): Promise<{ child: ChildProcess; out: () => string; baseUrl: string }> {
   const s = await startServerProcess({
+    args: ["scripts/start.mjs"],
     env: { ...process.env, PORT: "0", SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: "warn" },
     ready: /demo project: /,
   });

@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testDialects } from "../testing/dialects.ts";
 import { startTestApp, type TestApp } from "../testing/harness.ts";
@@ -185,6 +188,40 @@ describe("console pages", () => {
     const r = await fetch(`${t.baseUrl}/v1/nothing-here`, { headers: { accept: "text/html" } });
     assert.equal(r.status, 404);
     assert.match(r.headers.get("content-type") ?? "", /json/);
+  });
+});
+
+describe("console files", () => {
+  let t: TestApp;
+  const dist = mkdtempSync(join(tmpdir(), "svc-console-dist-"));
+  before(async () => {
+    mkdirSync(join(dist, "assets"));
+    writeFileSync(join(dist, "index.html"), "<!doctype html><title>svc</title>");
+    writeFileSync(join(dist, "assets", "app-1a2b.js"), "console.log(1);");
+    writeFileSync(join(dist, ".build-stamp"), "built\n");
+    t = await startTestApp(dialects[0].dialect, { consoleDir: dist });
+  });
+  after(async () => {
+    await t?.close();
+    rmSync(dist, { recursive: true, force: true });
+  });
+
+  it("serves each built file (GET and HEAD), never a dot file, and the page for the app's paths", async () => {
+    const js = await fetch(`${t.baseUrl}/assets/app-1a2b.js`);
+    assert.equal(js.status, 200);
+    assert.equal(await js.text(), "console.log(1);");
+    assert.equal(js.headers.get("cache-control"), "public, max-age=31536000, immutable");
+    const head = await fetch(`${t.baseUrl}/assets/app-1a2b.js`, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    const stamp = await fetch(`${t.baseUrl}/.build-stamp`);
+    assert.equal(stamp.status, 404);
+    assert.notEqual(await stamp.text(), "built\n");
+    const missing = await fetch(`${t.baseUrl}/assets/nope.js`);
+    assert.equal(missing.status, 404);
+    const page = await fetch(`${t.baseUrl}/projects/x/vms`, { headers: { accept: "text/html" } });
+    assert.equal(page.status, 200);
+    assert.equal(await page.text(), "<!doctype html><title>svc</title>");
+    assert.equal(page.headers.get("cache-control"), "no-cache");
   });
 });
 

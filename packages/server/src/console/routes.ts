@@ -1,5 +1,5 @@
-import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync } from "node:fs";
+import { join, relative } from "node:path";
 import { codeFromString, codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import fastifyStatic from "@fastify/static";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
@@ -208,12 +208,14 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
       }
     });
 
+    // The built files, found at start-up, are served by the one GET route below (a route per file cost
+    // ~100 routes to insert at every start: docs/performance.md, "Start-up"); it answers the rest with
+    // the page. fastify-static only provides reply.sendFile (serve: false), with the options below.
+    const files = built && deps.distDir ? builtFiles(deps.distDir) : new Set<string>();
     if (built && deps.distDir) {
       await scope.register(fastifyStatic, {
         root: deps.distDir,
-        prefix: "/",
-        // One route per built file, found at start-up; the SPA fallback below answers the rest.
-        wildcard: false,
+        serve: false,
         index: false,
         // The headers below decide caching, not send's defaults.
         cacheControl: false,
@@ -232,6 +234,7 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
 
     const page = async (req: FastifyRequest, reply: FastifyReply) => {
       const path = req.url.split("?")[0];
+      if (files.has(path)) return reply.sendFile(path.slice(1));
       const wantsHtml = (req.headers.accept ?? "").includes("text/html");
       if (API_PREFIXES.some((p) => path.startsWith(p)) || !wantsHtml || /\.[a-z0-9]+$/i.test(path)) {
         return reply.code(404).send({ code: "not_found", message: `${req.method} ${path} not found` });
@@ -251,6 +254,16 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
     scope.get("/", page);
     scope.get("/*", page);
   };
+}
+
+/** Every file under `dir` as the URL path that serves it ("/assets/app-1a2b.js"), dot files left out. */
+function builtFiles(dir: string): Set<string> {
+  const found = new Set<string>();
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    const path = `/${relative(dir, join(e.parentPath, e.name)).split("\\").join("/")}`;
+    if (e.isFile() && !path.includes("/.")) found.add(path);
+  }
+  return found;
 }
 
 async function describeSession(deps: ConsoleDeps, token: string, userId: string, expireTimeMs: number) {

@@ -49,6 +49,26 @@ describe("Connect protocol edge", () => {
     });
   const LIST = "/svc.monitoring.v1.MonitoringService/ListVMMonitoring";
 
+  it("answers other HTTP methods on an RPC's path as Connect does, and an unknown RPC path 404", async () => {
+    // Each RPC has routes for POST and GET only (connect-plugin.ts); the rest reach Connect through a wildcard.
+    for (const method of ["PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]) {
+      const res = await fetch(`${t.baseUrl}${LIST}`, {
+        method,
+        headers: { "Connect-Protocol-Version": "1", Authorization: `Bearer ${key}` },
+      });
+      assert.equal(res.status, 405, method);
+    }
+    // GET is Connect's for idempotent RPCs only: this one is not, so Connect refuses it, not Fastify.
+    const get = await fetch(`${t.baseUrl}${LIST}?connect=v1&encoding=json&message=%7B%7D`, {
+      headers: { Authorization: `Bearer ${key}` },
+    });
+    assert.equal(get.status, 405);
+    const unknown = await post("/svc.monitoring.v1.MonitoringService/NoSuchMethod", "{}");
+    assert.equal(unknown.status, 404);
+    const unknownPut = await fetch(`${t.baseUrl}/svc.nosuch.v1.Service/Method`, { method: "PUT" });
+    assert.equal(unknownPut.status, 404);
+  });
+
   it("serves a call written exactly as the spec writes it", async () => {
     const res = await post(LIST, JSON.stringify({ projectName, pageSize: 50, inventoryOnly: true }));
     assert.equal(res.status, 200);

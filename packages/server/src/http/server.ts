@@ -1,6 +1,5 @@
 import { toBinary, toJsonString } from "@bufbuild/protobuf";
 import { type ConnectRouter, createContextValues, type Interceptor } from "@connectrpc/connect";
-import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -18,6 +17,7 @@ import { authenticate, bearerToken, type TokenResolver } from "../iam/principal.
 import type { Registry } from "../instrument.ts";
 import { errorInterceptor, guardHandlers } from "./auth.ts";
 import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
+import { connectPlugin } from "./connect-plugin.ts";
 import { remoteAddressKey } from "./context.ts";
 import { instrumentHttp } from "./instrumentation.ts";
 
@@ -172,7 +172,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         req.headers["accept-encoding"] = negotiateAcceptEncoding(accept, binary);
       }
     });
-    await scope.register(fastifyConnectPlugin, {
+    await scope.register(connectPlugin, {
       // Every route authenticates and authorizes before its body is decoded (auth.ts).
       routes: (router) => {
         deps.routes(router);

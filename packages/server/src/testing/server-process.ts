@@ -14,7 +14,8 @@ export interface ServerProcess {
 }
 
 /**
- * Starts the server as its own process (by default `npm start`'s entry point through tsx) and resolves
+ * Starts the server as its own process (by default its TypeScript entry point through tsx; `npm start`
+ * runs scripts/start.mjs, the bundle) and resolves
  * once it printed `ready` (default: the "svc listening on" line), or rejects with what it printed when
  * it exits first or takes longer than `timeoutMs`.
  */
