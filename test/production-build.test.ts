@@ -20,9 +20,13 @@ describe("the production build", () => {
   let output: () => string = () => "";
   let exit: Promise<number | null>;
   before(async () => {
-    const build = spawnSync(process.execPath, [join(root, "scripts", "build-server.mjs")], {
-      encoding: "utf8",
-    });
+    // Built only when stale (under the build lock): test/start.test.ts may be running a server from this
+    // same dist in parallel, and a forced rebuild would swap the folder under it.
+    const build = spawnSync(
+      process.execPath,
+      ["--input-type=module", "-e", 'await (await import("./scripts/build-server.mjs")).buildServer()'],
+      { cwd: root, encoding: "utf8" },
+    );
     assert.equal(build.status, 0, build.stderr);
     dataDir = mkdtempSync(join(tmpdir(), "svc-prod-"));
     // No --import tsx, no loader: what start:prod runs.
