@@ -274,6 +274,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     consoleKey,
     trustedProxies: config.trustedProxies,
     audit: config.audit,
+    lastUse: config.lastUse,
     plugins: [
       ...(config.roles.has("ingest")
         ? [

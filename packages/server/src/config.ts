@@ -55,6 +55,8 @@ export interface Config {
   readonly auditRetentionDays: number;
   /** Record the audit log (docs/audit.md). Always on; off only in bench/audit to measure its cost. */
   readonly audit: boolean;
+  /** Track when each key was last used (docs/audit.md). Always on; off only in bench/audit to measure its cost. */
+  readonly lastUse: boolean;
   /** Where metrics live (SVC_METRICS_BACKEND): `embedded` (the TSDB in dataDir, default) or `remote` (a
    * Prometheus-compatible engine; see docs/deploy.md "Remote metrics backend"). */
   readonly metricsBackend: "embedded" | "remote";
@@ -196,6 +198,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     retentionMs:
       overrides.retentionMs ?? positive(env.SVC_RETENTION_HOURS, "SVC_RETENTION_HOURS", 7 * 24) * 3_600_000,
     audit: overrides.audit ?? true,
+    lastUse: overrides.lastUse ?? true,
     auditRetentionDays:
       overrides.auditRetentionDays ??
       positive(env.SVC_AUDIT_RETENTION_DAYS, "SVC_AUDIT_RETENTION_DAYS", DEFAULT_AUDIT_RETENTION_DAYS),

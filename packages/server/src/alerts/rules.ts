@@ -3,6 +3,7 @@ import { PostgresAdapter } from "kysely";
 import type { Db } from "../db/database.ts";
 import type { AlertRuleRevisionTable, AlertRuleTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
+import { attributionOf } from "../iam/actor.ts";
 import { bodyHash, findReplay } from "../iam/idempotency.ts";
 import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
@@ -153,7 +154,7 @@ export async function saveAlertRule(
     project_id: projectId,
     spec: JSON.stringify(spec),
     condition_key: conditionKey(spec),
-    actor: actorOf(p),
+    actor: attributionOf(p),
     request_id: input.requestId,
     create_time: nowMs,
   };
@@ -215,20 +216,6 @@ export async function saveAlertRule(
   const view = await ruleView(deps, await loadRule(db, projectId, id), nowMs);
   deps.onChange?.();
   return view;
-}
-
-function actorOf(p: Principal): string {
-  switch (p.kind) {
-    case "HUMAN_SESSION":
-      return `users/${p.userId}`;
-    case "PERSONAL_KEY":
-    case "SERVICE_ACCOUNT_KEY":
-      return `keys/${p.keyId}`;
-    case "CI_TOKEN":
-      return `ciTokens/${p.tokenId}`;
-    case "OPERATOR":
-      return "operator";
-  }
 }
 
 async function checkVmsExist(db: Db, projectId: string, vmNames: readonly string[]): Promise<void> {
@@ -428,7 +415,7 @@ export async function detachDestination(
         project_id: projectId,
         spec: JSON.stringify(spec),
         condition_key: conditionKey(spec),
-        actor: actorOf(p),
+        actor: attributionOf(p),
         request_id: randomUUID(),
         create_time: nowMs,
       })
@@ -618,7 +605,7 @@ export async function deleteAlertRule(
       .where("delete_time", "is", null)
       .executeTakeFirst();
     if (Number(r.numUpdatedRows) !== 1) throw notFound(name);
-    return retireInstances(tx, projectId, id, "rule deleted", nowMs, actorOf(p));
+    return retireInstances(tx, projectId, id, "rule deleted", nowMs, attributionOf(p));
   });
   deps.onChange?.();
   return { name, retiredInstances: retired.instances, retiredIncidents: retired.incidents };

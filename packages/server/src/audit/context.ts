@@ -1,6 +1,5 @@
 import { type DescField, type DescMessage, isFieldSet } from "@bufbuild/protobuf";
 import { type ContextValues, createContextKey } from "@connectrpc/connect";
-import type { CiTokenIdentity } from "../iam/ci/exchange.ts";
 import type { Principal } from "../iam/principal.ts";
 import type { AuditActor } from "./events.ts";
 
@@ -22,47 +21,6 @@ export const auditNoteKey = createContextKey<AuditNote | undefined>(undefined, {
 export function noteActor(values: ContextValues, actor: AuditActor): void {
   const note = values.get(auditNoteKey);
   if (note) note.actor = actor;
-}
-
-export function actorOf(p: Principal | undefined): AuditActor {
-  if (!p) return { kind: "ANONYMOUS", name: "anonymous", detail: {} };
-  switch (p.kind) {
-    case "OPERATOR":
-      return { kind: "OPERATOR", name: "operator", detail: {} };
-    case "HUMAN_SESSION":
-      return { kind: "USER", name: `users/${p.userId}`, detail: { session: p.sessionId } };
-    case "PERSONAL_KEY":
-      return {
-        kind: "PERSONAL_KEY",
-        name: `users/${p.identityId}`,
-        detail: { key: `projects/${p.projectId}/keys/${p.keyId}` },
-      };
-    case "SERVICE_ACCOUNT_KEY":
-      return {
-        kind: "SERVICE_ACCOUNT_KEY",
-        name: `projects/${p.projectId}/serviceAccounts/${p.identityId}`,
-        detail: { key: `projects/${p.projectId}/serviceAccounts/${p.identityId}/keys/${p.keyId}` },
-      };
-    case "CI_TOKEN":
-      return ciTokenActor(p);
-  }
-}
-
-/**
- * A CI token's calls, and the exchange that issued it: the trust's service account, with the trust and
- * the repository, workflow and ref of the GitHub identity token exchanged.
- */
-export function ciTokenActor(c: CiTokenIdentity): AuditActor {
-  return {
-    kind: "CI_TOKEN",
-    name: `projects/${c.projectId}/serviceAccounts/${c.identityId}`,
-    detail: {
-      trust: `projects/${c.projectId}/ciTrusts/${c.trustId}`,
-      repository: c.repository,
-      workflow: c.workflow,
-      ref: c.ref,
-    },
-  };
 }
 
 /** The fields that name what a call acts on, for the record (a superset of the authorization's). */

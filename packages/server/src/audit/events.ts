@@ -1,6 +1,7 @@
 import { PostgresAdapter, sql } from "kysely";
 import type { Db } from "../db/database.ts";
 import { invalidArgument } from "../errors.ts";
+import type { Actor } from "../iam/actor.ts";
 import { methodAccess } from "../iam/capabilities.ts";
 import { newId } from "../iam/secrets.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
@@ -27,13 +28,8 @@ export const auditedMethods: readonly string[] = [
   CONSOLE_SIGN_OUT,
 ];
 
-/** Who acted: the kind, a name a person can look up, and the details of that kind. */
-export interface AuditActor {
-  readonly kind: "OPERATOR" | "USER" | "PERSONAL_KEY" | "SERVICE_ACCOUNT_KEY" | "CI_TOKEN" | "ANONYMOUS";
-  readonly name: string;
-  /** Key id, service account, CI trust's repository / workflow / ref: identifiers, never secrets. */
-  readonly detail: Readonly<Record<string, string>>;
-}
+/** Who acted (iam/actor.ts names every kind). */
+export type AuditActor = Actor;
 
 export interface AuditEventInput {
   readonly time: number;

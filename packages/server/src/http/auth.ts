@@ -9,13 +9,14 @@ import type {
 import { codeToHttpStatus, codeToString, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import type { Logger } from "pino";
-import { type AuditNote, actorOf, auditNoteKey, describeRequest, projectOfEvent } from "../audit/context.ts";
+import { type AuditNote, auditNoteKey, describeRequest, projectOfEvent } from "../audit/context.ts";
 import { type AuditEventInput, isAudited, recordAuditEvent } from "../audit/events.ts";
 import type { LastUseTracker } from "../audit/last-use.ts";
 import { type PendingAudit, pendingAudit } from "../audit/transactions.ts";
 import { CSRF_HEADER, checkCsrf, sessionTokenFromCookie } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
 import { capabilityDenied, permissionDenied, SvcError } from "../errors.ts";
+import { actorOf } from "../iam/actor.ts";
 import { type MethodAccess, methodAccess, resourceFields, rolePermissions } from "../iam/capabilities.ts";
 import { requireMember, requireOwner } from "../iam/membership.ts";
 import {

@@ -67,6 +67,8 @@ export interface ServerDeps {
   readonly trustedProxies?: readonly string[];
   /** Record state-changing calls in the audit log (default true; off only to measure its cost). */
   readonly audit?: boolean;
+  /** Track keys' last use (default true; off only to measure its cost). */
+  readonly lastUse?: boolean;
 }
 
 export type FrameworkErrorHandler = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => boolean;
@@ -150,7 +152,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       .send(await deps.registry.metrics());
   });
 
-  const lastUse = new LastUseTracker(deps.db);
+  const lastUse = deps.lastUse === false ? undefined : new LastUseTracker(deps.db);
   await app.register(async (scope) => {
     // Refuse oversized bodies up front as invalid_argument (HTTP 400): Connect's own read limit answers
     // resource_exhausted (429), which svc keeps for rate limiting only.

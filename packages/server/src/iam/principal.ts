@@ -218,22 +218,3 @@ export function projectOfRequest(p: Principal, projectName: string): string {
     return p.projectId;
   throw invalidArgument("projectName", "is required (projects/<project_id>) for a console session");
 }
-
-/**
- * Who a principal is, as a resource name a person can look up: users/<id>, a key's name, or the
- * service account behind a CI token.
- */
-export function principalName(p: Principal): string {
-  switch (p.kind) {
-    case "OPERATOR":
-      return "operator";
-    case "HUMAN_SESSION":
-      return `users/${p.userId}`;
-    case "PERSONAL_KEY":
-      return `projects/${p.projectId}/keys/${p.keyId}`;
-    case "SERVICE_ACCOUNT_KEY":
-      return `projects/${p.projectId}/serviceAccounts/${p.identityId}/keys/${p.keyId}`;
-    case "CI_TOKEN":
-      return `projects/${p.projectId}/serviceAccounts/${p.identityId} (CI token)`;
-  }
-}

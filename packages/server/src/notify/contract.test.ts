@@ -3,17 +3,17 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, beforeEach, describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 import { SvcError } from "@svc/sdk";
 import pino from "pino";
 import { ruleMetrics } from "../alerts/catalog.ts";
 import { resolveAlertOptions } from "../alerts/options.ts";
 import { loadConfig } from "../config.ts";
 import { clampPageSize } from "../pagination.ts";
-import { labelsFromRecord } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
+import type { SeededProject, TestApp } from "../testing/harness.ts";
+import { type HttpsPeer, makeCertificate } from "../testing/https-peer.ts";
+import { notifyFixture } from "../testing/notify-fixture.ts";
 import { createLogSender } from "./channels/email.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import { postJson } from "./http.ts";
@@ -55,24 +55,12 @@ for (const { dialect, skip } of await testDialects()) {
     let p: SeededProject;
     let peer: HttpsPeer;
     const projectId = "contract";
+    const f = notifyFixture(dialect, { projectId, vmIds: ["vm-1"], tls });
     let vm1: string;
 
-    before(async () => {
-      peer = await startHttpsPeer(tls);
-      // The harness's defaults are the product's: no limit is lowered here.
-      t = await startTestApp(dialect, {
-        notify: { dispatcherAutoStart: false, ca: tls.cert, options: { allowHosts: ["127.0.0.1"] } },
-      });
-      p = await t.seedProject(projectId, ["vm-1"]);
+    before(() => {
+      ({ t, p, peer } = f);
       [vm1] = p.vms;
-    });
-    after(async () => {
-      await t?.close();
-      await peer?.close();
-    });
-    beforeEach(() => {
-      peer.received.length = 0;
-      peer.respond = () => ({ status: 204 });
     });
 
     let session = "";
@@ -112,19 +100,7 @@ for (const { dialect, skip } of await testDialects()) {
       });
       return d.destination?.name ?? "";
     }
-    async function cpu(fromMs: number, toMs: number, v: number) {
-      const a = t.app.tsdb.appender();
-      const labels = labelsFromRecord({
-        __name__: "svc_vm_cpu_utilization_pct",
-        project_id: projectId,
-        vm: vm1,
-        vm_id: "vm-1",
-        location: "dc-1",
-        source: "hypervisor",
-      });
-      for (let ts = fromMs; ts < toMs; ts += 30 * S) a.append(labels, ts, v);
-      await a.commit();
-    }
+    const cpu = (fromMs: number, toMs: number, v: number) => f.cpu(vm1, fromMs, toMs, v);
     const spec = (over: Record<string, unknown> = {}) => ({
       displayName: "CPU high",
       metricId: "cpu_utilization_pct",

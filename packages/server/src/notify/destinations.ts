@@ -3,10 +3,11 @@ import { detachDestination, ruleName, rulesNamingDestination } from "../alerts/r
 import type { Db } from "../db/database.ts";
 import type { DestinationTable } from "../db/schema.ts";
 import { capabilityDenied, invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
+import { principalName } from "../iam/actor.ts";
 import { notificationRead, rolePermissions } from "../iam/capabilities.ts";
 import { bodyHash, findReplay } from "../iam/idempotency.ts";
 import { roleOf } from "../iam/membership.ts";
-import { authorizeProject, type Principal, principalName, projectOfRequest } from "../iam/principal.ts";
+import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import type { MailSender } from "./channels/email.ts";
 import { renderVerificationEmail } from "./channels/email.ts";

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { after, before, beforeEach, describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 import { SvcError } from "@svc/sdk";
-import { labelsFromRecord } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
+import type { SeededProject, TestApp } from "../testing/harness.ts";
+import { type HttpsPeer, makeCertificate } from "../testing/https-peer.ts";
+import { notifyFixture } from "../testing/notify-fixture.ts";
 
 const S = 1000;
 const tls = makeCertificate();
@@ -26,25 +26,14 @@ for (const { dialect, skip } of await testDialects()) {
     let other: SeededProject;
     let peer: HttpsPeer;
     const projectId = "silent";
+    const f = notifyFixture(dialect, { projectId, vmIds: ["vm-1", "vm-2"], tls });
     let vm1: string;
     let vm2: string;
 
     before(async () => {
-      peer = await startHttpsPeer(tls);
-      t = await startTestApp(dialect, {
-        notify: { dispatcherAutoStart: false, ca: tls.cert, options: { allowHosts: ["127.0.0.1"] } },
-      });
-      p = await t.seedProject(projectId, ["vm-1", "vm-2"]);
+      ({ t, p, peer } = f);
       other = await t.seedProject("elsewhere", ["vm-9"]);
       [vm1, vm2] = p.vms;
-    });
-    after(async () => {
-      await t?.close();
-      await peer?.close();
-    });
-    beforeEach(() => {
-      peer.received.length = 0;
-      peer.respond = () => ({ status: 204 });
     });
 
     const owner = () => t.clients(p.owner.session);
@@ -58,19 +47,7 @@ for (const { dialect, skip } of await testDialects()) {
       });
       return t.clients(k.secret);
     }
-    async function cpu(vm: string, fromMs: number, toMs: number, v: number) {
-      const a = t.app.tsdb.appender();
-      const labels = labelsFromRecord({
-        __name__: "svc_vm_cpu_utilization_pct",
-        project_id: projectId,
-        vm,
-        vm_id: vm.slice(vm.lastIndexOf("/") + 1),
-        location: "dc-1",
-        source: "hypervisor",
-      });
-      for (let ts = fromMs; ts < toMs; ts += 30 * S) a.append(labels, ts, v);
-      await a.commit();
-    }
+    const cpu = (vm: string, fromMs: number, toMs: number, v: number) => f.cpu(vm, fromMs, toMs, v);
     async function rule(destination: string, repeatIntervalSeconds = 0) {
       return owner().alerts.saveAlertRule({
         projectName: p.projectName,

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Db } from "../db/database.ts";
 import type { SilenceTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
+import { attributionOf } from "../iam/actor.ts";
 import { bodyHash, findReplay, validateRequestId } from "../iam/idempotency.ts";
 import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { PROJECT_ID, parseProjectName, parseVmName } from "../inventory/names.ts";
@@ -122,20 +123,6 @@ export async function silencesMuting(
     .filter((s) => silenceMatches(s, ruleId, vmName, atMs))
     .sort((a, b) => a.create_time - b.create_time || a.id.localeCompare(b.id))
     .map((s) => silenceName(s.project_id, s.id));
-}
-
-export function actorOf(p: Principal): string {
-  switch (p.kind) {
-    case "HUMAN_SESSION":
-      return `users/${p.userId}`;
-    case "PERSONAL_KEY":
-    case "SERVICE_ACCOUNT_KEY":
-      return `keys/${p.keyId}`;
-    case "CI_TOKEN":
-      return `ciTokens/${p.tokenId}`;
-    case "OPERATOR":
-      return "operator";
-  }
 }
 
 export interface SilenceInput {
@@ -269,7 +256,7 @@ export async function createSilence(
   if (replay) return view(await load(db, projectId, replay.id), nowMs, true);
   const c = await checkInput(db, projectId, input, nowMs);
   const id = randomBytes(10).toString("hex");
-  const actor = actorOf(p);
+  const actor = attributionOf(p);
   const row: SilenceTable = {
     id,
     project_id: projectId,
@@ -400,7 +387,7 @@ export async function updateSilence(
       comment: c.comment,
       rule_ids: JSON.stringify(c.ruleIds),
       vm_names: JSON.stringify(c.vmNames),
-      updated_by: actorOf(p),
+      updated_by: attributionOf(p),
       version: s.version + 1,
       update_time: nowMs,
     })
@@ -424,7 +411,7 @@ export async function expireSilence(deps: SilencesDeps, p: Principal, name: stri
     .set({
       start_time: Math.min(s.start_time, nowMs),
       end_time: nowMs,
-      updated_by: actorOf(p),
+      updated_by: attributionOf(p),
       version: s.version + 1,
       update_time: nowMs,
     })

@@ -1,6 +1,7 @@
 import type { ConnectRouter, HandlerContext } from "@connectrpc/connect";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
-import { ciTokenActor, noteActor } from "../../audit/context.ts";
+import { noteActor } from "../../audit/context.ts";
+import { ciTokenActor } from "../../iam/actor.ts";
 import type { CiAutomation } from "../../iam/ci/service.ts";
 import { humanOf, remoteAddressKey } from "../context.ts";
 
