@@ -123,7 +123,7 @@ export function VmsPage() {
       ) : vms.length === 0 ? (
         <Empty>{filter ? `No VM on this page matches "${filter}".` : "This project has no VMs yet."}</Empty>
       ) : (
-        <table className="table" data-testid="vm-table">
+        <table className="table table-cards" data-testid="vm-table">
           {paged ? <caption className="muted small">Sorted within this page of the list.</caption> : null}
           <thead>
             <tr>
@@ -158,33 +158,35 @@ export function VmsPage() {
                       <div className="muted small">{lastSegment(v.name)}</div>
                     ) : null}
                   </td>
-                  <td>
+                  <td data-label="State">
                     <Badge tone={stateTone[v.state] ?? "muted"}>{v.state}</Badge>
                   </td>
-                  <td className="num">
+                  <td className="num" data-label="Incidents">
                     <VmIncidents counts={incidentsOfVm(open.data, v.name)} vmId={parts[5]} />
                   </td>
-                  <td>{v.location}</td>
-                  <td>{v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}</td>
-                  <td className="num">
+                  <td data-label="Location">{v.location}</td>
+                  <td data-label="Monitoring">
+                    {v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}
+                  </td>
+                  <td className="num" data-label="CPU">
                     <span className="cpu-cell">
                       <CpuSparkline values={history.data?.get(v.name)} />
                       {fmtNumber(v.cpuUtilizationPct, " %")}
                     </span>
                   </td>
-                  <td className="num">
+                  <td className="num" data-label="Memory">
                     {v.memoryUsedBytes === undefined ? (
                       MISSING
                     ) : (
-                      <>
+                      <span>
                         {fmtBytes(v.memoryUsedBytes)}
                         {memPct !== undefined ? (
                           <span className="muted"> ({memPct.toFixed(0)} %)</span>
                         ) : null}
-                      </>
+                      </span>
                     )}
                   </td>
-                  <td>
+                  <td data-label="Data">
                     <QualityCell quality={v.quality} />
                   </td>
                 </tr>
@@ -306,16 +308,20 @@ export function QualityCell(props: {
         <Badge tone="bad" title="metrics could not be read for this VM">
           read error
         </Badge>
+      ) : !q.lastObservedUnix ? (
+        <Badge tone="muted" title="no sample of this VM in the last hour">
+          no data
+        </Badge>
       ) : q.stale ? (
         <Badge tone="warn" title="no sample for more than three sampling intervals">
           stale
         </Badge>
-      ) : q.lastObservedUnix ? (
-        <Badge tone="ok">fresh</Badge>
       ) : (
-        <Badge tone="muted">no data</Badge>
+        <Badge tone="ok">fresh</Badge>
       )}{" "}
-      <span className="muted small">last seen {fmtAgo(q.lastObservedUnix)}</span>
+      {q.lastObservedUnix ? (
+        <span className="muted small">last seen {fmtAgo(q.lastObservedUnix)}</span>
+      ) : null}
     </span>
   );
 }
