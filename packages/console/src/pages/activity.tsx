@@ -3,17 +3,8 @@ import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "wouter";
 import { api } from "../api.ts";
-import {
-  Badge,
-  Button,
-  Empty,
-  ErrorBanner,
-  Loading,
-  Page,
-  Pager,
-  Time,
-  usePager,
-} from "../components/ui.tsx";
+import { PagedTable } from "../components/paged-list.tsx";
+import { Badge, Button, Page, Time, usePager } from "../components/ui.tsx";
 import { lastSegment } from "../format.ts";
 import { useProject } from "../session.tsx";
 
@@ -64,12 +55,7 @@ export function ActivityPage() {
       subtitle="Every change in this project, refused attempts included: who, what, from where and when. Kept 400 days."
     >
       <div className="filters filter-bar">
-        <input
-          aria-label="Actor"
-          placeholder="actor (users/…, CI_TOKEN)"
-          value={actor}
-          onChange={set(setActor)}
-        />
+        <input aria-label="Actor" placeholder="actor (users/…)" value={actor} onChange={set(setActor)} />
         <input
           aria-label="Method"
           placeholder="method (RotateKey)"
@@ -78,7 +64,7 @@ export function ActivityPage() {
         />
         <input
           aria-label="Resource"
-          placeholder="resource (projects/…/alertRules/)"
+          placeholder="resource (projects/…)"
           value={resource}
           onChange={set(setResource)}
         />
@@ -95,31 +81,17 @@ export function ActivityPage() {
           </Button>
         ) : null}
       </div>
-      <ErrorBanner error={q.error} title="Could not list activity" />
-      {q.isPending ? (
-        <Loading what="activity" />
-      ) : events.length === 0 && !q.error ? (
-        <Empty>{filtered ? "No event matches these filters." : "No activity recorded yet."}</Empty>
-      ) : events.length > 0 ? (
-        <table className="table" data-testid="activity-table">
-          <thead>
-            <tr>
-              <th>When</th>
-              <th>Who</th>
-              <th>What</th>
-              <th>Resource</th>
-              <th>Outcome</th>
-              <th>From</th>
-            </tr>
-          </thead>
-          <tbody>
-            {events.map((e) => (
-              <ActivityRow key={e.name} event={e} />
-            ))}
-          </tbody>
-        </table>
-      ) : null}
-      <Pager pager={pager} nextToken={q.data?.nextPageToken} />
+      <PagedTable
+        what="activity"
+        query={q}
+        items={events}
+        pager={pager}
+        empty={filtered ? "No event matches these filters." : "No activity recorded yet."}
+        testId="activity-table"
+        className="table-cards table-cards-stacked"
+        columns={["When", "Who", "What", "Resource", "Outcome", "From"]}
+        row={(e) => <ActivityRow key={e.name} event={e} />}
+      />
     </Page>
   );
 }
@@ -133,7 +105,7 @@ function ActivityRow(props: { event: AuditEvent }) {
       <td>
         <Time unix={Number(e.timeUnixMs) / 1000} />
       </td>
-      <td>
+      <td data-label="Who">
         <div>{e.actor}</div>
         <div className="muted small">
           {e.actorKind}
@@ -144,18 +116,20 @@ function ActivityRow(props: { event: AuditEvent }) {
           ))}
         </div>
       </td>
-      <td>
+      <td data-label="What">
         <div className="strong">{lastSegment(e.method)}</div>
         {e.changedFields.length ? (
           <div className="muted small">changed {e.changedFields.join(", ")}</div>
         ) : null}
         {e.replay ? <Badge tone="muted">retry</Badge> : null}
       </td>
-      <td className="mono small">{href ? <Link href={href}>{e.resource}</Link> : e.resource || "—"}</td>
-      <td>
+      <td className="mono small" data-label="Resource">
+        {href ? <Link href={href}>{e.resource}</Link> : e.resource || "—"}
+      </td>
+      <td data-label="Outcome">
         <Badge tone={e.outcome === "ok" ? "ok" : "bad"}>{e.outcome}</Badge>
       </td>
-      <td className="small">
+      <td className="small" data-label="From">
         <div className="mono">{e.clientAddress}</div>
         <div className="muted">{e.userAgent}</div>
       </td>
