@@ -112,30 +112,6 @@ export function formFieldOf(field: string | undefined): keyof RuleForm | undefin
   return k in BLANK_FORM ? k : undefined;
 }
 
-/** Every VM of the project (inventory only), all pages. */
-export function useProjectVms(projectName: string) {
-  return useQuery({
-    queryKey: ["alert-vms", projectName],
-    staleTime: 60_000,
-    queryFn: async () => {
-      const vms: VMMonitoring[] = [];
-      let pageToken = "";
-      for (let i = 0; i < 50; i++) {
-        const r = await api.monitoring.listVMMonitoring({
-          projectName,
-          pageSize: 50,
-          pageToken,
-          inventoryOnly: true,
-        });
-        vms.push(...r.vms);
-        if (!r.nextPageToken) break;
-        pageToken = r.nextPageToken;
-      }
-      return vms;
-    },
-  });
-}
-
 export function useDestinations(projectName: string) {
   return useQuery({
     queryKey: ["alert-destinations", projectName],

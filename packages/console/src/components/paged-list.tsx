@@ -1,3 +1,4 @@
+import type { VMMonitoring } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { useQuery } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { api } from "../api.ts";
@@ -84,12 +85,27 @@ export function useProjectRules(projectName: string) {
   });
 }
 
-/** The project's VMs (first 50, inventory only: no metrics read), for filters and pickers. */
+/** Every VM of the project (inventory only: no metrics read), all pages, for filters and pickers. */
 export function useProjectVms(projectName: string) {
   return useQuery({
-    queryKey: ["vms", projectName, "inventory"],
-    queryFn: () => api.monitoring.listVMMonitoring({ projectName, pageSize: 50, inventoryOnly: true }),
+    queryKey: ["vms", projectName, "inventory", "all"],
     staleTime: 60_000,
+    queryFn: async () => {
+      const vms: VMMonitoring[] = [];
+      let pageToken = "";
+      for (let i = 0; i < 50; i++) {
+        const r = await api.monitoring.listVMMonitoring({
+          projectName,
+          pageSize: 50,
+          pageToken,
+          inventoryOnly: true,
+        });
+        vms.push(...r.vms);
+        if (!r.nextPageToken) break;
+        pageToken = r.nextPageToken;
+      }
+      return vms;
+    },
   });
 }
 
@@ -114,7 +130,7 @@ export function VmOptions(props: { projectName: string; any: string }) {
   return (
     <>
       <option value="">{props.any}</option>
-      {(vms.data?.vms ?? []).map((v) => (
+      {(vms.data ?? []).map((v) => (
         <option key={v.name} value={v.name}>
           {v.displayName || lastSegment(v.name)}
         </option>

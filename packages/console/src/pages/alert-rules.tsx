@@ -20,10 +20,10 @@ import {
   specDiff,
   specFromForm,
   useDestinations,
-  useProjectVms,
 } from "../components/alert-form.tsx";
 import { AlertInstances } from "../components/alert-instances.tsx";
 import { AlertPreview } from "../components/alert-preview.tsx";
+import { useProjectVms } from "../components/paged-list.tsx";
 import {
   Badge,
   Button,
