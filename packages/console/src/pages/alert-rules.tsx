@@ -631,6 +631,8 @@ function fieldLabel(k: string | undefined): string {
     destinationNames: "destinations",
     repeatIntervalSeconds: "repeat interval",
     enabled: "enabled",
+    forecastHorizonSeconds: "forecast's time ahead",
+    forecastLookbackSeconds: "forecast's sample window",
   };
   return (k && labels[k]) || k || "field";
 }
