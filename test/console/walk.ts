@@ -231,6 +231,16 @@ async function walk(browser: Browser, c: DemoCredentials, v: (typeof WIDTHS)[num
     await shot(page, dir, "06b-rule-new-template");
     await closeDialog(page);
   }
+  // A blank rule on guest memory with its forecast ticked.
+  await page.goto(`${base}/projects/demo/alerts/new`);
+  const form = page.getByTestId("alert-form");
+  await form.locator("select[name=metricId]").selectOption("memory_used_pct");
+  await page
+    .getByTestId("alert-forecast")
+    .getByRole("checkbox", { name: /Forecast/ })
+    .check();
+  await settle(page);
+  await shot(page, dir, "06c-rule-new-forecast");
 
   // An incident.
   const incident = await firstLink(page, base, "incidents");
