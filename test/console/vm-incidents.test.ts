@@ -130,6 +130,12 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
     // Only the unattended incident counts in the navigation.
     const count = page.getByTestId("nav-incident-count");
     assert.equal((await count.textContent())?.trim(), "1 firing");
+    // On a phone the navigation folds into the Menu button, which still shows the count while closed.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const menu = page.getByRole("button", { name: /^Menu/ });
+    await menu.waitFor();
+    assert.equal((await menu.getByTestId("menu-incident-count").textContent())?.trim(), "1 firing");
+    await page.setViewportSize({ width: 1280, height: 860 });
     assert.match(
       (await page.getByRole("link", { name: /^Incidents/ }).getAttribute("href")) ?? "",
       /\/incidents$/,
