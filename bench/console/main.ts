@@ -8,23 +8,46 @@
  *     drawn (goal 500 ms); the click → chart, which adds the password check, is printed too.
  *
  * The same runs with `Accept-Encoding: identity` are the peer (what the console cost before the build was
- * precompressed), interleaved run by run; the ratios are printed. Times are read in the page
- * (performance.now()) after playwright saw the element, so each includes up to one frame of polling.
+ * precompressed), interleaved run by run; the ratios are printed. Times are taken in the page: a check
+ * run on every animation frame (just before the frame is painted) notes when the button, or the chart,
+ * first is there. Playwright's own view (performance.now() read after its waitFor returned) adds the
+ * round trips between this process and the browser, which a loaded machine stretches by 100 ms or more;
+ * it is printed as `signInSeenMs` beside the goal figure.
  *
  *   npm run bench:console [-- --quick] [-- --runs 10]
  */
+
 import { buildConsole, CONSOLE_DIST, launchBrowser } from "../../packages/server/src/testing/browser.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { startTestApp } from "../../packages/server/src/testing/harness.ts";
 import { pushAll, rwSeries } from "../../packages/server/src/testing/remote-write.ts";
+import { loadAverageLine } from "../common/measure.ts";
 
 const quick = process.argv.includes("--quick");
 const runsArg = process.argv.indexOf("--runs");
 const RUNS = runsArg > 0 ? Number(process.argv[runsArg + 1]) : quick ? 3 : 10;
 const GOALS = { signInMs: 300, signInJsKB: 150, vmPageMs: 500 };
 
+/** Installed before the page's own scripts: notes, each frame, when the sign-in button and the chart appear. */
+const FRAME_CHECK = `(() => {
+  const seen = (window.__benchSeen = {});
+  const check = () => {
+    if (seen.signIn === undefined) {
+      const b = [...document.querySelectorAll("button")].find(
+        (x) => x.textContent.trim() === "Sign in" && !x.disabled && x.offsetParent !== null,
+      );
+      if (b) seen.signIn = performance.now();
+    }
+    if (seen.chart === undefined && document.querySelector('[data-testid="card-cpu"] canvas'))
+      seen.chart = performance.now();
+    requestAnimationFrame(check);
+  };
+  requestAnimationFrame(check);
+})()`;
+
 interface Run {
   signInMs: number;
+  signInSeenMs: number;
   signInJsKB: number;
   vmPageMs: number;
   clickToChartMs: number;
@@ -60,10 +83,12 @@ try {
     try {
       const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
       if (encoding === "identity") await context.setExtraHTTPHeaders({ "accept-encoding": "identity" });
+      await context.addInitScript(FRAME_CHECK);
       const page = await context.newPage();
       await page.goto(vmUrl, { waitUntil: "commit" });
       await page.locator("button:not([disabled])", { hasText: "Sign in" }).waitFor();
-      const signInMs = (await page.evaluate("performance.now()")) as number;
+      const signInSeenMs = (await page.evaluate("performance.now()")) as number;
+      const signInMs = (await page.evaluate("window.__benchSeen.signIn")) as number;
       await page.waitForLoadState("networkidle");
       const jsBytes = (await page.evaluate(`performance.getEntriesByType("resource")
         .filter((e) => e.name.endsWith(".js"))
@@ -73,12 +98,13 @@ try {
       const clicked = (await page.evaluate("performance.now()")) as number;
       await page.getByRole("button", { name: "Sign in" }).click();
       await page.locator('[data-testid="card-cpu"] canvas').first().waitFor({ timeout: 60_000 });
-      const drawn = (await page.evaluate("performance.now()")) as number;
+      const drawn = (await page.evaluate("window.__benchSeen.chart")) as number;
       // When the sign-in's answer arrived: the last fetch of the session endpoint (the POST).
       const answered = (await page.evaluate(`performance.getEntriesByType("resource")
         .filter((e) => e.name.endsWith("/console/api/session")).pop().responseEnd`)) as number;
       return {
         signInMs,
+        signInSeenMs,
         signInJsKB: jsBytes / 1000,
         vmPageMs: drawn - answered,
         clickToChartMs: drawn - clicked,
@@ -109,15 +135,17 @@ try {
       goal === Number.POSITIVE_INFINITY
         ? "no goal"
         : `goal ≤ ${goal} ${unit}: ${br <= goal ? "met" : "MISSED"}`;
-    return `${key.padEnd(14)} ${br.toFixed(1).padStart(7)} ${unit} (worst ${worst.toFixed(1)}), ${met}; uncompressed ${id.toFixed(1)} ${unit} (${(id / br).toFixed(2)}x)`;
+    return `${key.padEnd(15)} ${br.toFixed(1).padStart(7)} ${unit} (worst ${worst.toFixed(1)}), ${met}; uncompressed ${id.toFixed(1)} ${unit} (${(id / br).toFixed(2)}x)`;
   };
   process.stdout.write(
     [
       `console, cold Chromium, median of ${RUNS} runs each (br, and identity as the peer), interleaved:`,
       row("signInMs", "ms", GOALS.signInMs),
+      row("signInSeenMs", "ms", Number.POSITIVE_INFINITY),
       row("signInJsKB", "KB", GOALS.signInJsKB),
       row("vmPageMs", "ms", GOALS.vmPageMs),
       row("clickToChartMs", "ms", Number.POSITIVE_INFINITY),
+      loadAverageLine(),
       "",
     ].join("\n"),
   );

@@ -332,6 +332,64 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     await second.page.context().close();
   });
 
+  it("offers a forecast on memory and filesystem rules, names a wrong bound before saving, and saves it", async () => {
+    const { page, problems } = await openPage(browser);
+    const saves: Record<string, unknown>[] = [];
+    page.on("request", (r) => {
+      if (r.url().endsWith("/svc.monitoring.v1.AlertService/SaveAlertRule"))
+        saves.push(JSON.parse(r.postData() ?? "{}").spec ?? {});
+    });
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.goto(`${t.baseUrl}/projects/alerting/alerts/new`);
+    const form = page.getByTestId("alert-form");
+    await form.locator("input[name=displayName]").fill("Memory full within a day");
+    // CPU has no forecast; guest memory has.
+    assert.equal(await form.locator("select[name=metricId]").inputValue(), "cpu_utilization_pct");
+    assert.equal(await page.getByTestId("alert-forecast").count(), 0);
+    await form.locator("select[name=metricId]").selectOption("memory_used_pct");
+    const forecast = page.getByTestId("alert-forecast");
+    await forecast.getByRole("checkbox", { name: /Forecast/ }).check();
+    assert.equal(await forecast.locator("input[name=forecastHorizonSeconds]").inputValue(), "86400");
+    assert.equal(await forecast.locator("input[name=forecastLookbackSeconds]").inputValue(), "21600");
+    await form.locator("input[name=threshold]").fill("90");
+
+    // Out of the server's bounds: each field says what it takes, and nothing is sent.
+    await forecast.locator("input[name=forecastHorizonSeconds]").fill("30");
+    await forecast.locator("input[name=forecastLookbackSeconds]").fill("a day");
+    await page.getByRole("button", { name: "Create rule" }).click();
+    await forecast.getByText("must be a whole number of seconds from 60 (1 min) to 604800 (7 d)").waitFor();
+    await forecast.getByText("must be a whole number of seconds from 300 (5 min) to 86400 (1 d)").waitFor();
+    assert.equal(saves.length, 0);
+
+    await forecast.locator("input[name=forecastHorizonSeconds]").fill("3600");
+    await forecast.getByText("the value 1 h from each evaluation").waitFor();
+    await forecast.locator("input[name=forecastLookbackSeconds]").fill("1800");
+    await page.getByRole("button", { name: "Create rule" }).click();
+    await page.getByTestId("alert-notice").getByText("Saved version 1.").waitFor();
+    assert.equal(saves.length, 1);
+    assert.equal(saves[0].forecastHorizonSeconds, 3600);
+    assert.equal(saves[0].forecastLookbackSeconds, 1800);
+    const id = page.url().split("/").pop() ?? "";
+    const stored = await t.clients(p.owner.session).alerts.getAlertRule({
+      name: `${p.projectName}/alertRules/${id}`,
+    });
+    assert.equal(stored.spec?.forecastHorizonSeconds, 3600);
+    assert.equal(stored.spec?.forecastLookbackSeconds, 1800);
+
+    // Reloaded, the form shows the stored forecast; a metric without forecasts drops it from the save.
+    await page.reload();
+    assert.equal(await forecast.getByRole("checkbox", { name: /Forecast/ }).isChecked(), true);
+    assert.equal(await forecast.locator("input[name=forecastHorizonSeconds]").inputValue(), "3600");
+    await form.locator("select[name=metricId]").selectOption("cpu_utilization_pct");
+    assert.equal(await page.getByTestId("alert-forecast").count(), 0);
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByTestId("alert-notice").getByText("Saved version 2.").waitFor();
+    assert.equal(saves[1].forecastHorizonSeconds ?? 0, 0);
+    assert.equal(saves[1].forecastLookbackSeconds ?? 0, 0);
+    assert.deepEqual(problems, []);
+    await page.context().close();
+  });
+
   it("shows a viewer the rule read-only, with the preview still available", async () => {
     const owner = t.clients(p.owner.session);
     const id = crypto.randomUUID();

@@ -101,11 +101,15 @@ describe("console in Chromium: sign-in, the VM list, sign-out", { skip }, () => 
     assert.equal(html.status, 200);
     assert.equal(html.headers.get("cache-control"), "no-cache");
     assert.match(html.headers.get("content-security-policy") ?? "", /script-src 'self'/);
-    const asset = /src="(\/assets\/[^"]+\.js)"/.exec(await html.text())?.[1];
-    assert.ok(asset, "the page loads a hashed script");
-    const js = await fetch(`${t.baseUrl}${asset}`);
+    const entry = /src="(\/assets\/[^"]+\.js)"/.exec(await html.text())?.[1];
+    assert.ok(entry, "the page loads a hashed script");
+    const js = await fetch(`${t.baseUrl}${entry}`);
     assert.equal(js.status, 200);
     assert.equal(js.headers.get("cache-control"), "public, max-age=31536000, immutable");
+    // The entry is the small sign-in script; the signed-in console it loads (React) shows the compression.
+    const app = /assets\/app-[\w-]+\.js/.exec(await js.text())?.[0];
+    assert.ok(app, "the entry loads the signed-in console's chunk");
+    const asset = `/${app}`;
     // Precompressed by the build, sent by Accept-Encoding (br first), the plain file to anyone else; caches
     // key on Accept-Encoding. node:http's client does not decode, so the bytes are the coded ones.
     const { request } = await import("node:http");

@@ -31,7 +31,8 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
       { wallClock: true },
     );
     browser = await launchBrowser();
-    p = await t.seedProject("fleet", ["web-1", "web-2", "web-3"]);
+    // web-4 never reports: its row draws no sparkline.
+    p = await t.seedProject("fleet", ["web-1", "web-2", "web-3", "web-4"]);
   });
   after(async () => {
     await browser?.close();
@@ -81,6 +82,13 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
 
     const { page, problems } = await openPage(browser);
     await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    // Every read of the sparklines: one range query for the page, never a QueryVMMonitoring per row.
+    const sparkReads: string[] = [];
+    page.on("request", (r) => {
+      const path = new URL(r.url()).pathname;
+      if (path.endsWith("/QueryVMMonitoring")) sparkReads.push("QueryVMMonitoring");
+      if (path.endsWith("/api/v1/query_range")) sparkReads.push(`${r.method()} ${new URL(r.url()).search}`);
+    });
     await page.goto(`${t.baseUrl}/projects/fleet/vms`);
     const table = page.getByTestId("vm-table");
     const row = (id: string) =>
@@ -109,9 +117,25 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
       /latest 20(\.0)? %/,
     );
     assert.match((await spark.locator("path").getAttribute("d")) ?? "", /^M[\d.]+,[\d.]+L/);
+    // Four rows, one read naming all four VMs; the VM without samples has no line at all (never 0).
+    await page.waitForLoadState("networkidle");
+    assert.equal(sparkReads.length, 1, sparkReads.join("\n"));
+    const [method, search] = sparkReads[0].split(" ");
+    assert.equal(method, "GET", "a read");
+    const form = new URLSearchParams(search);
+    for (const vm of p.vms) assert.ok(form.get("query")?.includes(vm), `${vm} in ${form.get("query")}`);
+    assert.equal(form.get("step"), "120");
+    assert.equal(await row("web-4").getByTestId("cpu-sparkline").count(), 0);
+    assert.equal(await row("web-4").locator(".sparkline-empty").count(), 1);
     // Only the unattended incident counts in the navigation.
     const count = page.getByTestId("nav-incident-count");
     assert.equal((await count.textContent())?.trim(), "1 firing");
+    // On a phone the navigation folds into the Menu button, which still shows the count while closed.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const menu = page.getByRole("button", { name: /^Menu/ });
+    await menu.waitFor();
+    assert.equal((await menu.getByTestId("menu-incident-count").textContent())?.trim(), "1 firing");
+    await page.setViewportSize({ width: 1280, height: 860 });
     assert.match(
       (await page.getByRole("link", { name: /^Incidents/ }).getAttribute("href")) ?? "",
       /\/incidents$/,

@@ -379,7 +379,7 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     own.page.on("request", (r: Request) => {
       if (rpcMethod(r.url()) !== "QueryVMMonitoring") return;
       const b = JSON.parse(r.postData() ?? "{}");
-      // The VM page's query (the VM list's CPU sparklines ask for that metric alone).
+      // The VM page's query (several metrics at once).
       if (b.metricIds.includes("cpu_utilization_pct") && b.metricIds.length > 1) steps.push(b.stepSeconds);
     });
     await signIn(own.page, t.baseUrl, p.owner.email, p.owner.password);

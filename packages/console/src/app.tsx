@@ -1,51 +1,49 @@
-import { Suspense, useCallback, useEffect, useState } from "react";
-import { fromChunk, loadShell, preloadFor } from "./chunks.ts";
-import { LoginPage } from "./pages/login.tsx";
-import { type ConsoleSession, readSession, signOut, whenSignedOut } from "./session-api.ts";
+import { StrictMode, Suspense } from "react";
+import { createRoot, type Root } from "react-dom/client";
+import { fromChunk, loadShell } from "./chunks.ts";
+import { type ConsoleSession, signOut, whenSignedOut } from "./session-api.ts";
 
-/** Everything past sign-in, in chunks of its own (shell.tsx): the sign-in page loads only this file's. */
+export { preloadFor } from "./chunks.ts";
+
+/** Everything past sign-in, in chunks of its own (shell.tsx); boot.ts loads this file on sign-in. */
 const SignedIn = fromChunk(loadShell, (m) => m.default);
 
 function Loading() {
   return <p className="muted loading">Loading the console…</p>;
 }
 
-export function App() {
-  const [session, setSession] = useState<ConsoleSession | null | undefined>(undefined);
-  const [error, setError] = useState<string>();
+let mounted: Root | undefined;
 
-  useEffect(() => {
-    readSession()
-      .then(async (s) => {
-        if (s) await preloadFor(window.location.pathname);
-        setSession(s ?? null);
-      })
-      .catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)));
-    whenSignedOut(() => setSession(null));
-  }, []);
-
-  const onSignOut = useCallback(async () => {
+/**
+ * Shows the signed-in console in `el` until the user signs out or the session ends (a call answers
+ * unauthenticated); then it is unmounted, its query cache with it, and `onSignedOut` shows the sign-in
+ * page again.
+ */
+export function mountConsole(el: HTMLElement, session: ConsoleSession, onSignedOut: () => void): void {
+  mounted?.unmount();
+  const root = createRoot(el);
+  mounted = root;
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    // Not from inside a render or an effect that is running: after the current task.
+    setTimeout(() => {
+      root.unmount();
+      if (mounted === root) mounted = undefined;
+      onSignedOut();
+    });
+  };
+  whenSignedOut(end);
+  const onSignOut = async () => {
     await signOut().catch(() => {});
-    setSession(null);
-  }, []);
-
-  if (error) return <p className="banner banner-error">The console could not reach svc: {error}</p>;
-  if (session === undefined) return <Loading />;
-  if (session === null)
-    return (
-      <LoginPage
-        onSigningIn={() => void preloadFor(window.location.pathname)}
-        // The chunks were fetched alongside the password check: wait for them (not for a Suspense
-        // fallback) before showing the signed-in console.
-        onSignedIn={async (s) => {
-          await preloadFor(window.location.pathname);
-          setSession(s);
-        }}
-      />
-    );
-  return (
-    <Suspense fallback={<Loading />}>
-      <SignedIn session={session} onSignOut={onSignOut} />
-    </Suspense>
+    end();
+  };
+  root.render(
+    <StrictMode>
+      <Suspense fallback={<Loading />}>
+        <SignedIn session={session} onSignOut={onSignOut} />
+      </Suspense>
+    </StrictMode>,
   );
 }

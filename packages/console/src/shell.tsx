@@ -111,12 +111,12 @@ const NAV: { section: string; items: { path: string; label: string }[] }[] = [
 ];
 
 /** Unattended open incidents beside "Incidents" in the navigation (issue 27, item 7). */
-function NavIncidentCount(props: { projectName: string }) {
+function NavIncidentCount(props: { projectName: string; testId?: string }) {
   const open = useOpenIncidents(props.projectName);
   const n = open.data?.firing.length ?? 0;
   if (n === 0) return null;
   return (
-    <span className="nav-count" data-testid="nav-incident-count">
+    <span className="nav-count" data-testid={props.testId ?? "nav-incident-count"}>
       {" "}
       {n}
       {open.data?.truncated ? "+" : ""}
@@ -200,6 +200,10 @@ function ProjectShell() {
             onClick={() => setMenuOpen(!menuOpen)}
           >
             {menuOpen ? "Close menu" : "Menu"}
+            {/* Closed, the menu still shows that something is firing (the count is inside it). */}
+            {!menuOpen && membership ? (
+              <NavIncidentCount projectName={membership.name} testId="menu-incident-count" />
+            ) : null}
           </button>
           <div id="console-nav-sections" className="nav-sections">
             {NAV.map((s) => (

@@ -313,6 +313,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         maxRequestBytes: config.maxRequestBytes,
         evaluationIntervalMs: alertOptions.evaluationIntervalMs,
         queryMetrics: instruments && createQueryMetrics(instruments),
+        consoleKey,
       }),
       agentPackageRoutes(agentPackage),
       cliPackageRoutes(loadCliPackage(config.cliPackageDir)),

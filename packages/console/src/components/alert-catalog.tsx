@@ -16,8 +16,14 @@ export interface RuleMetricInfo {
   perMountpoint: boolean;
   /** QueryVMMonitoring has a metric of the same id. */
   charted: boolean;
+  /** A rule may compare the value predicted ahead (forecastHorizonSeconds) instead of the newest one. */
+  forecast?: boolean;
   description: string;
 }
+
+/** The server's bounds of a forecast (packages/server/src/alerts/spec.ts), seconds. */
+export const FORECAST_HORIZON = { min: 60, max: 7 * 86_400 } as const;
+export const FORECAST_LOOKBACK = { min: 300, max: 86_400 } as const;
 
 export const RULE_METRICS: readonly RuleMetricInfo[] = [
   {
@@ -36,6 +42,7 @@ export const RULE_METRICS: readonly RuleMetricInfo[] = [
     unit: "%",
     perMountpoint: false,
     charted: true,
+    forecast: true,
     description: "Used ÷ capacity × 100, page cache included.",
   },
   {
@@ -45,6 +52,7 @@ export const RULE_METRICS: readonly RuleMetricInfo[] = [
     unit: "bytes",
     perMountpoint: false,
     charted: true,
+    forecast: true,
     description: "Guest memory used, page cache included.",
   },
   {
@@ -54,6 +62,7 @@ export const RULE_METRICS: readonly RuleMetricInfo[] = [
     unit: "%",
     perMountpoint: true,
     charted: true,
+    forecast: true,
     description: "Per mountpoint; supported filesystems only, needs expanded monitoring.",
   },
   {
@@ -63,6 +72,7 @@ export const RULE_METRICS: readonly RuleMetricInfo[] = [
     unit: "bytes",
     perMountpoint: true,
     charted: true,
+    forecast: true,
     description: "Per mountpoint; supported filesystems only, needs expanded monitoring.",
   },
   {

@@ -6,6 +6,8 @@ import { useState } from "react";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
 import {
+  FORECAST_HORIZON,
+  FORECAST_LOOKBACK,
   fmtMetricValue,
   fmtSeconds,
   metricInfo,
@@ -29,6 +31,10 @@ export interface RuleForm {
   destinationNames: string[];
   repeatIntervalSeconds: string;
   enabled: boolean;
+  /** "0": compare the newest sample; else seconds ahead of the predicted value (forecast metrics only). */
+  forecastHorizonSeconds: string;
+  /** Seconds of samples the forecast's line is fitted to; only with a horizon. */
+  forecastLookbackSeconds: string;
 }
 
 export const BLANK_FORM: RuleForm = {
@@ -43,7 +49,12 @@ export const BLANK_FORM: RuleForm = {
   destinationNames: [],
   repeatIntervalSeconds: "3600",
   enabled: true,
+  forecastHorizonSeconds: "0",
+  forecastLookbackSeconds: "0",
 };
+
+/** What a newly ticked forecast starts from: a day ahead from the last six hours. */
+const FORECAST_DEFAULTS = { horizon: "86400", lookback: "21600" };
 
 export function formFromSpec(s: AlertRuleSpec | undefined): RuleForm {
   if (!s) return BLANK_FORM;
@@ -59,6 +70,8 @@ export function formFromSpec(s: AlertRuleSpec | undefined): RuleForm {
     destinationNames: [...s.destinationNames],
     repeatIntervalSeconds: String(s.repeatIntervalSeconds),
     enabled: s.enabled ?? true,
+    forecastHorizonSeconds: String(s.forecastHorizonSeconds ?? 0),
+    forecastLookbackSeconds: String(s.forecastLookbackSeconds ?? 0),
   };
 }
 
@@ -84,6 +97,7 @@ export function specFromForm(f: RuleForm): { spec?: SpecInit; errors: FieldError
   if (threshold === undefined) errors.threshold = f.threshold.trim() ? "must be a number" : "is required";
   if (sustained === undefined) errors.sustainedSeconds = "must be a whole number of seconds";
   if (repeat === undefined) errors.repeatIntervalSeconds = "must be a whole number of seconds (0 = never)";
+  const forecast = forecastOf(f, errors);
   if (Object.keys(errors).length > 0) return { errors };
   return {
     errors,
@@ -99,8 +113,32 @@ export function specFromForm(f: RuleForm): { spec?: SpecInit; errors: FieldError
       enabled: f.enabled,
       repeatIntervalSeconds: repeat,
       destinationNames: f.destinationNames,
+      forecastHorizonSeconds: forecast.horizon,
+      forecastLookbackSeconds: forecast.lookback,
     },
   };
+}
+
+/** Whether the form asks for a forecast: a forecast metric and a horizon other than 0. */
+export function forecasting(f: RuleForm): boolean {
+  return metricInfo(f.metricId)?.forecast === true && f.forecastHorizonSeconds.trim() !== "0";
+}
+
+/**
+ * The forecast's two numbers, checked against the server's bounds so a wrong one is named before the
+ * save (the server checks them again); 0 and 0 when the rule compares the newest sample.
+ */
+function forecastOf(f: RuleForm, errors: FieldErrors): { horizon: number; lookback: number } {
+  if (!forecasting(f)) return { horizon: 0, lookback: 0 };
+  const horizon = parseNumber(f.forecastHorizonSeconds, true);
+  const lookback = parseNumber(f.forecastLookbackSeconds, true);
+  const within = (n: number | undefined, b: { min: number; max: number }) =>
+    n !== undefined && n >= b.min && n <= b.max;
+  if (!within(horizon, FORECAST_HORIZON))
+    errors.forecastHorizonSeconds = `must be a whole number of seconds from ${FORECAST_HORIZON.min} (${fmtSeconds(FORECAST_HORIZON.min)}) to ${FORECAST_HORIZON.max} (${fmtSeconds(FORECAST_HORIZON.max)})`;
+  if (!within(lookback, FORECAST_LOOKBACK))
+    errors.forecastLookbackSeconds = `must be a whole number of seconds from ${FORECAST_LOOKBACK.min} (${fmtSeconds(FORECAST_LOOKBACK.min)}) to ${FORECAST_LOOKBACK.max} (${fmtSeconds(FORECAST_LOOKBACK.max)})`;
+  return { horizon: horizon ?? 0, lookback: lookback ?? 0 };
 }
 
 /** "spec.vmNames[2]" → "vmNames"; undefined for fields the form does not show. */
@@ -110,30 +148,6 @@ export function formFieldOf(field: string | undefined): keyof RuleForm | undefin
   if (!m) return undefined;
   const k = m[1] as keyof RuleForm;
   return k in BLANK_FORM ? k : undefined;
-}
-
-/** Every VM of the project (inventory only), all pages. */
-export function useProjectVms(projectName: string) {
-  return useQuery({
-    queryKey: ["alert-vms", projectName],
-    staleTime: 60_000,
-    queryFn: async () => {
-      const vms: VMMonitoring[] = [];
-      let pageToken = "";
-      for (let i = 0; i < 50; i++) {
-        const r = await api.monitoring.listVMMonitoring({
-          projectName,
-          pageSize: 50,
-          pageToken,
-          inventoryOnly: true,
-        });
-        vms.push(...r.vms);
-        if (!r.nextPageToken) break;
-        pageToken = r.nextPageToken;
-      }
-      return vms;
-    },
-  });
 }
 
 export function useDestinations(projectName: string) {
@@ -271,6 +285,7 @@ export function RuleFormFields(props: {
             </span>
           </Field>
         </div>
+        {m?.forecast ? <ForecastFields form={form} errors={errors} onChange={props.onChange} /> : null}
       </div>
 
       <div className="alert-form-section">
@@ -430,6 +445,87 @@ export function RuleFormFields(props: {
   );
 }
 
+/**
+ * A forecast rule's inputs (memory and filesystem metrics): compare the value a least-squares line over
+ * the last `lookback` seconds predicts `horizon` seconds ahead, as PromQL's predict_linear does.
+ */
+function ForecastFields(props: { form: RuleForm; errors: FieldErrors; onChange: (f: RuleForm) => void }) {
+  const { form, errors } = props;
+  const on = forecasting(form);
+  const horizon = parseNumber(form.forecastHorizonSeconds, true);
+  const lookback = parseNumber(form.forecastLookbackSeconds, true);
+  const set = (k: "forecastHorizonSeconds" | "forecastLookbackSeconds", v: string) =>
+    props.onChange({ ...form, [k]: v });
+  return (
+    <div className="alert-forecast" data-testid="alert-forecast">
+      <label className="alert-toggle">
+        <input
+          type="checkbox"
+          name="forecast"
+          checked={on}
+          onChange={(e) =>
+            props.onChange({
+              ...form,
+              forecastHorizonSeconds: e.target.checked ? FORECAST_DEFAULTS.horizon : "0",
+              forecastLookbackSeconds: e.target.checked ? FORECAST_DEFAULTS.lookback : "0",
+            })
+          }
+        />
+        <span>
+          <strong>Forecast</strong>
+          <span className="hint">
+            {" "}
+            — compare the value predicted ahead (a straight line through the recent samples) instead of the
+            newest one: warns before the memory or disk is full.
+          </span>
+        </span>
+      </label>
+      {on ? (
+        <div className="alert-form-grid">
+          <Field
+            label="Predict ahead"
+            error={errors.forecastHorizonSeconds}
+            hint={
+              horizon === undefined
+                ? `${FORECAST_HORIZON.min}–${FORECAST_HORIZON.max} seconds`
+                : `the value ${fmtSeconds(horizon)} from each evaluation`
+            }
+          >
+            <span className="alert-unit-input">
+              <input
+                name="forecastHorizonSeconds"
+                inputMode="numeric"
+                value={form.forecastHorizonSeconds}
+                onChange={(e) => set("forecastHorizonSeconds", e.target.value)}
+              />
+              <span className="alert-unit">s</span>
+            </span>
+          </Field>
+          <Field
+            label="From the samples of the last"
+            error={errors.forecastLookbackSeconds}
+            hint={
+              lookback === undefined
+                ? `${FORECAST_LOOKBACK.min}–${FORECAST_LOOKBACK.max} seconds`
+                : `the line is fitted to the last ${fmtSeconds(lookback)}`
+            }
+          >
+            <span className="alert-unit-input">
+              <input
+                name="forecastLookbackSeconds"
+                inputMode="numeric"
+                value={form.forecastLookbackSeconds}
+                onChange={(e) => set("forecastLookbackSeconds", e.target.value)}
+              />
+              <span className="alert-unit">s</span>
+            </span>
+          </Field>
+        </div>
+      ) : null}
+    </div>
+  );
+}
+
 /** Field by field, what differs between two specs (for the version-conflict explanation). */
 export function specDiff(
   a: RuleForm,
@@ -452,6 +548,9 @@ export function specDiff(
       case "sustainedSeconds":
       case "repeatIntervalSeconds":
         return `${num(f[k])} s`;
+      case "forecastHorizonSeconds":
+      case "forecastLookbackSeconds":
+        return forecasting(f) ? `${num(f[k])} s` : "no forecast";
       case "allVms":
         return f.allVms ? "all VMs" : "selected VMs";
       case "vmNames":
@@ -476,6 +575,8 @@ export function specDiff(
     destinationNames: "Destinations",
     repeatIntervalSeconds: "Repeat interval",
     enabled: "Enabled",
+    forecastHorizonSeconds: "Forecast ahead",
+    forecastLookbackSeconds: "Forecast from the last",
   };
   const out: { field: string; a: string; b: string }[] = [];
   for (const k of Object.keys(labels) as (keyof RuleForm)[]) {

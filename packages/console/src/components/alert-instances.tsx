@@ -38,7 +38,7 @@ export function AlertInstances(props: {
   const shown = rows.slice(page * PAGE, page * PAGE + PAGE);
   return (
     <>
-      <table className="table" data-testid="alert-instances">
+      <table className="table table-cards" data-testid="alert-instances">
         <thead>
           <tr>
             <th>VM</th>
@@ -59,14 +59,24 @@ export function AlertInstances(props: {
                   <td>
                     <Link href={`/vms/${parts[3]}/${parts[5]}`}>{props.vmLabel(i.vmName)}</Link>
                   </td>
-                  {props.perMountpoint ? <td className="muted">every mountpoint</td> : null}
-                  <td>
+                  {props.perMountpoint ? (
+                    <td className="muted" data-label="Mountpoint">
+                      every mountpoint
+                    </td>
+                  ) : null}
+                  <td data-label="State">
                     <InstanceStateBadge state="INACTIVE" />
                   </td>
-                  <td className="muted">{MISSING}</td>
-                  <td className="muted small">not stored while inactive with data</td>
-                  <td className="num muted">{MISSING}</td>
-                  <td>
+                  <td className="muted" data-label="Since">
+                    {MISSING}
+                  </td>
+                  <td className="muted small" data-label="Data">
+                    last value not kept while inactive
+                  </td>
+                  <td className="num muted" data-label="Last value">
+                    {MISSING}
+                  </td>
+                  <td data-label="Incident">
                     <span className="muted">{MISSING}</span>
                   </td>
                 </tr>
@@ -76,28 +86,40 @@ export function AlertInstances(props: {
                 <td>
                   <Link href={`/vms/${parts[3]}/${parts[5]}`}>{props.vmLabel(i.vmName)}</Link>
                 </td>
-                {props.perMountpoint ? <td className="mono">{i.mountpoint || MISSING}</td> : null}
-                <td>
-                  <InstanceStateBadge state={i.state} />
-                  {i.retireReason ? <div className="muted small">{i.retireReason}</div> : null}
+                {props.perMountpoint ? (
+                  <td className="mono" data-label="Mountpoint">
+                    {i.mountpoint || MISSING}
+                  </td>
+                ) : null}
+                <td data-label="State">
+                  <div>
+                    <InstanceStateBadge state={i.state} />
+                    {i.retireReason ? <div className="muted small">{i.retireReason}</div> : null}
+                  </div>
                 </td>
-                <td title={fmtTime(i.stateSinceUnix)}>{fmtAgo(i.stateSinceUnix)}</td>
-                <td>
-                  {i.flag === "NO_DATA" ? (
-                    <Badge tone="warn" title={i.flagMessage}>
-                      no data
-                    </Badge>
-                  ) : i.flag === "ERROR" ? (
-                    <Badge tone="bad" title={i.flagMessage}>
-                      error
-                    </Badge>
-                  ) : (
-                    <Badge tone="ok">ok</Badge>
-                  )}
-                  {i.flagMessage ? <div className="muted small">{i.flagMessage}</div> : null}
+                <td title={fmtTime(i.stateSinceUnix)} data-label="Since">
+                  {fmtAgo(i.stateSinceUnix)}
                 </td>
-                <td className="num">{fmtMetricValue(props.unit, i.lastValue)}</td>
-                <td>
+                <td data-label="Data">
+                  <div>
+                    {i.flag === "NO_DATA" ? (
+                      <Badge tone="warn" title={i.flagMessage}>
+                        no data
+                      </Badge>
+                    ) : i.flag === "ERROR" ? (
+                      <Badge tone="bad" title={i.flagMessage}>
+                        error
+                      </Badge>
+                    ) : (
+                      <Badge tone="ok">ok</Badge>
+                    )}
+                    {i.flagMessage ? <div className="muted small">{i.flagMessage}</div> : null}
+                  </div>
+                </td>
+                <td className="num" data-label="Last value">
+                  {fmtMetricValue(props.unit, i.lastValue)}
+                </td>
+                <td data-label="Incident">
                   {i.incident ? (
                     <Link href={`/incidents/${lastSegment(i.incident)}`}>
                       {lastSegment(i.incident).slice(0, 8)}…

@@ -39,7 +39,7 @@ export function activityHref(resource: string): string {
 export function AuditEventTable(props: { events: readonly AuditEvent[]; showResource?: boolean }) {
   const showResource = props.showResource !== false;
   return (
-    <table className="table" data-testid="activity-table">
+    <table className="table table-cards table-cards-stacked" data-testid="activity-table">
       <thead>
         <tr>
           <th>When</th>
@@ -59,7 +59,7 @@ export function AuditEventTable(props: { events: readonly AuditEvent[]; showReso
   );
 }
 
-function AuditEventRow(props: { event: AuditEvent; showResource: boolean }) {
+export function AuditEventRow(props: { event: AuditEvent; showResource?: boolean }) {
   const e = props.event;
   const href = resourceHref(e.resource);
   const detail = Object.entries(e.actorDetail).filter(([k]) => k !== "session");
@@ -68,7 +68,7 @@ function AuditEventRow(props: { event: AuditEvent; showResource: boolean }) {
       <td>
         <Time unix={Number(e.timeUnixMs) / 1000} />
       </td>
-      <td>
+      <td data-label="Who">
         <div>{e.actor}</div>
         <div className="muted small">
           {e.actorKind}
@@ -79,20 +79,22 @@ function AuditEventRow(props: { event: AuditEvent; showResource: boolean }) {
           ))}
         </div>
       </td>
-      <td>
+      <td data-label="What">
         <div className="strong">{lastSegment(e.method)}</div>
         {e.changedFields.length ? (
           <div className="muted small">changed {e.changedFields.join(", ")}</div>
         ) : null}
         {e.replay ? <Badge tone="muted">retry</Badge> : null}
       </td>
-      {props.showResource ? (
-        <td className="mono small">{href ? <Link href={href}>{e.resource}</Link> : e.resource || "—"}</td>
+      {props.showResource !== false ? (
+        <td className="mono small" data-label="Resource">
+          {href ? <Link href={href}>{e.resource}</Link> : e.resource || "—"}
+        </td>
       ) : null}
-      <td>
+      <td data-label="Outcome">
         <Badge tone={e.outcome === "ok" ? "ok" : "bad"}>{e.outcome}</Badge>
       </td>
-      <td className="small">
+      <td className="small" data-label="From">
         <div className="mono">{e.clientAddress}</div>
         <div className="muted">{e.userAgent}</div>
       </td>

@@ -1,8 +1,9 @@
 import { useQuery } from "@tanstack/react-query";
 import { useSearchParams } from "wouter";
 import { api } from "../api.ts";
-import { AuditEventTable } from "../components/audit-events.tsx";
-import { Button, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
+import { AuditEventRow } from "../components/audit-events.tsx";
+import { PagedTable } from "../components/paged-list.tsx";
+import { Button, Page, usePager } from "../components/ui.tsx";
 import { useProject } from "../session.tsx";
 
 /** The project's audit log (issue 29): who did what, from where and when, newest first. */
@@ -62,7 +63,7 @@ export function ActivityPage() {
         />
         <input
           aria-label="Resource"
-          placeholder="resource (projects/…/alertRules/)"
+          placeholder="resource (projects/…)"
           value={resource}
           onChange={set(setFilter("resource"))}
         />
@@ -77,15 +78,17 @@ export function ActivityPage() {
           </Button>
         ) : null}
       </div>
-      <ErrorBanner error={q.error} title="Could not list activity" />
-      {q.isPending ? (
-        <Loading what="activity" />
-      ) : events.length === 0 && !q.error ? (
-        <Empty>{filtered ? "No event matches these filters." : "No activity recorded yet."}</Empty>
-      ) : events.length > 0 ? (
-        <AuditEventTable events={events} />
-      ) : null}
-      <Pager pager={pager} nextToken={q.data?.nextPageToken} />
+      <PagedTable
+        what="activity"
+        query={q}
+        items={events}
+        pager={pager}
+        empty={filtered ? "No event matches these filters." : "No activity recorded yet."}
+        testId="activity-table"
+        className="table-cards table-cards-stacked"
+        columns={["When", "Who", "What", "Resource", "Outcome", "From"]}
+        row={(e) => <AuditEventRow key={e.name} event={e} />}
+      />
     </Page>
   );
 }

@@ -20,11 +20,11 @@ import {
   specDiff,
   specFromForm,
   useDestinations,
-  useProjectVms,
 } from "../components/alert-form.tsx";
 import { AlertInstances } from "../components/alert-instances.tsx";
 import { AlertPreview } from "../components/alert-preview.tsx";
 import { RecentActivity } from "../components/audit-events.tsx";
+import { useProjectVms } from "../components/paged-list.tsx";
 import {
   Badge,
   Button,
@@ -634,6 +634,8 @@ function fieldLabel(k: string | undefined): string {
     destinationNames: "destinations",
     repeatIntervalSeconds: "repeat interval",
     enabled: "enabled",
+    forecastHorizonSeconds: "forecast's time ahead",
+    forecastLookbackSeconds: "forecast's sample window",
   };
   return (k && labels[k]) || k || "field";
 }

@@ -27,7 +27,8 @@ import {
 } from "../components/incident-format.tsx";
 import { IncidentMetric } from "../components/incident-metric.tsx";
 import { IncidentSnoozeDialog } from "../components/incident-snooze.tsx";
-import { Badge, Button, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
+import { FilterSelect, PagedTable, RuleOptions, VmOptions } from "../components/paged-list.tsx";
+import { Badge, Button, ErrorBanner, Loading, Page, usePager } from "../components/ui.tsx";
 import { fmtAgo, lastSegment, MISSING } from "../format.ts";
 import { useProject } from "../session.tsx";
 
@@ -58,17 +59,6 @@ export function IncidentsPage() {
       }),
     refetchInterval: 30_000,
   });
-  const rules = useQuery({
-    queryKey: ["alert-rules", project.name, "all"],
-    queryFn: () => api.alerts.listAlertRules({ projectName: project.name, pageSize: 100 }),
-    staleTime: 60_000,
-  });
-  const vms = useQuery({
-    queryKey: ["vms", project.name, "inventory"],
-    queryFn: () =>
-      api.monitoring.listVMMonitoring({ projectName: project.name, pageSize: 50, inventoryOnly: true }),
-    staleTime: 60_000,
-  });
   const who = useActorLabel();
   const filtered = !!(state || rule || vm);
   const incidents = q.data?.incidents ?? [];
@@ -78,50 +68,19 @@ export function IncidentsPage() {
       subtitle="One per firing episode of a rule on a VM. This list is the in-app notification: it needs no destination."
     >
       <div className="filters filter-bar">
-        <select
-          aria-label="State"
-          value={state}
-          onChange={(e) => {
-            setState(e.target.value);
-            pager.reset();
-          }}
-        >
+        <FilterSelect label="State" value={state} onChange={setState} pager={pager}>
           {STATES.map((s) => (
             <option key={s.value} value={s.value}>
               {s.label}
             </option>
           ))}
-        </select>
-        <select
-          aria-label="Rule"
-          value={rule}
-          onChange={(e) => {
-            setRule(e.target.value);
-            pager.reset();
-          }}
-        >
-          <option value="">All rules</option>
-          {(rules.data?.rules ?? []).map((r) => (
-            <option key={r.name} value={r.name}>
-              {r.spec?.displayName || r.id}
-            </option>
-          ))}
-        </select>
-        <select
-          aria-label="VM"
-          value={vm}
-          onChange={(e) => {
-            setVm(e.target.value);
-            pager.reset();
-          }}
-        >
-          <option value="">All VMs</option>
-          {(vms.data?.vms ?? []).map((v) => (
-            <option key={v.name} value={v.name}>
-              {v.displayName || lastSegment(v.name)}
-            </option>
-          ))}
-        </select>
+        </FilterSelect>
+        <FilterSelect label="Rule" value={rule} onChange={setRule} pager={pager}>
+          <RuleOptions projectName={project.name} any="All rules" />
+        </FilterSelect>
+        <FilterSelect label="VM" value={vm} onChange={setVm} pager={pager}>
+          <VmOptions projectName={project.name} any="All VMs" />
+        </FilterSelect>
         {filtered ? (
           <Button
             onClick={() => {
@@ -135,35 +94,21 @@ export function IncidentsPage() {
           </Button>
         ) : null}
       </div>
-      <ErrorBanner error={q.error} title="Could not list incidents" />
-      {q.isPending ? (
-        <Loading what="incidents" />
-      ) : incidents.length === 0 && !q.error ? (
-        <Empty>
-          {filtered
+      <PagedTable
+        what="incidents"
+        query={q}
+        items={incidents}
+        pager={pager}
+        empty={
+          filtered
             ? "No incident matches these filters."
-            : "No incidents yet. When an alert rule fires on a VM, its incident appears here."}
-        </Empty>
-      ) : incidents.length > 0 ? (
-        <table className="table incidents" data-testid="incident-table">
-          <thead>
-            <tr>
-              <th>Incident</th>
-              <th>State</th>
-              <th>VM</th>
-              <th>Opened</th>
-              <th>Duration</th>
-              <th>Handling</th>
-            </tr>
-          </thead>
-          <tbody>
-            {incidents.map((i) => (
-              <IncidentRow key={i.name} incident={i} who={who} />
-            ))}
-          </tbody>
-        </table>
-      ) : null}
-      <Pager pager={pager} nextToken={q.data?.nextPageToken} />
+            : "No incidents yet. When an alert rule fires on a VM, its incident appears here."
+        }
+        testId="incident-table"
+        className="incidents table-cards table-cards-stacked"
+        columns={["Incident", "State", "VM", "Opened", "Duration", "Handling"]}
+        row={(i) => <IncidentRow key={i.name} incident={i} who={who} />}
+      />
     </Page>
   );
 }
@@ -188,7 +133,7 @@ function IncidentRow(props: { incident: Incident; who: (actor: string) => string
           {metricUnit(i.metricId)}
         </div>
       </td>
-      <td>
+      <td data-label="State">
         <Badge tone={incidentStateTone[i.state] ?? "muted"}>{i.state}</Badge>
         {i.retireReason ? <div className="muted small">{i.retireReason}</div> : null}
         {i.noData ? (
@@ -206,11 +151,11 @@ function IncidentRow(props: { incident: Incident; who: (actor: string) => string
           </div>
         ) : null}
       </td>
-      <td>
+      <td data-label="VM">
         {vm ? <Link href={vm.href}>{vm.label}</Link> : i.vmName || MISSING}
         {i.mountpoint ? <div className="muted small mono">{i.mountpoint}</div> : null}
       </td>
-      <td>
+      <td data-label="Opened">
         <Time unix={i.openTimeUnix} />
         {Number(i.closeTimeUnix) ? (
           <div className="muted small">
@@ -218,11 +163,11 @@ function IncidentRow(props: { incident: Incident; who: (actor: string) => string
           </div>
         ) : null}
       </td>
-      <td className="nowrap">
+      <td className="nowrap" data-label="Duration">
         {incidentDuration(i)}
         {i.state === "OPEN" ? <span className="muted small"> so far</span> : null}
       </td>
-      <td className="small">
+      <td className="small" data-label="Handling">
         {i.acknowledgedBy ? (
           <div>
             Acknowledged by {who(i.acknowledgedBy)}{" "}
@@ -418,7 +363,15 @@ export function IncidentPage(props: { incidentId: string }) {
             <dd data-testid="silenced">
               {i.silencedBy.length > 0 ? (
                 <>
-                  by {i.silencedBy.join(", ")}{" "}
+                  by{" "}
+                  {i.silencedBy.map((n, k) => (
+                    <span key={n}>
+                      {k > 0 ? ", " : null}
+                      <Link href="/silences" className="mono">
+                        {n}
+                      </Link>
+                    </span>
+                  ))}{" "}
                   <span className="muted">(its notifications are skipped as SILENCED)</span>
                 </>
               ) : (

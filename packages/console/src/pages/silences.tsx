@@ -3,17 +3,13 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { api } from "../api.ts";
 import {
-  Badge,
-  Button,
-  Empty,
-  ErrorBanner,
-  Field,
-  Loading,
-  Page,
-  Pager,
-  Time,
-  usePager,
-} from "../components/ui.tsx";
+  FilterSelect,
+  PagedTable,
+  RuleOptions,
+  useProjectRules,
+  VmOptions,
+} from "../components/paged-list.tsx";
+import { Badge, Button, ErrorBanner, Field, Page, Time, usePager } from "../components/ui.tsx";
 import { lastSegment, newRequestId } from "../format.ts";
 import { useProject } from "../session.tsx";
 
@@ -45,17 +41,7 @@ export function SilencesPage() {
       api.silences.listSilences({ projectName: project.name, state, pageSize: 25, pageToken: pager.token }),
     refetchInterval: 30_000,
   });
-  const rules = useQuery({
-    queryKey: ["alert-rules", project.name, "all"],
-    queryFn: () => api.alerts.listAlertRules({ projectName: project.name, pageSize: 100 }),
-    staleTime: 60_000,
-  });
-  const vms = useQuery({
-    queryKey: ["vms", project.name, "inventory"],
-    queryFn: () =>
-      api.monitoring.listVMMonitoring({ projectName: project.name, pageSize: 50, inventoryOnly: true }),
-    staleTime: 60_000,
-  });
+  const rules = useProjectRules(project.name);
   const ruleName = (n: string) =>
     rules.data?.rules.find((r) => r.name === n)?.spec?.displayName || lastSegment(n);
   const create = useMutation({
@@ -97,22 +83,12 @@ export function SilencesPage() {
           <div className="alert-form-grid">
             <Field label="Rule" hint="and/or a VM; both empty is refused">
               <select value={form.rule} onChange={(e) => setForm({ ...form, rule: e.target.value })}>
-                <option value="">Any rule</option>
-                {(rules.data?.rules ?? []).map((r) => (
-                  <option key={r.name} value={r.name}>
-                    {r.spec?.displayName || r.id}
-                  </option>
-                ))}
+                <RuleOptions projectName={project.name} any="Any rule" />
               </select>
             </Field>
             <Field label="VM">
               <select value={form.vm} onChange={(e) => setForm({ ...form, vm: e.target.value })}>
-                <option value="">Any VM</option>
-                {(vms.data?.vms ?? []).map((v) => (
-                  <option key={v.name} value={v.name}>
-                    {v.displayName || lastSegment(v.name)}
-                  </option>
-                ))}
+                <VmOptions projectName={project.name} any="Any VM" />
               </select>
             </Field>
             <Field label="Starts" hint="empty: now">
@@ -142,69 +118,54 @@ export function SilencesPage() {
         </form>
       ) : null}
       <div className="filters filter-bar">
-        <select
-          aria-label="State"
-          value={state}
-          onChange={(e) => {
-            setState(e.target.value);
-            pager.reset();
-          }}
-        >
+        <FilterSelect label="State" value={state} onChange={setState} pager={pager}>
           {STATES.map((s) => (
             <option key={s.value} value={s.value}>
               {s.label}
             </option>
           ))}
-        </select>
+        </FilterSelect>
       </div>
-      <ErrorBanner error={q.error} title="Could not list silences" />
       <ErrorBanner error={expire.error} title="Could not expire the silence" />
-      {q.isPending ? <Loading what="silences" /> : null}
-      {q.data && silences.length === 0 ? <Empty>No silences{state ? ` in this state` : ""}.</Empty> : null}
-      {silences.length > 0 ? (
-        <table className="table" data-testid="silences">
-          <thead>
-            <tr>
-              <th>State</th>
-              <th>Window</th>
-              <th>Mutes</th>
-              <th>Comment</th>
-              <th>By</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {silences.map((s) => (
-              <tr key={s.name} data-name={s.name}>
-                <td>
-                  <Badge tone={tone(s.state)}>{s.state.toLowerCase()}</Badge>
-                </td>
-                <td>
-                  <Time unix={s.startTimeUnix} /> → <Time unix={s.endTimeUnix} />
-                </td>
-                <td>
-                  {[...s.ruleNames.map(ruleName), ...s.vmNames.map(lastSegment)].join(", ")}
-                  {s.ruleNames.length === 0 ? <span className="muted"> (every rule)</span> : null}
-                  {s.vmNames.length === 0 ? <span className="muted"> (every VM)</span> : null}
-                </td>
-                <td>{s.comment}</td>
-                <td className="muted">{lastSegment(s.creator)}</td>
-                <td>
-                  {project.canWrite && s.state !== "EXPIRED" ? (
-                    <Button
-                      onClick={() => expire.mutate(s.name)}
-                      busy={expire.isPending && expire.variables === s.name}
-                    >
-                      Expire now
-                    </Button>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      ) : null}
-      <Pager pager={pager} nextToken={q.data?.nextPageToken} />
+      <PagedTable
+        what="silences"
+        query={q}
+        items={silences}
+        pager={pager}
+        empty={`No silences${state ? " in this state" : ""}.`}
+        testId="silences"
+        className="table-cards table-cards-stacked"
+        columns={["State", "Window", "Mutes", "Comment", "By", ""]}
+        row={(s) => (
+          <tr key={s.name} data-name={s.name}>
+            <td>
+              <Badge tone={tone(s.state)}>{s.state.toLowerCase()}</Badge>
+            </td>
+            <td data-label="Window">
+              <Time unix={s.startTimeUnix} /> → <Time unix={s.endTimeUnix} />
+            </td>
+            <td data-label="Mutes">
+              {[...s.ruleNames.map(ruleName), ...s.vmNames.map(lastSegment)].join(", ")}
+              {s.ruleNames.length === 0 ? <span className="muted"> (every rule)</span> : null}
+              {s.vmNames.length === 0 ? <span className="muted"> (every VM)</span> : null}
+            </td>
+            <td data-label="Comment">{s.comment}</td>
+            <td className="muted" data-label="By">
+              {lastSegment(s.creator)}
+            </td>
+            <td>
+              {project.canWrite && s.state !== "EXPIRED" ? (
+                <Button
+                  onClick={() => expire.mutate(s.name)}
+                  busy={expire.isPending && expire.variables === s.name}
+                >
+                  Expire now
+                </Button>
+              ) : null}
+            </td>
+          </tr>
+        )}
+      />
     </Page>
   );
 }

@@ -6,6 +6,7 @@ import { api } from "../api.ts";
 import { Badge, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
 import { fmtAgo, fmtBytes, fmtNumber, lastSegment, MISSING } from "../format.ts";
 import { incidentsOfVm, type OpenIncidents, useOpenIncidents } from "../open-incidents.ts";
+import { exactRegex, queryRange } from "../prom-api.ts";
 import { useProject } from "../session.tsx";
 
 const stateTone: Record<string, "ok" | "warn" | "bad" | "muted"> = {
@@ -87,6 +88,10 @@ export function VmsPage() {
     refetchInterval: 30_000,
   });
   const open = useOpenIncidents(project.name);
+  const history = useCpuHistory(
+    project.name,
+    (q.data?.vms ?? []).map((v) => v.name),
+  );
   const vms = sortVms(
     (q.data?.vms ?? []).filter((v) => {
       const f = filter.trim().toLowerCase();
@@ -118,7 +123,7 @@ export function VmsPage() {
       ) : vms.length === 0 ? (
         <Empty>{filter ? `No VM on this page matches "${filter}".` : "This project has no VMs yet."}</Empty>
       ) : (
-        <table className="table" data-testid="vm-table">
+        <table className="table table-cards" data-testid="vm-table">
           {paged ? <caption className="muted small">Sorted within this page of the list.</caption> : null}
           <thead>
             <tr>
@@ -153,33 +158,35 @@ export function VmsPage() {
                       <div className="muted small">{lastSegment(v.name)}</div>
                     ) : null}
                   </td>
-                  <td>
+                  <td data-label="State">
                     <Badge tone={stateTone[v.state] ?? "muted"}>{v.state}</Badge>
                   </td>
-                  <td className="num">
+                  <td className="num" data-label="Incidents">
                     <VmIncidents counts={incidentsOfVm(open.data, v.name)} vmId={parts[5]} />
                   </td>
-                  <td>{v.location}</td>
-                  <td>{v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}</td>
-                  <td className="num">
+                  <td data-label="Location">{v.location}</td>
+                  <td data-label="Monitoring">
+                    {v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}
+                  </td>
+                  <td className="num" data-label="CPU">
                     <span className="cpu-cell">
-                      <CpuSparkline vmName={v.name} />
+                      <CpuSparkline values={history.data?.get(v.name)} />
                       {fmtNumber(v.cpuUtilizationPct, " %")}
                     </span>
                   </td>
-                  <td className="num">
+                  <td className="num" data-label="Memory">
                     {v.memoryUsedBytes === undefined ? (
                       MISSING
                     ) : (
-                      <>
+                      <span>
                         {fmtBytes(v.memoryUsedBytes)}
                         {memPct !== undefined ? (
                           <span className="muted"> ({memPct.toFixed(0)} %)</span>
                         ) : null}
-                      </>
+                      </span>
                     )}
                   </td>
-                  <td>
+                  <td data-label="Data">
                     <QualityCell quality={v.quality} />
                   </td>
                 </tr>
@@ -196,37 +203,52 @@ export function VmsPage() {
 const SPARK_W = 72;
 const SPARK_H = 18;
 const SPARK_STEP = 120;
+const SPARK_POINTS = 3600 / SPARK_STEP + 1;
+
+/** Each VM's last hour of CPU on a fixed step grid, null where a step has no sample (never 0). */
+type CpuHistory = Map<string, (number | null)[]>;
+
+/**
+ * The sparklines of a whole page in one read: a single range query over the page's VMs through the
+ * Prometheus API (the console's session may read it), instead of one QueryVMMonitoring per row. Each
+ * step is the average of its own window, as QueryVMMonitoring computes it, so a step without samples
+ * stays empty instead of carrying an older value forward.
+ */
+function useCpuHistory(projectName: string, vmNames: string[]) {
+  return useQuery({
+    queryKey: ["vm-cpu-spark", projectName, vmNames],
+    enabled: vmNames.length > 0,
+    queryFn: async (): Promise<CpuHistory> => {
+      const endS = Math.floor(Date.now() / 1000 / SPARK_STEP) * SPARK_STEP;
+      const startS = endS - 3600;
+      const series = await queryRange(
+        projectName,
+        `avg by (vm) (avg_over_time(svc_vm_cpu_utilization_pct{vm=~${exactRegex(vmNames)}}[${SPARK_STEP}s]))`,
+        { startS, endS, stepS: SPARK_STEP },
+      );
+      const out: CpuHistory = new Map();
+      for (const s of series) {
+        const values: (number | null)[] = new Array(SPARK_POINTS).fill(null);
+        for (const [t, v] of s.values) {
+          const i = Math.round((t - startS) / SPARK_STEP);
+          const x = Number(v);
+          if (i >= 0 && i < SPARK_POINTS && Number.isFinite(x)) values[i] = x;
+        }
+        out.set(s.metric.vm ?? "", values);
+      }
+      return out;
+    },
+    staleTime: 55_000,
+    refetchInterval: 60_000,
+  });
+}
 
 /**
  * The last hour's CPU of one VM as a compact line (issue 27, item 8), 0–100 %: a missing step breaks the
  * line (never drawn as 0); the label gives min, max and latest for screen readers.
  */
-function CpuSparkline(props: { vmName: string }) {
-  const q = useQuery({
-    queryKey: ["vm-cpu-spark", props.vmName],
-    queryFn: async () => {
-      const end = Math.floor(Date.now() / 1000 / SPARK_STEP) * SPARK_STEP;
-      const r = await api.monitoring.queryVMMonitoring({
-        name: props.vmName,
-        metricIds: ["cpu_utilization_pct"],
-        startTimeUnix: BigInt(end - 3600),
-        endTimeUnix: BigInt(end),
-        stepSeconds: SPARK_STEP,
-      });
-      const s = r.series.find((x) => x.metricId === "cpu_utilization_pct");
-      const start = Number(r.startTimeUnix);
-      const n = Math.round((Number(r.endTimeUnix) - start) / r.stepSeconds) + 1;
-      const values: (number | null)[] = new Array(n).fill(null);
-      for (const p of s?.points ?? []) {
-        const i = Math.round((Number(p.timeUnix) - start) / r.stepSeconds);
-        if (i >= 0 && i < n) values[i] = p.value;
-      }
-      return values;
-    },
-    staleTime: 55_000,
-    refetchInterval: 60_000,
-  });
-  const values = q.data;
+function CpuSparkline(props: { values?: (number | null)[] }) {
+  const values = props.values;
   const present = (values ?? []).filter((v): v is number => v !== null);
   if (!values || present.length === 0) return <span className="sparkline-empty" aria-hidden="true" />;
   const x = (i: number) => (values.length === 1 ? SPARK_W : (i / (values.length - 1)) * SPARK_W);
@@ -286,16 +308,20 @@ export function QualityCell(props: {
         <Badge tone="bad" title="metrics could not be read for this VM">
           read error
         </Badge>
+      ) : !q.lastObservedUnix ? (
+        <Badge tone="muted" title="no sample of this VM in the last hour">
+          no data
+        </Badge>
       ) : q.stale ? (
         <Badge tone="warn" title="no sample for more than three sampling intervals">
           stale
         </Badge>
-      ) : q.lastObservedUnix ? (
-        <Badge tone="ok">fresh</Badge>
       ) : (
-        <Badge tone="muted">no data</Badge>
+        <Badge tone="ok">fresh</Badge>
       )}{" "}
-      <span className="muted small">last seen {fmtAgo(q.lastObservedUnix)}</span>
+      {q.lastObservedUnix ? (
+        <span className="muted small">last seen {fmtAgo(q.lastObservedUnix)}</span>
+      ) : null}
     </span>
   );
 }

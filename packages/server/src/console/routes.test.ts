@@ -113,6 +113,31 @@ for (const { dialect, skip } of dialects) {
       assert.equal(((await who.json()) as { kind: string }).kind, "HUMAN_SESSION");
     });
 
+    it("lets the console read the Prometheus API with the cookie and CSRF token, never the cookie alone", async () => {
+      const p = await t.seedProject("promcookie");
+      const r = await login(t, p.owner.email, p.owner.password);
+      const cookie = cookieOf(r);
+      const { csrfToken } = (await r.json()) as { csrfToken: string };
+      const query = (headers: Record<string, string>, project = "promcookie") =>
+        fetch(`${t.baseUrl}/v1/monitoring/projects/${project}/prometheus/api/v1/query_range`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+          body: new URLSearchParams({ query: "1+1", start: "0", end: "120", step: "60" }),
+        });
+      const ok = await query({ cookie, "x-svc-csrf": csrfToken });
+      assert.equal(ok.status, 200, await ok.clone().text());
+      assert.equal(((await ok.json()) as { data: { resultType: string } }).data.resultType, "matrix");
+      const without = await query({ cookie });
+      assert.equal(without.status, 403);
+      assert.match(await without.text(), /CSRF/);
+      const wrong = await query({ cookie, "x-svc-csrf": `${csrfToken.slice(0, -2)}xx` });
+      assert.equal(wrong.status, 403);
+      assert.equal((await query({})).status, 401);
+      // The session reaches only its own projects, as over Connect.
+      await t.seedProject("promcookie-other");
+      assert.equal((await query({ cookie, "x-svc-csrf": csrfToken }, "promcookie-other")).status, 403);
+    });
+
     it("ignores an API key placed in the cookie", async () => {
       const p = await t.seedProject("keycookie");
       const sa = await t.clients(p.owner.session).serviceAccounts.createServiceAccount({

@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import fastifyCookie from "@fastify/cookie";
 import { permissionDenied } from "../errors.ts";
+import { bearerToken } from "../iam/principal.ts";
 import { parseSecret } from "../iam/secrets.ts";
 
 /**
@@ -22,6 +23,22 @@ export function sessionTokenFromCookie(cookieHeader: string | null | undefined):
   const token = fastifyCookie.parse(cookieHeader)[SESSION_COOKIE];
   // Only a console session ever travels in the cookie; a key pasted into it is ignored.
   return token && parseSecret(token) === "session" ? token : undefined;
+}
+
+/**
+ * The credential of a request: the bearer token, or else the console's session cookie with its CSRF
+ * header (CSRF_REJECTED without it). An Authorization header wins, so an automation client never needs
+ * (or gets) the cookie path. Used by the Connect routes and the Prometheus API alike.
+ */
+export function requestCredential(
+  headers: { authorization?: string | null; cookie?: string | null; csrf?: string | null },
+  consoleKey: Buffer | undefined,
+): string | undefined {
+  if (headers.authorization) return bearerToken(headers.authorization);
+  if (!consoleKey) return undefined;
+  const session = sessionTokenFromCookie(headers.cookie);
+  if (session) checkCsrf(consoleKey, session, headers.csrf);
+  return session;
 }
 
 /** Throws CSRF_REJECTED unless the header carries this session's token. */

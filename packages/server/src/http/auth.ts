@@ -13,7 +13,7 @@ import { type AuditNote, auditNoteKey, describeRequest, projectOfEvent } from ".
 import { type AuditEventInput, isAudited, recordAuditEvent } from "../audit/events.ts";
 import type { LastUseTracker } from "../audit/last-use.ts";
 import { type PendingAudit, pendingAudit } from "../audit/transactions.ts";
-import { CSRF_HEADER, checkCsrf, sessionTokenFromCookie } from "../console/session-cookie.ts";
+import { CSRF_HEADER, requestCredential } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
 import { capabilityDenied, permissionDenied, SvcError } from "../errors.ts";
 import { actorOf } from "../iam/actor.ts";
@@ -23,7 +23,6 @@ import {
   authenticate,
   authorizeCredential,
   authorizeProject,
-  bearerToken,
   type Principal,
   type TokenResolver,
 } from "../iam/principal.ts";
@@ -217,16 +216,15 @@ function errorResponse(err: ConnectError): UniversalServerResponse {
   };
 }
 
-/**
- * The bearer token, or else the console's session cookie with its CSRF header. An Authorization
- * header wins, so an automation client never needs (or gets) the cookie path.
- */
 function credentialOf(header: Headers, consoleKey: Buffer): string | undefined {
-  const authorization = header.get("authorization");
-  if (authorization) return bearerToken(authorization);
-  const session = sessionTokenFromCookie(header.get("cookie"));
-  if (session) checkCsrf(consoleKey, session, header.get(CSRF_HEADER));
-  return session;
+  return requestCredential(
+    {
+      authorization: header.get("authorization"),
+      cookie: header.get("cookie"),
+      csrf: header.get(CSRF_HEADER),
+    },
+    consoleKey,
+  );
 }
 
 /** Everything the row decides without a project: the credential's kind, capabilities and identity. */

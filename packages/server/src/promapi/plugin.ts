@@ -1,7 +1,7 @@
 /**
- * The Prometheus-compatible query API (DESIGN §7) as one Fastify scope: its own bearer-auth
- * `onRequest` hook (monitoring.read on the project in the path, checked before any body is read),
- * requests read as Prometheus reads them (form.ts: a form body and the URL query; any other body
+ * The Prometheus-compatible query API (DESIGN §7) as one Fastify scope: its own auth `onRequest`
+ * hook (a bearer credential, or the console's session cookie with its CSRF header; monitoring.read
+ * on the project in the path, checked before any body is read), requests read as Prometheus reads them (form.ts: a form body and the URL query; any other body
  * ignored, whatever its Content-Type), 405 for a served path's other methods, and a catch-all that
  * answers 404 for everything it does not serve (write, remote read, admin, status/config, flags,
  * targets, rule management…). Every answer under the prefix, Fastify's own errors included, is in
@@ -10,9 +10,10 @@
 import { Readable } from "node:stream";
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
 import type { Logger } from "pino";
+import { CSRF_HEADER, requestCredential } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
 import { encodeText } from "../http/compression.ts";
-import { authorizeBearer, type TokenResolver } from "../iam/principal.ts";
+import { authenticate, authorizeProject, type TokenResolver } from "../iam/principal.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import type { ProjectLimiter } from "../metrics/concurrency.ts";
 import type { EncodedAnswer } from "../promql/index.ts";
@@ -40,6 +41,16 @@ export interface PromApiDeps {
   readonly maxRequestBytes?: number;
   /** Counts and times PromQL queries (svc_promql_*). */
   readonly queryMetrics?: QueryMetrics;
+  /**
+   * Signs the console's CSRF tokens: with it, a signed-in console may read with its session cookie
+   * plus the CSRF header (the VM list's sparklines, one range query per page), as its Connect calls do.
+   */
+  readonly consoleKey?: Buffer;
+}
+
+function header(req: FastifyRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
 }
 
 /** Base of the API; a dashboard's "query base URL" is `{base_url}/v1/monitoring/projects/<id>/prometheus`. */
@@ -134,17 +145,19 @@ export function promApiRoutes(deps: PromApiDeps): FastifyPluginAsync {
 
     scope.addHook("onRequest", async (req: Req, reply) => {
       try {
-        await authorizeBearer(
-          deps.db,
-          req.headers.authorization,
-          req.params.projectId ?? "",
-          "monitoring.read",
-          deps.now(),
+        const credential = requestCredential(
           {
-            operatorToken: deps.operatorToken,
-            ciTokenResolver: deps.ciTokenResolver,
+            authorization: req.headers.authorization,
+            cookie: req.headers.cookie,
+            csrf: header(req, CSRF_HEADER),
           },
+          deps.consoleKey,
         );
+        const principal = await authenticate(deps.db, credential, deps.now(), {
+          operatorToken: deps.operatorToken,
+          ciTokenResolver: deps.ciTokenResolver,
+        });
+        await authorizeProject(deps.db, principal, req.params.projectId ?? "", "monitoring.read");
       } catch (err) {
         return sendError(reply, toApiError(err, "", "", logUnknown));
       }
