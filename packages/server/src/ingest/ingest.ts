@@ -1,4 +1,4 @@
-import { type CompactWriteRequest, labelsOfKey } from "@svc/remotewrite";
+import { type CompactWriteRequest, labelsOfKeyBytes } from "@svc/remotewrite";
 import type { Db } from "../db/database.ts";
 import { parseVmName, type VmRef, vmName } from "../inventory/names.ts";
 import { type Source, seriesCatalog } from "../metrics/catalog.ts";
@@ -14,7 +14,7 @@ import {
 import type { IngestPrincipal } from "./credentials.ts";
 import { derive, type Point, type VmDeriveState } from "./derive.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
-import { SeriesCache } from "./series-cache.ts";
+import { dataView, SeriesCache } from "./series-cache.ts";
 
 /** Why ingest refused series or samples; a 400 names each with its counts. */
 export type IngestRefusal =
@@ -186,16 +186,14 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
     for (let i = 0; i < n; i++) {
       let resolved = hits[i];
       if (resolved === undefined) {
-        const r = resolveSeries(req.labelKeys[i], misses![i]!, source, vmSlots, (slot) =>
-          sourceSlot(slot, src),
-        );
+        const r = resolveSeries(misses![i]!, source, vmSlots, (slot) => sourceSlot(slot, src));
         if (typeof r === "string") {
           const [reason, why] = r.split("\u0000") as [IngestRefusal, string];
           refuse(reason, i, why);
           continue;
         }
         resolved = r;
-        cache.set(req.labelHashes[i], r);
+        cache.set(req.labelHashes[i], req.labelBytes, req.labelKeyStart[i], req.labelKeyEnd[i], r);
       }
       const info = resolved.slot.info;
       if (!info) {
@@ -233,11 +231,18 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
 
     let derivedSamples = 0;
     for (const ss of touched) {
-      const d = derive(ss.batch, ss.state, ss.vm.info!.vcpus);
+      const batch = ss.batch;
+      const d = derive(batch, ss.state, ss.vm.info!.vcpus);
       derivedSamples +=
         appendDerived(app, ss, 0, d.cpuUtilizationPct) +
         appendDerived(app, ss, 1, d.memoryUsedBytes) +
         appendDerived(app, ss, 2, d.lastObservation);
+      // Emptied now, not when the VM's next request comes (30 s later): its points die young
+      // instead of being promoted and kept until a full collection.
+      batch.cpuSeconds.length = 0;
+      batch.vcpus.length = 0;
+      batch.memTotal.length = 0;
+      batch.memFree.length = 0;
     }
     return { app, result, derivedSamples, src, series: n, samples: req.sampleCount };
   }
@@ -284,14 +289,16 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
     const hits = new Array<Resolved | undefined>(n);
     let misses: (Label[] | undefined)[] | undefined;
     let lookup: Set<string> | undefined;
+    const { labelBytes, labelKeyStart, labelKeyEnd, labelHashes } = req;
+    const view = dataView(labelBytes);
     for (let i = 0; i < n; i++) {
-      const hit = cache.get(req.labelHashes[i], req.labelKeys[i]);
+      const hit = cache.get(labelHashes[i], labelBytes, view, labelKeyStart[i], labelKeyEnd[i]);
       let vm: string | undefined;
       if (hit !== undefined) {
         hits[i] = hit;
         if (!fresh(hit.slot, now)) vm = hit.vm;
       } else {
-        const labels = labelsOfKey(req.labelKeys[i]);
+        const labels = labelsOfKeyBytes(labelBytes, labelKeyStart[i], labelKeyEnd[i]);
         misses ??= new Array(n);
         misses[i] = labels;
         vm = labels.find((l) => l.name === "vm")?.value;
@@ -346,8 +353,9 @@ export const VM_CACHE_TTL_MS = 10_000;
 
 /** A series that passed validation: its stored labels, its VM, and which derivation it feeds. */
 interface Resolved {
-  /** The labels as sent (CompactWriteRequest label key). */
-  readonly key: string;
+  /** Where the SeriesCache holds the labels as sent (the CompactWriteRequest label key's bytes). */
+  keyAt: number;
+  keyLen: number;
   readonly labels: Labels;
   /** The store's handle for `labels` (Appender.appendRef), -1 until known. */
   ref: number;
@@ -373,7 +381,6 @@ const feeds: Readonly<Record<string, Feed | undefined>> = {
 
 /** Validates a series (catalog, writer, VM, labels); a refusal is "reason\0why". */
 function resolveSeries(
-  key: string,
   client: readonly Label[],
   source: Source,
   vms: ReadonlyMap<string, VmSlot>,
@@ -396,7 +403,16 @@ function resolveSeries(
   if (typeof labels === "string") return `bad_labels\u0000${name}: ${labels}`;
   const ss = sourceSlot(slot);
   const feed = feeds[name];
-  return { key, labels, ref: -1, vm, slot, ss, sink: feed === undefined ? undefined : ss.batch[feed] };
+  return {
+    keyAt: 0,
+    keyLen: 0,
+    labels,
+    ref: -1,
+    vm,
+    slot,
+    ss,
+    sink: feed === undefined ? undefined : ss.batch[feed],
+  };
 }
 
 function refusalOf(result: IngestResult, reason: IngestRefusal): { series: number; samples: number } {
