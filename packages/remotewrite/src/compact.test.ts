@@ -5,8 +5,10 @@ import {
   decodeWriteRequestCompact,
   encodeRemoteWriteBody,
   encodeWriteRequest,
+  labelKeyBytesHash,
   labelKeyHash,
   labelsOfKey,
+  labelsOfKeyBytes,
   RemoteWriteDecodeError,
   type WriteRequest,
 } from "./index.ts";
@@ -125,6 +127,29 @@ describe("decodeWriteRequestCompact()", () => {
     const two = decodeWriteRequestCompact(encodeWriteRequest(req("a", 1, 1)));
     assert.equal(two.labelHashes[1], labelKeyHash(two.labelKeys[1]));
     assert.notEqual(two.labelHashes[0], two.labelHashes[1]);
+  });
+
+  it("hands out each key as bytes too, the same as its string, interleaved keys gathered", () => {
+    // Series 0 sends label a=b, a sample, then label c=d (its key in two parts); series 1 is plain.
+    const body = Buffer.concat([
+      hex("0a 14 0a 06 0a 01 61 12 01 62 12 02 10 05 0a 06 0a 01 63 12 01 64"),
+      Buffer.from(encodeWriteRequest(req("a", 1, 1))),
+    ]);
+    const c = decodeWriteRequestCompact(body);
+    assert.equal(c.seriesCount, 4);
+    for (let i = 0; i < c.seriesCount; i++) {
+      const [s, e] = [c.labelKeyStart[i], c.labelKeyEnd[i]];
+      assert.equal(Buffer.from(c.labelBytes.subarray(s, e)).toString("latin1"), c.labelKeys[i]);
+      assert.deepEqual(labelsOfKeyBytes(c.labelBytes, s, e), labelsOfKey(c.labelKeys[i]));
+      assert.equal(labelKeyBytesHash(c.labelBytes, s, e), c.labelHashes[i]);
+    }
+    assert.deepEqual(labelsOfKey(c.labelKeys[0]), [
+      { name: "a", value: "b" },
+      { name: "c", value: "d" },
+    ]);
+    // Without interleaving, the keys are ranges of the input itself: no copy.
+    const plain = Buffer.from(encodeWriteRequest(req("a", 1, 1)));
+    assert.equal(decodeWriteRequestCompact(plain).labelBytes.buffer, plain.buffer);
   });
 
   it("reads a negative metadata type as int32 (sign-extended varint)", () => {

@@ -1,4 +1,10 @@
-export { type CompactWriteRequest, labelKeyHash, labelsOfKey } from "./compact.ts";
+export {
+  type CompactWriteRequest,
+  labelKeyBytesHash,
+  labelKeyHash,
+  labelsOfKey,
+  labelsOfKeyBytes,
+} from "./compact.ts";
 export {
   decodeRemoteWriteBody,
   decodeRemoteWriteBodyCompact,

@@ -79,7 +79,11 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
       const n = vcpusAt(p.t);
       cpuUtilizationPct.push({ t: p.t, v: (delta / (((p.t - last.t) / 1000) * n)) * 100, stale: false });
     }
-    state.lastCpu = { t: p.t, v: p.v };
+    // In place: one object per VM for good, not a new one per sample to be promoted and collected.
+    if (last) {
+      last.t = p.t;
+      last.v = p.v;
+    } else state.lastCpu = { t: p.t, v: p.v };
   }
   const newestVcpus = vcpus[vcpus.length - 1];
   if (newestVcpus) state.lastVcpus = newestVcpus.v;

@@ -68,7 +68,7 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       }
       const mark = { source: principal.kind, t0: 0 };
       if (m) seen.set(req, mark);
-      let writeRequest: ReturnType<typeof decodeRemoteWriteBodyCompact>;
+      let writeRequest: ReturnType<typeof decodeRemoteWriteBodyCompact> | undefined;
       try {
         writeRequest = decodeRemoteWriteBodyCompact(req.body, deps.decodeLimits);
       } catch (err) {
@@ -76,8 +76,13 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
           return reply.code(400).type("text/plain").send(`${err.message}\n`);
         throw err;
       }
+      // The compressed body is done with: Fastify would hold it until the reply, past the commit's
+      // wait for the WAL, long enough to be promoted and kept until a full collection.
+      req.body = undefined;
       if (m) mark.t0 = performance.now();
-      const result = await deps.ingester.ingest(principal, writeRequest);
+      const ingesting = deps.ingester.ingest(principal, writeRequest);
+      writeRequest = undefined; // likewise: not held by this frame while the commit waits
+      const result = await ingesting;
       if (Object.keys(result.refused).length > 0) {
         return reply
           .code(400)

@@ -1,4 +1,4 @@
-import { type CompactWriteRequest, labelsOfKey } from "@svc/remotewrite";
+import { type CompactWriteRequest, labelsOfKeyBytes } from "@svc/remotewrite";
 import type { Db } from "../db/database.ts";
 import { parseVmName, type VmRef, vmName } from "../inventory/names.ts";
 import { type Source, seriesCatalog } from "../metrics/catalog.ts";
@@ -14,7 +14,7 @@ import {
 import type { IngestPrincipal } from "./credentials.ts";
 import { derive, type Point, type VmDeriveState } from "./derive.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
-import { SeriesCache } from "./series-cache.ts";
+import { dataView, SeriesCache } from "./series-cache.ts";
 
 /** Why ingest refused series or samples; a 400 names each with its counts. */
 export type IngestRefusal =
@@ -161,143 +161,191 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
   const seriesCaches = [new SeriesCache<Resolved>(), new SeriesCache<Resolved>()] as const;
   let requests = 0;
 
+  /**
+   * Validates, appends and derives one request, synchronously (per-VM batches are filled and derived
+   * without interleaving); returns the appender to commit and what is already known of the result.
+   */
+  function stage(principal: IngestPrincipal, req: CompactWriteRequest, known: Known): Staged {
+    const result: IngestResult = { acceptedSamples: 0, refused: {}, examples: [] };
+    const { sampleStart, timestampsMs, values } = req;
+    const refuse = (reason: IngestRefusal, i: number, why: string) => {
+      const r = refusalOf(result, reason);
+      r.series++;
+      r.samples += sampleStart[i + 1] - sampleStart[i];
+      if (result.examples.length < 5) result.examples.push(`${reason}: ${why}`);
+    };
+    const src = principal.kind === "collector" ? 0 : 1;
+    const source = SOURCES[src];
+    const cache = seriesCaches[src];
+    const { hits, misses } = known;
+    const n = req.seriesCount;
+    const mark = ++requests;
+    const app = deps.storage.appender();
+    const touched: VmSourceSlot[] = [];
+    const agentVm = principal.kind === "agent" ? vmName(principal.vm) : undefined;
+    for (let i = 0; i < n; i++) {
+      let resolved = hits[i];
+      if (resolved === undefined) {
+        const r = resolveSeries(misses![i]!, source, vmSlots, (slot) => sourceSlot(slot, src));
+        if (typeof r === "string") {
+          const [reason, why] = r.split("\u0000") as [IngestRefusal, string];
+          refuse(reason, i, why);
+          continue;
+        }
+        resolved = r;
+        cache.set(req.labelHashes[i], req.labelBytes, req.labelKeyStart[i], req.labelKeyEnd[i], r);
+      }
+      const info = resolved.slot.info;
+      if (!info) {
+        refuse("unknown_vm", i, `vm "${resolved.vm.slice(0, 200)}" is not a known VM`);
+        continue;
+      }
+      if (agentVm !== undefined && agentVm !== resolved.vm) {
+        refuse("not_permitted", i, "a guest agent writes only its own VM");
+        continue;
+      }
+      const ss = resolved.ss;
+      const batch = ss.batch;
+      if (ss.mark !== mark) {
+        ss.mark = mark;
+        batch.cpuSeconds.length = 0;
+        batch.vcpus.length = 0;
+        batch.memTotal.length = 0;
+        batch.memFree.length = 0;
+        batch.newestT = Number.NEGATIVE_INFINITY;
+        touched.push(ss);
+      }
+      const sink = resolved.sink;
+      for (let k = sampleStart[i]; k < sampleStart[i + 1]; k++) {
+        // Values go to the appender untouched (read from the Float64Array, never through
+        // arithmetic) so a staleness marker keeps its bits.
+        const t = timestampsMs[k];
+        const v = values[k];
+        const ref = appendRef(app, resolved.ref, resolved.labels, t, v);
+        if (ref < 0) continue;
+        resolved.ref = ref;
+        if (t > batch.newestT) batch.newestT = t;
+        sink?.push({ t, v, stale: isStaleNaNValue(v) });
+      }
+    }
+
+    let derivedSamples = 0;
+    for (const ss of touched) {
+      const batch = ss.batch;
+      const d = derive(batch, ss.state, ss.vm.info!.vcpus);
+      derivedSamples +=
+        appendDerived(app, ss, 0, d.cpuUtilizationPct) +
+        appendDerived(app, ss, 1, d.memoryUsedBytes) +
+        appendDerived(app, ss, 2, d.lastObservation);
+      // Emptied now, not when the VM's next request comes (30 s later): its points die young
+      // instead of being promoted and kept until a full collection.
+      batch.cpuSeconds.length = 0;
+      batch.vcpus.length = 0;
+      batch.memTotal.length = 0;
+      batch.memFree.length = 0;
+    }
+    return { app, result, derivedSamples, src, series: n, samples: req.sampleCount };
+  }
+
+  /** Commits a staged request (durable in the WAL) and completes its result. */
+  async function commitStaged(s: Staged): Promise<IngestResult> {
+    const { result, derivedSamples, src } = s;
+    const committed = await s.app.commit();
+    result.acceptedSamples = Math.max(0, committed.accepted - derivedSamples);
+    for (const [reason, n] of Object.entries(committed.refused) as [AppendRefusal, number][]) {
+      if (!n) continue;
+      refusalOf(result, reason).samples += n;
+      if (result.examples.length < 5) {
+        result.examples.push(
+          reason === "out_of_order"
+            ? `out_of_order: ${n} samples older than the out-of-order window`
+            : reason === "out_of_bounds"
+              ? `out_of_bounds: ${n} samples outside retention or too far in the future`
+              : `${reason}: ${n} samples`,
+        );
+      }
+    }
+    const m = deps.metrics;
+    if (m) {
+      // Once per request, not per sample: the hot path stays free of metric updates.
+      let refusedSeries = 0;
+      for (const [reason, r] of Object.entries(result.refused)) {
+        if (r.samples) m.refusedSamples.inc({ reason }, r.samples);
+        if (r.series) m.refusedSeries.inc({ reason }, r.series);
+        refusedSeries += r.series;
+      }
+      m.acceptedSeries.inc({ source: PRINCIPAL_KINDS[src] }, s.series - refusedSeries);
+      m.acceptedSamples.inc({ source: PRINCIPAL_KINDS[src] }, result.acceptedSamples);
+      m.derivedSamples.inc(derivedSamples);
+      m.batchSamples.observe(s.samples);
+    }
+    return result;
+  }
+
+  /** Each series' cached resolution, or its decoded labels; and the VMs to read from the inventory. */
+  function lookUp(req: CompactWriteRequest, src: 0 | 1, now: number): Known & { lookup?: Set<string> } {
+    const cache = seriesCaches[src];
+    const n = req.seriesCount;
+    const hits = new Array<Resolved | undefined>(n);
+    let misses: (Label[] | undefined)[] | undefined;
+    let lookup: Set<string> | undefined;
+    const { labelBytes, labelKeyStart, labelKeyEnd, labelHashes } = req;
+    const view = dataView(labelBytes);
+    for (let i = 0; i < n; i++) {
+      const hit = cache.get(labelHashes[i], labelBytes, view, labelKeyStart[i], labelKeyEnd[i]);
+      let vm: string | undefined;
+      if (hit !== undefined) {
+        hits[i] = hit;
+        if (!fresh(hit.slot, now)) vm = hit.vm;
+      } else {
+        const labels = labelsOfKeyBytes(labelBytes, labelKeyStart[i], labelKeyEnd[i]);
+        misses ??= new Array(n);
+        misses[i] = labels;
+        vm = labels.find((l) => l.name === "vm")?.value;
+        if (vm !== undefined && fresh(vmSlots.get(vm), now)) vm = undefined;
+      }
+      if (vm) {
+        lookup ??= new Set();
+        lookup.add(vm);
+      }
+    }
+    return { hits, misses, lookup };
+  }
+
   return {
     async ingest(principal, req) {
-      const result: IngestResult = { acceptedSamples: 0, refused: {}, examples: [] };
-      const { sampleStart, timestampsMs, values } = req;
-      const refuse = (reason: IngestRefusal, i: number, why: string) => {
-        const r = refusalOf(result, reason);
-        r.series++;
-        r.samples += sampleStart[i + 1] - sampleStart[i];
-        if (result.examples.length < 5) result.examples.push(`${reason}: ${why}`);
-      };
       const src = principal.kind === "collector" ? 0 : 1;
-      const source = SOURCES[src];
-      const cache = seriesCaches[src];
-      const n = req.seriesCount;
       if (vmSlots.size > 200_000) {
         // Cached series point at their VM's slot: both go together.
         vmSlots.clear();
         for (const c of seriesCaches) c.clear();
       }
-      const hits = new Array<Resolved | undefined>(n);
-      let misses: (Label[] | undefined)[] | undefined;
-      let lookup: Set<string> | undefined;
       const now = Date.now();
-      for (let i = 0; i < n; i++) {
-        const hit = cache.get(req.labelHashes[i], req.labelKeys[i]);
-        let vm: string | undefined;
-        if (hit !== undefined) {
-          hits[i] = hit;
-          if (!fresh(hit.slot, now)) vm = hit.vm;
-        } else {
-          const labels = labelsOfKey(req.labelKeys[i]);
-          misses ??= new Array(n);
-          misses[i] = labels;
-          vm = labels.find((l) => l.name === "vm")?.value;
-          if (vm !== undefined && fresh(vmSlots.get(vm), now)) vm = undefined;
-        }
-        if (vm) {
-          lookup ??= new Set();
-          lookup.add(vm);
-        }
-      }
-      if (lookup) await refreshVms(lookup, now);
-      if (cache.size > 1_000_000) cache.clear();
-
-      // From here to commit() nothing awaits: per-VM batches are filled and derived without interleaving.
-      const mark = ++requests;
-      const app = deps.storage.appender();
-      const touched: VmSourceSlot[] = [];
-      const agentVm = principal.kind === "agent" ? vmName(principal.vm) : undefined;
-      for (let i = 0; i < n; i++) {
-        let resolved = hits[i];
-        if (resolved === undefined) {
-          const r = resolveSeries(req.labelKeys[i], misses![i]!, source, vmSlots, (slot) =>
-            sourceSlot(slot, src),
-          );
-          if (typeof r === "string") {
-            const [reason, why] = r.split("\u0000") as [IngestRefusal, string];
-            refuse(reason, i, why);
-            continue;
-          }
-          resolved = r;
-          cache.set(req.labelHashes[i], r);
-        }
-        const info = resolved.slot.info;
-        if (!info) {
-          refuse("unknown_vm", i, `vm "${resolved.vm.slice(0, 200)}" is not a known VM`);
-          continue;
-        }
-        if (agentVm !== undefined && agentVm !== resolved.vm) {
-          refuse("not_permitted", i, "a guest agent writes only its own VM");
-          continue;
-        }
-        const ss = resolved.ss;
-        const batch = ss.batch;
-        if (ss.mark !== mark) {
-          ss.mark = mark;
-          batch.cpuSeconds.length = 0;
-          batch.vcpus.length = 0;
-          batch.memTotal.length = 0;
-          batch.memFree.length = 0;
-          batch.newestT = Number.NEGATIVE_INFINITY;
-          touched.push(ss);
-        }
-        const sink = resolved.sink;
-        for (let k = sampleStart[i]; k < sampleStart[i + 1]; k++) {
-          // Values go to the appender untouched (read from the Float64Array, never through
-          // arithmetic) so a staleness marker keeps its bits.
-          const t = timestampsMs[k];
-          const v = values[k];
-          const ref = appendRef(app, resolved.ref, resolved.labels, t, v);
-          if (ref < 0) continue;
-          resolved.ref = ref;
-          if (t > batch.newestT) batch.newestT = t;
-          sink?.push({ t, v, stale: isStaleNaNValue(v) });
-        }
-      }
-
-      let derivedSamples = 0;
-      for (const ss of touched) {
-        const d = derive(ss.batch, ss.state, ss.vm.info!.vcpus);
-        derivedSamples +=
-          appendDerived(app, ss, 0, d.cpuUtilizationPct) +
-          appendDerived(app, ss, 1, d.memoryUsedBytes) +
-          appendDerived(app, ss, 2, d.lastObservation);
-      }
-      const committed = await app.commit();
-      result.acceptedSamples = Math.max(0, committed.accepted - derivedSamples);
-      for (const [reason, n] of Object.entries(committed.refused) as [AppendRefusal, number][]) {
-        if (!n) continue;
-        refusalOf(result, reason).samples += n;
-        if (result.examples.length < 5) {
-          result.examples.push(
-            reason === "out_of_order"
-              ? `out_of_order: ${n} samples older than the out-of-order window`
-              : reason === "out_of_bounds"
-                ? `out_of_bounds: ${n} samples outside retention or too far in the future`
-                : `${reason}: ${n} samples`,
-          );
-        }
-      }
-      const m = deps.metrics;
-      if (m) {
-        // Once per request, not per sample: the hot path stays free of metric updates.
-        let refusedSeries = 0;
-        for (const [reason, r] of Object.entries(result.refused)) {
-          if (r.samples) m.refusedSamples.inc({ reason }, r.samples);
-          if (r.series) m.refusedSeries.inc({ reason }, r.series);
-          refusedSeries += r.series;
-        }
-        m.acceptedSeries.inc({ source: PRINCIPAL_KINDS[src] }, n - refusedSeries);
-        m.acceptedSamples.inc({ source: PRINCIPAL_KINDS[src] }, result.acceptedSamples);
-        m.derivedSamples.inc(derivedSamples);
-        m.batchSamples.observe(timestampsMs.length);
-      }
-      return result;
+      const known = lookUp(req, src, now);
+      if (known.lookup) await refreshVms(known.lookup, now);
+      if (seriesCaches[src].size > 1_000_000) seriesCaches[src].clear();
+      // Staged synchronously, committed by another function: while the commit waits for the WAL, this
+      // frame holds nothing, so the decoded request (its label keys and columns) dies young instead
+      // of being promoted and kept until a full collection.
+      return commitStaged(stage(principal, req, known));
     },
   };
+}
+
+/** What lookUp found per series: the cached resolution, else the labels as sent. */
+interface Known {
+  readonly hits: (Resolved | undefined)[];
+  readonly misses: (Label[] | undefined)[] | undefined;
+}
+
+/** A request validated and appended, not yet committed. */
+interface Staged {
+  readonly app: Appender;
+  readonly result: IngestResult;
+  readonly derivedSamples: number;
+  readonly src: 0 | 1;
+  readonly series: number;
+  readonly samples: number;
 }
 
 /** How long a known VM is trusted without re-reading the inventory, ms. */
@@ -305,8 +353,9 @@ export const VM_CACHE_TTL_MS = 10_000;
 
 /** A series that passed validation: its stored labels, its VM, and which derivation it feeds. */
 interface Resolved {
-  /** The labels as sent (CompactWriteRequest label key). */
-  readonly key: string;
+  /** Where the SeriesCache holds the labels as sent (the CompactWriteRequest label key's bytes). */
+  keyAt: number;
+  keyLen: number;
   readonly labels: Labels;
   /** The store's handle for `labels` (Appender.appendRef), -1 until known. */
   ref: number;
@@ -332,7 +381,6 @@ const feeds: Readonly<Record<string, Feed | undefined>> = {
 
 /** Validates a series (catalog, writer, VM, labels); a refusal is "reason\0why". */
 function resolveSeries(
-  key: string,
   client: readonly Label[],
   source: Source,
   vms: ReadonlyMap<string, VmSlot>,
@@ -355,7 +403,16 @@ function resolveSeries(
   if (typeof labels === "string") return `bad_labels\u0000${name}: ${labels}`;
   const ss = sourceSlot(slot);
   const feed = feeds[name];
-  return { key, labels, ref: -1, vm, slot, ss, sink: feed === undefined ? undefined : ss.batch[feed] };
+  return {
+    keyAt: 0,
+    keyLen: 0,
+    labels,
+    ref: -1,
+    vm,
+    slot,
+    ss,
+    sink: feed === undefined ? undefined : ss.batch[feed],
+  };
 }
 
 function refusalOf(result: IngestResult, reason: IngestRefusal): { series: number; samples: number } {

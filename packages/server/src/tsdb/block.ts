@@ -71,14 +71,14 @@ const COALESCE_MAX = 1 << 20;
 const WRITE_BUFFER = 1 << 20;
 
 /** A file written through a buffer, tracking its size. */
-class BufferedFile {
+export class BufferedFile {
   readonly fd: number;
   readonly #pending = Buffer.allocUnsafe(WRITE_BUFFER);
   #pendingLen = 0;
   size = 0;
-  constructor(path: string, magic: string) {
+  constructor(path: string, magic = "") {
     this.fd = openSync(path, "w");
-    this.write(Buffer.from(magic, "latin1"));
+    if (magic) this.write(Buffer.from(magic, "latin1"));
   }
   /** Appends bytes; returns their offset in the file. */
   write(b: Uint8Array): number {

@@ -106,27 +106,42 @@ export class ClosedChunks {
     return this.#pages.length * PAGE_BYTES + this.minT.length * 33;
   }
 
-  /** Copies live chunks into fresh pages when holes exceed half the space. */
+  /**
+   * Slides live chunks down over the holes, in place, when holes exceed an eighth of the space (and
+   * two pages), and drops the pages left empty. It runs after a block cut, every block range: moving
+   * the head's chunks once costs far less than holding the holes as resident memory until the next
+   * cut, and in place no second set of pages is allocated (garbage until a full collection).
+   * Readers decode chunks synchronously, so none sees a chunk move.
+   */
   compact(): void {
     const allocated = this.#pages.length * PAGE_BYTES;
-    if (allocated === 0 || this.liveBytes * 2 > allocated) return;
-    const old = this.#pages;
-    this.#pages = [];
-    this.#pageUsed = 0;
+    const holes = allocated - this.liveBytes;
+    if (allocated === 0 || holes * 8 < allocated || holes < 2 * PAGE_BYTES) return;
     const freed = new Set(this.#freeIds);
-    for (let id = 0; id < this.#nextId; id++) {
-      if (freed.has(id)) continue;
+    const live: number[] = [];
+    for (let id = 0; id < this.#nextId; id++) if (!freed.has(id)) live.push(id);
+    // In storage order: packing a subsequence of the chunks the way they were packed ("next fit")
+    // never puts one later than it was, so each copy goes down (or stays) and never over a chunk not
+    // yet moved.
+    live.sort((a, b) => this.page[a] - this.page[b] || this.off[a] - this.off[b]);
+    let p = 0;
+    let used = 0;
+    for (const id of live) {
       const len = this.len[id];
-      if (this.#pages.length === 0 || this.#pageUsed + len > PAGE_BYTES) {
-        this.#pages.push(new Uint8Array(PAGE_BYTES));
-        this.#pageUsed = 0;
+      if (used + len > PAGE_BYTES) {
+        p++;
+        used = 0;
       }
-      const src = old[this.page[id]];
-      this.#pages[this.#pages.length - 1].set(src.subarray(this.off[id], this.off[id] + len), this.#pageUsed);
-      this.page[id] = this.#pages.length - 1;
-      this.off[id] = this.#pageUsed;
-      this.#pageUsed += len;
+      const from = this.page[id];
+      const off = this.off[id];
+      if (from === p) this.#pages[p].copyWithin(used, off, off + len);
+      else this.#pages[p].set(this.#pages[from].subarray(off, off + len), used);
+      this.page[id] = p;
+      this.off[id] = used;
+      used += len;
     }
+    this.#pages.length = live.length === 0 ? 0 : p + 1;
+    this.#pageUsed = used;
   }
 
   #growMeta(n: number): void {

@@ -25,9 +25,16 @@ import { copyFile, mkdir, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { Appender, AppendRefusal, Labels, Querier, Storage } from "../storage/interface.ts";
 import { rollupsOf } from "../storage/rollups.ts";
-import type { Batch } from "./appender.ts";
-import { TsdbAppender } from "./appender.ts";
-import { Block, type BlockMeta, BlockWriter, ByteWriter, fsyncDir, writeDurable } from "./block.ts";
+import { Batch, TsdbAppender } from "./appender.ts";
+import {
+  Block,
+  type BlockMeta,
+  BlockWriter,
+  BufferedFile,
+  ByteWriter,
+  fsyncDir,
+  writeDurable,
+} from "./block.ts";
 import { encodeChunks } from "./chunk.ts";
 import { mergeBlocks, mergeRanges, planMerge } from "./compactor.ts";
 import { TsdbClosedError } from "./errors.ts";
@@ -47,6 +54,9 @@ import {
   segmentName,
   Wal,
 } from "./wal.ts";
+
+/** Samples per record of a checkpoint (a record is encoded in a buffer of ~180 KB at most). */
+const CHECKPOINT_RECORD_SAMPLES = 8192;
 
 /** One file of a snapshot, relative to its directory (`blocks/…`, `wal/…`, `VERSION`). */
 export interface SnapshotFile {
@@ -512,32 +522,48 @@ export class TsdbImpl implements Tsdb {
     const tmp = join(this.#walDir, `${name}.tmp`);
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp);
-    const w = new ByteWriter();
-    const refs = Array.from(head.reg.allPostings());
-    for (let i = 0; i < refs.length; i += 1000) {
-      const part = refs.slice(i, i + 1000).map((ref) => ({ ref, labels: head.reg.labels(ref) }));
-      frameSeriesRecord(w, part);
-    }
-    const slicer = this.#slicer();
-    for (const ref of refs) {
-      if (slicer.due() && !(await slicer.yield())) {
-        rmSync(tmp, { recursive: true, force: true });
-        return false;
+    // Streamed to the file through a 1 MB buffer: built whole in memory, the checkpoint (every head
+    // sample) doubled a buffer up to tens of MB, garbage held until a full collection.
+    const file = new BufferedFile(join(tmp, segmentName(0)));
+    let closed = false;
+    const abandon = (): false => {
+      if (!closed) file.close(false);
+      closed = true;
+      rmSync(tmp, { recursive: true, force: true });
+      return false;
+    };
+    try {
+      const refs = Array.from(head.reg.allPostings());
+      for (let i = 0; i < refs.length; i += 1000) {
+        const part = refs.slice(i, i + 1000).map((ref) => ({ ref, labels: head.reg.labels(ref) }));
+        const w = new ByteWriter();
+        frameSeriesRecord(w, part);
+        file.write(w.finish());
       }
-      head.walLogged[ref] = 1;
-      const s = head.samples(ref, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY);
-      if (s.t.length === 0) continue;
-      const u = new Uint32Array(s.v.buffer, s.v.byteOffset, s.v.length * 2);
-      const his = new Uint32Array(s.t.length);
-      const los = new Uint32Array(s.t.length);
-      for (let k = 0; k < s.t.length; k++) {
-        los[k] = u[2 * k];
-        his[k] = u[2 * k + 1];
+      const slicer = this.#slicer();
+      // Samples of many series go into one record (the format carries a ref per sample): a record,
+      // its buffer and its CRC per series cost more than the samples of a series at 30 s.
+      const b = new Batch();
+      const flush = () => {
+        if (b.n > 0) file.write(frameCompactSamples(b.n, b.refs, b.ts, b.his, b.los));
+        b.n = 0;
+      };
+      for (const ref of refs) {
+        if (slicer.due() && !(await slicer.yield())) return abandon();
+        head.walLogged[ref] = 1;
+        const s = head.samples(ref, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY);
+        if (s.t.length === 0) continue;
+        const u = new Uint32Array(s.v.buffer, s.v.byteOffset, s.v.length * 2);
+        for (let k = 0; k < s.t.length; k++) b.push(ref, s.t[k], u[2 * k + 1], u[2 * k]);
+        if (b.n >= CHECKPOINT_RECORD_SAMPLES) flush();
       }
-      const rs = new Uint32Array(s.t.length).fill(ref);
-      w.bytes32Raw(frameCompactSamples(s.t.length, rs, s.t, his, los));
+      flush();
+      closed = true;
+      file.close(true);
+    } catch (e) {
+      abandon();
+      throw e;
     }
-    writeDurable(join(tmp, segmentName(0)), w.finish());
     renameSync(tmp, join(this.#walDir, name));
     fsyncDir(this.#walDir);
     this.#wal.truncate(upTo, upTo);

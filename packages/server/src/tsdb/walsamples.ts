@@ -23,6 +23,15 @@ export function compactSamplesMaxBytes(n: number): number {
 
 /** Writes an unsigned integer < 2^53 as LEB128; returns the new position. */
 function putUvarint(buf: Uint8Array, pos: number, x: number): number {
+  if (x < 0x80000000) {
+    // Nearly every ref and timestamp delta and most values: 32-bit shifts, not float division.
+    while (x >= 0x80) {
+      buf[pos++] = (x & 0x7f) | 0x80;
+      x >>>= 7;
+    }
+    buf[pos++] = x;
+    return pos;
+  }
   while (x >= 0x80) {
     buf[pos++] = (x % 0x80) | 0x80;
     x = Math.floor(x / 0x80);
