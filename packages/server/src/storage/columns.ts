@@ -40,11 +40,12 @@ export class ColumnsBuilder {
   }
 
   /**
-   * Closes the series whose samples were written since the previous one; dropped when it got none.
-   * `labels` may be left out when the store builds them on demand by key (`finish`'s labelsOf).
+   * Closes the series whose samples were written since the previous one; dropped when it got none,
+   * unless `keepEmpty` (a select of labels only). `labels` may be left out when the store builds them
+   * on demand by key (`finish`'s labelsOf).
    */
-  endSeries(key: number, labels?: Labels): void {
-    if (this.used === this.#offsets[this.#offsets.length - 1]) return;
+  endSeries(key: number, labels?: Labels, keepEmpty = false): void {
+    if (!keepEmpty && this.used === this.#offsets[this.#offsets.length - 1]) return;
     this.#keys.push(key);
     this.#labels.push(labels);
     this.#offsets.push(this.used);
@@ -69,7 +70,7 @@ export class ColumnsBuilder {
   }
 }
 
-/** Columns holding `data` (copied), with no keys (−1). */
+/** Columns holding `data` (copied, series without samples included), with no keys (−1). */
 export function columnsOf(data: readonly SeriesData[]): SeriesColumns {
   let total = 0;
   for (const s of data) total += s.values.length;
@@ -79,7 +80,7 @@ export function columnsOf(data: readonly SeriesData[]): SeriesColumns {
     // Same element type: a byte copy, NaN payloads (staleness markers) included.
     b.values.set(s.values, b.used);
     b.used += s.values.length;
-    b.endSeries(-1, s.labels);
+    b.endSeries(-1, s.labels, true);
   }
   return b.finish();
 }

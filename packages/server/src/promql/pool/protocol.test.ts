@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ColumnsBuilder } from "../../storage/columns.ts";
+import { ColumnsBuilder, columnsOf } from "../../storage/columns.ts";
 import { type Labels, labelsFromRecord } from "../../storage/interface.ts";
 import { packColumns, unpackSeries } from "./protocol.ts";
 
@@ -47,6 +47,21 @@ describe("packColumns and unpackSeries", () => {
     const { cols } = columns();
     const p = packColumns(cols, new Set([8]));
     assert.throws(() => unpackSeries(p, new Map()), /labels of series 8 were never sent/);
+  });
+
+  it("keep the series of a select of labels only, which have no samples", () => {
+    const cols = columnsOf([
+      {
+        labels: labelsFromRecord({ __name__: "m" }),
+        timestamps: new Float64Array(0),
+        values: new Float64Array(0),
+      },
+    ]);
+    assert.equal(cols.length, 1);
+    assert.deepEqual(
+      unpackSeries(packColumns(cols)).map((s) => [s.labels, s.values.length]),
+      [[labelsFromRecord({ __name__: "m" }), 0]],
+    );
   });
 
   it("drop a series that got no samples", () => {
