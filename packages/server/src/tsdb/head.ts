@@ -247,6 +247,21 @@ export class Head {
     return n === total ? { t, v } : { t: t.subarray(0, n), v: v.subarray(0, n) };
   }
 
+  /** At least as many samples as ref has in [mint, maxt], from chunk counts (nothing decoded). */
+  sampleBound(ref: number, mint: number, maxt: number): number {
+    const lo = Math.max(mint, this.minValidT);
+    const ch = this.#chunks;
+    let total = this.ooo.countIn(ref, mint, maxt);
+    for (let id = this.#lastClosed[ref]; id >= 0; id = ch.prev[id]) {
+      if (ch.maxT[id] < lo) break; // the list is newest first
+      if (ch.minT[id] <= maxt) total += ch.count[id];
+    }
+    const slot = this.#slot[ref];
+    if (slot >= 0 && this.#ocCount[ref] > 0 && this.#ocMinT[ref] <= maxt && this.#maxT[ref] >= lo)
+      total += this.#ocCount[ref];
+    return total;
+  }
+
   /**
    * As `samples`, appended to `out` and ended as a series keyed by ref: in-order chunks decode
    * straight into its columns (no array pair per series, no copy afterwards).

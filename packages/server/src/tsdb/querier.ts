@@ -68,7 +68,11 @@ export class TsdbQuerier implements Querier {
     try {
       const head = this.#head;
       const refs = postingsForMatchers(head.reg, compileMatchers(matchers));
-      const out = new ColumnsBuilder(Math.max(1024, Math.min(refs.length * 64, 1 << 18)));
+      // Sized once from the chunks' counts: a dashboard's small select then transfers a few KB, not a
+      // default capacity (array buffers the GC has to account for on every query).
+      let bound = 0;
+      for (let i = 0; i < refs.length; i++) bound += head.sampleBound(refs[i], mintMs, maxtMs);
+      const out = new ColumnsBuilder(bound);
       for (let i = 0; i < refs.length; i++) head.appendSamples(refs[i], mintMs, maxtMs, out);
       return {
         blocks: blocks.map((b) => ({ dir: b.dir, fd: b.chunksFd })),
