@@ -33,13 +33,14 @@ function close(a: string, b: string): boolean {
 }
 
 /**
- * Compares `svc` against `prom`; labels in `drop` are ignored on the svc side. topk's selection may
- * differ on exact ties, which would show as `onlyOne` points.
+ * Compares `svc` against `prom` (a peer, named `peer` in the examples); labels in `drop` are ignored
+ * on the svc side. topk's selection may differ on exact ties, which would show as `onlyOne` points.
  */
 export function compareMatrices(
   svc: MatrixSeries[],
   prom: MatrixSeries[],
   drop: ReadonlySet<string>,
+  peer = "prometheus",
 ): Agreement {
   const a: Agreement = { equal: 0, differ: 0, onlyOne: 0, examples: [] };
   const p = new Map(prom.map((s) => [key(s.metric, new Set()), new Map(s.values.map(([t, v]) => [t, v]))]));
@@ -59,7 +60,7 @@ export function compareMatrices(
       else if (close(v, w)) a.equal++;
       else {
         a.differ++;
-        if (a.examples.length < 3) a.examples.push(`${k} @${t}: svc ${v} vs prometheus ${w}`);
+        if (a.examples.length < 3) a.examples.push(`${k} @${t}: svc ${v} vs ${peer} ${w}`);
       }
       other.delete(t);
     }
@@ -68,7 +69,7 @@ export function compareMatrices(
   for (const [k, m] of p) {
     if (seen.has(k)) continue;
     a.onlyOne += m.size;
-    if (a.examples.length < 3) a.examples.push(`prometheus only: ${k}`);
+    if (a.examples.length < 3) a.examples.push(`${peer} only: ${k}`);
   }
   return a;
 }

@@ -5,7 +5,10 @@
  * through the query_range handler (JSON body included). Run it under `node --cpu-prof` to see where
  * time goes without HTTP, auth or a second process in the picture.
  *
- *   node --import tsx bench/promql/profile.ts [--dir D] [--runs N] [--only name] [--hours H]
+ * With --pool the queries go through a worker pool of two (promql/pool), as in the server: the engine
+ * column then includes the hand-off, and the handler's body is built in the worker.
+ *
+ *   node --import tsx bench/promql/profile.ts [--dir D] [--runs N] [--only name] [--hours H] [--pool]
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -14,6 +17,7 @@ import { createProjectLimiter } from "../../packages/server/src/metrics/concurre
 import { queryRange } from "../../packages/server/src/promapi/handlers.ts";
 import { resolvePromApiOptions } from "../../packages/server/src/promapi/options.ts";
 import { Params } from "../../packages/server/src/promapi/params.ts";
+import { createQueryPool } from "../../packages/server/src/promql/index.ts";
 import type { Label } from "../../packages/server/src/storage/interface.ts";
 import { openTsdb } from "../../packages/server/src/tsdb/index.ts";
 import { suite } from "./suite.ts";
@@ -115,7 +119,9 @@ const endMs = await load();
 const t0 = performance.now();
 const db = await openTsdb(dir, { autoCompact: false, now: () => endMs + 60_000 });
 console.log(`opened in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-const metrics = createMetricsBackend({ storage: db });
+const queryPool = process.argv.includes("--pool") ? createQueryPool({ workers: 2 }) : undefined;
+await queryPool?.warm();
+const metrics = createMetricsBackend({ storage: db, queryPool });
 const options = resolvePromApiOptions({});
 const deps = {
   metrics,
@@ -128,7 +134,7 @@ const windows = [
   { name: `${hours}h`, ms: hours * 3_600_000, step: 90_000 },
 ];
 console.log(
-  `${"query".padEnd(20)}${"range".padEnd(6)}${"engine p50".padStart(11)}${"http p50".padStart(10)}${"min".padStart(9)}${"min".padStart(9)}  series points bytes`,
+  `${"query".padEnd(20)}${"range".padEnd(6)}${"engine p50".padStart(11)}${"http p50".padStart(10)}${"min".padStart(9)}${"min".padStart(9)}${"cpu".padStart(9)}${"cpu".padStart(9)}  series points bytes`,
 );
 for (const win of windows) {
   const end = Math.floor(endMs / win.step) * win.step;
@@ -137,13 +143,21 @@ for (const win of windows) {
     if (only && q.name !== only) continue;
     const e: number[] = [];
     const h: number[] = [];
+    const ec: number[] = [];
+    const hc: number[] = [];
+    const cpu = () => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1000;
+    };
     let series = 0;
     let points = 0;
     let bytes = 0;
     for (let r = 0; r < runs + 1; r++) {
       let a = performance.now();
+      let c = cpu();
       const res = await metrics.rangeQuery(PROJECT, q.expr, start, end, win.step);
       if (r > 0) e.push(performance.now() - a);
+      if (r > 0) ec.push(cpu() - c);
       if (res.value.resultType === "matrix") {
         series = res.value.result.length;
         points = res.value.result.reduce((s, x) => s + x.timestamps.length, 0);
@@ -158,8 +172,10 @@ for (const win of windows) {
         {},
       );
       a = performance.now();
+      c = cpu();
       const body = await queryRange(deps, { projectId: PROJECT, params, expr: "" });
       if (r > 0) h.push(performance.now() - a);
+      if (r > 0) hc.push(cpu() - c);
       bytes = typeof body === "string" ? body.length : body.body.byteLength;
     }
     console.log(
@@ -169,8 +185,11 @@ for (const win of windows) {
         .toFixed(1)
         .padStart(9)}${Math.min(...h)
         .toFixed(1)
-        .padStart(9)}  ${series} ${points} ${bytes}`,
+        .padStart(
+          9,
+        )}${pct(ec, 50).toFixed(1).padStart(9)}${pct(hc, 50).toFixed(1).padStart(9)}  ${series} ${points} ${bytes}`,
     );
   }
 }
+await queryPool?.close();
 await db.close();

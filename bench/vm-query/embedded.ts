@@ -85,6 +85,8 @@ const t = await startTestApp(
   sqlite.dialect,
   maxBlockHours ? { maxBlockDurationMs: Number(maxBlockHours) * 3_600_000 } : {},
 );
+// As main.ts does once it listens: the query workers start before the first query, not with it.
+await t.app.queryPool?.warm();
 const out = (s: string) => process.stdout.write(`${s}\n`);
 const peerDir = mkdtempSync(join(tmpdir(), "svc-bench-vmq-"));
 let prom: Running | undefined;

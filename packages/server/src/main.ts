@@ -69,6 +69,10 @@ async function main(): Promise<void> {
   const baseUrl =
     config.baseUrl ?? `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${url.port}`;
   out(`svc listening on ${baseUrl}`);
+  // The query workers start now, in the background, not with the first query: a dashboard's first
+  // panels would otherwise wait for them (0.3–1.4 s, more on a busy machine) and could be refused
+  // with 429 after the project's 2 s wait for a query slot.
+  void app.queryPool?.warm().catch((err: unknown) => out(`query workers did not start: ${String(err)}`));
   out(`console: ${baseUrl}/`);
   if (config.demo && kit) {
     const { credentialsPath } = kit;

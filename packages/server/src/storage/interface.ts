@@ -67,6 +67,22 @@ export interface SelectHints {
   readonly labelsOnly?: boolean;
 }
 
+/**
+ * Series' samples as columns, the shape in which they cross to another thread as a few buffers: series
+ * i has samples offsets[i] … offsets[i+1] − 1 of timestamps and values (raw float64 bits), its labels
+ * from labelsOf(i) (built when asked), and keys[i], a number the store gives no other label set while
+ * the process lives (−1: none), so a reader in another thread may keep the labels it was sent by it.
+ * In no particular order. The buffers may be longer than the samples (room left over).
+ */
+export interface SeriesColumns {
+  readonly length: number;
+  readonly keys: Float64Array;
+  readonly offsets: Uint32Array;
+  readonly timestamps: Float64Array;
+  readonly values: Float64Array;
+  labelsOf(i: number): Labels;
+}
+
 /** See Querier.selectParts. */
 export interface SelectParts {
   /**
@@ -76,8 +92,11 @@ export interface SelectParts {
   readonly blocks: readonly { readonly dir: string; readonly fd: number }[];
   /** Every block the store has now, so a reader can forget the ones it no longer holds. */
   readonly liveBlockDirs: readonly string[];
-  /** The matching series' samples outside those blocks (the head's), sorted by labels. */
-  readonly rest: SeriesData[];
+  /**
+   * The matching series' samples outside those blocks (the head's), read now: decoded straight into
+   * columns, not an array pair per series, so they cross to the reader's thread without another copy.
+   */
+  readonly rest: SeriesColumns;
   /** The blocks may be deleted again; idempotent. */
   release(): void;
 }

@@ -6,7 +6,8 @@
  * query ends), so a worker opens no file it would have to close — one terminated at a query's
  * deadline leaks nothing.
  */
-import type { LabelMatcher, SelectParts, SeriesData } from "../storage/interface.ts";
+import { isColumns, seriesOfColumns } from "../storage/columns.ts";
+import type { LabelMatcher, SelectParts, SeriesColumns, SeriesData } from "../storage/interface.ts";
 import { Block } from "./block.ts";
 import { selectFromBlocks } from "./querier.ts";
 
@@ -16,11 +17,13 @@ export class BlockSet {
   #live: ReadonlySet<string> | undefined;
 
   /**
-   * `select` over the lent blocks and `rest` (the store's other samples, sorted by labels), a
-   * series at a time in label order.
+   * `select` over the lent blocks and `rest` (the store's other samples, in any order), a series at
+   * a time in label order.
    */
   select(
-    parts: Pick<SelectParts, "blocks" | "liveBlockDirs" | "rest">,
+    parts: Pick<SelectParts, "blocks" | "liveBlockDirs"> & {
+      readonly rest: readonly SeriesData[] | SeriesColumns;
+    },
     matchers: readonly LabelMatcher[],
     mintMs: number,
     maxtMs: number,
@@ -36,7 +39,8 @@ export class BlockSet {
       this.#lent.add(b);
       return b;
     });
-    return selectFromBlocks(blocks, matchers, mintMs, maxtMs, parts.rest);
+    const rest = isColumns(parts.rest) ? seriesOfColumns(parts.rest) : parts.rest;
+    return selectFromBlocks(blocks, matchers, mintMs, maxtMs, rest);
   }
 
   /** After a query: gives the descriptors back and forgets the blocks the store no longer lists. */

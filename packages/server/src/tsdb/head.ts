@@ -6,6 +6,8 @@
  * Samples below `minValidT` have been written to blocks: the in-order head never accepts them and
  * reads clip to it (a chunk straddling the cut stays until its newer part is persisted too).
  */
+
+import type { ColumnsBuilder } from "../storage/columns.ts";
 import type { AppendRefusal, Labels } from "../storage/interface.ts";
 import { bitsToBytes, MAX_SAMPLE_BITS, type XorState, xorAppendBits, xorDecodeInto } from "./chunk.ts";
 import { ClosedChunks, SLOT_BYTES, SlotPool } from "./chunkstore.ts";
@@ -32,6 +34,8 @@ const scratchBits = new Uint32Array(scratchV.buffer);
 
 export class Head {
   readonly reg = new SeriesRegistry();
+  /** Chunk ids of one appendSamples call (reads are synchronous). */
+  readonly #idScratch: number[] = [];
   readonly ooo = new OooStore();
   /** Samples below this time are persisted in blocks (ms); -Infinity before the first cut. */
   minValidT = Number.NEGATIVE_INFINITY;
@@ -241,6 +245,76 @@ export class Head {
     if (small) return { t: t.slice(0, n), v: v.slice(0, n) };
     // Views, not copies: a read usually starts inside its first chunk, and the unused tail is small.
     return n === total ? { t, v } : { t: t.subarray(0, n), v: v.subarray(0, n) };
+  }
+
+  /** At least as many samples as ref has in [mint, maxt], from chunk counts (nothing decoded). */
+  sampleBound(ref: number, mint: number, maxt: number): number {
+    const lo = Math.max(mint, this.minValidT);
+    const ch = this.#chunks;
+    let total = this.ooo.countIn(ref, mint, maxt);
+    for (let id = this.#lastClosed[ref]; id >= 0; id = ch.prev[id]) {
+      if (ch.maxT[id] < lo) break; // the list is newest first
+      if (ch.minT[id] <= maxt) total += ch.count[id];
+    }
+    const slot = this.#slot[ref];
+    if (slot >= 0 && this.#ocCount[ref] > 0 && this.#ocMinT[ref] <= maxt && this.#maxT[ref] >= lo)
+      total += this.#ocCount[ref];
+    return total;
+  }
+
+  /**
+   * As `samples`, appended to `out` and ended as a series keyed by ref: in-order chunks decode
+   * straight into its columns (no array pair per series, no copy afterwards).
+   */
+  appendSamples(ref: number, mint: number, maxt: number, out: ColumnsBuilder): void {
+    if (this.ooo.countIn(ref, mint, maxt) > 0) {
+      const m = this.samples(ref, mint, maxt);
+      out.reserve(m.t.length);
+      out.timestamps.set(m.t, out.used);
+      out.values.set(m.v, out.used);
+      out.used += m.t.length;
+      out.endSeries(ref);
+      return;
+    }
+    const lo = Math.max(mint, this.minValidT);
+    const ch = this.#chunks;
+    const ids = this.#idScratch;
+    ids.length = 0;
+    let total = 0;
+    for (let id = this.#lastClosed[ref]; id >= 0; id = ch.prev[id]) {
+      if (ch.maxT[id] < lo) break; // the list is newest first
+      if (ch.minT[id] <= maxt) {
+        ids.push(id);
+        total += ch.count[id];
+      }
+    }
+    const slot = this.#slot[ref];
+    const open = slot >= 0 && this.#ocCount[ref] > 0 && this.#ocMinT[ref] <= maxt && this.#maxT[ref] >= lo;
+    if (open) total += this.#ocCount[ref];
+    out.reserve(total);
+    const t = out.timestamps;
+    const v = out.values;
+    const bits = out.valueBits;
+    let n = out.used;
+    for (let i = ids.length - 1; i >= 0; i--) {
+      const id = ids[i];
+      n = xorDecodeInto(ch.bytesOf(id), ch.off[id], ch.count[id], lo, maxt, t, v, n, bits);
+    }
+    if (open) {
+      n = xorDecodeInto(
+        this.#slots.page(slot),
+        this.#slots.offset(slot),
+        this.#ocCount[ref],
+        lo,
+        maxt,
+        t,
+        v,
+        n,
+        bits,
+      );
+    }
+    out.used = n;
+    out.endSeries(ref);
   }
 
   /** Samples of ref with mint ≤ t ≤ maxt, in-order and out-of-order merged, ascending. */

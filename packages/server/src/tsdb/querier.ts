@@ -3,6 +3,8 @@
  * merged per label set (duplicates by timestamp dropped, the earliest-persisted source wins),
  * results sorted by labels.
  */
+
+import { ColumnsBuilder, columnsOf } from "../storage/columns.ts";
 import type {
   LabelMatcher,
   Labels,
@@ -43,7 +45,8 @@ export class TsdbQuerier implements Querier {
 
   /**
    * See Querier.selectParts: the blocks in range (held until `release`) for the reader to read with
-   * selectFromBlocks, and the head's samples of matching series, read now.
+   * selectFromBlocks, and the head's samples of matching series, read now into columns keyed by the
+   * head's series refs (never reused within a process).
    */
   selectParts(
     matchers: readonly LabelMatcher[],
@@ -53,21 +56,28 @@ export class TsdbQuerier implements Querier {
   ): SelectParts {
     const blocks = this.#blocks.filter((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs);
     const live = this.#blocks.map((b) => b.dir);
-    if (hints?.labelsOnly || blocks.length === 0) {
+    if (hints?.labelsOnly) {
       return {
         blocks: [],
         liveBlockDirs: live,
-        rest: this.select(matchers, mintMs, maxtMs, hints),
+        rest: columnsOf(this.select(matchers, mintMs, maxtMs, hints)),
         release() {},
       };
     }
-    const release = this.#hold(blocks);
+    const release = blocks.length > 0 ? this.#hold(blocks) : () => {};
     try {
-      const rest = this.#headOnly(compileMatchers(matchers), mintMs, maxtMs);
+      const head = this.#head;
+      const refs = postingsForMatchers(head.reg, compileMatchers(matchers));
+      // Sized once from the chunks' counts: a dashboard's small select then transfers a few KB, not a
+      // default capacity (array buffers the GC has to account for on every query).
+      let bound = 0;
+      for (let i = 0; i < refs.length; i++) bound += head.sampleBound(refs[i], mintMs, maxtMs);
+      const out = new ColumnsBuilder(bound);
+      for (let i = 0; i < refs.length; i++) head.appendSamples(refs[i], mintMs, maxtMs, out);
       return {
         blocks: blocks.map((b) => ({ dir: b.dir, fd: b.chunksFd })),
         liveBlockDirs: live,
-        rest,
+        rest: out.finish((ref) => head.reg.labels(ref)),
         release,
       };
     } catch (err) {

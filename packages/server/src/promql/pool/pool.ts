@@ -14,6 +14,7 @@
  */
 import { availableParallelism } from "node:os";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
+import { columnsOf } from "../../storage/columns.ts";
 import type { Queryable } from "../../storage/interface.ts";
 import type { Expr } from "../ast.ts";
 import type { QueryResult } from "../engine/engine.ts";
@@ -24,8 +25,8 @@ import {
   type EncodedAnswer,
   fromWire,
   type JobMessage,
+  packColumns,
   packedTransfer,
-  packSeries,
   type SelectReply,
   toWire,
   unpackResult,
@@ -33,6 +34,12 @@ import {
   type WorkerInit,
   type WorkerMessage,
 } from "./protocol.ts";
+
+/**
+ * Series whose labels one worker keeps per store (a select's labels cross once per worker, not once
+ * per query); past it the worker starts over. About 1 KB each in the worker's heap.
+ */
+const LABELS_KEPT_PER_WORKER = 100_000;
 
 export interface QueryPoolOptions {
   /** Worker threads kept warm once started (started on first use, or by `warm()`). */
@@ -166,6 +173,8 @@ interface Job {
 
 interface Slot {
   readonly worker: Worker;
+  /** Per store (the pool's number for it), the series keys whose labels this worker holds. */
+  readonly knownLabels: Map<number, Set<number>>;
   readonly flag: Int32Array;
   readonly replies: MessagePort;
   ready: boolean;
@@ -184,6 +193,9 @@ class QueryPoolImpl implements QueryPool {
   #rejected = 0;
   #closed = false;
   #readyWaiters: (() => void)[] = [];
+  /** A number per store queried, scoping its series keys in the workers' label caches. */
+  readonly #stores = new WeakMap<Queryable, number>();
+  #nextStore = 1;
 
   constructor(o: QueryPoolOptions) {
     this.#o = o;
@@ -435,12 +447,26 @@ class QueryPoolImpl implements QueryPool {
     const init: WorkerInit = { flag, replies: port2, engine: this.#o.engine, maxSamples: this.#o.maxSamples };
     const worker = new Worker(WORKER_URL, { workerData: init, transferList: [port2] });
     worker.unref();
-    const slot: Slot = { worker, flag: new Int32Array(flag), replies: port1, ready: false };
+    const slot: Slot = {
+      worker,
+      knownLabels: new Map(),
+      flag: new Int32Array(flag),
+      replies: port1,
+      ready: false,
+    };
     this.#slots.add(slot);
     this.#started++;
     worker.on("message", (m: WorkerMessage) => this.#onMessage(slot, m));
     worker.on("error", (err) => this.#onDeath(slot, err));
     worker.on("exit", (code) => this.#onDeath(slot, new Error(`query worker exited with code ${code}`)));
+  }
+
+  #storeId(queryable: Queryable): number {
+    const id = this.#stores.get(queryable);
+    if (id !== undefined) return id;
+    const added = this.#nextStore++;
+    this.#stores.set(queryable, added);
+    return added;
   }
 
   #retire(slot: Slot): Promise<number> {
@@ -504,15 +530,23 @@ class QueryPoolImpl implements QueryPool {
       const q = job.queryable.querier();
       const parts = q.selectParts?.(m.matchers, m.mintMs, m.maxtMs, m.hints);
       if (parts) job.releases.push(parts.release);
-      const data = parts ? parts.rest : q.select(m.matchers, m.mintMs, m.maxtMs, m.hints);
+      const data = parts ? parts.rest : columnsOf(q.select(m.matchers, m.mintMs, m.maxtMs, m.hints));
       // The worker counts the blocks' samples as it reads them, on top of these.
-      for (const s of data) job.loaded += s.values.length;
+      job.loaded += data.offsets[data.length];
       if (job.loaded > this.#o.maxSamples) throw new TooManySamplesError(this.#o.maxSamples, job.loaded);
-      const packed = packSeries(data);
-      reply =
-        parts && parts.blocks.length > 0
-          ? { ok: true, packed, blocks: parts.blocks, liveBlockDirs: parts.liveBlockDirs }
-          : { ok: true, packed };
+      // A split select's columns are keyed and in the store's order (the worker sorts them); the
+      // series of a whole select come sorted and without keys.
+      const store = parts ? this.#storeId(job.queryable) : undefined;
+      let known = store === undefined ? undefined : slot.knownLabels.get(store);
+      const forget = known !== undefined && known.size + data.length > LABELS_KEPT_PER_WORKER;
+      if (store !== undefined && (!known || forget)) {
+        known = new Set();
+        slot.knownLabels.set(store, known);
+      }
+      const packed = packColumns(data, known);
+      const tail =
+        parts && parts.blocks.length > 0 ? { blocks: parts.blocks, liveBlockDirs: parts.liveBlockDirs } : {};
+      reply = { ok: true, packed, store, forget, ...tail };
       transfer = packedTransfer(packed);
     } catch (err) {
       if (job) job.failure = err;

@@ -4,7 +4,13 @@
  */
 import type { MessagePort } from "node:worker_threads";
 import type { Coding } from "../../net/codings.ts";
-import type { LabelMatcher, Labels, SelectHints, SeriesData } from "../../storage/interface.ts";
+import type {
+  LabelMatcher,
+  Labels,
+  SelectHints,
+  SeriesColumns,
+  SeriesData,
+} from "../../storage/interface.ts";
 import type { Expr } from "../ast.ts";
 import type { QueryResult, QueryValue, RangeSeries } from "../engine/engine.ts";
 import {
@@ -92,11 +98,17 @@ export type WorkerMessage =
 /**
  * Main → worker on the reply port: the samples of one select, packed, or why there are none. With
  * `blocks`, `packed` is only the head's part: the worker reads the blocks itself (Querier.selectParts).
+ * With `store` (the pool's number for the queryable), `packed` holds the columns of a split select:
+ * in the store's order, not by labels, and keyed by the store's series keys, under which the worker
+ * keeps the labels it was sent; `forget` tells it to drop those of `store` first (the pool bounds what
+ * each worker keeps).
  */
 export type SelectReply =
   | {
       readonly ok: true;
       readonly packed: PackedSeries;
+      readonly store?: number;
+      readonly forget?: boolean;
       readonly blocks?: readonly { readonly dir: string; readonly fd: number }[];
       readonly liveBlockDirs?: readonly string[];
     }
@@ -105,10 +117,12 @@ export type SelectReply =
 /**
  * Series i has labels[i] (the label sets as one JSON text: one string crosses a thread at the cost of a
  * copy, thousands of small objects at the cost of the structured-clone serializer, on the main thread)
- * and samples offsets[i] … offsets[i+1] − 1 of timestamps and values.
+ * and samples offsets[i] … offsets[i+1] − 1 of timestamps and values. With `keys`, labels[i] is null
+ * for a series whose labels the worker already holds under keys[i] (sent by an earlier select).
  */
 export interface PackedSeries {
   readonly labels: string;
+  readonly keys?: Float64Array;
   readonly offsets: Uint32Array;
   readonly timestamps: Float64Array;
   readonly values: Float64Array;
@@ -135,20 +149,64 @@ export function packSeries(
   return { labels: JSON.stringify(data.map((s) => s.labels)), offsets, timestamps, values };
 }
 
-/** Views into the packed buffers; the engine never writes into selected arrays. */
-export function unpackSeries(p: PackedSeries): SeriesData[] {
-  const labels = JSON.parse(p.labels) as Labels[];
+/**
+ * Columns as they cross (their buffers are transferred, not copied): the labels of a keyed series are
+ * left out when `known` (the keys this worker holds) has its key, and added to `known` otherwise.
+ */
+export function packColumns(c: SeriesColumns, known?: Set<number>): PackedSeries {
+  const labels: (Labels | null)[] = new Array(c.length);
+  const added: number[] = [];
+  for (let i = 0; i < c.length; i++) {
+    const key = c.keys[i];
+    if (known && key >= 0) {
+      if (known.has(key)) {
+        labels[i] = null;
+        continue;
+      }
+      added.push(key);
+    }
+    labels[i] = c.labelsOf(i);
+  }
+  const text = JSON.stringify(labels);
+  // Only once nothing can fail any more: the worker will hold what `known` says it does.
+  for (const key of added) known?.add(key);
+  return {
+    labels: text,
+    keys: known ? c.keys : undefined,
+    offsets: c.offsets,
+    timestamps: c.timestamps,
+    values: c.values,
+  };
+}
+
+/**
+ * Views into the packed buffers; the engine never writes into selected arrays. `cache` holds the
+ * labels of keyed series (frozen: the same objects serve every later query that reads the series).
+ */
+export function unpackSeries(p: PackedSeries, cache?: Map<number, Labels>): SeriesData[] {
+  const labels = JSON.parse(p.labels) as (Labels | null)[];
   const out: SeriesData[] = [];
   for (let i = 0; i < labels.length; i++) {
     const a = p.offsets[i];
     const b = p.offsets[i + 1];
-    out.push({ labels: labels[i], timestamps: p.timestamps.subarray(a, b), values: p.values.subarray(a, b) });
+    const key = p.keys ? p.keys[i] : -1;
+    let l = labels[i];
+    if (l === null) {
+      l = cache?.get(key) ?? null;
+      if (l === null) throw new Error(`query worker: the labels of series ${key} were never sent`);
+    } else if (cache && key >= 0) {
+      for (const x of l) Object.freeze(x);
+      cache.set(key, Object.freeze(l));
+    }
+    out.push({ labels: l, timestamps: p.timestamps.subarray(a, b), values: p.values.subarray(a, b) });
   }
   return out;
 }
 
 export function packedTransfer(p: PackedSeries): ArrayBuffer[] {
-  return [p.offsets.buffer, p.timestamps.buffer, p.values.buffer] as ArrayBuffer[];
+  const buffers = [p.offsets.buffer, p.timestamps.buffer, p.values.buffer];
+  if (p.keys) buffers.push(p.keys.buffer);
+  return buffers as ArrayBuffer[];
 }
 
 /** A QueryResult as it crosses back: vectors and matrices packed like selected series. */

@@ -5,8 +5,9 @@
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
 import { compressSync, MIN_COMPRESS_BYTES } from "../../net/codings.ts";
-import type { Querier, Queryable, SeriesData } from "../../storage/interface.ts";
+import type { Labels, Querier, Queryable, SeriesData } from "../../storage/interface.ts";
 import { BlockSet } from "../../tsdb/block-set.ts";
+import { compareLabels } from "../../tsdb/labels.ts";
 import { createEngine, type QueryResult } from "../engine/engine.ts";
 import { TooManySamplesError } from "../errors.ts";
 import { queryAnswerJson } from "../json.ts";
@@ -51,10 +52,11 @@ const querier: Querier = {
       if (!got) continue;
       const reply = got.message as SelectReply;
       if (!reply.ok) throw fromWire(reply.error);
-      const rest = unpackSeries(reply.packed);
+      const rest = unpackSeries(reply.packed, labelCache(reply.store, reply.forget));
       if (!reply.blocks || reply.blocks.length === 0) {
         for (const s of rest) loaded += s.values.length;
-        return rest;
+        // A split select's columns come in the store's order; a select answers in label order.
+        return reply.store === undefined ? rest : rest.sort((a, b) => compareLabels(a.labels, b.labels));
       }
       // The blocks are read here, off the event loop; the budget is checked as samples come.
       const parts = { blocks: reply.blocks, liveBlockDirs: reply.liveBlockDirs ?? [], rest };
@@ -75,6 +77,18 @@ const querier: Querier = {
   },
 };
 const queryable: Queryable = { querier: () => querier };
+
+/** Labels of the series this worker was sent, per store, by series key (see SelectReply). */
+const labelsByStore = new Map<number, Map<number, Labels>>();
+
+function labelCache(store: number | undefined, forget: boolean | undefined): Map<number, Labels> | undefined {
+  if (store === undefined) return undefined;
+  const m = labelsByStore.get(store);
+  if (m && !forget) return m;
+  const fresh = new Map<number, Labels>();
+  labelsByStore.set(store, fresh);
+  return fresh;
+}
 
 port.on("message", (job: JobMessage) => {
   current = job.id;
