@@ -345,6 +345,19 @@ for (const { dialect, skip } of await testDialects()) {
         .where("id", "=", principal.identityId)
         .executeTakeFirstOrThrow();
       assert.equal(Number(sa.last_used_time), t0 + LAST_USE_INTERVAL_MS);
+      // Another key of the same account within the minute: the key is noted, the account is not written again.
+      await tracker.note(
+        { ...principal, keyId: "another-key" },
+        t0 + LAST_USE_INTERVAL_MS + 1000,
+        "198.51.100.9",
+      );
+      assert.equal(tracker.writes, 3);
+      const sa2 = await t.app.db.db
+        .selectFrom("service_accounts")
+        .select(["last_used_address"])
+        .where("id", "=", principal.identityId)
+        .executeTakeFirstOrThrow();
+      assert.equal(sa2.last_used_address, "198.51.100.8");
       // Through the server: the read key's row carries its use.
       await call("svc.monitoring.v1.AlertService/ListAlertRules", { projectName: p.projectName }, readKey);
       const used = await t.app.db.db

@@ -19,11 +19,10 @@ export class LastUseTracker {
   /** Records a key's (and its service account's) use when its last write is a minute old or more. */
   async note(p: Principal, nowMs: number, address: string): Promise<void> {
     if (p.kind !== "PERSONAL_KEY" && p.kind !== "SERVICE_ACCOUNT_KEY") return;
-    const last = this.written.get(p.keyId);
-    if (last !== undefined && nowMs - last < LAST_USE_INTERVAL_MS) return;
-    if (this.written.size >= MAX_REMEMBERED) this.forget(nowMs);
-    this.written.set(p.keyId, nowMs);
+    if (!this.due(p.keyId, nowMs)) return;
     this.writes++;
+    // An account with many keys is written once a minute too, not once per key.
+    const account = p.kind === "SERVICE_ACCOUNT_KEY" && this.due(`sa:${p.identityId}`, nowMs);
     const before = nowMs - LAST_USE_INTERVAL_MS;
     // One commit for the key and its account, which the request does not wait to flush on PostgreSQL:
     // a crash of the database server can lose at most a minute's last use, which harms nothing.
@@ -34,7 +33,7 @@ export class LastUseTracker {
         .where("id", "=", p.keyId)
         .where((w) => w.or([w("last_used_time", "is", null), w("last_used_time", "<=", before)]))
         .execute();
-      if (p.kind === "SERVICE_ACCOUNT_KEY") {
+      if (account) {
         await trx
           .updateTable("service_accounts")
           .set({ last_used_time: nowMs, last_used_address: address })
@@ -43,6 +42,15 @@ export class LastUseTracker {
           .execute();
       }
     });
+  }
+
+  /** Whether `id`'s last write is a minute old or more; if so, notes one now. */
+  private due(id: string, nowMs: number): boolean {
+    const last = this.written.get(id);
+    if (last !== undefined && nowMs - last < LAST_USE_INTERVAL_MS) return false;
+    if (this.written.size >= MAX_REMEMBERED) this.forget(nowMs);
+    this.written.set(id, nowMs);
+    return true;
   }
 
   private forget(nowMs: number): void {
