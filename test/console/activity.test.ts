@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "playwright-core";
+import { newCpuRule } from "../../packages/server/src/testing/alert-rules.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -52,21 +53,7 @@ describe("console in Chromium: Activity and keys' last use", { skip }, () => {
       capabilities: ["monitoring.read", "monitoring.write"],
       requestId: randomUUID(),
     });
-    await t.clients(w.secret).alerts.saveAlertRule({
-      projectName: p.projectName,
-      id: randomUUID(),
-      requestId: randomUUID(),
-      expectedVersion: "0",
-      spec: {
-        displayName: "cpu",
-        metricId: "cpu_utilization_pct",
-        operator: "GREATER_THAN",
-        threshold: 90,
-        sustainedSeconds: 0,
-        severity: "WARNING",
-        allVms: true,
-      },
-    });
+    await t.clients(w.secret).alerts.saveAlertRule(newCpuRule(p.projectName));
 
     const { page, problems } = await openPage(browser);
     await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
@@ -100,39 +87,13 @@ describe("console in Chromium: Activity and keys' last use", { skip }, () => {
   it("shows a rule's own recent events on its page, its save there included, linked to the filtered Activity page; a viewer gets neither the section nor the call", async () => {
     const p = await t.seedProject("rule-activity", ["web-1"]);
     const owner = t.clients(p.owner.session);
-    const id = randomUUID();
-    const otherId = randomUUID();
-    await owner.alerts.saveAlertRule({
-      projectName: p.projectName,
-      id,
-      requestId: randomUUID(),
-      expectedVersion: "0",
-      spec: {
-        displayName: "cpu",
-        metricId: "cpu_utilization_pct",
-        operator: "GREATER_THAN",
-        threshold: 90,
-        sustainedSeconds: 0,
-        severity: "WARNING",
-        allVms: true,
-      },
-    });
+    const rule = newCpuRule(p.projectName);
+    const { id } = rule;
+    await owner.alerts.saveAlertRule(rule);
     // Another rule's save, which the page must not show.
-    await owner.alerts.saveAlertRule({
-      projectName: p.projectName,
-      id: otherId,
-      requestId: randomUUID(),
-      expectedVersion: "0",
-      spec: {
-        displayName: "cpu 2",
-        metricId: "cpu_utilization_pct",
-        operator: "GREATER_THAN",
-        threshold: 80,
-        sustainedSeconds: 0,
-        severity: "WARNING",
-        allVms: true,
-      },
-    });
+    const other = newCpuRule(p.projectName, { displayName: "cpu 2", threshold: 80 });
+    const otherId = other.id;
+    await owner.alerts.saveAlertRule(other);
     const ruleName = `${p.projectName}/alertRules/${id}`;
 
     const { page, problems } = await openPage(browser);

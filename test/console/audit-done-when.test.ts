@@ -7,6 +7,7 @@ import { after, before, describe, it } from "node:test";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
 import type { Browser, Locator, Page } from "playwright-core";
 import { runSvc } from "../../packages/cli/src/run-in-process.ts";
+import { newCpuRule } from "../../packages/server/src/testing/alert-rules.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -120,22 +121,9 @@ describe("audit log, end to end: the console, a write key and a CI exchange, rea
       capabilities: ["monitoring.read", "monitoring.write"],
       requestId: randomUUID(),
     });
-    const ruleId = randomUUID();
-    await t.clients(w.secret).alerts.saveAlertRule({
-      projectName: p.projectName,
-      id: ruleId,
-      requestId: randomUUID(),
-      expectedVersion: "0",
-      spec: {
-        displayName: "cpu",
-        metricId: "cpu_utilization_pct",
-        operator: "GREATER_THAN",
-        threshold: 90,
-        sustainedSeconds: 0,
-        severity: "WARNING",
-        allVms: true,
-      },
-    });
+    const rule = newCpuRule(p.projectName);
+    const ruleId = rule.id;
+    await t.clients(w.secret).alerts.saveAlertRule(rule);
 
     // 3. A CI token exchanged by the workflow of an approved trust (the local GitHub OIDC issuer).
     const anon = t.clients().client(AutomationService);

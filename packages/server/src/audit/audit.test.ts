@@ -4,6 +4,7 @@ import { after, before, describe, it } from "node:test";
 import { actorOf } from "../iam/actor.ts";
 import { methodAccess } from "../iam/capabilities.ts";
 import type { CiTokenPrincipal } from "../iam/principal.ts";
+import { newCpuRule } from "../testing/alert-rules.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { ADMIN_TOKEN, type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
@@ -155,21 +156,7 @@ for (const { dialect, skip } of await testDialects()) {
     });
 
     it("a save with a write key names the key; a refused call is recorded with its reason and resource", async () => {
-      const body = {
-        projectName: p.projectName,
-        id: randomUUID(),
-        requestId: randomUUID(),
-        expectedVersion: "0",
-        spec: {
-          displayName: "cpu",
-          metricId: "cpu_utilization_pct",
-          operator: "GREATER_THAN",
-          threshold: 90,
-          sustainedSeconds: 0,
-          severity: "WARNING",
-          allVms: true,
-        },
-      };
+      const body = newCpuRule(p.projectName);
       assert.equal(await call("svc.monitoring.v1.AlertService/SaveAlertRule", body, writeKey), 200);
       const [ok] = (await count("svc.monitoring.v1.AlertService/SaveAlertRule")).filter(
         (e) => e.request_id === body.requestId,
@@ -345,6 +332,19 @@ for (const { dialect, skip } of await testDialects()) {
         .where("id", "=", principal.identityId)
         .executeTakeFirstOrThrow();
       assert.equal(Number(sa.last_used_time), t0 + LAST_USE_INTERVAL_MS);
+      // Another key of the same account within the minute: the key is noted, the account is not written again.
+      await tracker.note(
+        { ...principal, keyId: "another-key" },
+        t0 + LAST_USE_INTERVAL_MS + 1000,
+        "198.51.100.9",
+      );
+      assert.equal(tracker.writes, 3);
+      const sa2 = await t.app.db.db
+        .selectFrom("service_accounts")
+        .select(["last_used_address"])
+        .where("id", "=", principal.identityId)
+        .executeTakeFirstOrThrow();
+      assert.equal(sa2.last_used_address, "198.51.100.8");
       // Through the server: the read key's row carries its use.
       await call("svc.monitoring.v1.AlertService/ListAlertRules", { projectName: p.projectName }, readKey);
       const used = await t.app.db.db

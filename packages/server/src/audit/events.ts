@@ -1,5 +1,5 @@
-import { PostgresAdapter, sql } from "kysely";
-import type { Db } from "../db/database.ts";
+import { sql } from "kysely";
+import { type Db, lazyCommit } from "../db/database.ts";
 import { invalidArgument } from "../errors.ts";
 import type { Actor } from "../iam/actor.ts";
 import { methodAccess } from "../iam/capabilities.ts";
@@ -59,15 +59,9 @@ const MAX_USER_AGENT = 256;
  * same project is recorded as its replay.
  */
 export async function recordAuditEvent(db: Db, e: AuditEventInput): Promise<AuditEvent> {
-  // On PostgreSQL an event written on its own (a call that changed nothing in a transaction: a refusal,
-  // an error) commits without waiting for its WAL flush; the next synchronous commit flushes it, and
-  // only a crash of the database server within the WAL writer's delay loses it (docs/audit.md).
-  if (db.getExecutor().adapter instanceof PostgresAdapter)
-    return db.transaction().execute(async (trx) => {
-      await sql`set local synchronous_commit = off`.execute(trx);
-      return insertAuditEvent(trx, e);
-    });
-  return insertAuditEvent(db, e);
+  // An event written on its own (a call that changed nothing in a transaction: a refusal, an error)
+  // does not wait for its WAL flush on PostgreSQL (docs/audit.md).
+  return lazyCommit(db, (trx) => insertAuditEvent(trx, e));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from "kysely";
+import { Kysely, Migrator, PostgresAdapter, PostgresDialect, SqliteDialect, sql } from "kysely";
 import type { Registry } from "../instrument.ts";
 import { createDbMetrics, type DbMetrics } from "./instrumentation.ts";
 import { migrations } from "./migrations/index.ts";
@@ -111,4 +111,18 @@ async function migrate(db: Db): Promise<void> {
   if (error || failed) {
     throw new Error(`database migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
   }
+}
+
+/**
+ * Runs `fn` in one transaction whose commit, on PostgreSQL, does not wait for its WAL flush (the next
+ * synchronous commit flushes it): for records that only a crash of the database server within the WAL
+ * writer's delay could lose, and whose loss harms nothing (an audit event of a call that changed
+ * nothing, a key's last use). SQLite commits as usual.
+ */
+export async function lazyCommit<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  return db.transaction().execute(async (trx) => {
+    if (postgres) await sql`set local synchronous_commit = off`.execute(trx);
+    return fn(trx);
+  });
 }
