@@ -20,6 +20,7 @@ import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
 import { connectPlugin } from "./connect-plugin.ts";
 import { remoteAddressKey } from "./context.ts";
 import { instrumentHttp } from "./instrumentation.ts";
+import { sizeBoundOf } from "./response-size.ts";
 
 /** Keys redacted from every log line: credentials never reach the logs. */
 export const redactPaths = [
@@ -224,6 +225,9 @@ function responseLimit(maxBytes: number): Interceptor {
   return (next) => async (req) => {
     const res = await next(req);
     if (res.stream) return res;
+    // A handler's declared bound spares the encode that measures (response-size.ts).
+    const bound = sizeBoundOf(res.message);
+    if (bound !== undefined && bound <= maxBytes) return res;
     const binary =
       req.requestMethod === "GET"
         ? new URL(req.url).searchParams.get("encoding") === "proto"

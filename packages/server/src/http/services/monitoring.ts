@@ -18,6 +18,13 @@ import {
   type VmQueryResult,
 } from "../../metrics/query.ts";
 import { humanOf, principalOf } from "../context.ts";
+import {
+  labelsBoundBytes,
+  MESSAGE_BOUND_BYTES,
+  POINT_BOUND_BYTES,
+  stringBoundBytes,
+  withSizeBound,
+} from "../response-size.ts";
 
 export interface MonitoringDeps {
   db: Db;
@@ -58,7 +65,8 @@ export function registerMonitoringService(router: ConnectRouter, deps: Monitorin
     queryVMMonitoring: async (r, ctx) => {
       await authorizeVm(db, principalOf(ctx), r.name);
       if (!deps.vmQuery) throw new SvcError("unimplemented", "QueryVMMonitoring is not configured");
-      return queryResponse(await queryVmMonitoring(deps.vmQuery, r));
+      const answer = queryResponse(await queryVmMonitoring(deps.vmQuery, r));
+      return withSizeBound(answer, queryResponseBound(answer));
     },
     enableExpandedMonitoring: async (r, ctx) => {
       humanOf(ctx);
@@ -121,4 +129,31 @@ function pointMessages(c: PointColumns): Point[] {
   for (let i = 0; i < out.length; i++)
     out[i] = { $typeName: "svc.monitoring.v1.Point", timeUnix: BigInt(c.timeUnix[i]), value: c.value[i] };
   return out;
+}
+
+/**
+ * An upper bound of the answer's size in JSON and in binary (response-size.ts), from the number of
+ * messages, the strings' lengths and the points: a walk over series, not points, where encoding the
+ * answer to measure it cost as much as sending it.
+ */
+export function queryResponseBound(m: QueryVMMonitoringResponse): number {
+  let n = 3 * MESSAGE_BOUND_BYTES; // the answer, its quality, and the answer's own scalars
+  for (const s of m.series) {
+    n += MESSAGE_BOUND_BYTES + s.points.length * POINT_BOUND_BYTES;
+    n += stringBoundBytes(s.metricId) + stringBoundBytes(s.unit) + stringBoundBytes(s.source);
+    n += labelsBoundBytes(s.labels);
+  }
+  const q = m.quality;
+  if (q) {
+    for (const s of q.series) {
+      n += MESSAGE_BOUND_BYTES + s.gaps.length * MESSAGE_BOUND_BYTES;
+      n += stringBoundBytes(s.metricId) + stringBoundBytes(s.source) + labelsBoundBytes(s.labels);
+    }
+    for (const e of q.errors) {
+      n += MESSAGE_BOUND_BYTES;
+      n += stringBoundBytes(e.metricId) + stringBoundBytes(e.code) + stringBoundBytes(e.message);
+      n += stringBoundBytes(e.reason);
+    }
+  }
+  return n;
 }
