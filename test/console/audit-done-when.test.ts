@@ -154,7 +154,8 @@ describe("audit log, end to end: the console, a write key and a CI exchange, rea
     const user = p.owner.user;
     const saAccount = sa.name;
     const want = [
-      { method: "svc.iam.v1.KeyService/CreateKey", resource: p.projectName, kind: "USER", actor: user },
+      // A create names what it created: the key.
+      { method: "svc.iam.v1.KeyService/CreateKey", resource: firstKey, kind: "USER", actor: user },
       { method: "svc.iam.v1.KeyService/RotateKey", resource: firstKey, kind: "USER", actor: user },
       { method: "svc.iam.v1.KeyService/RevokeKey", resource: secondKey, kind: "USER", actor: user },
       {
@@ -193,7 +194,7 @@ describe("audit log, end to end: the console, a write key and a CI exchange, rea
     }
     // The console's calls carry the browser's user agent; the CI exchange names its workflow.
     for (const m of ["CreateKey", "RotateKey", "RevokeKey"]) {
-      const e = events.find((x) => x.method.endsWith(`/${m}`) && x.resource !== sa.name);
+      const e = events.find((x) => x.method.endsWith(`/${m}`) && !x.resource.startsWith(`${sa.name}/`));
       assert.match(e?.userAgent ?? "", /HeadlessChrome/, m);
     }
     const exchange = events.find((e) => e.method.endsWith("/ExchangeCIToken"));

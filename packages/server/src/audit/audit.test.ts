@@ -155,6 +155,165 @@ for (const { dialect, skip } of await testDialects()) {
       assert.equal(login.at(-1)?.actor, p.owner.user, "a sign-in names the user it signed in");
     });
 
+    it("a create names what it created (so the resource's own log starts with it); a refused one the parent", async () => {
+      const owner = t.clients(p.owner.session);
+      const sa = await owner.serviceAccounts.createServiceAccount({
+        parent: p.projectName,
+        displayName: "creator",
+        template: "Metrics scraper",
+      });
+      const nowS = () => BigInt(Math.floor(t.clock.ms / 1000));
+      // Each create method, called successfully; the name of what it created, read from its answer.
+      const creates: Record<string, () => Promise<string | undefined>> = {
+        "svc.monitoring.v1.SilenceService/CreateSilence": async () =>
+          (
+            await owner.silences.createSilence({
+              projectName: p.projectName,
+              comment: "reboot",
+              vmNames: [p.vms[0] ?? ""],
+              startTimeUnix: 0n,
+              endTimeUnix: nowS() + 600n,
+              requestId: randomUUID(),
+            })
+          ).name,
+        "svc.monitoring.v1.DestinationService/CreateDestination": async () => {
+          const d = await owner.destinations.createDestination({
+            projectName: p.projectName,
+            displayName: "created",
+            kind: "WEBHOOK",
+            url: `${peer.url}/hooks/created`,
+            requestId: randomUUID(),
+          });
+          secrets.push(d.webhookSecret);
+          return d.destination?.name;
+        },
+        "svc.iam.v1.ServiceAccountService/CreateServiceAccount": async () =>
+          (
+            await owner.serviceAccounts.createServiceAccount({
+              parent: p.projectName,
+              displayName: "another",
+              template: "Metrics scraper",
+            })
+          ).name,
+        "svc.iam.v1.KeyService/CreateKey": async () => {
+          const k = await owner.keys.createKey({
+            parent: sa.name,
+            displayName: "created",
+            capabilities: ["monitoring.read"],
+            requestId: randomUUID(),
+          });
+          secrets.push(k.secret ?? "");
+          return k.key?.name;
+        },
+        "svc.iam.v1.AutomationService/StartCITrustSetup": async () => {
+          const s = await owner.automation.startCITrustSetup({
+            serviceAccount: sa.name,
+            intended: {
+              repository: "acme/deploy",
+              workflow: ".github/workflows/deploy.yml",
+              branch: "main",
+              event: "push",
+            },
+          });
+          secrets.push(s.pairingCode);
+          return s.trust?.name;
+        },
+        "svc.admin.v1.ProjectService/CreateProject": async () =>
+          (await t.admin.projects.createProject({ projectId: `made-${dialect.name}` })).name,
+        "svc.admin.v1.UserService/CreateUser": async () => {
+          const password = `pw-${randomUUID()}`;
+          secrets.push(password);
+          return (await t.admin.users.createUser({ email: `made-${randomUUID()}@example.com`, password }))
+            .name;
+        },
+        "svc.admin.v1.VMService/CreateVM": async () =>
+          (
+            await t.admin.vms.createVM({
+              parent: p.projectName,
+              vmId: "made-1",
+              location: "dc-1",
+              vcpus: 1,
+              memoryBytes: 1n << 30n,
+            })
+          ).name,
+        "svc.admin.v1.VMService/CreateMaintenanceWindow": async () =>
+          (
+            await t.admin.vms.createMaintenanceWindow({
+              parent: p.projectName,
+              vms: [p.vms[0] ?? ""],
+              startTimeUnix: nowS(),
+              endTimeUnix: nowS() + 600n,
+              reason: "made",
+            })
+          ).name,
+      };
+      // A new create method without a row here fails: its event must name what it creates too.
+      const createMethods = auditedMethods.filter((m) => /\/(Create|StartCITrustSetup$)/.test(m));
+      assert.deepEqual(Object.keys(creates).sort(), createMethods.sort());
+      for (const [m, create] of Object.entries(creates)) {
+        const before = new Set((await count(m)).map((e) => e.id));
+        const name = await create();
+        assert.ok(name, `${m}: the answer names what it created`);
+        const added = (await count(m)).filter((e) => !before.has(e.id));
+        assert.equal(added.length, 1, `${m}: one event`);
+        assert.equal(added[0]?.outcome, "ok", m);
+        assert.equal(added[0]?.resource, name, `${m}: the event names the created resource`);
+        // The resource's own page (RecentActivity) lists its events by this filter: its creation is among them.
+        const own = await listAuditEvents(t.app.db.db, PAGE_KEY, { resource: name, method: m });
+        assert.deepEqual(
+          own.events.map((e) => e.id),
+          [added[0]?.id],
+          `${m}: listed on its own page`,
+        );
+      }
+      // A retried create (same requestId) names the resource the first call created.
+      const body = {
+        projectName: p.projectName,
+        comment: "again",
+        vmNames: [p.vms[0] ?? ""],
+        startTimeUnix: 0n,
+        endTimeUnix: nowS() + 600n,
+        requestId: randomUUID(),
+      };
+      const first = await owner.silences.createSilence(body);
+      await owner.silences.createSilence(body);
+      const replays = (await count("svc.monitoring.v1.SilenceService/CreateSilence")).filter(
+        (e) => e.request_id === body.requestId,
+      );
+      assert.deepEqual(replays.map((e) => [e.resource, Number(e.replay)]).sort(), [
+        [first.name, 0],
+        [first.name, 1],
+      ]);
+      // A refused create created nothing: its event names the parent it was asked of.
+      const refused = {
+        parent: sa.name,
+        displayName: "x",
+        capabilities: ["monitoring.read"],
+        requestId: randomUUID(),
+      };
+      assert.equal(await call("svc.iam.v1.KeyService/CreateKey", refused, writeKey), 403);
+      const [r] = (await count("svc.iam.v1.KeyService/CreateKey")).filter(
+        (e) => e.request_id === refused.requestId,
+      );
+      assert.equal(r?.resource, sa.name);
+      assert.equal(r?.outcome, "HUMAN_ONLY");
+      // So does one that failed after its checks (a VM id already taken).
+      const before = new Set((await count("svc.admin.v1.VMService/CreateVM")).map((e) => e.id));
+      const dup = {
+        parent: p.projectName,
+        vmId: "made-1",
+        location: "dc-1",
+        vcpus: 1,
+        memoryBytes: "1073741824",
+      };
+      assert.equal(await call("svc.admin.v1.VMService/CreateVM", dup, ADMIN_TOKEN), 409);
+      const failed = (await count("svc.admin.v1.VMService/CreateVM")).filter((e) => !before.has(e.id));
+      assert.deepEqual(
+        failed.map((e) => [e.resource, e.outcome]),
+        [[p.projectName, "ALREADY_EXISTS"]],
+      );
+    });
+
     it("a save with a write key names the key; a refused call is recorded with its reason and resource", async () => {
       const body = newCpuRule(p.projectName);
       assert.equal(await call("svc.monitoring.v1.AlertService/SaveAlertRule", body, writeKey), 200);

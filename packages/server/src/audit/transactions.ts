@@ -9,9 +9,21 @@ export interface PendingAudit {
   written: boolean;
   /** Set when the handler has answered: later transactions (work it started) are not its change. */
   closed: boolean;
+  /** What the call created, once the handler knows: the event of its success names it, not the parent. */
+  created?: string;
 }
 
 export const pendingAudit = new AsyncLocalStorage<PendingAudit>();
+
+/**
+ * Names the resource a create is creating, before its transaction commits: the event of a successful
+ * create names it, so the resource's own log starts with its creation (a refused or failed create names
+ * the parent it was asked of: nothing was created). A no-op outside an audited call.
+ */
+export function noteCreated(name: string): void {
+  const p = pendingAudit.getStore();
+  if (p && !p.closed) p.created = name;
+}
 
 /** Marks a wrapped database, so wrapping twice writes one event, not two. */
 const WRAPPED = Symbol("audited transactions");

@@ -101,10 +101,12 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
         pending = {
           written: false,
           closed: false,
-          event: () => eventOf(deps, method, req, { ...note, outcome: "ok" }, p, r, address),
+          event: () => eventOf(deps, method, req, succeeded(note, pending), p, r, address),
         };
         res = await pendingAudit.run(pending, () => h({ ...req, body }));
         pending.closed = true;
+        // A create recorded after it answers (no transaction of its own, or a replay) names it too.
+        if (res.status === 200 && pending.created) note.resource = pending.created;
       } else {
         res = await h({ ...req, body });
       }
@@ -130,6 +132,11 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
     allowedMethods: h.allowedMethods,
     supportedContentType: h.supportedContentType,
   });
+}
+
+/** The note of a call that succeeded: a create names what it created (audit/transactions.ts). */
+function succeeded(note: AuditNote, pending: PendingAudit | undefined): AuditNote {
+  return { ...note, outcome: "ok", resource: pending?.created ?? note.resource };
 }
 
 function eventOf(

@@ -1,3 +1,4 @@
+import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { ApiKeyTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
@@ -159,7 +160,11 @@ export async function createKey(
   const scope = `CreateKey:${actor.userId}`;
   const hash = bodyHash({ ...input, requestId: undefined });
   const replay = await findReplay<{ keyId: string }>(db, scope, input.requestId, hash);
-  if (replay) return replayed(db, replay.keyId, nowMs);
+  if (replay) {
+    const again = await replayed(db, replay.keyId, nowMs);
+    noteCreated(again.key.name);
+    return again;
+  }
   const caps = validateCapabilities(input.capabilities, allowed);
   return issue(db, actor, scope, input.requestId, hash, nowMs, {
     projectId: parent.projectId,
@@ -168,6 +173,7 @@ export async function createKey(
     caps,
     days,
     rotationGroup: newId(),
+    created: true,
   });
 }
 
@@ -187,6 +193,8 @@ interface IssueSpec {
   retireOthersAtMs?: number;
   /** Recovery: this key (whose secret was lost) is revoked in the same transaction, before the insert. */
   revokeKeyId?: string;
+  /** CreateKey: its event names the new key (a rotation's and a recovery's name the key they replace). */
+  created?: boolean;
 }
 
 async function issue(
@@ -217,6 +225,7 @@ async function issue(
     last_used_time: null,
     last_used_address: "",
   };
+  if (spec.created) noteCreated(keyName(row));
   try {
     await db.transaction().execute(async (tx) => {
       // The idempotency record goes first: a concurrent duplicate fails on its primary key and

@@ -1,3 +1,4 @@
+import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { ServiceAccountTable } from "../db/schema.ts";
 import { invalidArgument, notFound } from "../errors.ts";
@@ -77,6 +78,7 @@ export async function createServiceAccount(
     last_used_time: null,
     last_used_address: "",
   };
+  noteCreated(serviceAccountName(projectId, row.id));
   await db.insertInto("service_accounts").values(row).execute();
   return toView(row);
 }

@@ -1,3 +1,4 @@
+import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { type Role, roles } from "../iam/capabilities.ts";
@@ -38,6 +39,7 @@ export async function createProject(
       reason: "ALREADY_EXISTS",
     });
   const row = { id: input.projectId, display_name: input.displayName || input.projectId, create_time: nowMs };
+  noteCreated(projectName(row.id));
   await db.insertInto("projects").values(row).execute();
   return toProject(row);
 }
@@ -82,6 +84,7 @@ export async function createUser(
     password_hash: await hashPassword(input.password),
     create_time: nowMs,
   };
+  noteCreated(`users/${row.id}`);
   await db.insertInto("users").values(row).execute();
   return toUser(row);
 }

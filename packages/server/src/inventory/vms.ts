@@ -1,3 +1,4 @@
+import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { VmTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
@@ -107,6 +108,7 @@ export async function createVm(db: Db, input: CreateVmInput, nowMs: number): Pro
     create_time: nowMs,
     delete_time: null,
   };
+  noteCreated(vmName({ projectId, location: input.location, vmId: input.vmId }));
   await db.insertInto("vms").values(row).execute();
   return toVmView(row);
 }
@@ -298,6 +300,7 @@ export async function createMaintenanceWindow(
     await loadVm(db, ref, v);
   }
   const id = newId();
+  noteCreated(`${input.parent}/maintenanceWindows/${id}`);
   await db
     .insertInto("maintenance_windows")
     .values({

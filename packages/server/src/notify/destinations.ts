@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { detachDestination, ruleName, rulesNamingDestination } from "../alerts/rules.ts";
+import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { DestinationTable } from "../db/schema.ts";
 import { capabilityDenied, invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
@@ -262,12 +263,14 @@ export async function createDestination(
     ...(integrationKey ? { integrationKey } : {}),
   });
   const replay = await findReplay<{ id: string }>(db, scope, input.requestId, hash);
-  if (replay)
+  if (replay) {
+    noteCreated(destinationName(projectId, replay.id));
     return {
       destination: await view(db, await loadDestination(db, projectId, replay.id), nowMs),
       webhookSecret: "",
       replayed: true,
     };
+  }
   let userIds: string[] = [];
   let display = "";
   let url = "";
@@ -298,6 +301,7 @@ export async function createDestination(
   const id = randomBytes(10).toString("hex");
   const secret = kind === "WEBHOOK" ? generateWebhookSecret() : "";
   const codes = new Map(userIds.map((u) => [u, randomBytes(6).toString("base64url")]));
+  noteCreated(destinationName(projectId, id));
   await db.transaction().execute(async (tx) => {
     await tx
       .insertInto("idempotency_records")

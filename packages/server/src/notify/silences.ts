@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { SilenceTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
@@ -253,9 +254,13 @@ export async function createSilence(
     vmNames: input.vmNames,
   });
   const replay = await findReplay<{ id: string }>(db, scope, input.requestId, hash);
-  if (replay) return view(await load(db, projectId, replay.id), nowMs, true);
+  if (replay) {
+    noteCreated(silenceName(projectId, replay.id));
+    return view(await load(db, projectId, replay.id), nowMs, true);
+  }
   const c = await checkInput(db, projectId, input, nowMs);
   const id = randomBytes(10).toString("hex");
+  noteCreated(silenceName(projectId, id));
   const actor = attributionOf(p);
   const row: SilenceTable = {
     id,

@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { noteCreated } from "../../audit/transactions.ts";
 import type { Db } from "../../db/database.ts";
 import type { CiTrustTable } from "../../db/schema.ts";
 import { invalidArgument, notFound } from "../../errors.ts";
@@ -244,6 +245,7 @@ export async function startSetup(
       create_time: now,
       ...fields,
     };
+    noteCreated(trustName(row.project_id, id));
     await db.insertInto("ci_trusts").values(row).execute();
   }
   return { setupId, pairingCode, audience: row.audience, expireTimeMs, trust: toView(row, now) };
