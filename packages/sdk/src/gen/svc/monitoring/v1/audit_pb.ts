@@ -66,7 +66,8 @@ export type AuditEvent = Message<"svc.monitoring.v1.AuditEvent"> & {
   method: string;
 
   /**
-   * The resource the request named (its name, parent or project), empty when it named none.
+   * The resource the call acted on: for a successful create the resource it created, otherwise the name,
+   * parent or project the request named (a refused or failed create: its parent); empty when it named none.
    *
    * @generated from field: string resource = 8;
    */
