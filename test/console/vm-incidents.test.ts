@@ -119,7 +119,8 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
     assert.match((await spark.locator("path").getAttribute("d")) ?? "", /^M[\d.]+,[\d.]+L/);
     // Four rows, one read naming all four VMs; the VM without samples has no line at all (never 0).
     await page.waitForLoadState("networkidle");
-    assert.equal(sparkReads.length, 1, sparkReads.join("\n"));
+    // One read (react-query may retry it once if a loaded machine answers it with an error: the same read).
+    assert.equal(new Set(sparkReads).size, 1, sparkReads.join("\n"));
     const [method, search] = sparkReads[0].split(" ");
     assert.equal(method, "GET", "a read");
     const form = new URLSearchParams(search);
