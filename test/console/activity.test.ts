@@ -10,6 +10,7 @@ import {
   launchBrowser,
   openPage,
   signIn,
+  untilInPage,
 } from "../../packages/server/src/testing/browser.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
@@ -72,10 +73,13 @@ describe("console in Chromium: Activity and keys' last use", { skip }, () => {
 
     await page.getByLabel("Method").fill("RotateKey");
     // The filtered page replaces the table (a loading state between): wait for the one row it holds.
-    await page.waitForFunction(`(() => {
-      const rows = document.querySelectorAll('[data-testid="activity-table"] tbody tr');
-      return rows.length === 1 && rows[0].textContent.includes("RotateKey");
-    })()`);
+    await untilInPage(
+      page,
+      `(() => {
+        const rows = document.querySelectorAll('[data-testid="activity-table"] tbody tr');
+        return rows.length === 1 && rows[0].textContent.includes("RotateKey");
+      })()`,
+    );
 
     // The write key was used once: its row says when and from where; the revoked lineage never.
     await page.getByRole("link", { name: "API keys" }).click();
@@ -107,10 +111,13 @@ describe("console in Chromium: Activity and keys' last use", { skip }, () => {
     await page.getByTestId("alert-form").locator("input[name=threshold]").fill("85");
     await page.getByRole("button", { name: "Save", exact: true }).click();
     await page.getByTestId("alert-notice").getByText("Saved version 2.").waitFor();
-    await page.waitForFunction(`(() => {
-      const rows = [...document.querySelectorAll('[data-testid="recent-activity"] tbody tr')];
-      return rows.filter((r) => r.textContent.includes("SaveAlertRule")).length === 2;
-    })()`);
+    await untilInPage(
+      page,
+      `(() => {
+        const rows = [...document.querySelectorAll('[data-testid="recent-activity"] tbody tr')];
+        return rows.filter((r) => r.textContent.includes("SaveAlertRule")).length === 2;
+      })()`,
+    );
     // Newest first: the console's save (the browser's user agent), by the signed-in user, with its fields.
     const newest = recent.locator("tbody tr").first();
     assert.match((await newest.textContent()) ?? "", /SaveAlertRule/);
@@ -125,10 +132,13 @@ describe("console in Chromium: Activity and keys' last use", { skip }, () => {
     );
     assert.equal(await page.getByLabel("Resource").inputValue(), ruleName);
     const table = page.getByTestId("activity-table");
-    await page.waitForFunction(`(() => {
-      const rows = document.querySelectorAll('[data-testid="activity-table"] tbody tr');
-      return rows.length === 2 && [...rows].every((r) => r.textContent.includes(${JSON.stringify(id)}));
-    })()`);
+    await untilInPage(
+      page,
+      `(() => {
+        const rows = document.querySelectorAll('[data-testid="activity-table"] tbody tr');
+        return rows.length === 2 && [...rows].every((r) => r.textContent.includes(${JSON.stringify(id)}));
+      })()`,
+    );
     assert.equal(await table.locator("tbody tr").filter({ hasText: otherId }).count(), 0);
     assert.deepEqual(problems, []);
 

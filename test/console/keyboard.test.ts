@@ -8,6 +8,7 @@ import {
   launchBrowser,
   openPage,
   signIn,
+  untilInPage,
 } from "../../packages/server/src/testing/browser.ts";
 import { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
@@ -95,7 +96,7 @@ describe("console by keyboard: skip link, focus after navigation, chart tables, 
     await page.keyboard.press("Enter");
     await page.waitForURL(`${base}/alerts`);
     await page.getByRole("heading", { level: 1, name: "Alert rules" }).waitFor();
-    await page.waitForFunction(`document.activeElement.tagName === "H1"`);
+    await untilInPage(page, `document.activeElement.tagName === "H1"`);
     assert.equal((await focused(page)).text, "Alert rules");
     assert.equal(await nav.getByRole("link", { name: "Alert rules" }).getAttribute("aria-current"), "page");
     assert.equal(

@@ -70,3 +70,17 @@ export async function signIn(page: Page, baseUrl: string, email: string, passwor
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("navigation", { name: "Console" }).waitFor();
 }
+
+/**
+ * Polls a predicate in the page until it holds. page.waitForFunction would poll a string predicate with
+ * eval inside the page, which the console's CSP (script-src 'self') refuses once the first check fails;
+ * page.evaluate hands the expression to the DevTools protocol, which the CSP does not govern.
+ */
+export async function untilInPage(page: Page, expression: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (await page.evaluate(expression)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting in the page for ${expression}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
