@@ -245,27 +245,7 @@ export function encodeSeriesColumns(
     p += labelFields.length;
     for (let j = 0; j < samples.length; j++) {
       const i = samples[j];
-      const t = timestampsMs[i];
-      const v = values[i];
-      buf[p++] = TAG_TS_SAMPLE;
-      buf[p++] = sampleBodyLen(v, t); // at most 20: one byte
-      if (!isPositiveZero(v)) {
-        buf[p++] = TAG_SAMPLE_VALUE;
-        const b = i * 8;
-        buf[p] = valueBytes[b];
-        buf[p + 1] = valueBytes[b + 1];
-        buf[p + 2] = valueBytes[b + 2];
-        buf[p + 3] = valueBytes[b + 3];
-        buf[p + 4] = valueBytes[b + 4];
-        buf[p + 5] = valueBytes[b + 5];
-        buf[p + 6] = valueBytes[b + 6];
-        buf[p + 7] = valueBytes[b + 7];
-        p += 8;
-      }
-      if (t !== 0) {
-        buf[p++] = TAG_SAMPLE_TS;
-        p = putVarint(buf, p, t);
-      }
+      p = putSample(buf, p, valueBytes, values[i], timestampsMs[i], i);
     }
   }
   if (p !== size) throw new Error(`remote write encoder: wrote ${p} bytes, sized ${size}`);
