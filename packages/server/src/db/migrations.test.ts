@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -71,6 +71,13 @@ it("SCHEMA_VERSION names the newest migration", () => {
     names.map(schemaVersionOf),
     names.map((_, i) => i + 1),
   );
+});
+
+it("docs/operations.md states this build's schema version and newest migration", () => {
+  const doc = readFileSync(join(import.meta.dirname, "../../../../docs/operations.md"), "utf8");
+  const row = doc.split("\n").find((l) => l.startsWith("| control-plane schema |"));
+  assert.ok(row?.endsWith(`| ${SCHEMA_VERSION} (\`${LATEST_MIGRATION}\`) |`), row);
+  assert.ok(doc.includes(`this build's newest (${LATEST_MIGRATION}, schema version ${SCHEMA_VERSION})`));
 });
 
 for (const { dialect, skip } of await testDialects()) {
