@@ -6,7 +6,13 @@ import { randomUUID } from "node:crypto";
  */
 export function newCpuRule(
   projectName: string,
-  spec: { threshold?: number; displayName?: string; allVms?: boolean; vmNames?: string[] } = {},
+  spec: {
+    threshold?: number;
+    displayName?: string;
+    allVms?: boolean;
+    vmNames?: string[];
+    destinationNames?: string[];
+  } = {},
 ) {
   return {
     projectName,
