@@ -1,5 +1,6 @@
 import { Link } from "wouter";
 import { CopyButton, Page, Pre } from "../components/ui.tsx";
+import { scrapeConfigYaml } from "../scrape-config.ts";
 import { useProject, useSession } from "../session.tsx";
 
 /**
@@ -48,22 +49,7 @@ datasources:
       httpHeaderValue1: Bearer svcs_REPLACE_ME
 `;
 
-  const scrapeConfig = `scrape_configs:
-  - job_name: svc
-    # Required: without it Prometheus stamps old (buffered) observations with the scrape time.
-    honor_timestamps: true
-    scrape_interval: 60s
-    scrape_timeout: 10s
-    authorization:
-      type: Bearer
-      credentials_file: /etc/prometheus/svc-token
-    http_sd_configs:
-      - url: ${discovery}
-        refresh_interval: 5m
-        authorization:
-          type: Bearer
-          credentials_file: /etc/prometheus/svc-token
-`;
+  const scrapeConfig = scrapeConfigYaml(discovery);
 
   const discoveryAnswer = `[
   {

@@ -4,7 +4,16 @@ import { randomUUID } from "node:crypto";
  * A SaveAlertRule request creating a new rule (a fresh id, version 0) that watches every VM's CPU above
  * 90 % at once: the rule tests save when what matters is who saved it, not what it watches.
  */
-export function newCpuRule(projectName: string, spec: { threshold?: number; displayName?: string } = {}) {
+export function newCpuRule(
+  projectName: string,
+  spec: {
+    threshold?: number;
+    displayName?: string;
+    allVms?: boolean;
+    vmNames?: string[];
+    destinationNames?: string[];
+  } = {},
+) {
   return {
     projectName,
     id: randomUUID(),
