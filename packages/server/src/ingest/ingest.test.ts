@@ -181,8 +181,9 @@ describe("remote-write ingest", () => {
     assert.match(res.body, /not_permitted: 3 series/);
     const fs = await read("ing", "svc_vm_filesystem_used_bytes", mine);
     assert.equal(labelValue(fs[0].labels, "source"), "guest_agent");
-    // A new token for the VM replaces the old one.
-    await issueAgentToken(t.app.db.db, parseVmName(mine), t.clock.now());
+    // A new token for the VM replaces the old one once it is used (credentials.test.ts: the grace period).
+    const next = await issueAgentToken(t.app.db.db, parseVmName(mine), t.clock.now());
+    assert.equal((await push(next, [])).status, 204);
     assert.equal((await push(token, [])).status, 401);
   });
 
