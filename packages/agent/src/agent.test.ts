@@ -23,10 +23,16 @@ interface Received {
   req: WriteRequest;
 }
 
-/** A loopback remote-write receiver that answers `status()` and keeps what it decoded. */
+/**
+ * A loopback remote-write receiver that answers `status()` and keeps what it accepted; a 400 carries
+ * svc's `Svc-Ingest-Refused` header when `refusal` is set (a proxy's 400 does not).
+ */
 class Receiver {
   readonly got: Received[] = [];
-  status = () => 204;
+  /** Every request's sample timestamps and answer, accepted or not. */
+  readonly seen: { timestamps: number[]; status: number }[] = [];
+  status: (req: WriteRequest, headers: IncomingHttpHeaders) => number = () => 204;
+  refusal: string | undefined;
   #server: Server | undefined;
   port = 0;
 
@@ -35,10 +41,13 @@ class Receiver {
       const chunks: Buffer[] = [];
       r.on("data", (c: Buffer) => chunks.push(c));
       r.on("end", () => {
-        const st = this.status();
-        if (st < 300)
-          this.got.push({ headers: r.headers, req: decodeRemoteWriteBody(Buffer.concat(chunks)) });
-        res.writeHead(st).end(st < 300 ? "" : "refused by test");
+        const req = decodeRemoteWriteBody(Buffer.concat(chunks));
+        const st = this.status(req, r.headers);
+        const timestamps = [...new Set(req.timeseries.flatMap((ts) => ts.samples.map((x) => x.timestampMs)))];
+        this.seen.push({ timestamps, status: st });
+        if (st < 300) this.got.push({ headers: r.headers, req });
+        const headers = st === 400 && this.refusal ? { "Svc-Ingest-Refused": this.refusal } : {};
+        res.writeHead(st, headers).end(st < 300 ? "" : "refused by test");
       });
     });
     await new Promise<void>((ok, fail) => {
@@ -222,37 +231,169 @@ describe("svc-agent (real process, real /proc, loopback receiver)", () => {
 });
 
 describe("createAgent()", () => {
-  it("drops a batch the server refuses with 400, counts it, and keeps retrying 503 and 429", async () => {
-    const rx = new Receiver();
-    await rx.start();
-    const lines: string[] = [];
-    const agent = createAgent(
+  // A clock that moves a second per reading, so collections taken back to back have distinct times.
+  let clock = Date.now();
+  const agentFor = (
+    rx: Receiver,
+    lines: string[],
+    token: () => string = () => TOKEN,
+    spoolMaxBytes = 1024 * 1024,
+  ) =>
+    createAgent(
       resolveAgentOptions({
         server: rx.url,
         vm: VM,
-        token: () => TOKEN,
+        token,
+        spoolMaxBytes,
+        now: () => (clock += 1000),
         spoolDir: tempDir(),
         retryMinMs: 10,
         retryMaxMs: 20,
         logger: createLogger("debug", (l) => lines.push(l)),
       }),
     );
+
+  it("drops only what svc refused per sample (400 with its header); keeps a proxy's 400, 503 and 429", async () => {
+    const rx = new Receiver();
+    await rx.start();
+    const lines: string[] = [];
+    const agent = agentFor(rx, lines);
     try {
       rx.status = () => 400;
+      rx.refusal = "samples";
       const refused = agent.collectNow();
       await agent.flush();
       assert.equal(agent.stats().rejectedBatches, 1);
       assert.equal(agent.stats().spoolPending, 0);
 
-      const answers = [503, 429, 204];
+      rx.refusal = undefined; // a 400 from something in between: not svc's verdict on the samples
+      const answers = [400, 503, 429, 204];
       rx.status = () => answers.shift() ?? 204;
       const kept = agent.collectNow();
-      await until(() => rx.got.length === 1, "delivery after 503 and 429");
-      assert.equal(agent.stats().retries, 2);
+      await until(() => rx.got.length === 1, "delivery after a proxy's 400, 503 and 429");
+      assert.equal(agent.stats().retries, 3);
+      assert.equal(agent.stats().rejectedBatches, 1);
       assert.deepEqual(rx.timestamps("svc_vm_memory_total_bytes"), [kept]);
       assert.ok(!rx.timestamps("svc_vm_memory_total_bytes").includes(refused));
-      assert.ok(lines.some((l) => l.includes("server refused batch; dropped") && l.includes('"status":400')));
+      assert.ok(lines.some((l) => l.includes("server refused samples") && l.includes('"status":400')));
       assert.ok(!lines.join("").includes(TOKEN));
+    } finally {
+      await agent.stop();
+      await rx.stop();
+    }
+  });
+
+  it("keeps the batch and the merged backlog through a wrong token (401) and a 404, and sends them once fixed", async () => {
+    const rx = new Receiver();
+    await rx.start();
+    const lines: string[] = [];
+    let token = "svca_wrong-0123456789abcdef";
+    const agent = agentFor(rx, lines, () => token);
+    try {
+      rx.status = (_req, h) => (h.authorization === `Bearer ${TOKEN}` ? 204 : 401);
+      const held = [agent.collectNow()];
+      await until(() => rx.seen.length >= 2, "refused pushes");
+      held.push(agent.collectNow(), agent.collectNow());
+      await until(() => rx.seen.filter((x) => x.timestamps.length === 3).length >= 1, "a merged push");
+      assert.equal(agent.stats().spoolPending, 3, "nothing dropped while the token is refused");
+      assert.equal(agent.stats().rejectedBatches, 0);
+      assert.ok(lines.some((l) => l.includes("server refused the token") && l.includes('"status":401')));
+
+      // A proxy that has lost the route answers 404 for a while: still kept.
+      let notFound = 3;
+      rx.status = () => (notFound-- > 0 ? 404 : 204);
+      token = TOKEN;
+      await until(() => agent.stats().spoolPending === 0, "the backlog delivered");
+      assert.deepEqual(rx.timestamps("svc_vm_memory_total_bytes"), held);
+      assert.equal(agent.stats().rejectedBatches, 0);
+      assert.ok(
+        lines.some((l) => l.includes("nothing receives at the write URL") && l.includes('"status":404')),
+      );
+      assert.ok(lines.some((l) => l.includes("server accepts batches again")));
+      assert.ok(!lines.join("").includes(TOKEN) && !lines.join("").includes(token));
+    } finally {
+      await agent.stop();
+      await rx.stop();
+    }
+  });
+
+  it("while refused, the spool stays within its bound: the oldest batches go, logged and counted", async () => {
+    const rx = new Receiver();
+    await rx.start();
+    const lines: string[] = [];
+    const agent = agentFor(rx, lines, () => TOKEN, 64 * 1024);
+    try {
+      rx.status = () => 401;
+      while (agent.stats().droppedOverflow === 0) {
+        agent.collectNow();
+        assert.ok(agent.stats().collected < 10_000, "the spool never filled");
+      }
+      const st = agent.stats();
+      assert.ok(st.spoolBytes <= 64 * 1024, `${st.spoolBytes} bytes on disk`);
+      assert.ok(st.spoolPending > 0 && st.rejectedBatches === 0);
+      const drop = lines.find((l) => l.includes("spool full; oldest batches dropped"));
+      assert.ok(drop, "the drop is logged");
+      assert.equal(JSON.parse(drop).droppedOverflow, st.droppedOverflow);
+    } finally {
+      await agent.stop();
+      await rx.stop();
+    }
+  });
+
+  it("sends a backlog a proxy refuses as too large (413) in smaller requests, losing nothing", async () => {
+    const rx = new Receiver();
+    await rx.start();
+    const lines: string[] = [];
+    const agent = agentFor(rx, lines);
+    try {
+      rx.status = () => 503;
+      const held = [agent.collectNow(), agent.collectNow(), agent.collectNow(), agent.collectNow()];
+      await until(() => rx.seen.some((x) => x.timestamps.length === 4), "a merged push of the backlog");
+      // The proxy takes one collection per request, no more.
+      rx.status = (req) =>
+        new Set(req.timeseries.map((ts) => ts.samples[0].timestampMs)).size > 1 ? 413 : 204;
+      await until(() => agent.stats().spoolPending === 0, "the backlog delivered");
+      assert.deepEqual(rx.timestamps("svc_vm_memory_total_bytes"), held);
+      assert.equal(agent.stats().rejectedBatches, 0);
+      assert.ok(
+        rx.seen.some((x) => x.status === 413),
+        "the proxy did refuse a merged request",
+      );
+      assert.ok(lines.some((l) => l.includes("sending the backlog in smaller requests")));
+
+      // One collection the proxy refuses is kept (and retried), not dropped.
+      rx.status = () => 413;
+      const big = agent.collectNow();
+      await until(
+        () => rx.seen.filter((x) => x.status === 413 && x.timestamps[0] === big).length >= 2,
+        "retries",
+      );
+      assert.equal(agent.stats().spoolPending, 1);
+      rx.status = () => 204;
+      await until(() => agent.stats().spoolPending === 0, "delivery once the limit is raised");
+      assert.deepEqual(rx.timestamps("svc_vm_memory_total_bytes"), [...held, big]);
+    } finally {
+      await agent.stop();
+      await rx.stop();
+    }
+  });
+
+  it("drops one collection svc cannot decode (400, body) rather than holding up every newer one", async () => {
+    const rx = new Receiver();
+    await rx.start();
+    const lines: string[] = [];
+    const agent = agentFor(rx, lines);
+    try {
+      rx.refusal = "body";
+      const answers = [400];
+      rx.status = () => answers.shift() ?? 204;
+      agent.collectNow();
+      await agent.flush();
+      assert.equal(agent.stats().rejectedBatches, 1);
+      const next = agent.collectNow();
+      await until(() => rx.got.length === 1, "the next collection");
+      assert.deepEqual(rx.timestamps("svc_vm_memory_total_bytes"), [next]);
+      assert.ok(lines.some((l) => l.includes("server cannot decode this collection; dropped")));
     } finally {
       await agent.stop();
       await rx.stop();

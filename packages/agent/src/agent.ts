@@ -1,5 +1,6 @@
 import {
   encodeWriteRequest,
+  type PushResult,
   pushRemoteWrite,
   RemoteWritePushError,
   snappyCompress,
@@ -14,9 +15,9 @@ import { Spool } from "./spool.ts";
 export interface AgentStats {
   collected: number;
   sentBatches: number;
-  /** Batches the server refused with a 4xx other than 429 (dropped, not retried). */
+  /** Batches svc answered with per-sample refusals (the rest stored), or could not decode: dropped. */
   rejectedBatches: number;
-  /** Failed pushes that will be retried (network, timeout, 5xx, 429). */
+  /** Failed pushes that will be retried (network, timeout, any answer but 2xx and svc's final 400s). */
   retries: number;
   spoolPending: number;
   spoolBytes: number;
@@ -44,6 +45,21 @@ export function createAgent(o: AgentOptions): Agent {
 
 const SAMPLE_MAX_DECOMPRESSED = 64 * 1024 * 1024;
 
+/** svc's header on its own final 400s (packages/server/src/ingest/http.ts): `samples` or `body`. */
+const REFUSED_HEADER = "Svc-Ingest-Refused";
+
+/** The log line of an answer that keeps the batches spooled: what to fix, never the token. */
+function heldWhy(status: number): string {
+  if (status === 401 || status === 403)
+    return "server refused the token; batches stay spooled until the token file holds the VM's current token";
+  if (status === 404)
+    return "nothing receives at the write URL; batches stay spooled (check --server, --write-path, a proxy)";
+  if (status === 413)
+    return "one collection is too large for the server or a proxy; it stays spooled (raise the proxy's body limit)";
+  if (status === 429 || status >= 500) return "server busy or failing; spooling";
+  return "server answered without storing the batch; batches stay spooled and are retried";
+}
+
 class AgentImpl implements Agent {
   readonly #o: AgentOptions;
   readonly #spool: Spool;
@@ -52,12 +68,17 @@ class AgentImpl implements Agent {
   #retry: NodeJS.Timeout | undefined;
   #sending: Promise<void> | undefined;
   #backoffMs = 0;
+  /** Payload bytes one push may carry; halved while a server or proxy answers 413 to a merged backlog. */
+  #sendBytes: number;
   #stopped = false;
   readonly #s = { collected: 0, sentBatches: 0, rejectedBatches: 0, retries: 0 };
+  /** Spool drop counters as last logged. */
+  #logged = { overflow: 0, expired: 0 };
 
   constructor(o: AgentOptions) {
     this.#o = o;
     this.#url = writeUrl(o);
+    this.#sendBytes = o.maxSendBytes;
     this.#spool = Spool.open({
       dir: o.spoolDir,
       maxBytes: o.spoolMaxBytes,
@@ -81,6 +102,7 @@ class AgentImpl implements Agent {
     if (series.length > 0) {
       const payload = snappyCompress(encodeWriteRequest({ timeseries: series }));
       if (!this.#spool.append(payload, ts)) this.#o.logger.error("batch larger than the spool; dropped");
+      this.#reportDrops();
       this.#o.logger.debug("collected", { timestampMs: ts, series: series.length });
     }
     this.#kick();
@@ -108,6 +130,21 @@ class AgentImpl implements Agent {
     };
   }
 
+  /** Logs batches the spool's bounds dropped since the last call (a long outage or refusal fills it). */
+  #reportDrops(): void {
+    const { droppedOverflow, droppedExpired } = this.#spool.counters;
+    const overflow = droppedOverflow - this.#logged.overflow;
+    const expired = droppedExpired - this.#logged.expired;
+    if (overflow > 0)
+      this.#o.logger.warn("spool full; oldest batches dropped", { batches: overflow, droppedOverflow });
+    if (expired > 0)
+      this.#o.logger.warn("spooled batches older than the spool's max age dropped", {
+        batches: expired,
+        droppedExpired,
+      });
+    this.#logged = { overflow: droppedOverflow, expired: droppedExpired };
+  }
+
   #kick(): void {
     if (this.#sending || this.#retry || this.#stopped) return;
     this.#sending = this.#drain()
@@ -123,7 +160,8 @@ class AgentImpl implements Agent {
 
   async #drain(): Promise<void> {
     while (!this.#stopped && this.#spool.pending > 0) {
-      const batch = this.#spool.peek(this.#o.maxSendBytes);
+      const batch = this.#spool.peek(this.#sendBytes);
+      this.#reportDrops();
       const body = batch.length === 1 ? batch[0].payload : this.#merge(batch.map((r) => r.payload));
       let token: string;
       try {
@@ -133,44 +171,67 @@ class AgentImpl implements Agent {
         this.#scheduleRetry();
         return;
       }
-      let status: number;
-      let text: string;
+      let res: PushResult;
       try {
-        ({ status, body: text } = await pushRemoteWrite(this.#url, token, body, {
+        res = await pushRemoteWrite(this.#url, token, body, {
           timeoutMs: this.#o.timeoutMs,
           fetch: this.#o.fetch ?? httpPost,
           headers: { "User-Agent": "svc-agent/0.1" },
-        }));
+        });
       } catch (err) {
         if (!(err instanceof RemoteWritePushError)) throw err;
         this.#o.logger.warn("push failed; spooling", { reason: err.message, pending: this.#spool.pending });
         this.#scheduleRetry();
         return;
       }
+      const { status } = res;
+      const detail = {
+        status,
+        response: res.body.slice(0, 200),
+        batches: batch.length,
+        oldestTimestampMs: batch[0].createdMs,
+      };
       if (status >= 200 && status < 300) {
         this.#spool.ack(batch.length);
         this.#s.sentBatches += batch.length;
+        if (this.#backoffMs > 0) this.#o.logger.info("server accepts batches again", { status });
         this.#backoffMs = 0;
+        if (this.#spool.pending === 0) this.#sendBytes = this.#o.maxSendBytes;
         continue;
       }
-      if (status === 429 || status >= 500) {
-        this.#o.logger.warn("server busy or failing; spooling", {
-          status,
-          response: text.slice(0, 200),
-          pending: this.#spool.pending,
-        });
-        this.#scheduleRetry();
-        return;
+      const refused = status === 400 ? res.header(REFUSED_HEADER) : null;
+      if (refused === "samples") {
+        // svc stored the rest and named what it refused: sending these samples again changes nothing.
+        this.#spool.ack(batch.length);
+        this.#s.rejectedBatches += batch.length;
+        this.#o.logger.error("server refused samples; the rest was stored", detail);
+        continue;
       }
-      // Any other answer will not change on retry: drop these batches, count them, go on.
-      this.#spool.ack(batch.length);
-      this.#s.rejectedBatches += batch.length;
-      this.#o.logger.error("server refused batch; dropped", {
-        status,
-        response: text.slice(0, 200),
-        batches: batch.length,
-        oldestTimestampMs: batch[0].createdMs,
+      const tooLarge = status === 413 || refused === "body";
+      if (tooLarge && batch.length > 1) {
+        // Merged backlog too large for the server or a proxy: send fewer collections per request.
+        this.#sendBytes = Math.max(1, Math.floor(batch.reduce((n, r) => n + r.payload.length, 0) / 2));
+        this.#o.logger.warn("batch too large; sending the backlog in smaller requests", {
+          ...detail,
+          maxRequestBytes: this.#sendBytes,
+        });
+        continue;
+      }
+      if (refused === "body") {
+        // svc cannot decode one collection: it never will, and it would hold up every newer one.
+        this.#spool.ack(1);
+        this.#s.rejectedBatches++;
+        this.#o.logger.error("server cannot decode this collection; dropped", detail);
+        continue;
+      }
+      // Anything else (a wrong or revoked token, a proxy's 404 or 413, 429, 5xx) may change once the
+      // cause is fixed: the batches stay spooled and are retried with backoff.
+      this.#o.logger[status === 429 || status >= 500 ? "warn" : "error"](heldWhy(status), {
+        ...detail,
+        pending: this.#spool.pending,
       });
+      this.#scheduleRetry();
+      return;
     }
   }
 

@@ -34,7 +34,11 @@ export const httpPost: FetchLike = (url, init) =>
       });
       res.on("end", () => {
         const text = Buffer.concat(chunks).toString("utf8");
-        resolve({ status: res.statusCode ?? 0, text: async () => text });
+        const get = (name: string) => {
+          const v = res.headers[name.toLowerCase()];
+          return v === undefined ? null : Array.isArray(v) ? v.join(", ") : v;
+        };
+        resolve({ status: res.statusCode ?? 0, headers: { get }, text: async () => text });
       });
     });
     req.end(init.body);

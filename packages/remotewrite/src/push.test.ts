@@ -15,7 +15,7 @@ async function receiver(status: number, answer: string, delayMs = 0) {
     r.on("data", (c: Buffer) => chunks.push(c));
     r.on("end", () => {
       got.push({ headers: r.headers, body: decodeRemoteWriteBody(Buffer.concat(chunks)) });
-      setTimeout(() => res.writeHead(status).end(answer), delayMs);
+      setTimeout(() => res.writeHead(status, { "Content-Type": "text/plain" }).end(answer), delayMs);
     });
   });
   await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
@@ -28,7 +28,7 @@ describe("pushRemoteWrite()", () => {
     const r = await receiver(204, "");
     try {
       const res = await pushRemoteWrite(r.url, "tok-123", req, { timeoutMs: 5000 });
-      assert.deepEqual(res, { status: 204, body: "" });
+      assert.deepEqual({ status: res.status, body: res.body }, { status: 204, body: "" });
       assert.equal(r.got.length, 1);
       const h = r.got[0].headers;
       assert.equal(h["content-encoding"], "snappy");
@@ -44,7 +44,10 @@ describe("pushRemoteWrite()", () => {
   it("returns the receiver's error status and text instead of throwing", async () => {
     const r = await receiver(400, "out of order sample");
     try {
-      assert.deepEqual(await pushRemoteWrite(r.url, "t", req), { status: 400, body: "out of order sample" });
+      const res = await pushRemoteWrite(r.url, "t", req);
+      assert.deepEqual({ status: res.status, body: res.body }, { status: 400, body: "out of order sample" });
+      assert.equal(res.header("Content-Type"), "text/plain", "the receiver's headers are readable");
+      assert.equal(res.header("Svc-Ingest-Refused"), null);
     } finally {
       await r.close();
     }

@@ -6,7 +6,7 @@ import type { WriteRequest } from "./types.ts";
 export type FetchLike = (
   url: string,
   init: { method: string; headers: Record<string, string>; body: Uint8Array; signal: AbortSignal },
-) => Promise<{ status: number; text(): Promise<string> }>;
+) => Promise<{ status: number; headers?: { get(name: string): string | null }; text(): Promise<string> }>;
 
 export interface PushOptions {
   /** Defaults to globalThis.fetch. */
@@ -22,6 +22,8 @@ export interface PushResult {
   readonly status: number;
   /** Response body text, cut to the first 4,096 characters (receivers' error messages). */
   readonly body: string;
+  /** A response header by name (case-insensitive), or null when absent or the fetch gave no headers. */
+  header(name: string): string | null;
 }
 
 const MAX_BODY_CHARS = 4096;
@@ -62,7 +64,12 @@ export async function pushRemoteWrite(
     // Only the origin: a URL may carry credentials in userinfo or query.
     throw new RemoteWritePushError(`remote write to ${safeOrigin(url)} failed: ${why}`);
   }
-  return { status: res.status, body: text.length > MAX_BODY_CHARS ? text.slice(0, MAX_BODY_CHARS) : text };
+  const answered = res.headers;
+  return {
+    status: res.status,
+    body: text.length > MAX_BODY_CHARS ? text.slice(0, MAX_BODY_CHARS) : text,
+    header: (name) => answered?.get(name) ?? null,
+  };
 }
 
 function safeOrigin(url: string): string {

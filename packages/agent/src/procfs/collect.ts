@@ -10,7 +10,7 @@ export interface CollectorSources {
   /** Default "/sys" (only /sys/block/<dev> existence is checked, to tell disks from partitions). */
   readonly sysRoot: string;
   /** Filesystem usage of a mount point; default fs.statfsSync. */
-  readonly statfs?: (path: string) => { bsize: number; blocks: number; bfree: number };
+  readonly statfs?: (path: string) => { bsize: number; blocks: number; bfree: number; bavail: number };
 }
 
 export interface Collection {
@@ -96,7 +96,7 @@ export function collect(vm: string, timestampMs: number, src: CollectorSources):
   if (mounts !== undefined) {
     const statfs = src.statfs ?? statfsSync;
     for (const m of parseMounts(mounts)) {
-      let st: { bsize: number; blocks: number; bfree: number };
+      let st: { bsize: number; blocks: number; bfree: number; bavail: number };
       try {
         st = statfs(m.mountpoint);
       } catch (err) {
@@ -109,9 +109,11 @@ export function collect(vm: string, timestampMs: number, src: CollectorSources):
         { name: "fstype", value: m.fstype },
         { name: "mountpoint", value: m.mountpoint },
       ];
-      // Like df: used = size - free (root-reserved blocks count as used capacity).
+      // df's columns: Size, Used = size - free, Avail = blocks unprivileged users may still fill (free
+      // minus the root reserve). df's Use% is used ÷ (used + avail); svc computes it so (docs/agent.md).
       add("svc_vm_filesystem_size_bytes", st.blocks * st.bsize, l);
       add("svc_vm_filesystem_used_bytes", (st.blocks - st.bfree) * st.bsize, l);
+      add("svc_vm_filesystem_avail_bytes", st.bavail * st.bsize, l);
     }
   }
   return { series, errors };

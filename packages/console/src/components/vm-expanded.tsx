@@ -91,7 +91,9 @@ export function ExpandedDialog(props: {
             <li>You then run the install command shown next inside the guest, as root.</li>
             <li>
               The agent token is shown <strong>once</strong>; svc keeps only a hash.
-              {reissue ? " Issuing a new one stops the previous token." : ""}
+              {reissue
+                ? " The running agent's token keeps working until the new one is first used, or for 24 hours. To upgrade the agent you need no new token (see the guest agent's docs)."
+                : ""}
             </li>
             <li>Available in DC-1 for Debian 12 and Ubuntu 24.04.</li>
           </ul>

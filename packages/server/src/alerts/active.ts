@@ -54,7 +54,9 @@ export function rulePromQL(spec: RuleSpec): string | undefined {
     case "gauge":
       return `${sel(metric.series)} ${cmp}`;
     case "ratio":
-      return `100 * ${sel(metric.num)} / ${sel(metric.den)} ${cmp}`;
+      return metric.avail
+        ? `(100 * ${sel(metric.num)} / (${sel(metric.num)} + ${sel(metric.avail)}) or 100 * ${sel(metric.num)} / ${sel(metric.den)}) ${cmp}`
+        : `100 * ${sel(metric.num)} / ${sel(metric.den)} ${cmp}`;
     case "rate":
       return `sum without (device, interface) (irate(${sel(metric.series)}[90s])) ${cmp}`;
     case "telemetry_age":

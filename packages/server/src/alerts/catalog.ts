@@ -3,7 +3,9 @@
  * store (or the inventory). Values are per VM, or per (VM, mountpoint) for filesystem metrics.
  *
  * - gauge: the stored samples as they are.
- * - ratio: 100 × num / den of the samples taken at the same time (a missing side is no sample).
+ * - ratio: 100 × num / den of the samples taken at the same time (a missing side is no sample); with
+ *   `avail` (filesystems), 100 × num / (num + avail) where avail was taken with num, as df's Use%
+ *   (root-reserved blocks are not free), and num / den where it was not sent (older agents).
  * - rate: per-second increase between consecutive counter samples (a reset counts the new value),
  *   summed over the VM's devices at each sample time.
  * - unexpected_stop: 1 while the VM is stopped with reason UNEXPECTED outside a maintenance window,
@@ -24,6 +26,7 @@ export type RuleMetric =
       readonly unit: string;
       readonly num: string;
       readonly den: string;
+      readonly avail?: string;
       readonly perMountpoint: boolean;
     }
   | {
@@ -81,6 +84,7 @@ const defs: readonly RuleMetric[] = [
     unit: "%",
     num: "svc_vm_filesystem_used_bytes",
     den: "svc_vm_filesystem_size_bytes",
+    avail: "svc_vm_filesystem_avail_bytes",
     perMountpoint: true,
   },
   {
@@ -131,7 +135,7 @@ export function storedSeries(m: RuleMetric): string[] {
     case "rate":
       return [m.series];
     case "ratio":
-      return [m.num, m.den];
+      return m.avail ? [m.num, m.den, m.avail] : [m.num, m.den];
     case "telemetry_age":
       return [LAST_OBSERVATION_SERIES];
     case "unexpected_stop":

@@ -381,6 +381,40 @@ for (const { dialect, skip } of await testDialects()) {
       await cleanup(r.name);
     });
 
+    it("filesystem usage is df's: a disk full to ordinary users (5 % reserved for root) is 100 %, an older agent's reading used ÷ size", async () => {
+      const t0 = t.clock.ms + 3600 * S;
+      t.clock.ms = t0;
+      const r = await save(spec({ metricId: "filesystem_used_pct", threshold: 96, sustainedSeconds: 0 }));
+      const fs = (mountpoint: string) => ({
+        mountpoint,
+        fstype: "ext4",
+        device: `/dev/${mountpoint.length}`,
+        source: "guest_agent",
+      });
+      const pts = (v: number): [number, number][] => [
+        [t0 - 30 * S, v],
+        [t0, v],
+      ];
+      for (const [mountpoint, size, used, avail] of [
+        ["/", 100, 95, 0], // df: 100 %; used ÷ size said 95 %
+        ["/data", 100, 20, 75], // df: 21 %
+        ["/old", 100, 97, undefined], // an agent that sends no available bytes: 97 %
+        ["/old-low", 100, 95, undefined], // 95 %
+      ] as const) {
+        await write("svc_vm_filesystem_size_bytes", vm1, pts(size), fs(mountpoint));
+        await write("svc_vm_filesystem_used_bytes", vm1, pts(used), fs(mountpoint));
+        if (avail !== undefined)
+          await write("svc_vm_filesystem_avail_bytes", vm1, pts(avail), fs(mountpoint));
+      }
+      await cycles(t0, t0);
+      const g = await owner().alerts.getAlertRule({ name: r.name, includeInstances: true });
+      assert.deepEqual(g.instances.map((i) => [i.mountpoint, i.state]).sort(), [
+        ["/", "FIRING"],
+        ["/old", "FIRING"],
+      ]);
+      await cleanup(r.name);
+    });
+
     it("the preview gives the same firing intervals as the evaluator run cycle by cycle over the same history", async () => {
       const t0 = t.clock.ms + 7200 * S;
       // Two episodes on vm-1 (one with a gap inside), one on vm-2, a flapping stretch.

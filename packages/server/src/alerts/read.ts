@@ -185,15 +185,27 @@ function derive(metric: RuleMetric, list: readonly Span[]): InstanceSeries {
     case "ratio": {
       const num = combine(list.filter((s) => s.name === metric.num).map(finite), Math.max);
       const den = combine(list.filter((s) => s.name === metric.den).map(finite), Math.max);
+      const avail = metric.avail
+        ? combine(list.filter((s) => s.name === metric.avail).map(finite), Math.max)
+        : { t: [], v: [] };
       const t: number[] = [];
       const v: number[] = [];
       let j = 0;
+      let k = 0;
       for (let i = 0; i < num.t.length; i++) {
         while (j < den.t.length && den.t[j] < num.t[i]) j++;
-        // Only readings taken together make a ratio; a missing side is no sample, never 0.
-        if (j < den.t.length && den.t[j] === num.t[i] && den.v[j] > 0) {
+        while (k < avail.t.length && avail.t[k] < num.t[i]) k++;
+        // Only readings taken together make a ratio; a missing side is no sample, never 0. df's
+        // used ÷ (used + available) when the agent sent available bytes, used ÷ size when not.
+        const d =
+          k < avail.t.length && avail.t[k] === num.t[i]
+            ? num.v[i] + avail.v[k]
+            : j < den.t.length && den.t[j] === num.t[i]
+              ? den.v[j]
+              : 0;
+        if (d > 0) {
           t.push(num.t[i]);
-          v.push((100 * num.v[i]) / den.v[j]);
+          v.push((100 * num.v[i]) / d);
         }
       }
       return { t, v };

@@ -250,7 +250,10 @@ export interface AgentTokenTable {
   vm_id: string;
   token_hash: string;
   create_time: number;
+  /** A time still ahead is a re-issue's grace period: the token works until then. */
   revoke_time: number | null;
+  /** When the token first authenticated; null until then (its first use revokes the VM's older tokens). */
+  first_use_time: number | null;
 }
 
 /** An alert rule: its desired (latest) and applied versions (alerts/rules.ts). */

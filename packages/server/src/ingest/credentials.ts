@@ -23,7 +23,7 @@ export async function authenticateIngest(
   if (parseSecret(token) !== "agent") throw unauthenticated("not a collector or guest-agent token");
   const row = await db
     .selectFrom("agent_tokens")
-    .select(["project_id", "vm_id", "revoke_time"])
+    .select(["id", "project_id", "vm_id", "create_time", "revoke_time", "first_use_time"])
     .where("token_hash", "=", hashSecret(token))
     .executeTakeFirst();
   if (!row || (row.revoke_time !== null && row.revoke_time <= nowMs)) {
@@ -36,22 +36,68 @@ export async function authenticateIngest(
     .where("vm_id", "=", row.vm_id)
     .executeTakeFirst();
   if (!vm || vm.state === "DELETED") throw unauthenticated("the guest-agent token's VM no longer exists");
+  if (row.first_use_time === null) await firstUse(db, row, nowMs);
   return { kind: "agent", vm: { projectId: row.project_id, location: vm.location, vmId: row.vm_id } };
 }
 
 /**
- * Issues a guest-agent token for a VM, revoking the VM's previous ones (one agent per VM). The secret
- * is returned once and stored hashed.
+ * How long a VM's previous agent tokens keep working after a new one is issued, unless the new one is
+ * used first: long enough to paste the new token into the guest (or to upgrade a fleet), as a key
+ * rotation's overlap is at most 24 hours (iam/keys.ts).
  */
-export async function issueAgentToken(db: Db, vm: VmRef, nowMs: number): Promise<string> {
-  const token = generateSecret("agent");
+export const AGENT_TOKEN_GRACE_MS = 24 * 3600 * 1000;
+
+/**
+ * A token's first authentication: recorded, and the VM's tokens issued before it stop now (their
+ * grace period was for the time until the new token is in place). Idempotent, so two replicas seeing
+ * the same first use at once do the same thing twice.
+ */
+async function firstUse(
+  db: Db,
+  row: { id: string; project_id: string; vm_id: string; create_time: number },
+  nowMs: number,
+): Promise<void> {
   await db.transaction().execute(async (tx) => {
     await tx
       .updateTable("agent_tokens")
+      .set({ first_use_time: nowMs })
+      .where("id", "=", row.id)
+      .where("first_use_time", "is", null)
+      .execute();
+    await tx
+      .updateTable("agent_tokens")
       .set({ revoke_time: nowMs })
+      .where("project_id", "=", row.project_id)
+      .where("vm_id", "=", row.vm_id)
+      .where("create_time", "<", row.create_time)
+      .where((eb) => eb.or([eb("revoke_time", "is", null), eb("revoke_time", ">", nowMs)]))
+      .execute();
+  });
+}
+
+/**
+ * Issues a guest-agent token for a VM (one agent per VM). The VM's previous tokens keep working until
+ * the new one is first used or AGENT_TOKEN_GRACE_MS passes, so re-issuing for a running agent loses
+ * none of its samples. The secret is returned once and stored hashed.
+ */
+export async function issueAgentToken(db: Db, vm: VmRef, nowMs: number): Promise<string> {
+  const token = generateSecret("agent");
+  const until = nowMs + AGENT_TOKEN_GRACE_MS;
+  await db.transaction().execute(async (tx) => {
+    // Issue order is create order, even within one millisecond: a first use stops only older tokens.
+    const newest = await tx
+      .selectFrom("agent_tokens")
+      .select((eb) => eb.fn.max("create_time").as("t"))
       .where("project_id", "=", vm.projectId)
       .where("vm_id", "=", vm.vmId)
-      .where("revoke_time", "is", null)
+      .executeTakeFirst();
+    const createTime = Math.max(nowMs, Number(newest?.t ?? Number.NEGATIVE_INFINITY) + 1);
+    await tx
+      .updateTable("agent_tokens")
+      .set({ revoke_time: until })
+      .where("project_id", "=", vm.projectId)
+      .where("vm_id", "=", vm.vmId)
+      .where((eb) => eb.or([eb("revoke_time", "is", null), eb("revoke_time", ">", until)]))
       .execute();
     await tx
       .insertInto("agent_tokens")
@@ -60,8 +106,9 @@ export async function issueAgentToken(db: Db, vm: VmRef, nowMs: number): Promise
         project_id: vm.projectId,
         vm_id: vm.vmId,
         token_hash: hashSecret(token),
-        create_time: nowMs,
+        create_time: createTime,
         revoke_time: null,
+        first_use_time: null,
       })
       .execute();
   });

@@ -22,7 +22,12 @@ export interface IngestHttpDeps {
  * Prometheus remote-write 1.0 receiver. Answers as Prometheus does, in plain text: 204 when every
  * sample was kept, 400 (do not retry) naming each refusal with its counts while the valid rest of the
  * batch is kept, 401 for a bad credential, 413 for an oversized body.
+ *
+ * svc's own 400s carry `Svc-Ingest-Refused` (`samples`: these samples are refused, the rest stored;
+ * `body`: the body is not a WriteRequest svc can decode), so the guest agent can tell a final answer
+ * from a 400 of a proxy in between, which it keeps and retries (docs/agent.md).
  */
+export const REFUSED_HEADER = "Svc-Ingest-Refused";
 export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
   return async (scope) => {
     scope.addContentTypeParser(
@@ -73,7 +78,7 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
         writeRequest = decodeRemoteWriteBodyCompact(req.body, deps.decodeLimits);
       } catch (err) {
         if (err instanceof RemoteWriteDecodeError)
-          return reply.code(400).type("text/plain").send(`${err.message}\n`);
+          return reply.code(400).header(REFUSED_HEADER, "body").type("text/plain").send(`${err.message}\n`);
         throw err;
       }
       // The compressed body is done with: Fastify would hold it until the reply, past the commit's
@@ -86,6 +91,7 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       if (Object.keys(result.refused).length > 0) {
         return reply
           .code(400)
+          .header(REFUSED_HEADER, "samples")
           .type("text/plain")
           .send(`${describeRefusals(result)}\n`);
       }

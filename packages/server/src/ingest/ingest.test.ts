@@ -83,6 +83,7 @@ describe("remote-write ingest", () => {
       rwSeries("svc_vm_vcpus", { vm }, [[t0 - 8 * 24 * 3600 * S, 4]]),
     ]);
     assert.equal(res.status, 400);
+    assert.equal(res.header("Svc-Ingest-Refused"), "samples", "the agent's sign that the 400 is final");
     assert.match(res.body, /accepted 1 samples/);
     assert.match(res.body, /unknown_vm: 1 series, 2 samples/);
     assert.match(res.body, /bad_labels: 2 series, 2 samples/);
@@ -175,12 +176,14 @@ describe("remote-write ingest", () => {
       ),
     ]);
     assert.equal(res.status, 400);
+    assert.equal(res.header("Svc-Ingest-Refused"), "samples", "the agent's sign that the 400 is final");
     assert.match(res.body, /accepted 1 samples/);
     assert.match(res.body, /not_permitted: 3 series/);
     const fs = await read("ing", "svc_vm_filesystem_used_bytes", mine);
     assert.equal(labelValue(fs[0].labels, "source"), "guest_agent");
-    // A new token for the VM replaces the old one.
-    await issueAgentToken(t.app.db.db, parseVmName(mine), t.clock.now());
+    // A new token for the VM replaces the old one once it is used (credentials.test.ts: the grace period).
+    const next = await issueAgentToken(t.app.db.db, parseVmName(mine), t.clock.now());
+    assert.equal((await push(next, [])).status, 204);
     assert.equal((await push(token, [])).status, 401);
   });
 
@@ -203,6 +206,7 @@ describe("remote-write ingest", () => {
       body,
     });
     assert.equal(res.status, 400);
+    assert.equal(res.headers.get("Svc-Ingest-Refused"), "body");
     assert.match(await res.text(), /declares 30000000 bytes/);
     const real = snappyCompress(Buffer.alloc(20 * 1024 * 1024, 0x0a));
     const big = await fetch(url, {

@@ -111,20 +111,35 @@ describe("expanded guest monitoring opt-in", () => {
     const samples = (v: number) =>
       Array.from({ length: 10 }, (_, i) => [nowMs - (9 - i) * 30 * S, v] as [number, number]);
     const fs = { vm: p.vms[0], mountpoint: "/", fstype: "ext4", device: "/dev/vda1" };
+    // An agent before available bytes were sent: used ÷ size, as it always was.
+    const old = { vm: p.vms[0], mountpoint: "/srv", fstype: "ext4", device: "/dev/vdb" };
     await pushAll(t.baseUrl, res.agentToken, [
+      // 1000 bytes, 250 used, 75 reserved for root: df shows Avail 675 and Use% 250 ÷ 925 = 27 %.
       rwSeries("svc_vm_filesystem_used_bytes", fs, samples(250)),
       rwSeries("svc_vm_filesystem_size_bytes", fs, samples(1000)),
+      rwSeries("svc_vm_filesystem_avail_bytes", fs, samples(675)),
+      rwSeries("svc_vm_filesystem_used_bytes", old, samples(250)),
+      rwSeries("svc_vm_filesystem_size_bytes", old, samples(1000)),
       rwSeries("svc_vm_memory_available_bytes", { vm: p.vms[0] }, samples(2048)),
     ]);
     const r = await query(p.owner.session);
     assert.deepEqual(r.quality?.errors, []);
-    const pct = r.series.find((s) => s.metricId === "filesystem_used_pct");
-    assert.equal(pct?.source, "GUEST_AGENT");
-    assert.deepEqual(pct?.labels, { device: "/dev/vda1", fstype: "ext4", mountpoint: "/" });
-    assert.ok(pct && pct.points.length > 0 && pct.points.every((pt) => pt.value === 25));
-    // A second call issues a new token; the first stops working.
+    const pcts = r.series.filter((s) => s.metricId === "filesystem_used_pct");
+    assert.deepEqual(
+      pcts.map((s) => [s.source, s.labels.mountpoint, s.labels.device, s.labels.fstype]),
+      [
+        ["GUEST_AGENT", "/", "/dev/vda1", "ext4"],
+        ["GUEST_AGENT", "/srv", "/dev/vdb", "ext4"],
+      ],
+    );
+    const [pct, oldPct] = pcts;
+    assert.ok(pct.points.length > 0 && pct.points.every((pt) => pt.value === (100 * 250) / 925));
+    assert.ok(oldPct.points.length > 0 && oldPct.points.every((pt) => pt.value === 25));
+    // A second call issues a new token; the first works until the new one is used (docs/agent.md).
     const again = await t.clients(p.owner.session).monitoring.enableExpandedMonitoring({ name: p.vms[0] });
     assert.notEqual(again.agentToken, res.agentToken);
+    await pushAll(t.baseUrl, res.agentToken, []);
+    await pushAll(t.baseUrl, again.agentToken, []);
     await assert.rejects(pushAll(t.baseUrl, res.agentToken, []), /401/);
   });
 

@@ -16,7 +16,7 @@ export interface ExpandedEnrollment {
   };
   /** Command the customer runs in the guest, as root; holds no secret (the token is separate). */
   readonly installCommand: string;
-  /** The guest agent's per-VM token, returned this once; earlier tokens of the VM are revoked. */
+  /** The guest agent's per-VM token, returned this once; earlier tokens of the VM stop at its first use (or in 24 h). */
   readonly agentToken: string;
 }
 
@@ -24,7 +24,8 @@ export interface ExpandedEnrollment {
  * Opts one VM into expanded guest monitoring (SPEC §1.5): refused with failed_precondition
  * (EXPANDED_UNAVAILABLE) outside DC-1 or for an unsupported distribution. Sets the VM's monitoring
  * level and issues the agent's token. svc installs nothing and restarts nothing: the customer runs
- * the returned command inside the guest. Calling it again issues a new token (the old one stops).
+ * the returned command inside the guest. Calling it again issues a new token; the old one keeps working until the
+ * new one is first used or 24 hours pass (ingest/credentials.ts), so a running agent loses nothing.
  */
 export async function enableExpandedMonitoring(
   db: Db,

@@ -1,5 +1,6 @@
 import type { WindowRequest } from "./backend.ts";
 import type { Source } from "./catalog.ts";
+import { binaryOn, type LabeledSteps, orSteps, ratioOn } from "./windows.ts";
 
 /**
  * The metricIds of QueryVMMonitoring (DESIGN §6) as one table: the stored series each reads and the
@@ -16,16 +17,36 @@ import type { Source } from "./catalog.ts";
  * agreement test holds the two to the same values.
  */
 
-/** A metric as window reads: one aggregate, or `scale * num / on(on) den`. */
+/**
+ * A metric as window reads: one aggregate, or `scale * num / on(on) den`; with `avail`, df's ratio
+ * `scale * num / on(on) (num + on(on) avail)` wherever avail is there, and the plain ratio elsewhere.
+ */
 export type MetricPlan =
   | { readonly kind: "window"; readonly request: WindowRequest }
   | {
       readonly kind: "ratio";
       readonly num: WindowRequest;
       readonly den: WindowRequest;
+      readonly avail?: WindowRequest;
       readonly on: readonly string[];
       readonly scale: number;
     };
+
+/** The window reads a plan needs, in the order planSeries takes their results. */
+export function planRequests(plan: MetricPlan): WindowRequest[] {
+  if (plan.kind === "window") return [plan.request];
+  return plan.avail ? [plan.num, plan.den, plan.avail] : [plan.num, plan.den];
+}
+
+/** The metric's series from the results of planRequests(plan), as its PromQL computes them. */
+export function planSeries(plan: MetricPlan, results: readonly (readonly LabeledSteps[])[]): LabeledSteps[] {
+  if (plan.kind === "window") return [...results[0]];
+  const [num, den, avail] = results;
+  const plain = ratioOn(num, den, plan.on, plan.scale);
+  if (!avail) return plain;
+  const used = binaryOn(num, avail, plan.on, (u, a) => u + a);
+  return orSteps(ratioOn(num, used, plan.on, plan.scale), plain);
+}
 
 export interface MetricDef {
   readonly id: string;
@@ -76,6 +97,11 @@ function rate(id: string, series: string, unit: string): MetricDef {
   };
 }
 
+/**
+ * `100 * num / den`, averaged per step. With `avail` (filesystems: what `df` shows), the denominator is
+ * num + avail where avail was sent, as df computes Use% (used ÷ (used + available), so blocks reserved
+ * for root are not counted as free); where it was not (agents before it was sent), num / den.
+ */
 function ratio(
   id: string,
   num: string,
@@ -83,16 +109,21 @@ function ratio(
   on: readonly string[],
   source: Source,
   expanded: boolean,
+  avail?: string,
 ): MetricDef {
   return {
     id,
     unit: "%",
     source,
     expanded,
-    series: [num, den],
+    series: avail ? [num, den, avail] : [num, den],
     promql: (sel, stepS) => {
       const w = gaugeWindow(stepS);
-      return `100 * avg_over_time(${num}${sel}[${w}]) / on(${on.join(", ")}) avg_over_time(${den}${sel}[${w}])`;
+      const o = `on(${on.join(", ")})`;
+      const plain = `100 * avg_over_time(${num}${sel}[${w}]) / ${o} avg_over_time(${den}${sel}[${w}])`;
+      if (!avail) return plain;
+      const used = `avg_over_time(${num}${sel}[${w}])`;
+      return `100 * ${used} / ${o} (${used} + ${o} avg_over_time(${avail}${sel}[${w}])) or ${plain}`;
     },
     plan: (stepS) => {
       const windowMs = gaugeWindowS(stepS) * 1000;
@@ -100,6 +131,7 @@ function ratio(
         kind: "ratio",
         num: { metric: num, fn: "avg_over_time", windowMs },
         den: { metric: den, fn: "avg_over_time", windowMs },
+        ...(avail ? { avail: { metric: avail, fn: "avg_over_time" as const, windowMs } } : {}),
         on,
         scale: 100,
       };
@@ -147,6 +179,7 @@ const defs: readonly MetricDef[] = [
     ["vm", "source", "mountpoint", "fstype", "device"],
     "guest_agent",
     true,
+    "svc_vm_filesystem_avail_bytes",
   ),
   gauge("filesystem_used_bytes", "svc_vm_filesystem_used_bytes", "bytes", "guest_agent", true),
   gauge("filesystem_size_bytes", "svc_vm_filesystem_size_bytes", "bytes", "guest_agent", true),

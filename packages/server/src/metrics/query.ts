@@ -14,10 +14,16 @@ import {
 import type { Labels } from "../storage/interface.ts";
 import type { LatestSample, MetricsBackend, WindowOutcome, WindowRequest } from "./backend.ts";
 import type { ProjectLimiter } from "./concurrency.ts";
-import { type MetricDef, type MetricPlan, metricIds, VM_IDENTITY_LABELS } from "./metric-ids.ts";
+import {
+  type MetricDef,
+  type MetricPlan,
+  metricIds,
+  planRequests,
+  planSeries,
+  VM_IDENTITY_LABELS,
+} from "./metric-ids.ts";
 import type { MetricsOptions } from "./options.ts";
 import { coverage, type GapS, isStale, lifetimeWindow } from "./quality.ts";
-import { ratioOn } from "./windows.ts";
 
 export interface VmQueryDeps {
   readonly db: Db;
@@ -222,9 +228,7 @@ async function runQuery(
     if (i < 0) i = requests.push(r) - 1;
     return i;
   };
-  const slots = planned.map(({ plan }) =>
-    plan.kind === "window" ? [indexOf(plan.request)] : [indexOf(plan.num), indexOf(plan.den)],
-  );
+  const slots = planned.map(({ plan }) => planRequests(plan).map(indexOf));
   // The newest observations do not depend on the window reads: read them alongside.
   const latestRead = readNewest(
     deps,
@@ -267,8 +271,7 @@ async function runQuery(
     }
     const matrices = got.map((o) => (o.ok ? o.series : []));
     try {
-      const series =
-        plan.kind === "window" ? matrices[0] : ratioOn(matrices[0], matrices[1], plan.on, plan.scale);
+      const series = planSeries(plan, matrices);
       outcomes.push({ def, series });
     } catch (err) {
       errors.push(toQueryError(def.id, err, o.queryTimeoutMs));

@@ -7,8 +7,8 @@ import { RollupColumn, Rollups } from "../storage/rollups.ts";
 import { openTsdb } from "../tsdb/index.ts";
 import { tempDir } from "../tsdb/testutil.ts";
 import { createMetricsBackend, type MetricsBackend } from "./backend.ts";
-import { type MetricDef, metricIds, vmSelector } from "./metric-ids.ts";
-import { ratioOn, rollupColumnsFor, rollupStepAggregate, stepAggregate } from "./windows.ts";
+import { type MetricDef, metricIds, planRequests, planSeries, vmSelector } from "./metric-ids.ts";
+import { rollupColumnsFor, rollupStepAggregate, stepAggregate } from "./windows.ts";
 
 const S = 1000;
 const T0 = Date.UTC(2026, 0, 1);
@@ -42,6 +42,16 @@ function fillVm(m: Sink, samples: number): void {
     m.append(L("svc_vm_disk_read_bytes_total", { device: "vda" }), t, disk);
     m.append(L("svc_vm_disk_read_bytes_total", { device: "vdb" }), t, i * 512);
     if (i % 10 === 0) m.append(L("svc_vm_last_observation_timestamp_seconds"), t, t / S);
+    // Filesystems: "/" from an agent that sends df's available bytes, "/old" from one that does not,
+    // "/up" from one upgraded half-way (available bytes from sample 200 on).
+    const G = (name: string, mountpoint: string) =>
+      L(name, { source: "guest_agent", mountpoint, fstype: "ext4", device: `/dev/vd${mountpoint.length}` });
+    for (const mp of ["/", "/old", "/up"]) {
+      m.append(G("svc_vm_filesystem_size_bytes", mp), t, 1e10);
+      m.append(G("svc_vm_filesystem_used_bytes", mp), t, 1e9 + 1e6 * (i % 23));
+      if (mp === "/" || (mp === "/up" && i >= 200))
+        m.append(G("svc_vm_filesystem_avail_bytes", mp), t, 2.5e9 - 1e6 * (i % 7));
+    }
   }
   m.appendStale(L("svc_vm_cpu_utilization_pct"), T0 + 350 * 30 * S + 15 * S);
 }
@@ -54,7 +64,7 @@ async function viaPlan(
   stepS: number,
 ): Promise<RangeSeries[]> {
   const plan = def.plan(stepS, 30);
-  const reqs = plan.kind === "window" ? [plan.request] : [plan.num, plan.den];
+  const reqs = planRequests(plan);
   const got = await b.windowAggregates(
     "p",
     [{ type: "=", name: "vm", value: VM }],
@@ -67,7 +77,7 @@ async function viaPlan(
     if (!o.ok) throw o.error;
     return o.series;
   });
-  return plan.kind === "window" ? ok[0] : ratioOn(ok[0], ok[1], plan.on, plan.scale);
+  return planSeries(plan, ok);
 }
 
 const key = (s: RangeSeries) => s.metric.map((l) => `${l.name}=${l.value}`).join(",");
@@ -105,8 +115,17 @@ describe("windowAggregates (one pass over raw samples)", () => {
             );
         }
       }
-      // Utilization, vCPUs, memory (3), disk read bytes, last observed: the comparison is not vacuous.
-      assert.equal(nonEmpty, 7);
+      // Utilization, vCPUs, memory (3), disk read bytes, last observed, filesystem (3): the comparison is
+      // not vacuous.
+      assert.equal(nonEmpty, 10);
+      // Filesystem usage is df's used ÷ (used + available) where available bytes were sent (~29 %
+      // here), used ÷ size where they were not (~10 %); an agent upgraded midway has both.
+      const fs = await viaPlan(b, metricIds.get("filesystem_used_pct")!, T0, T0 + 420 * 30 * S, stepS);
+      const at = (mp: string) => fs.find((x) => x.metric.some((l) => l.value === mp))!.values;
+      assert.ok([...at("/")].every((v) => v > 28 && v < 31));
+      assert.ok([...at("/old")].every((v) => v > 9.9 && v < 10.3));
+      const up = [...at("/up")];
+      assert.ok(up.some((v) => v < 10.3) && up.some((v) => v > 28));
     });
   }
 

@@ -225,16 +225,26 @@ export function ratioOn(
   on: readonly string[],
   scale: number,
 ): LabeledSteps[] {
+  return binaryOn(num, den, on, (a, b) => (scale * a) / b);
+}
+
+/** `lhs <op> on(<on>) rhs` per step, matched as ratioOn describes; `op` gets the two step values. */
+export function binaryOn(
+  lhsSeries: readonly LabeledSteps[],
+  rhsSeries: readonly LabeledSteps[],
+  on: readonly string[],
+  op: (a: number, b: number) => number,
+): LabeledSteps[] {
   const keyOf = (l: Labels) => on.map((n) => labelValue(l, n)).join("\u0000");
   const dens = new Map<string, LabeledSteps[]>();
-  for (const d of den) {
+  for (const d of rhsSeries) {
     const k = keyOf(d.metric);
     const list = dens.get(k);
     if (list) list.push(d);
     else dens.set(k, [d]);
   }
   const nums = new Map<string, LabeledSteps[]>();
-  for (const s of num) {
+  for (const s of lhsSeries) {
     const k = keyOf(s.metric);
     const list = nums.get(k);
     if (list) list.push(s);
@@ -256,7 +266,7 @@ export function ratioOn(
       while (j < rhs.timestamps.length && rhs.timestamps[j] < ts) j++;
       if (j < rhs.timestamps.length && rhs.timestamps[j] === ts) {
         t.push(ts);
-        v.push((scale * lhs.values[i]) / rhs.values[j]);
+        v.push(op(lhs.values[i], rhs.values[j]));
       }
     }
     if (t.length === 0) continue;
@@ -265,6 +275,41 @@ export function ratioOn(
       .sort()
       .map((name) => ({ name, value: labelValue(ls[0].metric, name) }));
     out.push({ metric, timestamps: Float64Array.from(t), values: Float64Array.from(v) });
+  }
+  return out;
+}
+
+/**
+ * PromQL's `a or b` per step: every step of `a`, and the steps of `b` whose label set has no value
+ * in `a` at that step. Series come out in `a`'s order, then `b`'s new label sets.
+ */
+export function orSteps(a: readonly LabeledSteps[], b: readonly LabeledSteps[]): LabeledSteps[] {
+  const keyOf = (l: Labels) => l.map((x) => `${x.name}\u0001${x.value}`).join("\u0000");
+  const byKey = new Map<string, LabeledSteps>();
+  for (const s of a) byKey.set(keyOf(s.metric), s);
+  const out = [...a];
+  for (const s of b) {
+    const k = keyOf(s.metric);
+    const left = byKey.get(k);
+    if (!left) {
+      byKey.set(k, s);
+      out.push(s);
+      continue;
+    }
+    const have = new Set(left.timestamps);
+    const pts: [number, number][] = [];
+    for (let i = 0; i < left.timestamps.length; i++) pts.push([left.timestamps[i], left.values[i]]);
+    for (let i = 0; i < s.timestamps.length; i++)
+      if (!have.has(s.timestamps[i])) pts.push([s.timestamps[i], s.values[i]]);
+    if (pts.length === left.timestamps.length) continue;
+    pts.sort((x, y) => x[0] - y[0]);
+    const merged = {
+      metric: left.metric,
+      timestamps: Float64Array.from(pts, (p) => p[0]),
+      values: Float64Array.from(pts, (p) => p[1]),
+    };
+    out[out.indexOf(left)] = merged;
+    byKey.set(k, merged);
   }
   return out;
 }
