@@ -255,7 +255,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       },
     });
     registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
-    registerSilenceService(router, { db: db.db, pageKey: config.secretKey, now });
+    registerSilenceService(router, {
+      db: db.db,
+      pageKey: config.secretKey,
+      now,
+      maxPerProject: notifyOptions.maxSilencesPerProject,
+    });
   };
   // The console's CSRF tokens get a key of their own, derived from the secret key.
   const consoleKey = createHmac("sha256", config.secretKey).update("svc console csrf").digest();

@@ -15,7 +15,7 @@ import type { LastUseTracker } from "../audit/last-use.ts";
 import { type PendingAudit, pendingAudit } from "../audit/transactions.ts";
 import { CSRF_HEADER, requestCredential } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
-import { capabilityDenied, permissionDenied, SvcError } from "../errors.ts";
+import { capabilityDenied, invalidArgument, permissionDenied, SvcError } from "../errors.ts";
 import { actorOf } from "../iam/actor.ts";
 import { type MethodAccess, methodAccess, resourceFields, rolePermissions } from "../iam/capabilities.ts";
 import { requireMember, requireOwner, roleOf } from "../iam/membership.ts";
@@ -68,7 +68,10 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
   const access = methodAccess[method];
   const audited = deps.audit !== false && isAudited(method);
   const fn = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
-    if (access === "public" && !audited) return h(req);
+    // Connect answers a binary body it cannot decode as an internal error (500): the guard reads
+    // every binary body first and answers it 400 (readRequest).
+    const binary = /^application\/proto\b/.test(req.header.get("content-type") ?? "");
+    if (access === "public" && !audited && !binary) return h(req);
     const address = req.contextValues?.get(remoteAddressKey) ?? "unknown";
     const note: AuditNote = {};
     if (audited) req.contextValues?.set(auditNoteKey, note);
@@ -90,13 +93,15 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
         checkCaller(access, principal);
       }
       let body = req.body;
-      if (audited || (access !== "authenticated" && access !== "operator" && access !== "public")) {
+      const scoped = access !== "authenticated" && access !== "operator" && access !== "public";
+      if (audited || scoped || binary) {
         read = await readRequest(req, h.method, deps.maxRequestBytes);
         body = read.body;
       }
-      if (access !== "authenticated" && access !== "operator" && access !== "public" && principal)
-        await authorizeResource(deps.db, principal, access, read?.resource);
+      if (scoped && principal) await authorizeResource(deps.db, principal, access, read?.resource);
       authorized = true;
+      // After the decision: a refused caller gets its refusal whatever the body holds.
+      if (read?.undecodable) throw read.undecodable;
       req.contextValues?.set(principalKey, principal);
       if (audited) {
         // The handler's first committed transaction carries the event (audit/transactions.ts).
@@ -321,6 +326,8 @@ interface Read {
   readonly schema: DescMethod["input"];
   /** The request decoded leniently (unknown fields ignored), for the audit record. */
   readonly message?: Record<string, unknown>;
+  /** A binary body that is no message of the method's input: its 400, naming the body. */
+  readonly undecodable?: SvcError;
 }
 
 /**
@@ -369,7 +376,16 @@ async function readRequest(req: UniversalServerRequest, method: DescMethod, maxB
         // A body Connect will refuse: the record keeps what the guard found.
       }
     } else if (/^application\/proto\b/.test(type)) {
-      message = fromBinary(schema, plain) as unknown as Record<string, unknown>;
+      try {
+        message = fromBinary(schema, plain) as unknown as Record<string, unknown>;
+      } catch (err) {
+        const why = err instanceof Error ? err.message : String(err);
+        return {
+          body,
+          schema,
+          undecodable: invalidArgument("body", `is not a binary ${schema.typeName} (${why})`),
+        };
+      }
       if (field) value = message[field.localName];
     }
     return typeof value === "string" && field
