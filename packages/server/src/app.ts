@@ -31,6 +31,7 @@ import { registerMonitoringService } from "./http/services/monitoring.ts";
 import { registerSilenceService } from "./http/services/silences.ts";
 import { CiAutomation } from "./iam/ci/service.ts";
 import { pruneIdempotency } from "./iam/idempotency.ts";
+import { createSignInLimits } from "./iam/sign-in-limits.ts";
 import {
   agentPackageRoutes,
   cliPackageRoutes,
@@ -151,6 +152,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     options: resolveMetricsOptions({ retentionMs: config.retentionMs }),
   };
   const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
+  // One limit on password guessing for the API's Login and the console's sign-in (iam/sign-in-limits.ts).
+  const signInLimits = createSignInLimits(limits.rateLimiters);
   // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
   // Audit events past SVC_AUDIT_RETENTION_DAYS go on the same hourly round, in batches.
   const prune = async () => {
@@ -221,7 +224,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       agentPackage,
       now,
     });
-    registerIamServices(router, { db: db.db, now });
+    registerIamServices(router, { db: db.db, now, signInLimits });
     registerAuditServices(router, { db: db.db, pageKey: config.secretKey });
     registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
@@ -252,7 +255,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       },
     });
     registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
-    registerSilenceService(router, { db: db.db, pageKey: config.secretKey, now });
+    registerSilenceService(router, {
+      db: db.db,
+      pageKey: config.secretKey,
+      now,
+      maxPerProject: notifyOptions.maxSilencesPerProject,
+    });
   };
   // The console's CSRF tokens get a key of their own, derived from the secret key.
   const consoleKey = createHmac("sha256", config.secretKey).update("svc console csrf").digest();
@@ -324,7 +332,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         consoleKey,
         publicOrigin,
         distDir: config.consoleDir,
-        rateLimiters: limits.rateLimiters,
+        signInLimits,
       }),
     ];
   }

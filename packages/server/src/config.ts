@@ -338,6 +338,8 @@ function notifyFromEnv(env: NodeJS.ProcessEnv): Config["notify"] {
     options.leaseMs = positive(env.SVC_NOTIFY_LEASE_SECONDS, "SVC_NOTIFY_LEASE_SECONDS", 60) * 1000;
   if (env.SVC_MAX_DESTINATIONS)
     options.maxDestinationsPerProject = positive(env.SVC_MAX_DESTINATIONS, "SVC_MAX_DESTINATIONS", 5);
+  if (env.SVC_MAX_SILENCES)
+    options.maxSilencesPerProject = positive(env.SVC_MAX_SILENCES, "SVC_MAX_SILENCES", 100);
   return {
     smtpUrl: env.SVC_SMTP_URL || undefined,
     // Added to Node's public roots (a `ca` option alone would replace them).

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { invalidArgument } from "../errors.ts";
+import { checkFreeText, MAX_DISPLAY_NAME } from "../free-text.ts";
 import { parseVmName } from "../inventory/names.ts";
 import { type RuleMetric, ruleMetrics } from "./catalog.ts";
 import type { AlertOptions } from "./options.ts";
@@ -14,7 +15,6 @@ export type Operator = (typeof operators)[number];
 export const severities = ["INFO", "WARNING", "CRITICAL"] as const;
 export type Severity = (typeof severities)[number];
 
-export const MAX_DISPLAY_NAME = 200;
 export const MAX_VM_NAMES = 1_000;
 export const MAX_DESTINATIONS = 5;
 export const MAX_REPEAT_INTERVAL_SECONDS = 7 * 86_400;
@@ -84,10 +84,10 @@ export function validateSpec(
 ): RuleSpec {
   const f = (name: string) => `${prefix}.${name}`;
   if (!input) throw invalidArgument(prefix, "is required");
-  const displayName = input.displayName.trim();
-  if (!displayName) throw invalidArgument(f("displayName"), "is required");
-  if (displayName.length > MAX_DISPLAY_NAME)
-    throw invalidArgument(f("displayName"), `must be at most ${MAX_DISPLAY_NAME} characters`);
+  const displayName = checkFreeText(f("displayName"), input.displayName, {
+    max: MAX_DISPLAY_NAME,
+    required: true,
+  });
   const metric = ruleMetrics.get(input.metricId);
   if (!metric) {
     throw invalidArgument(

@@ -345,6 +345,7 @@ for (const { dialect, skip } of await testDialects()) {
         (e) => e.request_id === denied.requestId,
       );
       assert.equal(d.outcome, "CAPABILITY");
+      assert.equal(d.project_id, "acme", "a refusal inside the caller's own project is that project's");
       assert.equal(d.actor_kind, "SERVICE_ACCOUNT_KEY");
       assert.equal(d.resource, `${p.projectName}/alertRules/${denied.id}`);
       // A denied rotate by a key.
@@ -355,6 +356,45 @@ for (const { dialect, skip } of await testDialects()) {
       const n = (await events()).length;
       assert.equal(await call("svc.iam.v1.KeyService/RotateKey", { name: writeKeyName }, "svck_nope"), 401);
       assert.equal((await events()).length, n);
+    });
+
+    it("a refused call into another project is recorded where the caller belongs, never in the target's log", async () => {
+      const victim = await t.seedProject("victim", []);
+      const rule = (projectName: string) => ({ ...newCpuRule(projectName), requestId: randomUUID() });
+      const attempts = [
+        // acme's write key, into another tenant and into a project not yet created
+        { body: rule(victim.projectName), token: writeKey, own: "acme", reason: "PROJECT_BOUNDARY" },
+        { body: rule("projects/not-yet"), token: writeKey, own: "acme", reason: "PROJECT_BOUNDARY" },
+        // acme's owner, a person: outside every project (the operator's listing)
+        { body: rule(victim.projectName), token: p.owner.session, own: "", reason: "PROJECT_BOUNDARY" },
+        { body: rule("projects/not-yet"), token: p.owner.session, own: "", reason: "PROJECT_BOUNDARY" },
+      ];
+      for (const a of attempts) {
+        assert.equal(await call("svc.monitoring.v1.AlertService/SaveAlertRule", a.body, a.token), 403);
+        const [e] = (await count("svc.monitoring.v1.AlertService/SaveAlertRule")).filter(
+          (x) => x.request_id === a.body.requestId,
+        );
+        assert.ok(e, "the refusal is recorded");
+        assert.equal(e.project_id, a.own, `${a.body.projectName}: recorded where the caller belongs`);
+        assert.equal(e.outcome, a.reason);
+        assert.equal(e.resource, `${a.body.projectName}/alertRules/${a.body.id}`, "naming what it tried");
+      }
+      const polluted = await t.app.db.db
+        .selectFrom("audit_events")
+        .select(["method", "actor"])
+        .where("project_id", "in", ["victim", "not-yet"])
+        .execute();
+      assert.deepEqual(
+        polluted.filter((e) => !e.method.startsWith("svc.admin.")),
+        [],
+        "no tenant wrote into another's log",
+      );
+      // The owner of acme reads its key's refused attempts in acme's own log.
+      const own = await listAuditEvents(t.app.db.db, PAGE_KEY, {
+        projectId: "acme",
+        method: "SaveAlertRule",
+      });
+      assert.ok(own.events.some((e) => e.resource.startsWith("projects/not-yet/")));
     });
 
     it("after a scenario, no event holds any secret, token, password or URL issued or sent in it", async () => {

@@ -84,9 +84,15 @@ function nestedSet(f: DescField, value: unknown): string[] {
   return f.message.fields.filter((g) => isFieldSet(value as never, g)).map((g) => g.jsonName);
 }
 
-/** The project an event belongs to: the one its resource names, else a key's or CI token's own. */
-export function projectOfEvent(resource: string, p: Principal | undefined): string {
-  const named = /^projects\/([^/]+)(?:\/|$)/.exec(resource)?.[1];
+/**
+ * The project an event belongs to: the one its resource names when the caller was allowed into it,
+ * else where the caller belongs: a key's or CI token's own project, outside every project ("", the
+ * operator's listing) for a person or the operator. A refused call into another project is never
+ * written into that project's log, so no tenant can add events to another's (nor to a project not
+ * yet created).
+ */
+export function projectOfEvent(resource: string, p: Principal | undefined, authorized: boolean): string {
+  const named = authorized ? /^projects\/([^/]+)(?:\/|$)/.exec(resource)?.[1] : undefined;
   if (named) return named;
   if (p && p.kind !== "OPERATOR" && p.kind !== "HUMAN_SESSION") return p.projectId;
   return "";

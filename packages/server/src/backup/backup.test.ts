@@ -8,6 +8,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   truncateSync,
   writeFileSync,
 } from "node:fs";
@@ -15,6 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { createSvcClients } from "@svc/sdk";
 import pino from "pino";
 import { type App, createApp } from "../app.ts";
 import { loadConfig } from "../config.ts";
@@ -24,8 +26,9 @@ import { fanout } from "../notify/outbox.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { ADMIN_TOKEN, type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { pushAll, rwSeries } from "../testing/remote-write.ts";
+import { startServerProcess } from "../testing/server-process.ts";
 import { takeBackup } from "./backup.ts";
-import { BackupRefusedError, type Manifest } from "./manifest.ts";
+import { BackupRefusedError, type Manifest, UNFINISHED_FILE, verifyBackup } from "./manifest.ts";
 import { restoreBackup } from "./restore.ts";
 
 const S = 1000;
@@ -338,6 +341,89 @@ describe("online backup and offline restore (SQLite + embedded store)", () => {
       Code.FailedPrecondition,
       /not empty.*BACKUP_REFUSED/,
     );
+  });
+
+  it("resolves symbolic links: a link into the data directory is inside it (issue 41)", async () => {
+    const data = t.app.config.dataDir;
+    mkdirSync(join(data, "inside"), { recursive: true });
+    symlinkSync(join(data, "inside"), join(work, "link-inside"));
+    symlinkSync(data, join(work, "link-data"));
+    for (const directory of [
+      join(work, "link-inside"), // the link itself, an existing empty directory in the data directory
+      join(work, "link-data", "backups", "b1"), // under a linked ancestor, not created yet
+    ])
+      await refusal(
+        t.admin.operations.backup({ directory }),
+        Code.InvalidArgument,
+        /^directory: must lie outside the data directory/,
+      );
+    assert.ok(!existsSync(join(data, "backups")), "nothing was written into the data directory");
+    assert.deepEqual(readdirSync(join(data, "inside")), []);
+  });
+
+  it("names why a target cannot be written, and refuses a NUL in the path, as 400s (issue 41)", async () => {
+    writeFileSync(join(work, "a-file"), "not a directory\n");
+    await refusal(
+      t.admin.operations.backup({ directory: join(work, "a-file", "sub") }),
+      Code.FailedPrecondition,
+      /^directory: cannot write the backup into .*: a part of the path is not a directory \(ENOTDIR\).*BACKUP_REFUSED/,
+    );
+    if (existsSync("/sys/kernel"))
+      await refusal(
+        t.admin.operations.backup({ directory: "/sys/svc-backup-test" }),
+        Code.FailedPrecondition,
+        /\((EPERM|EROFS|EACCES)\).*BACKUP_REFUSED/,
+      );
+    await refusal(
+      t.admin.operations.backup({ directory: `${work}/nul\u0000name` }),
+      Code.InvalidArgument,
+      /^directory: must not contain a NUL character/,
+    );
+  });
+
+  it("a backup killed midway is marked unfinished; the retry into the same directory clears it and succeeds (issue 41)", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "svc-killed-backup-data-"));
+    const target = join(work, "killed");
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: "0",
+      SVC_DATA_DIR: dataDir,
+      SVC_DEMO: "false",
+      SVC_EVALUATOR: "false",
+      SVC_DISPATCHER: "false",
+      SVC_ADMIN_TOKEN: ADMIN_TOKEN,
+      SVC_LOG_LEVEL: "warn",
+    };
+    delete env.SVC_DATABASE_URL;
+    const hang = join(import.meta.dirname, "..", "testing", "hang-before-manifest.ts");
+    const server = await startServerProcess({
+      env,
+      args: ["--import", "tsx", "--import", hang, "packages/server/src/main.ts"],
+    });
+    try {
+      const call = createSvcClients({ baseUrl: server.baseUrl, token: ADMIN_TOKEN, maxRetries: 0 })
+        .admin.operations.backup({ directory: target })
+        .catch((e: unknown) => e);
+      for (let i = 0; i < 1200 && !server.output().includes("hangs before its manifest"); i++)
+        await new Promise((r) => setTimeout(r, 50));
+      assert.match(server.output(), /hangs before its manifest/);
+      server.child.kill("SIGKILL");
+      await server.exited;
+      assert.ok((await call) instanceof Error, "the killed server never answered");
+    } finally {
+      server.child.kill("SIGKILL");
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+    // What the kill left: the data, no manifest, and the mark of an unfinished backup.
+    const left = readdirSync(target);
+    assert.ok(left.includes("data") && !left.includes("manifest.json"), left.join(","));
+    assert.ok(left.includes(UNFINISHED_FILE), "the unfinished backup is marked as such");
+    await assert.rejects(verifyBackup(target), /manifest\.json/);
+    // The retry (here by another server) clears what the killed one left and writes a whole backup.
+    const r = await t.admin.operations.backup({ directory: target });
+    assert.equal(r.directory, target);
+    await verifyBackup(target);
+    assert.ok(!readdirSync(target).includes(UNFINISHED_FILE), "a finished backup carries no mark");
   });
 
   it("a server refuses a data directory whose store a newer build wrote, before it opens or migrates the database", async () => {

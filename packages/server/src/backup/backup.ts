@@ -4,9 +4,9 @@
  * the data directory's other files (generated secrets: the secret key seals destination secrets), then
  * the manifest, last. Ingest, queries, the evaluator and the dispatcher go on meanwhile.
  */
-import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
-import { copyFile, mkdir, open, rename, writeFile } from "node:fs/promises";
-import { isAbsolute, join, relative, resolve } from "node:path";
+import { existsSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
+import { copyFile, mkdir, open, rename, rm, writeFile } from "node:fs/promises";
+import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { appliedMigrations, type DbHandle } from "../db/database.ts";
 import { LATEST_MIGRATION } from "../db/schema-version.ts";
 import { invalidArgument, SvcError } from "../errors.ts";
@@ -20,6 +20,7 @@ import {
   type Manifest,
   type ManifestFile,
   sha256Of,
+  UNFINISHED_FILE,
 } from "./manifest.ts";
 
 export interface BackupSources {
@@ -47,20 +48,80 @@ const within = (parent: string, child: string) => {
 const refused = (why: string, message: string) =>
   new SvcError("failed_precondition", message, { reason: "BACKUP_REFUSED", metadata: { why } });
 
-/** Checks the destination: absolute, outside the data directory, empty or absent. */
-function checkDestination(dataDir: string, to: string): string {
+/**
+ * The path with every symbolic link resolved, also for a directory not created yet: its deepest
+ * existing ancestor resolved, the rest appended. A string comparison alone would let a link into the
+ * data directory pass as "outside" and the backup copy itself.
+ */
+function realPath(path: string): string {
+  const missing: string[] = [];
+  let at = resolve(path);
+  for (;;) {
+    try {
+      return join(realpathSync(at), ...missing.reverse());
+    } catch (err) {
+      const parent = dirname(at);
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT" || parent === at) throw err;
+      missing.push(basename(at));
+      at = parent;
+    }
+  }
+}
+
+/**
+ * Checks the destination: absolute, outside the data directory (real paths), empty or absent, or
+ * the remains of a backup of ours that did not finish, which it returns to be cleared.
+ */
+function checkDestination(dataDir: string, to: string): { dest: string; unfinished: boolean } {
   if (!to) throw invalidArgument("directory", "is required (an absolute path on the server's host)");
+  if (to.includes("\0")) throw invalidArgument("directory", "must not contain a NUL character");
   if (!isAbsolute(to)) throw invalidArgument("directory", "must be an absolute path on the server's host");
-  const dest = resolve(to);
-  const data = resolve(dataDir);
+  let dest: string;
+  try {
+    dest = realPath(to);
+  } catch (err) {
+    throw fileSystemRefusal(err, to, true);
+  }
+  const data = realPath(dataDir);
   if (within(data, dest) || within(dest, data))
     throw invalidArgument("directory", `must lie outside the data directory ${data}`);
   if (existsSync(dest)) {
     if (!statSync(dest).isDirectory()) throw invalidArgument("directory", "exists and is not a directory");
-    if (readdirSync(dest).length > 0)
+    const entries = readdirSync(dest);
+    // A backup killed midway left its marker and no manifest: it is ours and unusable, so it is cleared.
+    const unfinished = entries.includes(UNFINISHED_FILE) && !entries.includes(MANIFEST_FILE);
+    if (entries.length > 0 && !unfinished)
       throw refused("destination_not_empty", "directory: not empty; a backup never overwrites files");
+    return { dest, unfinished };
   }
-  return dest;
+  return { dest, unfinished: false };
+}
+
+/** What the file system said, named for the operator (the server log keeps the rest). */
+const CAUSES: Readonly<Record<string, { why: string; says: string }>> = {
+  EACCES: { why: "permission_denied", says: "the server's user may not write there" },
+  EPERM: { why: "permission_denied", says: "the operation is not permitted there" },
+  EROFS: { why: "read_only", says: "the file system is read-only" },
+  ENOSPC: { why: "no_space", says: "no space left on the device" },
+  EDQUOT: { why: "no_space", says: "the disk quota is used up" },
+  EEXIST: { why: "exists", says: "a file of that name already exists" },
+  ENOTDIR: { why: "not_a_directory", says: "a part of the path is not a directory" },
+  ENAMETOOLONG: { why: "name_too_long", says: "the path is too long" },
+  ELOOP: { why: "symlink_loop", says: "the path has a loop of symbolic links" },
+  ENOENT: { why: "cannot_create", says: "a part of the path cannot be created" },
+};
+
+/**
+ * A file-system error writing into the backup's directory as BACKUP_REFUSED naming its cause (EACCES,
+ * ENOSPC, …); any other error (reading the live data, say) as is, for the server log.
+ */
+function fileSystemRefusal(err: unknown, dest: string, anyPath = false): unknown {
+  const e = err as (NodeJS.ErrnoException & { dest?: string }) | undefined;
+  const cause = e?.code === undefined ? undefined : CAUSES[e.code];
+  const inDest = [e?.path, e?.dest].some((p) => typeof p === "string" && within(dest, p));
+  if (!cause || !(anyPath || inDest)) return err;
+  const code = e?.code;
+  return refused(cause.why, `directory: cannot write the backup into ${dest}: ${cause.says} (${code})`);
 }
 
 function unsupported(sources: BackupSources): string | undefined {
@@ -100,20 +161,20 @@ let running = false;
 export async function takeBackup(sources: BackupSources, to: string): Promise<BackupResult> {
   const why = unsupported(sources);
   if (why) throw refused("unsupported", `backup covers the embedded defaults only: ${why}`);
-  const dest = checkDestination(sources.dataDir, to);
-  if (running)
-    throw new SvcError(
-      "failed_precondition",
-      "another backup is running in this process; retry when it ends",
-      {
-        reason: "BACKUP_RUNNING",
-      },
-    );
+  const { dest, unfinished } = checkDestination(sources.dataDir, to);
+  if (running) throw refused("running", "another backup is running in this process; retry when it ends");
   running = true;
   const created = !existsSync(dest);
   const data = join(dest, DATA_DIR);
+  const marker = join(dest, UNFINISHED_FILE);
   try {
-    await mkdir(data, { recursive: true, mode: 0o700 });
+    if (unfinished)
+      for (const name of readdirSync(dest)) await rm(join(dest, name), { recursive: true, force: true });
+    await mkdir(dest, { recursive: true, mode: 0o700 });
+    // Written first, removed last: a backup killed midway is known as one and cleared by the next.
+    await writeFile(marker, "an unfinished svc backup: the next backup into this directory clears it\n");
+    await fsyncFile(dest);
+    await mkdir(data, { mode: 0o700 });
     const snap = await sources.tsdb!.snapshot(join(data, "tsdb"));
     await sources.db.backup!(join(data, "svc.db"));
     const applied = await appliedMigrations(sources.db.db);
@@ -145,12 +206,14 @@ export async function takeBackup(sources: BackupSources, to: string): Promise<Ba
     await writeFile(tmp, `${JSON.stringify(manifest, null, 2)}\n`);
     await fsyncFile(tmp);
     await rename(tmp, join(dest, MANIFEST_FILE));
+    await rm(marker);
     await fsyncFile(dest);
     return { directory: dest, manifest, linkedBytes };
   } catch (err) {
     rmSync(created ? dest : data, { recursive: true, force: true });
     rmSync(join(dest, `${MANIFEST_FILE}.tmp`), { force: true });
-    throw err;
+    rmSync(marker, { force: true });
+    throw fileSystemRefusal(err, dest);
   } finally {
     running = false;
   }

@@ -11,6 +11,11 @@ import { TSDB_FORMAT } from "../tsdb/version.ts";
 
 export const MANIFEST_FILE = "manifest.json";
 export const DATA_DIR = "data";
+/**
+ * Written first into a backup directory and removed after the manifest: with no manifest beside it,
+ * the directory is a backup that did not finish (killed midway), which the next backup there clears.
+ */
+export const UNFINISHED_FILE = ".svc-backup-unfinished";
 /** The manifest's own layout; a newer one is refused. */
 export const BACKUP_FORMAT_VERSION = 1;
 

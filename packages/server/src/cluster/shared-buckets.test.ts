@@ -63,6 +63,28 @@ for (const { dialect, skip } of await testDialects()) {
       assert.equal(await outcome(other.take("k", "tries")), "ok");
     });
 
+    it("gives a token back, never beyond the burst, across replicas", async () => {
+      const a = sharedRateLimiters(handle.db, clock.now)("t.back", { burst: 2, perMinute: 0 });
+      const b = sharedRateLimiters(handle.db, clock.now)("t.back", { burst: 2, perMinute: 0 });
+      await a.giveBack("k"); // no row yet: nothing to give back, nothing made
+      assert.equal(await outcome(a.take("k", "x")), "ok");
+      assert.equal(await outcome(a.take("k", "x")), "ok");
+      assert.equal(await outcome(b.take("k", "x")), 60);
+      await b.giveBack("k");
+      assert.equal(
+        await outcome(a.take("k", "x")),
+        "ok",
+        "the token given back on one replica is taken on the other",
+      );
+      for (let i = 0; i < 5; i++) await a.giveBack("k");
+      assert.deepEqual([await outcome(b.take("k", "x")), await outcome(b.take("k", "x"))], ["ok", "ok"]);
+      assert.equal(
+        await outcome(b.take("k", "x")),
+        60,
+        "five back fill the bucket to its burst of 2, no more",
+      );
+    });
+
     it("refuses a family without burst and one that never refills says 60 s", async () => {
       const f = sharedRateLimiters(handle.db, clock.now);
       assert.equal(await outcome(f("t.none", { burst: 0, perMinute: 6 }).take("k", "x")), 10);

@@ -18,6 +18,12 @@ const NEVER_MS = 1e15;
 /** Keys longer than this are stored as their SHA-256 (an index entry stays small whatever is sent). */
 const MAX_KEY_CHARS = 200;
 
+function keyOf(rawKey: string): string {
+  return rawKey.length > MAX_KEY_CHARS
+    ? `sha256:${createHash("sha256").update(rawKey).digest("hex")}`
+    : rawKey;
+}
+
 /**
  * Token buckets in the control-plane database (table rate_buckets), so a limit holds across every
  * replica on it. A take is one statement: an upsert that refills the row by the time since its
@@ -50,10 +56,7 @@ export function sharedRateLimiters(
       async take(rawKey, what) {
         const nowMs = now();
         if (burst < 1) throw rateLimited(what, retryAfterSeconds(0, perMinute));
-        const key =
-          rawKey.length > MAX_KEY_CHARS
-            ? `sha256:${createHash("sha256").update(rawKey).digest("hex")}`
-            : rawKey;
+        const key = keyOf(rawKey);
         // Typed parameters: PostgreSQL would otherwise infer bigint for the rate from `at`.
         const t = sql<number>`cast(${nowMs} as bigint)`;
         const rate = sql<number>`cast(${ratePerMs} as double precision)`;
@@ -85,6 +88,20 @@ export function sharedRateLimiters(
           .executeTakeFirst();
         const tokens = row ? Math.min(burst, row.tokens + Math.max(0, nowMs - row.at) * ratePerMs) : 0;
         throw rateLimited(what, retryAfterSeconds(tokens, perMinute));
+      },
+      async giveBack(rawKey) {
+        const key = keyOf(rawKey);
+        const size = sql<number>`cast(${burst} as double precision)`;
+        // One token back, never beyond the bucket's size; the bucket is full one token sooner.
+        await db
+          .updateTable("rate_buckets")
+          .set({
+            tokens: sql<number>`case when tokens + 1 > ${size} then ${size} else tokens + 1 end`,
+            full_time: sql<number>`full_time - cast(${msPerToken} as double precision)`,
+          })
+          .where("scope", "=", scope)
+          .where("key", "=", key)
+          .execute();
       },
     };
   };

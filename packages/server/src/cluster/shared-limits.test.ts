@@ -82,6 +82,16 @@ describe("limits across two replicas on one PostgreSQL", { skip }, () => {
       assert.equal(r.headers.get("retry-after"), "10");
       assert.equal(((await r.json()) as { reason: string }).reason, "RATE_LIMITED");
     }
+    // The API's Login takes from the same buckets (issue 41): the right password waits too, at either replica.
+    for (const t of [a, b]) {
+      const r = await fetch(`${t.baseUrl}/svc.iam.v1.SessionService/Login`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1" },
+        body: JSON.stringify({ email: p.owner.email, password: p.owner.password }),
+      });
+      assert.equal(r.status, 429);
+      assert.ok(Number(r.headers.get("retry-after")) >= 1);
+    }
   });
 
   it("holds a trust's exchange burst in aggregate, with Retry-After", async () => {

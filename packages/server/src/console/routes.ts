@@ -7,9 +7,10 @@ import type { Logger } from "pino";
 import { CONSOLE_SIGN_IN, CONSOLE_SIGN_OUT, recordAuditEvent } from "../audit/events.ts";
 import type { Db } from "../db/database.ts";
 import { invalidArgument, permissionDenied, SvcError, unauthenticated } from "../errors.ts";
-import { inProcessRateLimiters, type RateLimiterFactory } from "../iam/ci/ratelimit.ts";
+import { inProcessRateLimiters } from "../iam/ci/ratelimit.ts";
 import { authenticate } from "../iam/principal.ts";
 import { login, logout } from "../iam/sessions.ts";
+import { createSignInLimits, type SignInLimits } from "../iam/sign-in-limits.ts";
 import {
   CSRF_HEADER,
   checkCsrf,
@@ -29,8 +30,8 @@ export interface ConsoleDeps {
   readonly publicOrigin: string;
   /** The built console (packages/console/dist); undefined or missing answers a page that says so. */
   readonly distDir: string | undefined;
-  /** Where the sign-in limits keep their buckets; in this process by default (cluster/shared-limits.ts). */
-  readonly rateLimiters?: RateLimiterFactory;
+  /** The sign-in limits, shared with the API's Login; in this process by default (iam/sign-in-limits.ts). */
+  readonly signInLimits?: SignInLimits;
 }
 
 /** The console's only script, style and data sources are its own origin. */
@@ -60,11 +61,9 @@ const API_PREFIXES = ["/v1/", "/api/", "/console/api/", "/svc.", "/metrics", "/h
  */
 export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
   const secure = deps.publicOrigin.startsWith("https:");
-  // Password guessing is slowed per client address and per account (each a burst, then one a minute
-  // per 10 s): a wrong password costs the same as a right one (iam/sessions.ts), so only the rate helps.
-  const buckets = deps.rateLimiters ?? inProcessRateLimiters(deps.now);
-  const byAddress = buckets("console.address", { burst: 20, perMinute: 6 });
-  const byEmail = buckets("console.email", { burst: 10, perMinute: 6 });
+  // Password guessing is slowed per client address and per account, the same buckets as the API's
+  // Login: a wrong password costs the same as a right one (iam/sessions.ts), so only the rate helps.
+  const limits = deps.signInLimits ?? createSignInLimits(inProcessRateLimiters(deps.now));
   const built = deps.distDir !== undefined && existsSync(join(deps.distDir, "index.html"));
 
   const fail = (reply: FastifyReply, err: unknown) => {
@@ -147,12 +146,13 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
           const body = req.body ?? {};
           if (typeof body.email !== "string") throw invalidArgument("email", "is required");
           if (typeof body.password !== "string") throw invalidArgument("password", "is required");
-          await byAddress.take(req.ip, "sign-in attempts from this address");
-          await byEmail.take(body.email.trim().toLowerCase(), "sign-in attempts for this account");
-          const s = await login(deps.db, body.email, body.password, deps.now()).catch(async (err) => {
-            await audit(req, CONSOLE_SIGN_IN, undefined, err);
-            throw err;
-          });
+          const { email, password } = body;
+          const s = await limits.attempt(req.ip, email, () =>
+            login(deps.db, email, password, deps.now()).catch(async (err) => {
+              await audit(req, CONSOLE_SIGN_IN, undefined, err);
+              throw err;
+            }),
+          );
           await audit(req, CONSOLE_SIGN_IN, { userId: s.userId, sessionId: "" });
           const maxAge = Math.floor((s.expireTimeMs - deps.now()) / 1000);
           reply.header("set-cookie", sessionCookie(s.sessionToken, maxAge, secure));

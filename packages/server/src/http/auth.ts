@@ -15,10 +15,10 @@ import type { LastUseTracker } from "../audit/last-use.ts";
 import { type PendingAudit, pendingAudit } from "../audit/transactions.ts";
 import { CSRF_HEADER, requestCredential } from "../console/session-cookie.ts";
 import type { Db } from "../db/database.ts";
-import { capabilityDenied, permissionDenied, SvcError } from "../errors.ts";
+import { capabilityDenied, invalidArgument, permissionDenied, SvcError } from "../errors.ts";
 import { actorOf } from "../iam/actor.ts";
 import { type MethodAccess, methodAccess, resourceFields, rolePermissions } from "../iam/capabilities.ts";
-import { requireMember, requireOwner } from "../iam/membership.ts";
+import { requireMember, requireOwner, roleOf } from "../iam/membership.ts";
 import {
   authenticate,
   authorizeCredential,
@@ -68,11 +68,17 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
   const access = methodAccess[method];
   const audited = deps.audit !== false && isAudited(method);
   const fn = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
-    if (access === "public" && !audited) return h(req);
+    // Connect answers a binary body it cannot decode as an internal error (500): the guard reads
+    // every binary body first and answers it 400 (readRequest).
+    const binary = /^application\/proto\b/.test(req.header.get("content-type") ?? "");
+    if (access === "public" && !audited && !binary) return h(req);
     const address = req.contextValues?.get(remoteAddressKey) ?? "unknown";
     const note: AuditNote = {};
     if (audited) req.contextValues?.set(auditNoteKey, note);
     let principal: Principal | undefined;
+    // Whether the caller may act in the project its request names: only then is the event that
+    // project's; a refusal goes to the caller's own log (audit/context.ts, projectOfEvent).
+    let authorized = access === "public";
     let read: Read | undefined;
     let res: UniversalServerResponse;
     let pending: PendingAudit | undefined;
@@ -87,12 +93,15 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
         checkCaller(access, principal);
       }
       let body = req.body;
-      if (audited || (access !== "authenticated" && access !== "operator" && access !== "public")) {
+      const scoped = access !== "authenticated" && access !== "operator" && access !== "public";
+      if (audited || scoped || binary) {
         read = await readRequest(req, h.method, deps.maxRequestBytes);
         body = read.body;
       }
-      if (access !== "authenticated" && access !== "operator" && access !== "public" && principal)
-        await authorizeResource(deps.db, principal, access, read?.resource);
+      if (scoped && principal) await authorizeResource(deps.db, principal, access, read?.resource);
+      authorized = true;
+      // After the decision: a refused caller gets its refusal whatever the body holds.
+      if (read?.undecodable) throw read.undecodable;
       req.contextValues?.set(principalKey, principal);
       if (audited) {
         // The handler's first committed transaction carries the event (audit/transactions.ts).
@@ -101,7 +110,7 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
         pending = {
           written: false,
           closed: false,
-          event: () => eventOf(deps, method, req, succeeded(note, pending), p, r, address),
+          event: () => eventOf(deps, method, req, succeeded(note, pending), p, r, address, true),
         };
         res = await pendingAudit.run(pending, () => h({ ...req, body }));
         pending.closed = true;
@@ -121,7 +130,11 @@ function guarded(h: UniversalHandler, deps: AuthDeps): UniversalHandler {
       if (audited && !read)
         read = await readRequest(req, h.method, deps.maxRequestBytes).catch(() => undefined);
     }
-    if (audited && !pending?.written) await record(deps, method, req, note, principal, read, address);
+    // A public call a rate limit refused (a sign-in or CI exchange past its limit) did nothing and
+    // names no one: recording it would let anyone grow the log without bound (docs/audit.md).
+    if (!principal && note.outcome === "RATE_LIMITED") return res;
+    if (audited && !pending?.written)
+      await record(deps, method, req, note, principal, read, address, authorized);
     return res;
   };
   return Object.assign(fn, {
@@ -147,14 +160,13 @@ function eventOf(
   principal: Principal | undefined,
   read: Read | undefined,
   address: string,
+  authorized: boolean,
 ): AuditEventInput {
-  const d = read?.message
-    ? describeRequest(read.schema, read.message, method)
-    : { resource: "", requestId: "", changedFields: [] };
+  const d = described(read, method);
   const resource = note.resource ?? d.resource;
   return {
     time: deps.now(),
-    projectId: projectOfEvent(resource, principal),
+    projectId: projectOfEvent(resource, principal, authorized),
     actor: note.actor ?? actorOf(principal),
     method,
     resource,
@@ -174,13 +186,34 @@ async function record(
   principal: Principal | undefined,
   read: Read | undefined,
   address: string,
+  authorized: boolean,
 ): Promise<void> {
   try {
-    await recordAuditEvent(deps.db, eventOf(deps, method, req, note, principal, read, address));
+    // A refusal by the guard still belongs to the project it named when the caller is of that project
+    // (a viewer refused a save, a read key refused a write); otherwise to the caller's own.
+    const inProject =
+      authorized ||
+      (principal !== undefined &&
+        (await belongsTo(deps.db, principal, note.resource ?? described(read, method).resource)));
+    await recordAuditEvent(deps.db, eventOf(deps, method, req, note, principal, read, address, inProject));
   } catch (err) {
     // The call's own answer stands; a lost event is an operator's alarm, not the caller's error.
     deps.log.error({ err, method }, "audit event not recorded");
   }
+}
+
+function described(read: Read | undefined, method: string) {
+  return read?.message
+    ? describeRequest(read.schema, read.message, method)
+    : { resource: "", requestId: "", changedFields: [] };
+}
+
+/** Whether the caller is of the project `resource` names: a member, or a key or CI token of it. */
+async function belongsTo(db: Db, p: Principal, resource: string): Promise<boolean> {
+  const named = /^projects\/([^/]+)(?:\/|$)/.exec(resource)?.[1];
+  if (named === undefined || p.kind === "OPERATOR") return false;
+  if (p.kind === "HUMAN_SESSION") return (await roleOf(db, named, p.userId)) !== undefined;
+  return p.projectId === named;
 }
 
 /** An error's ErrorInfo reason (CAPABILITY, NOT_FOUND, ...), else its code. */
@@ -293,6 +326,8 @@ interface Read {
   readonly schema: DescMethod["input"];
   /** The request decoded leniently (unknown fields ignored), for the audit record. */
   readonly message?: Record<string, unknown>;
+  /** A binary body that is no message of the method's input: its 400, naming the body. */
+  readonly undecodable?: SvcError;
 }
 
 /**
@@ -341,7 +376,16 @@ async function readRequest(req: UniversalServerRequest, method: DescMethod, maxB
         // A body Connect will refuse: the record keeps what the guard found.
       }
     } else if (/^application\/proto\b/.test(type)) {
-      message = fromBinary(schema, plain) as unknown as Record<string, unknown>;
+      try {
+        message = fromBinary(schema, plain) as unknown as Record<string, unknown>;
+      } catch (err) {
+        const why = err instanceof Error ? err.message : String(err);
+        return {
+          body,
+          schema,
+          undecodable: invalidArgument("body", `is not a binary ${schema.typeName} (${why})`),
+        };
+      }
       if (field) value = message[field.localName];
     }
     return typeof value === "string" && field

@@ -177,6 +177,39 @@ describe("Connect protocol edge", () => {
     assert.match(body.message, /^projectName: /);
   });
 
+  it("answers an invalid binary protobuf body 400, never 500 (issue 41)", async () => {
+    const bad = [
+      Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), // varint too long
+      Buffer.from([0x0a, 0x7f, 0x01]), // field 1 says 127 bytes follow, 1 does
+      Buffer.from([0x0f]), // wire type 7: no such type
+      Buffer.from([0x0a, 0x02, 0xc3, 0x28]), // projectName that is not UTF-8
+    ];
+    for (const body of bad) {
+      for (const [path, token] of [
+        [LIST, key],
+        ["/svc.monitoring.v1.AlertService/SaveAlertRule", key], // audited: the guard reads the body too
+        ["/svc.iam.v1.SessionService/Login", undefined], // public and audited
+        ["/svc.admin.v1.OperationsService/Backup", ADMIN_TOKEN],
+      ] as const) {
+        const res = await fetch(`${t.baseUrl}${path}`, {
+          method: "POST",
+          headers: {
+            "Content-Type": "application/proto",
+            "Connect-Protocol-Version": "1",
+            ...(token ? { Authorization: `Bearer ${token}` } : {}),
+          },
+          body,
+        });
+        const text = await res.text();
+        assert.ok(
+          res.status === 400 || res.status === 403,
+          `${path} ${body.toString("hex")}: ${res.status} ${text}`,
+        );
+        if (res.status === 400) assert.match(text, /invalid_argument/);
+      }
+    }
+  });
+
   it("refuses an oversized body without crashing", async () => {
     const res = await post(LIST, JSON.stringify({ projectName, pageToken: "x".repeat(5 * 1024 * 1024) }));
     assert.ok(

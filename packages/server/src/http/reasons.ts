@@ -48,6 +48,7 @@ export const reasons: Readonly<Record<string, { code: ErrorCode; metadata: reado
   DESTINATION_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
   DESTINATION_IN_USE: { code: "failed_precondition", metadata: ["rules"] },
   RULE_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
+  SILENCE_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
   INSTANCE_LIMIT_EXCEEDED: { code: "failed_precondition", metadata: ["limit", "count"] },
   BACKUP_REFUSED: { code: "failed_precondition", metadata: ["why"] },
   INTERNAL: { code: "internal", metadata: [] },

@@ -2,11 +2,11 @@ import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { ApiKeyTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
+import { checkFreeText, MAX_CREDENTIAL_NAME } from "../free-text.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, isCapability, rolePermissions } from "./capabilities.ts";
 import { bodyHash, findReplay, validateRequestId } from "./idempotency.ts";
 import { type Actor, requireMember, requireOwner } from "./membership.ts";
-
 import { generateSecret, hashSecret, newId, secretHint } from "./secrets.ts";
 import { parseServiceAccountName } from "./service-accounts.ts";
 
@@ -153,9 +153,10 @@ export async function createKey(
   const parent = parseParent(input.parent);
   const allowed = await checkActorCanManage(db, actor, parent);
   validateRequestId(input.requestId);
-  const displayName = input.displayName.trim();
-  if (!displayName || displayName.length > 100)
-    throw invalidArgument("displayName", "must be 1..100 characters");
+  const displayName = checkFreeText("displayName", input.displayName, {
+    max: MAX_CREDENTIAL_NAME,
+    required: true,
+  });
   const days = expireDays(input.expireDays);
   const scope = `CreateKey:${actor.userId}`;
   const hash = bodyHash({ ...input, requestId: undefined });

@@ -2,6 +2,7 @@ import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { ServiceAccountTable } from "../db/schema.ts";
 import { invalidArgument, notFound } from "../errors.ts";
+import { checkFreeText, MAX_CREDENTIAL_NAME } from "../free-text.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { serviceAccountTemplates } from "./capabilities.ts";
 import { type Actor, requireMember, requireOwner } from "./membership.ts";
@@ -52,10 +53,10 @@ export async function createServiceAccount(
 ): Promise<ServiceAccountView> {
   const projectId = parseProjectName(input.parent, "parent");
   await requireOwner(db, projectId, actor.userId, OWNERS_ONLY);
-  const displayName = input.displayName.trim();
-  if (!displayName || displayName.length > 100) {
-    throw invalidArgument("displayName", "must be 1..100 characters");
-  }
+  const displayName = checkFreeText("displayName", input.displayName, {
+    max: MAX_CREDENTIAL_NAME,
+    required: true,
+  });
   const perms = serviceAccountTemplates[input.template];
   if (!perms) {
     throw invalidArgument(

@@ -1,5 +1,6 @@
 import type { Db } from "../db/database.ts";
 import { invalidArgument, unauthenticated } from "../errors.ts";
+import { MAX_EMAIL, MAX_PASSWORD } from "../free-text.ts";
 import { hashPassword, verifyPassword } from "./passwords.ts";
 import { generateSecret, hashSecret, newId } from "./secrets.ts";
 
@@ -16,6 +17,10 @@ export async function login(
 ): Promise<{ sessionToken: string; expireTimeMs: number; userId: string }> {
   if (!email) throw invalidArgument("email", "is required");
   if (!password) throw invalidArgument("password", "is required");
+  // No account has a longer one: refused before any lookup or hashing.
+  if (email.length > MAX_EMAIL) throw invalidArgument("email", `must be at most ${MAX_EMAIL} characters`);
+  if (password.length > MAX_PASSWORD)
+    throw invalidArgument("password", `must be at most ${MAX_PASSWORD} characters`);
   const u = await db
     .selectFrom("users")
     .select(["id", "password_hash"])

@@ -1,6 +1,7 @@
 import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
+import { checkFreeText, MAX_DISPLAY_NAME, MAX_EMAIL, MAX_PASSWORD } from "../free-text.ts";
 import { type Role, roles } from "../iam/capabilities.ts";
 import { hashPassword } from "../iam/passwords.ts";
 import { newId } from "../iam/secrets.ts";
@@ -29,6 +30,7 @@ export async function createProject(
       "must be 3..40 lowercase letters, digits or hyphens, starting with a letter",
     );
   }
+  const displayName = checkFreeText("displayName", input.displayName, { max: MAX_DISPLAY_NAME });
   const exists = await db
     .selectFrom("projects")
     .select("id")
@@ -38,7 +40,7 @@ export async function createProject(
     throw new SvcError("already_exists", `projects/${input.projectId} already exists`, {
       reason: "ALREADY_EXISTS",
     });
-  const row = { id: input.projectId, display_name: input.displayName || input.projectId, create_time: nowMs };
+  const row = { id: input.projectId, display_name: displayName || input.projectId, create_time: nowMs };
   noteCreated(projectName(row.id));
   await db.insertInto("projects").values(row).execute();
   return toProject(row);
@@ -70,7 +72,10 @@ export async function createUser(
   nowMs: number,
 ): Promise<UserView> {
   const email = input.email.trim().toLowerCase();
-  if (!EMAIL.test(email)) throw invalidArgument("email", "must be an email address");
+  if (email.length > MAX_EMAIL || !EMAIL.test(email))
+    throw invalidArgument("email", `must be an email address (at most ${MAX_EMAIL} characters)`);
+  const displayName = checkFreeText("displayName", input.displayName, { max: MAX_DISPLAY_NAME });
+  checkFreeText("password", input.password, { max: MAX_PASSWORD, trim: false });
   if (input.password.length < 12) throw invalidArgument("password", "must be at least 12 characters");
   const exists = await db.selectFrom("users").select("id").where("email", "=", email).executeTakeFirst();
   if (exists)
@@ -80,7 +85,7 @@ export async function createUser(
   const row = {
     id: newId(),
     email,
-    display_name: input.displayName || email,
+    display_name: displayName || email,
     password_hash: await hashPassword(input.password),
     create_time: nowMs,
   };

@@ -2,6 +2,7 @@ import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { VmTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
+import { checkFreeText, MAX_COMMENT, MAX_DISPLAY_NAME } from "../free-text.ts";
 import { newId } from "../iam/secrets.ts";
 import { LOCATION, parseProjectName, parseVmName, VM_ID, type VmRef, vmName } from "./names.ts";
 
@@ -83,6 +84,7 @@ export async function createVm(db: Db, input: CreateVmInput, nowMs: number): Pro
     throw invalidArgument("vcpus", "must be 1..1024");
   }
   if (input.memoryBytes <= 0n) throw invalidArgument("memoryBytes", "must be positive");
+  const displayName = checkFreeText("displayName", input.displayName, { max: MAX_DISPLAY_NAME });
   const p = await db.selectFrom("projects").select("id").where("id", "=", projectId).executeTakeFirst();
   if (!p) throw notFound(input.parent);
   const exists = await db
@@ -99,7 +101,7 @@ export async function createVm(db: Db, input: CreateVmInput, nowMs: number): Pro
     project_id: projectId,
     vm_id: input.vmId,
     location: input.location,
-    display_name: input.displayName || input.vmId,
+    display_name: displayName || input.vmId,
     state,
     distribution: input.distribution,
     monitoring_level: level,
@@ -135,7 +137,8 @@ export async function updateVm(
   const ref = parseVmName(input.name);
   await loadVm(db, ref, input.name);
   const set: Partial<VmTable> = {};
-  if (input.displayName !== undefined) set.display_name = input.displayName;
+  if (input.displayName !== undefined)
+    set.display_name = checkFreeText("displayName", input.displayName, { max: MAX_DISPLAY_NAME });
   if (input.vcpus !== undefined) {
     if (!Number.isInteger(input.vcpus) || input.vcpus < 1 || input.vcpus > 1024)
       throw invalidArgument("vcpus", "must be 1..1024");
@@ -294,6 +297,7 @@ export async function createMaintenanceWindow(
   const projectId = parseProjectName(input.parent, "parent");
   if (input.endTimeUnix <= input.startTimeUnix)
     throw invalidArgument("endTimeUnix", "must be after startTimeUnix");
+  const reason = checkFreeText("reason", input.reason, { max: MAX_COMMENT, multiline: true });
   for (const [i, v] of input.vms.entries()) {
     const ref = parseVmName(v, `vms[${i}]`);
     if (ref.projectId !== projectId) throw invalidArgument(`vms[${i}]`, "belongs to another project");
@@ -309,7 +313,7 @@ export async function createMaintenanceWindow(
       vm_ids: JSON.stringify(input.vms),
       start_time: Number(input.startTimeUnix) * 1000,
       end_time: Number(input.endTimeUnix) * 1000,
-      reason: input.reason,
+      reason,
     })
     .execute();
   return {
@@ -317,7 +321,7 @@ export async function createMaintenanceWindow(
     vms: input.vms,
     startTimeUnix: input.startTimeUnix,
     endTimeUnix: input.endTimeUnix,
-    reason: input.reason,
+    reason,
   };
 }
 

@@ -4,6 +4,7 @@ import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { DestinationTable } from "../db/schema.ts";
 import { capabilityDenied, invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";
+import { checkFreeText, MAX_DISPLAY_NAME } from "../free-text.ts";
 import { principalName } from "../iam/actor.ts";
 import { notificationRead, rolePermissions } from "../iam/capabilities.ts";
 import { bodyHash, findReplay } from "../iam/idempotency.ts";
@@ -140,10 +141,7 @@ async function loadDestination(db: Db, projectId: string, id: string): Promise<D
 }
 
 function checkDisplayName(s: string): string {
-  const v = s.trim();
-  if (!v) throw invalidArgument("displayName", "is required");
-  if (v.length > 200) throw invalidArgument("displayName", "must be at most 200 characters");
-  return v;
+  return checkFreeText("displayName", s, { max: MAX_DISPLAY_NAME, required: true });
 }
 
 /** Users of `names` (users/<id>) who are members of the project; the error names the field. */

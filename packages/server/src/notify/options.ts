@@ -2,6 +2,8 @@
 export interface NotifyOptions {
   /** Destinations per project (in-app not counted). */
   readonly maxDestinationsPerProject: number;
+  /** Silences per project that have not expired (pending or active); expired ones are history. */
+  readonly maxSilencesPerProject: number;
   /** Host names / IPs allowed although special (loopback, private): tests and the demo. Empty by default. */
   readonly allowHosts: readonly string[];
   /** Retry delays after failed attempts, ms (jitter ±20 % is added). */
@@ -28,6 +30,7 @@ export interface NotifyOptions {
 
 export const defaultNotifyOptions: NotifyOptions = {
   maxDestinationsPerProject: 5,
+  maxSilencesPerProject: 100,
   allowHosts: [],
   retryDelaysMs: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000],
   messageTtlMs: 86_400_000,
@@ -45,6 +48,7 @@ export function resolveNotifyOptions(o: Partial<NotifyOptions> = {}): NotifyOpti
   const r = { ...defaultNotifyOptions, ...o };
   for (const k of [
     "maxDestinationsPerProject",
+    "maxSilencesPerProject",
     "messageTtlMs",
     "minRetryAfter429Ms",
     "requestTimeoutMs",

@@ -3,11 +3,13 @@ import { noteCreated } from "../audit/transactions.ts";
 import type { Db } from "../db/database.ts";
 import type { SilenceTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
+import { checkFreeText, MAX_COMMENT } from "../free-text.ts";
 import { attributionOf } from "../iam/actor.ts";
 import { bodyHash, findReplay, validateRequestId } from "../iam/idempotency.ts";
 import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { PROJECT_ID, parseProjectName, parseVmName } from "../inventory/names.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
+import { defaultNotifyOptions } from "./options.ts";
 
 /**
  * Silences (issue 30): a scheduled window [start, end) that mutes the notifications of matching rules
@@ -23,7 +25,6 @@ export type SilenceState = (typeof silenceStates)[number];
 export const MAX_SILENCE_MS = 90 * 86_400_000;
 /** How far ahead a silence may start, ms. */
 export const MAX_SILENCE_LEAD_MS = 365 * 86_400_000;
-const MAX_COMMENT = 500;
 const MAX_MATCHERS = 100;
 const SILENCE_ID = /^[a-f0-9]{20}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -32,6 +33,8 @@ export interface SilencesDeps {
   readonly db: Db;
   readonly now: () => number;
   readonly pageKey: Buffer;
+  /** Silences per project not yet expired (SVC_MAX_SILENCES); the notify options' default when unset. */
+  readonly maxPerProject?: number;
 }
 
 export function silenceName(projectId: string, id: string): string {
@@ -153,10 +156,9 @@ async function checkInput(
   nowMs: number,
   keepStartMs?: number,
 ): Promise<CheckedSilence> {
-  const comment = input.comment.trim();
-  if (!comment) throw invalidArgument("comment", "is required (why the notifications are muted)");
-  if (comment.length > MAX_COMMENT)
-    throw invalidArgument("comment", `must be at most ${MAX_COMMENT} characters`);
+  if (!input.comment.trim())
+    throw invalidArgument("comment", "is required (why the notifications are muted)");
+  const comment = checkFreeText("comment", input.comment, { max: MAX_COMMENT, multiline: true });
   // int64 seconds beyond 2^53 ms are far past every limit below and refused as such.
   const reqStart = Number(input.startTimeUnix) * 1000;
   const endMs = Number(input.endTimeUnix) * 1000;
@@ -259,6 +261,12 @@ export async function createSilence(
     return view(await load(db, projectId, replay.id), nowMs, true);
   }
   const c = await checkInput(db, projectId, input, nowMs);
+  await checkSilenceLimit(
+    db,
+    projectId,
+    nowMs,
+    deps.maxPerProject ?? defaultNotifyOptions.maxSilencesPerProject,
+  );
   const id = randomBytes(10).toString("hex");
   noteCreated(silenceName(projectId, id));
   const actor = attributionOf(p);
@@ -290,6 +298,22 @@ export async function createSilence(
     await tx.insertInto("silences").values(row).execute();
   });
   return view(row, nowMs);
+}
+
+/** Pending and active silences count against the project's limit, as rules and destinations do. */
+async function checkSilenceLimit(db: Db, projectId: string, nowMs: number, limit: number): Promise<void> {
+  const { n } = await db
+    .selectFrom("silences")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("project_id", "=", projectId)
+    .where("end_time", ">", nowMs)
+    .executeTakeFirstOrThrow();
+  if (Number(n) >= limit)
+    throw new SvcError(
+      "failed_precondition",
+      `the project has ${n} silences not yet expired, the limit is ${limit}; expire one first`,
+      { reason: "SILENCE_LIMIT_EXCEEDED", metadata: { limit: String(limit), count: String(n) } },
+    );
 }
 
 export async function getSilence(deps: SilencesDeps, p: Principal, name: string): Promise<SilenceView> {

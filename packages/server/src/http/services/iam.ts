@@ -7,13 +7,20 @@ import type { Db } from "../../db/database.ts";
 import * as keys from "../../iam/keys.ts";
 import * as sa from "../../iam/service-accounts.ts";
 import * as sessions from "../../iam/sessions.ts";
-import { humanOf, principalOf } from "../context.ts";
+import type { SignInLimits } from "../../iam/sign-in-limits.ts";
+import { humanOf, principalOf, remoteAddressKey } from "../context.ts";
 
-export function registerIamServices(router: ConnectRouter, deps: { db: Db; now: () => number }): void {
+export function registerIamServices(
+  router: ConnectRouter,
+  deps: { db: Db; now: () => number; signInLimits: SignInLimits },
+): void {
   const { db, now } = deps;
   router.service(SessionService, {
     login: async (r, ctx) => {
-      const s = await sessions.login(db, r.email, r.password, now());
+      const address = ctx.values.get(remoteAddressKey);
+      const s = await deps.signInLimits.attempt(address, r.email, () =>
+        sessions.login(db, r.email, r.password, now()),
+      );
       noteActor(ctx.values, { kind: "USER", name: `users/${s.userId}`, detail: {} });
       return {
         sessionToken: s.sessionToken,

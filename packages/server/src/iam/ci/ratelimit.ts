@@ -8,6 +8,12 @@ import { SvcError } from "../../errors.ts";
  */
 export interface RateLimiter {
   take(key: string, what: string): Promise<void>;
+  /**
+   * Returns the token a take of `key` took, up to the bucket's size: for limits that count only
+   * failures (sign-in attempts, iam/sign-in-limits.ts), a take before the attempt and a give-back
+   * after a success hold under concurrent attempts, where a check followed by a take would not.
+   */
+  giveBack(key: string): Promise<void>;
 }
 
 /** Size and refill of a family of buckets. */
@@ -74,6 +80,12 @@ export class TokenBuckets implements RateLimiter {
       const oldest = this.buckets.keys().next().value;
       if (oldest !== undefined) this.buckets.delete(oldest);
     }
+  }
+
+  async giveBack(key: string): Promise<void> {
+    const b = this.buckets.get(key);
+    if (!b) return; // forgotten: as full as it can be
+    b.tokens = Math.min(this.burst, b.tokens + 1);
   }
 }
 
