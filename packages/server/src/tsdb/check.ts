@@ -4,7 +4,7 @@
  * the server would drop at its next start, changing nothing (no replay, truncation or deletion:
  * files are opened read-only). Plain node: the CLI bundles it.
  */
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Block } from "./block.ts";
 import { blockBytes, blockSamples, type Damage, type DamageKind } from "./damage.ts";
@@ -61,6 +61,11 @@ export function checkTsdb(dataDir: string): TsdbCheckReport {
       b = new Block(p, { onDamage: (d) => damage.push(d) });
       b.verify();
     } catch (err) {
+      // Merged or dropped by a running server while being read: gone, not damaged.
+      if (!existsSync(p)) {
+        notes.push(`${p}: removed while it was read (a running server merged or dropped it)`);
+        continue;
+      }
       damage.push({
         kind: "block",
         file: p,
@@ -104,8 +109,15 @@ function checkWal(walDir: string, damage: Damage[], notes: string[]): number {
   let orphans = 0;
   let seriesLost: DamageKind | undefined;
   for (const f of files) {
-    if (!statSync(f.path, { throwIfNoEntry: false })?.isFile()) continue;
-    const r = readRecords(readFileSync(f.path), {
+    let buf: Buffer;
+    try {
+      buf = readFileSync(f.path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      notes.push(`${f.path}: removed while it was read (a running server checkpointed it)`);
+      continue;
+    }
+    const r = readRecords(buf, {
       series: (ref) => known.add(ref),
       sample: (ref) => {
         if (!known.has(ref)) orphans++;
