@@ -241,3 +241,73 @@ describe("tsdb: one damaged byte loses at most its unit, logged and counted", ()
     }
   }
 });
+
+describe("tsdb: the store speaks (issue 49)", () => {
+  const capture = () => {
+    const lines: Record<string, unknown>[] = [];
+    const log = pino({ level: "info" }, { write: (s: string) => lines.push(JSON.parse(s)) });
+    return { lines, log };
+  };
+
+  it("logs a torn WAL tail it truncates at warn level, with the file and the bytes cut", async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      const clock = manualClock(T0);
+      const db = await openTsdb(dir, { now: clock.now, autoCompact: false });
+      const app = db.appender();
+      app.append(L({ __name__: "m", vm: "a" }), T0, 1);
+      await app.commit();
+      await db.close();
+      const seg = join(dir, "wal", readdirSync(join(dir, "wal")).sort().at(-1) as string);
+      const size = readFileSync(seg).length;
+      writeFileSync(seg, Buffer.concat([readFileSync(seg), Buffer.from([40, 0, 0, 0, 1, 2, 3, 4, 3, 9])]));
+      const { lines, log } = capture();
+      const registry = createRegistry();
+      const again = await openTsdb(dir, { now: clock.now, autoCompact: false }, { registry, log });
+      await again.close();
+      const torn = lines.find((l) => l.kind === "wal_torn_tail");
+      assert.ok(torn, "the truncation is logged");
+      assert.equal(torn.level, 40);
+      assert.equal(torn.file, seg);
+      assert.equal(torn.offset, size);
+      assert.equal(torn.bytes, 10);
+      assert.equal(readFileSync(seg).length, size, "the torn bytes are cut");
+      const m = (await registry.getMetricsAsJSON()).find((f) => f.name === "svc_tsdb_wal_corruptions_total");
+      assert.equal(m?.values.find((v) => v.labels.kind === "wal_torn_tail")?.value, 1);
+    } finally {
+      cleanup();
+    }
+  });
+
+  it("logs and counts a background compaction that fails, instead of swallowing it", async () => {
+    const { dir, cleanup } = tempDir();
+    const { lines, log } = capture();
+    const registry = createRegistry();
+    const clock = manualClock(T0);
+    const db = await openTsdb(dir, { now: clock.now, autoCompact: true }, { registry, log });
+    try {
+      // The blocks directory turns into a file: the cut a commit schedules cannot write its block.
+      rmSync(join(dir, "blocks"), { recursive: true });
+      writeFileSync(join(dir, "blocks"), "not a directory");
+      for (let t = T0; t <= T0 + 4 * HOUR; t += 10 * 60_000) {
+        clock.set(t);
+        const app = db.appender();
+        app.append(L({ __name__: "m", vm: "a" }), t, 1);
+        await app.commit();
+      }
+      const failed = () => lines.find((l) => /background compaction failed/.test(String(l.msg)));
+      for (let i = 0; i < 500 && !failed(); i++) await new Promise((r) => setTimeout(r, 20));
+      const line = failed();
+      assert.ok(line, "the failure is logged");
+      assert.equal(line.level, 50);
+      assert.match(String((line.err as { message?: string })?.message), /ENOTDIR|EEXIST|not a directory/i);
+      const m = (await registry.getMetricsAsJSON()).find(
+        (f) => f.name === "svc_tsdb_background_errors_total",
+      );
+      assert.ok((m?.values.find((v) => v.labels.task === "compaction")?.value ?? 0) >= 1);
+    } finally {
+      await db.close();
+      cleanup();
+    }
+  });
+});
