@@ -438,8 +438,10 @@ export class Block implements PostingsIndex {
   /** Reads chunks first..last (and the last one's CRC) with one pread. */
   #readChunks(first: number, last: number): Buffer {
     const start = this.#cOff[first];
-    const buf = Buffer.alloc(this.#cOff[last] + this.#cLen[last] + this.#crc - start);
-    readSync(this.#chunksFd(), buf, 0, buf.length, start);
+    const buf = Buffer.allocUnsafe(this.#cOff[last] + this.#cLen[last] + this.#crc - start);
+    const got = readSync(this.#chunksFd(), buf, 0, buf.length, start);
+    // A chunks file cut short: the missing bytes fail their CRC instead of decoding stale memory.
+    if (got < buf.length) buf.fill(0, got);
     return buf;
   }
 

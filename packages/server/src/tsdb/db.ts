@@ -59,8 +59,14 @@ import {
   walFilesUpTo,
 } from "./wal.ts";
 
-/** Samples per record of a checkpoint (a record is encoded in a buffer of ~180 KB at most). */
-const CHECKPOINT_RECORD_SAMPLES = 8192;
+/**
+ * Samples per record of a checkpoint: a damaged record loses all of them (docs/operations.md), so
+ * records stay about the size of a live commit's (~5–7 KB) rather than 8,192 samples, which put most
+ * of a small store's checkpoint in one record. Framing costs ~10 bytes a record.
+ */
+const CHECKPOINT_RECORD_SAMPLES = 1024;
+/** Series per series record of a checkpoint: a damaged one orphans every sample of its series. */
+const CHECKPOINT_RECORD_SERIES = 128;
 
 /** One file of a snapshot, relative to its directory (`blocks/…`, `wal/…`, `VERSION`). */
 export interface SnapshotFile {
@@ -623,8 +629,10 @@ export class TsdbImpl implements Tsdb {
     };
     try {
       const refs = Array.from(head.reg.allPostings());
-      for (let i = 0; i < refs.length; i += 1000) {
-        const part = refs.slice(i, i + 1000).map((ref) => ({ ref, labels: head.reg.labels(ref) }));
+      for (let i = 0; i < refs.length; i += CHECKPOINT_RECORD_SERIES) {
+        const part = refs
+          .slice(i, i + CHECKPOINT_RECORD_SERIES)
+          .map((ref) => ({ ref, labels: head.reg.labels(ref) }));
         const w = new ByteWriter();
         frameSeriesRecord(w, part);
         file.write(w.finish());
@@ -643,8 +651,10 @@ export class TsdbImpl implements Tsdb {
         const s = head.samples(ref, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY);
         if (s.t.length === 0) continue;
         const u = new Uint32Array(s.v.buffer, s.v.byteOffset, s.v.length * 2);
-        for (let k = 0; k < s.t.length; k++) b.push(ref, s.t[k], u[2 * k + 1], u[2 * k]);
-        if (b.n >= CHECKPOINT_RECORD_SAMPLES) flush();
+        for (let k = 0; k < s.t.length; k++) {
+          b.push(ref, s.t[k], u[2 * k + 1], u[2 * k]);
+          if (b.n >= CHECKPOINT_RECORD_SAMPLES) flush();
+        }
       }
       flush();
       closed = true;

@@ -22,6 +22,13 @@ export {
 export { defaultTsdbOptions, InvalidTsdbOptionsError, type TsdbOptions } from "./options.ts";
 export { checkTsdbFormat, TSDB_FORMAT, type TsdbFormat, TsdbFormatError } from "./version.ts";
 
+let fallbackLog: Logger | undefined;
+/** Where a store opened without a logger (tools, tests) reports: stderr, warnings and errors only. */
+function stderrLog(): Logger {
+  fallbackLog ??= pino({ level: "warn" }, pino.destination(2));
+  return fallbackLog;
+}
+
 /**
  * Opens (creating if needed) the store in `dir`: loads blocks, replays checkpoint + WAL (a damaged
  * record is skipped, a torn last record truncated; both logged), and starts a new WAL segment.
@@ -37,7 +44,7 @@ export async function openTsdb(
   let db: TsdbImpl | undefined;
   const registry = instruments?.registry;
   const metrics = registry && createTsdbMetrics(registry, () => (db?.closed ? undefined : db?.gaugeSource()));
-  const log = instruments?.log ?? pino({ level: "warn" }, pino.destination(2));
+  const log = instruments?.log ?? stderrLog();
   db = new TsdbImpl(dir, opts, log.child({ component: "tsdb" }), metrics);
   return db;
 }
