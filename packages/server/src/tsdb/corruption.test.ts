@@ -10,6 +10,9 @@ import { after, before, describe, it } from "node:test";
 import pino from "pino";
 import { createRegistry } from "../instrument.ts";
 import type { Labels } from "../storage/interface.ts";
+import { Rollups } from "../storage/rollups.ts";
+import { Block } from "./block.ts";
+import type { Damage } from "./damage.ts";
 import { openTsdb } from "./index.ts";
 import { L, manualClock, T0, tempDir } from "./testutil.ts";
 import { readRecords, segmentName } from "./wal.ts";
@@ -310,6 +313,46 @@ describe("tsdb: the store speaks (issue 49)", () => {
       assert.ok((m?.values.find((v) => v.labels.task === "compaction")?.value ?? 0) >= 1);
     } finally {
       await db.close();
+      cleanup();
+    }
+  });
+});
+
+describe("tsdb: damaged rollups", () => {
+  it("are reported and not used: that series' reads fall back to its raw samples", async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      const clock = manualClock(T0);
+      const db = await openTsdb(dir, { now: clock.now, autoCompact: false });
+      for (let t = T0; t < T0 + 5 * HOUR; t += 60_000) {
+        clock.set(t);
+        const app = db.appender();
+        for (let i = 0; i < 4; i++) app.append(L({ __name__: "m", vm: `v${i}` }), t, i + t / 1e9);
+        await app.commit();
+      }
+      await db.compact();
+      await db.close();
+      const blockDir = join(dir, "blocks", readdirSync(join(dir, "blocks")).sort()[0]);
+      const file = join(blockDir, "rollups");
+      const buf = readFileSync(file);
+      buf[12] ^= 0x40; // inside the first series' rollups (after the 8-byte header)
+      writeFileSync(file, buf);
+      const damage: Damage[] = [];
+      const block = new Block(blockDir, { onDamage: (d) => damage.push(d) });
+      try {
+        const used = Array.from({ length: block.numSeries }, (_, id) =>
+          block.rollups(id, -Infinity, Infinity, new Rollups(30 * 60_000)),
+        );
+        assert.deepEqual(used.filter((u) => !u).length, 1, "one series' rollups are refused");
+        assert.deepEqual(
+          damage.map((d) => [d.kind, d.file, d.samples]),
+          [["block_rollups", file, 0]],
+        );
+        assert.equal(block.verify(), 1);
+      } finally {
+        block.close();
+      }
+    } finally {
       cleanup();
     }
   });
