@@ -153,6 +153,10 @@ const examples: Readonly<Record<string, readonly string[]>> = {
   ],
   "admin backup": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin backup --to /var/backups/svc/$(date +%F)'],
   "admin restore": ["svc admin restore --from /var/backups/svc/2026-11-27 --data-dir /srv/svc/data-restored"],
+  "admin check": [
+    "svc admin check --data-dir /srv/svc/data",
+    "svc admin check --data-dir /srv/svc/data --json",
+  ],
   "deliveries get": ["svc deliveries get projects/demo/destinations/<id>/deliveries/<delivery_id>"],
 };
 

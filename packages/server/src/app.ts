@@ -130,7 +130,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
           maxBlockDurationMs: Math.min(config.maxBlockDurationMs, config.retentionMs),
           now,
         },
-        instruments && { registry: instruments },
+        { registry: instruments, log },
       );
   const metrics =
     remote?.metrics ??

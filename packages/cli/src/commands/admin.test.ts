@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testDialects } from "../../../server/src/testing/dialects.ts";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
+import { openTsdb } from "../../../server/src/tsdb/index.ts";
 import { exitCodeOf } from "../common.ts";
 import { buildProgram } from "../program.ts";
 
@@ -76,5 +78,94 @@ describe("svc admin backup and restore", async () => {
     });
     assert.equal(tenant.code, 4);
     assert.equal(existsSync(join(dir, "b2")), false);
+  });
+});
+
+/** Every file under `dir`: size, mtime and SHA-256, to show a read-only command changed nothing. */
+function fingerprint(dir: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    const p = join(e.parentPath, e.name);
+    const st = statSync(p);
+    const hash = e.isFile() ? createHash("sha256").update(readFileSync(p)).digest("hex") : "dir";
+    out.set(p, `${st.size} ${st.mtimeMs} ${hash}`);
+  }
+  return out;
+}
+
+describe("svc admin check (offline, read-only)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-cli-check-"));
+  const data = join(dir, "data");
+  const HOUR = 3_600_000;
+  before(async () => {
+    let now = Date.UTC(2025, 0, 1);
+    const db = await openTsdb(join(data, "tsdb"), { now: () => now, autoCompact: false });
+    for (let t = now; t < Date.UTC(2025, 0, 1) + 8 * HOUR; t += 60_000) {
+      now = t;
+      const app = db.appender();
+      for (let i = 0; i < 5; i++)
+        app.append(
+          [
+            { name: "__name__", value: "m" },
+            { name: "vm", value: `v${i}` },
+          ],
+          t,
+          i * t,
+        );
+      await app.commit();
+    }
+    await db.compact(); // blocks and a checkpoint
+    await db.close();
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("reports a sound store as sound, then each damaged unit with exit code 1, changing no file", async () => {
+    const sound = await run(["admin", "check", "--data-dir", data], {});
+    assert.equal(sound.code, 0, sound.err);
+    assert.match(sound.out, /read \d+ WAL files and [1-9]\d* blocks\nno damage found\n/);
+
+    const wal = join(data, "tsdb", "wal");
+    const cp = readdirSync(wal).find((e) => e.startsWith("checkpoint."));
+    assert.ok(cp);
+    const cpFile = join(wal, cp, "00000000");
+    const block = readdirSync(join(data, "tsdb", "blocks"))[0];
+    const chunks = join(data, "tsdb", "blocks", block, "chunks");
+    for (const [file, at] of [
+      [cpFile, 20],
+      [chunks, 40],
+    ] as const) {
+      const b = readFileSync(file);
+      b[at] ^= 0x5a;
+      writeFileSync(file, b);
+    }
+    const before = fingerprint(data);
+    const bad = await run(["admin", "check", "--data-dir", data], {});
+    assert.equal(bad.code, 1);
+    assert.match(bad.out, new RegExp(`checkpoint_record\t${cpFile}\toffset 0\t`));
+    assert.match(
+      bad.out,
+      new RegExp(`block_chunk\t${chunks}\toffset \\d+\t\\d+ bytes\t\\d+ samples\tchunk checksum mismatch`),
+    );
+    assert.match(bad.out, /DAMAGED/);
+    const json = await run(["admin", "check", "--data-dir", data, "--json"], {});
+    assert.equal(json.code, 1);
+    const report = JSON.parse(json.out) as {
+      damaged: boolean;
+      damage: { kind: string; samples: number | null; detail: string }[];
+    };
+    assert.equal(report.damaged, true);
+    // Offset 20 lies in the checkpoint's series record: its series' samples have no labels any more.
+    assert.deepEqual(report.damage.map((d) => d.kind).sort(), [
+      "block_chunk",
+      "checkpoint_record",
+      "checkpoint_record",
+    ]);
+    const orphans = report.damage.find((d) => /series record was damaged/.test(d.detail));
+    assert.ok(orphans?.samples && orphans.samples > 0, "the samples of the lost series are counted");
+    assert.deepEqual(fingerprint(data), before, "check changed the directory");
+
+    const none = await run(["admin", "check", "--data-dir", join(dir, "nothing")], {});
+    assert.equal(none.code, 1);
+    assert.match(none.err, /no metrics store here/);
   });
 });

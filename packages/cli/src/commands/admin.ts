@@ -3,6 +3,8 @@ import { BackupResponseSchema } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
 import type { Command } from "commander";
 // Restore runs offline, in this process: the server's restore code is bundled into the CLI (plain node).
 import { restoreBackup } from "../../../server/src/backup/restore.ts";
+// So does the store check: it reads the files the way a server start would, changing nothing.
+import { checkTsdb } from "../../../server/src/tsdb/check.ts";
 import { outputFormat, printStructured } from "../common.ts";
 import { type CliIo, clientsOf, jsonOf, outOf } from "./alerts.ts";
 
@@ -13,7 +15,9 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
   const { out } = outOf(io);
   const admin = program
     .command("admin")
-    .description("operator commands: online backup and offline restore of the embedded defaults");
+    .description(
+      "operator commands: online backup, offline restore and offline check of the embedded defaults",
+    );
 
   admin
     .command("backup")
@@ -62,4 +66,48 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
       out(`restored ${summary.files} files (${mib(summary.totalBytes)}) into ${dataDir}\n`);
       out(`snapshot time ${summary.snapshotTime}; start the server with SVC_DATA_DIR=${dataDir}\n`);
     });
+
+  admin
+    .command("check")
+    .description(
+      "offline, read-only: read the metrics store's WAL, checkpoint and blocks and report damaged records, chunks and blocks (exit code 1 when any is damaged)",
+    )
+    .requiredOption("--data-dir <dir>", "the server's data directory (SVC_DATA_DIR), or its tsdb/ directory")
+    .option("--json", "print JSON")
+    .action((opts) => {
+      const report = checkTsdb(resolve(opts.dataDir as string));
+      if (opts.json || outputFormat() !== "table")
+        // Unknown sample counts are null, never 0 (missing data is not zero).
+        printStructured(out, {
+          ...report,
+          format: { ...report.format },
+          damage: report.damage.map((d) => ({ ...d, samples: d.samples ?? null })),
+          notes: [...report.notes],
+        });
+      else {
+        out(`store ${report.dir}: WAL format ${report.format.wal}, block format ${report.format.block}\n`);
+        out(`read ${report.walFiles} WAL files and ${report.blocks} blocks\n`);
+        for (const d of report.damage) {
+          const samples = d.samples === undefined ? "unknown" : String(d.samples);
+          out(
+            `${d.kind}\t${d.file}\toffset ${d.offset}\t${d.bytes} bytes\t${samples} samples\t${d.detail}\n`,
+          );
+        }
+        for (const n of report.notes) out(`note\t${n}\n`);
+        out(
+          report.damaged
+            ? `DAMAGED: a start drops these units (${report.samplesDropped} samples where known); see docs/operations.md#svcstoredamaged\n`
+            : "no damage found\n",
+        );
+      }
+      if (report.damaged) throw new StoreDamagedError(report.damage.length);
+    });
+}
+
+/** `svc admin check` found damage: exit code 1 after the report. */
+class StoreDamagedError extends Error {
+  constructor(units: number) {
+    super(`the metrics store has ${units} damaged units`);
+    this.name = "StoreDamagedError";
+  }
 }

@@ -23,6 +23,7 @@ import { crc32 } from "node:zlib";
 import type { Labels } from "../storage/interface.ts";
 import type { Rollups } from "../storage/rollups.ts";
 import { xorDecodeInto } from "./chunk.ts";
+import type { DamageSink } from "./damage.ts";
 import { CorruptionError } from "./errors.ts";
 import type { SampleArrays } from "./head.ts";
 import { labelsFromSyms, SymbolTable, symsEqual, symsHash } from "./labels.ts";
@@ -30,14 +31,22 @@ import type { PostingsIndex } from "./matchers.ts";
 import type { PostingsList } from "./postings.ts";
 import { decodeRollupsInto } from "./rollup-codec.ts";
 
-/** v1: no rollups (still read); v2 adds each series' rollup reference. */
+/**
+ * v1: no rollups (still read); v2 adds each series' rollup reference (still read); v3: every chunk in
+ * the chunks file and every series' rollups in the rollups file is followed by its CRC32, so damage
+ * is found (and dropped) per chunk.
+ */
 const INDEX_MAGIC_V1 = "SVCIDX01";
-const INDEX_MAGIC = "SVCIDX02";
+const INDEX_MAGIC_V2 = "SVCIDX02";
+const INDEX_MAGIC = "SVCIDX03";
+/** Bytes of the CRC32 after each chunk and each series' rollups (index v3). */
+const CRC_BYTES = 4;
 const CHUNKS_MAGIC = "SVCCHK01";
 const ROLLUPS_MAGIC = "SVCRLP01";
 
 export interface BlockMeta {
-  readonly version: 1;
+  /** 1: index v1/v2, no per-chunk CRC; 2: index v3 (TSDB_FORMAT.block). */
+  readonly version: 1 | 2;
   readonly name: string;
   /** First and last sample time, inclusive (ms). */
   readonly minTime: number;
@@ -166,6 +175,7 @@ export class BlockWriter {
       ix.f64(c.minT);
       ix.f64(c.maxT);
       ix.f64(this.#chunks.write(c.bytes));
+      this.#chunks.write(crcBytes(c.bytes));
       ix.u32(c.bytes.length);
       ix.u16(c.count);
       if (c.minT < this.#minTime) this.#minTime = c.minT;
@@ -196,7 +206,10 @@ export class BlockWriter {
     const empty = this.#numSeries === 0;
     // Stable sort: within a group, series stay in label order.
     this.#pendingRollups.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    for (const r of this.#pendingRollups) this.#ix.setF64(r.at, this.#rollups.write(r.bytes));
+    for (const r of this.#pendingRollups) {
+      this.#ix.setF64(r.at, this.#rollups.write(r.bytes));
+      this.#rollups.write(crcBytes(r.bytes));
+    }
     this.#pendingRollups = [];
     this.#chunks.close(!empty);
     this.#rollups.close(!empty);
@@ -215,7 +228,7 @@ export class BlockWriter {
     index.writeUInt32LE(crc32(body), body.length);
     writeDurable(join(this.#tmp, "index"), index);
     const meta: BlockMeta = {
-      version: 1,
+      version: 2,
       name: this.#name,
       minTime: this.#minTime,
       maxTime: this.#maxTime,
@@ -241,6 +254,13 @@ export class BlockWriter {
     this.#rollups.close(false);
     rmSync(this.#tmp, { recursive: true, force: true });
   }
+}
+
+/** The CRC32 written after a chunk or a series' rollups (index v3). */
+function crcBytes(b: Uint8Array): Buffer {
+  const c = Buffer.allocUnsafe(CRC_BYTES);
+  c.writeUInt32LE(crc32(b), 0);
+  return c;
 }
 
 export function writeDurable(path: string, data: Uint8Array): void {
@@ -292,15 +312,21 @@ export class Block implements PostingsIndex {
   readonly #borrower: boolean;
   /** The whole rollups file while it is held in memory (holdRollups), else reads go to the file. */
   #rbuf: Buffer | undefined;
+  /** Index v3: each chunk and each series' rollups is followed by its CRC32 (else 0). */
+  readonly #crc: number;
+  /** Told of a damaged chunk or rollup, once per unit (a borrower has none: it only drops it). */
+  readonly #onDamage: DamageSink | undefined;
+  readonly #reported = new Set<string>();
 
   /**
    * `borrower`: this thread only parses the index and reads chunks through descriptors the store's
    * thread lends it (a query worker): it opens no file it would have to close, so a worker terminated
    * at a query's deadline leaks none.
    */
-  constructor(dir: string, opts: { borrower?: boolean } = {}) {
+  constructor(dir: string, opts: { borrower?: boolean; onDamage?: DamageSink } = {}) {
     this.dir = dir;
     this.#borrower = opts.borrower === true;
+    this.#onDamage = opts.onDamage;
     this.meta = JSON.parse(readFileSync(join(dir, "meta.json"), "utf8")) as BlockMeta;
     const buf = readFileSync(join(dir, "index"));
     if (buf.length < 12 || buf.readUInt32LE(buf.length - 4) !== crc32(buf.subarray(0, buf.length - 4))) {
@@ -308,9 +334,10 @@ export class Block implements PostingsIndex {
     }
     const r = new ByteReader(buf);
     const magic = r.str8();
-    if (magic !== INDEX_MAGIC && magic !== INDEX_MAGIC_V1)
+    if (magic !== INDEX_MAGIC && magic !== INDEX_MAGIC_V2 && magic !== INDEX_MAGIC_V1)
       throw new CorruptionError(join(dir, "index"), "bad magic");
-    const withRollups = magic === INDEX_MAGIC;
+    const withRollups = magic !== INDEX_MAGIC_V1;
+    this.#crc = magic === INDEX_MAGIC ? CRC_BYTES : 0;
     const nsyms = r.u32();
     for (let i = 0; i < nsyms; i++) this.#syms.intern(r.bytes32().toString("utf8"));
     const nseries = r.u32();
@@ -367,6 +394,92 @@ export class Block implements PostingsIndex {
     if (this.#borrower) return;
     this.#fd = openSync(join(dir, "chunks"), "r");
     if (withRollups) this.#rfd = openSync(join(dir, "rollups"), "r");
+    const head = Buffer.alloc(CHUNKS_MAGIC.length);
+    readSync(this.#fd, head, 0, head.length, 0);
+    if (head.toString("latin1") !== CHUNKS_MAGIC)
+      this.#damaged("block_chunk", "chunks", 0, head.length, 0, "bad chunks file header");
+  }
+
+  #damaged(
+    kind: "block_chunk" | "block_rollups",
+    file: string,
+    offset: number,
+    bytes: number,
+    samples: number,
+    detail: string,
+  ): void {
+    const key = `${file}@${offset}`;
+    if (this.#reported.has(key)) return;
+    this.#reported.add(key);
+    this.#onDamage?.({ kind, file: join(this.dir, file), offset, bytes, samples, detail });
+  }
+
+  /** Whether chunk c (at `at` in `buf`) matches its CRC (always, before index v3); reports it if not. */
+  #chunkOk(buf: Buffer, at: number, c: number): boolean {
+    if (this.#crc === 0) return true;
+    const len = this.#cLen[c];
+    if (
+      at + len + CRC_BYTES <= buf.length &&
+      crc32(buf.subarray(at, at + len)) === buf.readUInt32LE(at + len)
+    )
+      return true;
+    const samples = this.#cCount[c];
+    this.#damaged(
+      "block_chunk",
+      "chunks",
+      this.#cOff[c],
+      len + CRC_BYTES,
+      samples,
+      "chunk checksum mismatch",
+    );
+    return false;
+  }
+
+  /** Reads chunks first..last (and the last one's CRC) with one pread. */
+  #readChunks(first: number, last: number): Buffer {
+    const start = this.#cOff[first];
+    const buf = Buffer.allocUnsafe(this.#cOff[last] + this.#cLen[last] + this.#crc - start);
+    const got = readSync(this.#chunksFd(), buf, 0, buf.length, start);
+    // A chunks file cut short: the missing bytes fail their CRC instead of decoding stale memory.
+    if (got < buf.length) buf.fill(0, got);
+    return buf;
+  }
+
+  /**
+   * Checks every chunk's and every rollup's CRC (index v3; earlier blocks have none to check),
+   * reporting each damaged one to the block's sink; returns how many were damaged.
+   */
+  verify(): number {
+    let bad = 0;
+    for (let id = 0; id < this.numSeries; id++) {
+      const first = this.#chunkStart[id];
+      const last = this.#chunkStart[id + 1] - 1;
+      if (last >= first) {
+        const buf = this.#readChunks(first, last);
+        for (let c = first; c <= last; c++)
+          if (!this.#chunkOk(buf, this.#cOff[c] - this.#cOff[first], c)) bad++;
+      }
+      if (this.#withRollups && this.#rLen[id] > 0 && this.#crc > 0) {
+        const buf = Buffer.alloc(this.#rLen[id] + this.#crc);
+        readSync(this.#rollupsFd(), buf, 0, buf.length, this.#rOff[id]);
+        if (!this.#rollupOk(buf, 0, id)) bad++;
+      }
+    }
+    return bad;
+  }
+
+  /** Whether series id's rollups (at `at` in `buf`) match their CRC; reports them if not. */
+  #rollupOk(buf: Buffer, at: number, id: number): boolean {
+    if (this.#crc === 0) return true;
+    const len = this.#rLen[id];
+    if (
+      at + len + CRC_BYTES <= buf.length &&
+      crc32(buf.subarray(at, at + len)) === buf.readUInt32LE(at + len)
+    )
+      return true;
+    const detail = "rollups checksum mismatch (reads use the raw samples)";
+    this.#damaged("block_rollups", "rollups", this.#rOff[id], len + CRC_BYTES, 0, detail);
+    return false;
   }
 
   /** The chunks file's descriptor, for `lend` in another thread's Block of the same directory. */
@@ -432,13 +545,14 @@ export class Block implements PostingsIndex {
     if (first < 0) return { t: new Float64Array(0), v: new Float64Array(0) };
     // A series' chunks are contiguous in the file: one read covers them all.
     const start = this.#cOff[first];
-    const buf = Buffer.allocUnsafe(this.#cOff[last] + this.#cLen[last] - start);
-    readSync(this.#chunksFd(), buf, 0, buf.length, start);
+    const buf = this.#readChunks(first, last);
     const t = new Float64Array(total);
     const v = new Float64Array(total);
     let n = 0;
     for (let c = first; c <= last; c++) {
       if (this.#cMaxT[c] < mint || this.#cMinT[c] > maxt) continue;
+      // A damaged chunk loses only its own samples (index v3 blocks; see docs/operations.md).
+      if (!this.#chunkOk(buf, this.#cOff[c] - start, c)) continue;
       n = xorDecodeInto(buf, this.#cOff[c] - start, this.#cCount[c], mint, maxt, t, v, n);
     }
     return n === total ? { t, v } : { t: t.slice(0, n), v: v.slice(0, n) };
@@ -449,17 +563,20 @@ export class Block implements PostingsIndex {
     return { minT: this.#cMinT[this.#chunkStart[id]], maxT: this.#cMaxT[this.#chunkStart[id + 1] - 1] };
   }
 
-  /** Series id's chunks as stored (one read), for copying into a merged block. */
+  /**
+   * Series id's chunks as stored (one read), for copying into a merged block; a damaged chunk is
+   * left out (copied, it would get a fresh CRC in the merged block and pass as sound).
+   */
   rawChunks(id: number): BlockChunk[] {
     const first = this.#chunkStart[id];
     const last = this.#chunkStart[id + 1] - 1;
     if (last < first) return [];
     const start = this.#cOff[first];
-    const buf = Buffer.allocUnsafe(this.#cOff[last] + this.#cLen[last] - start);
-    readSync(this.#chunksFd(), buf, 0, buf.length, start);
+    const buf = this.#readChunks(first, last);
     const out: BlockChunk[] = [];
     for (let c = first; c <= last; c++) {
       const at = this.#cOff[c] - start;
+      if (!this.#chunkOk(buf, at, c)) continue;
       out.push({
         bytes: buf.subarray(at, at + this.#cLen[c]),
         count: this.#cCount[c],
@@ -493,11 +610,11 @@ export class Block implements PostingsIndex {
     for (let i = 0; i < order.length; ) {
       // One run: following ranges less than COALESCE_GAP apart, up to COALESCE_MAX bytes.
       const start = this.#rOff[ids[order[i]]];
-      let end = start + this.#rLen[ids[order[i]]];
+      let end = start + this.#rLen[ids[order[i]]] + this.#crc;
       let j = i + 1;
       while (j < order.length) {
         const off = this.#rOff[ids[order[j]]];
-        const e = off + this.#rLen[ids[order[j]]];
+        const e = off + this.#rLen[ids[order[j]]] + this.#crc;
         if (off - end > COALESCE_GAP || e - start > COALESCE_MAX) break;
         end = Math.max(end, e);
         j++;
@@ -514,6 +631,8 @@ export class Block implements PostingsIndex {
       for (let k = i; k < j; k++) {
         const id = ids[order[k]];
         const at = this.#rOff[id] - base;
+        // Damaged rollups: the caller reads the series' raw samples instead (nothing lost).
+        if (!this.#rollupOk(buf, at, id)) continue;
         ok[order[k]] = decodeRollupsInto(
           buf.subarray(at, at + this.#rLen[id]),
           minEnd,

@@ -23,6 +23,7 @@ import {
 } from "node:fs";
 import { copyFile, mkdir, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
+import type { Logger } from "pino";
 import type { Appender, AppendRefusal, Labels, Querier, Storage } from "../storage/interface.ts";
 import { rollupsOf } from "../storage/rollups.ts";
 import { Batch, TsdbAppender } from "./appender.ts";
@@ -37,6 +38,7 @@ import {
 } from "./block.ts";
 import { encodeChunks } from "./chunk.ts";
 import { mergeBlocks, mergeRanges, planMerge } from "./compactor.ts";
+import { blockBytes, blockSamples, type Damage, type DamageKind } from "./damage.ts";
 import { TsdbClosedError } from "./errors.ts";
 import { Head } from "./head.ts";
 import type { TsdbGaugeSource, TsdbMetrics } from "./instrumentation.ts";
@@ -53,10 +55,18 @@ import {
   scanWal,
   segmentName,
   Wal,
+  walFileDamage,
+  walFilesUpTo,
 } from "./wal.ts";
 
-/** Samples per record of a checkpoint (a record is encoded in a buffer of ~180 KB at most). */
-const CHECKPOINT_RECORD_SAMPLES = 8192;
+/**
+ * Samples per record of a checkpoint: a damaged record loses all of them (docs/operations.md), so
+ * records stay about the size of a live commit's (~5–7 KB) rather than 8,192 samples, which put most
+ * of a small store's checkpoint in one record. Framing costs ~10 bytes a record.
+ */
+const CHECKPOINT_RECORD_SAMPLES = 1024;
+/** Series per series record of a checkpoint: a damaged one orphans every sample of its series. */
+const CHECKPOINT_RECORD_SERIES = 128;
 
 /** One file of a snapshot, relative to its directory (`blocks/…`, `wal/…`, `VERSION`). */
 export interface SnapshotFile {
@@ -132,10 +142,12 @@ export class TsdbImpl implements Tsdb {
   #replayMs = 0;
   #replayed = 0;
   readonly #metrics: TsdbMetrics | undefined;
+  readonly #log: Logger;
   readonly #blockSizes = new WeakMap<Block, number>();
 
-  constructor(dir: string, opts: TsdbOptions, metrics?: TsdbMetrics) {
+  constructor(dir: string, opts: TsdbOptions, log: Logger, metrics?: TsdbMetrics) {
     this.#metrics = metrics;
+    this.#log = log;
     this.#dir = dir;
     this.opts = opts;
     this.head = new Head(opts);
@@ -167,21 +179,83 @@ export class TsdbImpl implements Tsdb {
       };
     }
     if (opts.autoCompact) {
-      this.#timer = setInterval(() => void this.compact().catch(() => {}), opts.maintenanceIntervalMs);
+      this.#timer = setInterval(() => this.#compactInBackground("timer"), opts.maintenanceIntervalMs);
       this.#timer.unref();
     }
   }
+
+  /**
+   * A compaction nobody awaits (timer, after a commit): its failure is logged here (and counted by
+   * #measured as a failed step); the next tick tries again.
+   */
+  #compactInBackground(trigger: "timer" | "commit"): void {
+    this.compact().catch((err: unknown) => {
+      if (err instanceof TsdbClosedError) return;
+      this.#metrics?.backgroundErrors.inc({ task: "compaction" });
+      this.#log.error(
+        { err, trigger },
+        "tsdb background compaction failed; retried at the next maintenance tick",
+      );
+    });
+  }
+
+  /**
+   * Logs one damaged unit at error level (a torn tail at warn: a write the crash interrupted, never
+   * acknowledged) and counts it with the samples it dropped.
+   */
+  readonly #damaged = (d: Damage): void => {
+    const fields = {
+      kind: d.kind,
+      file: d.file,
+      offset: d.offset,
+      bytes: d.bytes,
+      samplesDropped: d.samples ?? "unknown",
+      detail: d.detail,
+    };
+    if (d.kind === "wal_torn_tail")
+      this.#log.warn(fields, "tsdb: torn WAL tail truncated (an unacknowledged write)");
+    else this.#log.error(fields, `tsdb: damaged ${d.kind.replace("_", " ")} dropped`);
+    this.#metrics?.corruptions.inc({ kind: d.kind });
+    if (d.samples) this.#metrics?.droppedSamples.inc({ kind: d.kind }, d.samples);
+  };
 
   get options(): TsdbOptions {
     return this.opts;
   }
 
+  #openBlock(dir: string): Block {
+    return new Block(dir, { onDamage: this.#damaged });
+  }
+
   #loadBlocks(): void {
+    const refused: { dir: string; err: unknown }[] = [];
     for (const e of readdirSync(this.#blocksDir)) {
       const p = join(this.#blocksDir, e);
       if (e.endsWith(".tmp")) rmSync(p, { recursive: true, force: true });
-      else if (existsSync(join(p, "meta.json"))) this.#blocks.push(new Block(p));
+      else if (existsSync(join(p, "meta.json"))) {
+        try {
+          this.#blocks.push(this.#openBlock(p));
+        } catch (err) {
+          refused.push({ dir: p, err });
+        }
+      }
     }
+    // A block whose meta.json or index is damaged is left out (and left on disk for the operator),
+    // not the whole store: the others, the WAL and new writes go on.
+    const sources = new Set(this.#blocks.flatMap((b) => b.meta.sources ?? []));
+    for (const { dir, err } of refused) {
+      if (sources.has(basename(dir))) continue; // already merged into a sound block; deleted below
+      this.#damaged({
+        kind: "block",
+        file: dir,
+        offset: 0,
+        bytes: blockBytes(dir),
+        samples: blockSamples(dir),
+        detail: `block left out: ${(err as Error).message}`,
+      });
+    }
+    for (const { dir } of refused.filter((r) => sources.has(basename(r.dir))))
+      rmSync(dir, { recursive: true, force: true });
     // A crash after a merged block was renamed into place but before its sources were deleted.
     const merged = new Set(this.#blocks.flatMap((b) => b.meta.sources ?? []));
     const stale = (b: Block) => merged.has(basename(b.dir));
@@ -217,12 +291,18 @@ export class TsdbImpl implements Tsdb {
     return t;
   }
 
-  /** Replays checkpoint and segments; returns the number of the next segment to write. */
+  /**
+   * Replays checkpoint and segments; returns the number of the next segment to write. A damaged
+   * record is skipped (logged and counted) and replay goes on with the next one; only the newest
+   * segment's tail is cut off (a torn write). Samples whose series record was damaged cannot be
+   * given their labels: they are dropped and counted with it.
+   */
   #replay(): number {
     const { segments, checkpoint } = scanWal(this.#walDir);
     const head = this.head;
     const alias = new Map<number, number>();
     let skip = Number.NEGATIVE_INFINITY;
+    let orphans = 0;
     const v: RecordVisitor = {
       series: (ref, labels) => {
         const found = head.reg.find(labels);
@@ -231,27 +311,42 @@ export class TsdbImpl implements Tsdb {
       },
       sample: (ref, t, hi, lo) => {
         const r = alias.get(ref) ?? ref;
-        if (t < skip || !head.reg.isAlive(r)) return;
+        if (t < skip) return;
+        if (!head.reg.isAlive(r)) {
+          orphans++;
+          return;
+        }
         head.append(r, t, hi, lo, true);
         this.#replayed++;
       },
+    };
+    /** Where a damaged series record was first found: orphaned samples are counted under its kind. */
+    let seriesLost: DamageKind | undefined;
+    const replay = (path: string, kind: "wal_record" | "checkpoint_record", newest: boolean) => {
+      const found = walFileDamage(replayFile(path, v, newest), path, kind, newest);
+      if (found.seriesLost) seriesLost ??= kind;
+      for (const d of found.damage) this.#damaged(d);
     };
     let last = 0;
     if (checkpoint !== undefined) {
       skip = this.#skipBefore(checkpoint);
       const dir = join(this.#walDir, `checkpoint.${segmentName(checkpoint)}`);
-      replayFile(join(dir, segmentName(0)), v);
+      replay(join(dir, segmentName(0)), "checkpoint_record", false);
       this.#lastCheckpoint = checkpoint;
       last = checkpoint;
     }
     for (let i = 0; i < segments.length; i++) {
       skip = this.#skipBefore(segments[i]);
       last = segments[i];
-      if (!replayFile(join(this.#walDir, segmentName(segments[i])), v)) {
-        // A torn record ends the log: later segments cannot be ordered after it.
-        for (const s of segments.slice(i + 1)) rmSync(join(this.#walDir, segmentName(s)), { force: true });
-        break;
-      }
+      replay(join(this.#walDir, segmentName(segments[i])), "wal_record", i === segments.length - 1);
+    }
+    if (orphans > 0) {
+      const kind = seriesLost ?? "wal_record";
+      this.#log.error(
+        { kind, samplesDropped: orphans },
+        "tsdb: samples dropped because their series record was damaged (their labels are unknown)",
+      );
+      this.#metrics?.droppedSamples.inc({ kind }, orphans);
     }
     return last + 1;
   }
@@ -350,7 +445,7 @@ export class TsdbImpl implements Tsdb {
     if (!this.opts.autoCompact || this.#compacting) return;
     const segsSince = this.#wal.segment - this.#lastCheckpoint - 1;
     if (this.#headDue() || segsSince >= this.opts.checkpointEverySegments) {
-      setImmediate(() => void this.compact().catch(() => {}));
+      setImmediate(() => this.#compactInBackground("commit"));
     }
   }
 
@@ -453,7 +548,7 @@ export class TsdbImpl implements Tsdb {
       }
       const meta = w.finish({ coversBefore: before, walSegment, rollupResolutionMs: res });
       if (meta) {
-        this.#blocks.push(new Block(join(this.#blocksDir, meta.name)));
+        this.#blocks.push(this.#openBlock(join(this.#blocksDir, meta.name)));
         this.#sortBlocks();
       }
       head.truncate(before);
@@ -503,7 +598,7 @@ export class TsdbImpl implements Tsdb {
         if (err instanceof TsdbClosedError) return;
         throw err;
       }
-      const merged = meta ? [new Block(join(this.#blocksDir, meta.name))] : [];
+      const merged = meta ? [this.#openBlock(join(this.#blocksDir, meta.name))] : [];
       this.#blocks = this.#blocks.filter((b) => !sources.includes(b)).concat(merged);
       this.#sortBlocks();
       for (const b of sources) this.#retire(b);
@@ -534,8 +629,10 @@ export class TsdbImpl implements Tsdb {
     };
     try {
       const refs = Array.from(head.reg.allPostings());
-      for (let i = 0; i < refs.length; i += 1000) {
-        const part = refs.slice(i, i + 1000).map((ref) => ({ ref, labels: head.reg.labels(ref) }));
+      for (let i = 0; i < refs.length; i += CHECKPOINT_RECORD_SERIES) {
+        const part = refs
+          .slice(i, i + CHECKPOINT_RECORD_SERIES)
+          .map((ref) => ({ ref, labels: head.reg.labels(ref) }));
         const w = new ByteWriter();
         frameSeriesRecord(w, part);
         file.write(w.finish());
@@ -554,8 +651,10 @@ export class TsdbImpl implements Tsdb {
         const s = head.samples(ref, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY);
         if (s.t.length === 0) continue;
         const u = new Uint32Array(s.v.buffer, s.v.byteOffset, s.v.length * 2);
-        for (let k = 0; k < s.t.length; k++) b.push(ref, s.t[k], u[2 * k + 1], u[2 * k]);
-        if (b.n >= CHECKPOINT_RECORD_SAMPLES) flush();
+        for (let k = 0; k < s.t.length; k++) {
+          b.push(ref, s.t[k], u[2 * k + 1], u[2 * k]);
+          if (b.n >= CHECKPOINT_RECORD_SAMPLES) flush();
+        }
       }
       flush();
       closed = true;
@@ -752,20 +851,6 @@ export class TsdbImpl implements Tsdb {
     for (const b of this.#doomed) b.delete();
     this.#doomed.clear();
   }
-}
-
-/** The newest checkpoint and the segments after it up to `upTo` (scanWal without its deletions). */
-function walFilesUpTo(walDir: string, upTo: number): { checkpoint: number | undefined; segments: number[] } {
-  let checkpoint: number | undefined;
-  const segments: number[] = [];
-  for (const e of readdirSync(walDir)) {
-    if (/^checkpoint\.\d{8}$/.test(e)) {
-      const n = Number(e.slice(11));
-      if (n <= upTo && (checkpoint === undefined || n > checkpoint)) checkpoint = n;
-    } else if (/^\d{8}$/.test(e) && Number(e) <= upTo) segments.push(Number(e));
-  }
-  segments.sort((a, b) => a - b);
-  return { checkpoint, segments: segments.filter((s) => checkpoint === undefined || s > checkpoint) };
 }
 
 /** True when the batch holds a sample older than `t` (ms). */

@@ -1,4 +1,5 @@
 import { counter, histogram, LATENCY_BUCKETS, observed, perScrape, type Registry } from "../instrument.ts";
+import { DAMAGE_KINDS } from "./damage.ts";
 
 /** What the store reports at scrape time (read then, never updated on the write path). */
 export interface TsdbGaugeSource {
@@ -97,6 +98,27 @@ export function createTsdbMetrics(registry: Registry, readNow: () => TsdbGaugeSo
       "svc_tsdb_block_merge_duration_seconds",
       "Duration of one block merge, yields to requests included.",
       LATENCY_BUCKETS,
+    ),
+    corruptions: counter(
+      registry,
+      "svc_tsdb_wal_corruptions_total",
+      "Damaged units found in the store's files (WAL or checkpoint record, block, chunk, rollups) and dropped, by kind.",
+      ["kind"],
+      DAMAGE_KINDS.map((kind) => ({ kind })),
+    ),
+    droppedSamples: counter(
+      registry,
+      "svc_tsdb_corrupt_dropped_samples_total",
+      "Samples dropped with damaged units, by kind (where the format says how many).",
+      ["kind"],
+      DAMAGE_KINDS.map((kind) => ({ kind })),
+    ),
+    backgroundErrors: counter(
+      registry,
+      "svc_tsdb_background_errors_total",
+      "Errors of store work nobody awaits (background compaction), each also logged.",
+      ["task"],
+      [{ task: "compaction" }],
     ),
     retentionDeletions: counter(
       registry,

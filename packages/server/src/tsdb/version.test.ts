@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { describe, it } from "node:test";
+import { Rollups } from "../storage/rollups.ts";
+import { Block } from "./block.ts";
 import { openTsdb, TSDB_FORMAT, TsdbFormatError } from "./index.ts";
 import { L, openForTest, T0, tempDir, trackCleanups } from "./testutil.ts";
 
@@ -146,5 +148,36 @@ describe("tsdb format versions", () => {
     } finally {
       await copy.close();
     }
+  });
+});
+
+describe("block format 1 (before per-chunk CRCs)", () => {
+  it("reads a store written by the previous build: every sample and its rollups", async () => {
+    const { dir, cleanup } = tempDir();
+    track(cleanup, true);
+    // testdata/block-format-1: 3 series × 240 one-minute samples (value i × 1000 + k + 0.5) written by
+    // the build before block format 2: one SVCIDX02 block (the first 2 h) and a checkpoint.
+    cpSync(join(import.meta.dirname, "testdata", "block-format-1"), dir, { recursive: true });
+    const blockDir = join(dir, "blocks", readdirSync(join(dir, "blocks"))[0]);
+    const block = new Block(blockDir);
+    try {
+      assert.equal(block.verify(), 0, "nothing to check, nothing reported");
+      const r = new Rollups(30 * 60_000);
+      assert.equal(block.rollups(0, -Infinity, Infinity, r), true, "its rollups are read");
+      assert.equal(r.n, 5, "2 h of buckets (a, b], the first one ending at the first sample");
+    } finally {
+      block.close();
+    }
+    const { db } = await openForTest(track, {}, dir);
+    const all = db.querier().select([{ type: "=", name: "__name__", value: "m" }], -Infinity, Infinity);
+    assert.equal(all.length, 3);
+    for (const [i, s] of all.entries()) {
+      assert.equal(s.timestamps.length, 240);
+      for (let k = 0; k < 240; k++) {
+        assert.equal(s.timestamps[k], T0 + k * 60_000);
+        assert.equal(s.values[k], i * 1000 + k + 0.5);
+      }
+    }
+    assert.deepEqual(JSON.parse(readFileSync(join(dir, "VERSION"), "utf8")), TSDB_FORMAT);
   });
 });

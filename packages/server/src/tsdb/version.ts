@@ -7,8 +7,11 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-/** WAL 1: record types 1–2; 2: adds compact samples (3) and snappy series (4). Block 1: meta.json v1, index SVCIDX01/02. */
-export const TSDB_FORMAT = Object.freeze({ wal: 2, block: 1 });
+/**
+ * WAL 1: record types 1–2; 2: adds compact samples (3) and snappy series (4). Block 1: meta.json v1,
+ * index SVCIDX01/02; 2: meta.json v2, index SVCIDX03 (a CRC32 after every chunk and series' rollups).
+ */
+export const TSDB_FORMAT = Object.freeze({ wal: 2, block: 2 });
 export type TsdbFormat = { readonly wal: number; readonly block: number };
 export const VERSION_FILE = "VERSION";
 

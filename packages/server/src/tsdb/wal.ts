@@ -21,6 +21,7 @@ import { crc32 } from "node:zlib";
 import snappy from "snappyjs";
 import type { Labels } from "../storage/interface.ts";
 import { ByteReader, ByteWriter, fsyncDir } from "./block.ts";
+import type { Damage, DamageKind } from "./damage.ts";
 import { TsdbClosedError } from "./errors.ts";
 import {
   CompactRecordError,
@@ -124,25 +125,86 @@ export interface RecordVisitor {
   sample(ref: number, t: number, hi: number, lo: number): void;
 }
 
-/** Decodes framed records; returns the byte length of the valid prefix (a torn tail stops it). */
-export function readRecords(buf: Buffer, v: RecordVisitor): number {
-  let pos = 0;
-  while (pos + 8 <= buf.length) {
-    const len = buf.readUInt32LE(pos);
-    const crc = buf.readUInt32LE(pos + 4);
-    if (len === 0 || pos + 8 + len > buf.length) break;
-    const payload = buf.subarray(pos + 8, pos + 8 + len);
-    if (crc32(payload) !== crc) break;
-    let r = new ByteReader(payload);
-    let type = r.u8();
-    if (type === REC_SERIES_SNAPPY) {
-      try {
-        r = new ByteReader(Buffer.from(snappy.uncompress(payload.subarray(1))));
-      } catch {
-        break; // malformed despite its CRC: treat as corrupt
+/** A run of bytes readRecords skipped: a record failing its checksum, up to the next valid one. */
+export interface DamagedRange {
+  readonly offset: number;
+  readonly bytes: number;
+  /** The sample count the record's own (unverified) header gives, when plausible; else undefined. */
+  readonly samples: number | undefined;
+  readonly detail: string;
+}
+
+export interface ReadResult {
+  /** Byte length of the prefix that ends with the last valid record (what a torn tail is cut to). */
+  readonly end: number;
+  /** Damaged runs followed by a valid record: skipped, the records after them read. */
+  readonly damaged: DamagedRange[];
+  /** Bytes after the last valid record that are not a record: a torn write, or damage at the end. */
+  readonly tail: DamagedRange | undefined;
+}
+
+const KNOWN_TYPES = new Set([REC_SERIES, REC_SAMPLES, REC_SAMPLES_COMPACT, REC_SERIES_SNAPPY]);
+
+/** Length of the valid record framed at `pos` (length, CRC and a known type), or why it is not one. */
+function frameAt(buf: Buffer, pos: number): number | string {
+  if (pos + 8 > buf.length) return "incomplete record header";
+  const len = buf.readUInt32LE(pos);
+  if (len === 0) return "zero record length";
+  if (pos + 8 + len > buf.length) return `record length ${len} runs past the end of the file`;
+  if (!KNOWN_TYPES.has(buf[pos + 8])) return `unknown record type ${buf[pos + 8]}`;
+  if (crc32(buf.subarray(pos + 8, pos + 8 + len)) !== buf.readUInt32LE(pos + 4)) return "checksum mismatch";
+  return len;
+}
+
+/** The next offset after `from` where a valid record starts, or -1. */
+function resync(buf: Buffer, from: number): number {
+  for (let p = from; p + 9 <= buf.length; p++) {
+    // Cheap tests first: most offsets fail on the length or the type byte, before any CRC.
+    const len = buf.readUInt32LE(p);
+    if (len === 0 || p + 8 + len > buf.length || !KNOWN_TYPES.has(buf[p + 8])) continue;
+    if (typeof frameAt(buf, p) === "number") return p;
+  }
+  return -1;
+}
+
+/** Samples a damaged record at `pos` held, by its own header, when its length matches `bytes`. */
+function samplesClaimed(buf: Buffer, pos: number, bytes: number): number | undefined {
+  if (pos + 9 > buf.length) return undefined;
+  const len = buf.readUInt32LE(pos);
+  if (len + 8 !== bytes) return undefined;
+  const type = buf[pos + 8];
+  if (type === REC_SERIES || type === REC_SERIES_SNAPPY) return 0;
+  if (type === REC_SAMPLES && len >= 5) {
+    const n = buf.readUInt32LE(pos + 9);
+    return 5 + 20 * n === len ? n : undefined;
+  }
+  if (type === REC_SAMPLES_COMPACT) {
+    let n = 0;
+    let mul = 1;
+    for (let p = pos + 9; p < pos + 8 + len && mul <= 2 ** 49; p++, mul *= 0x80) {
+      n += (buf[p] & 0x7f) * mul;
+      if (buf[p] < 0x80) {
+        // 3 to ~26 bytes a sample (FORMAT.md): a count outside that is itself damaged.
+        return n > 0 && 3 * n <= len && 26 * n + 10 >= len ? n : undefined;
       }
-      type = REC_SERIES;
     }
+  }
+  return undefined;
+}
+
+/** Decodes one valid record's payload into `v`; false when it is malformed despite its CRC. */
+function decodeRecord(payload: Buffer, v: RecordVisitor): boolean {
+  let r = new ByteReader(payload);
+  let type = r.u8();
+  if (type === REC_SERIES_SNAPPY) {
+    try {
+      r = new ByteReader(Buffer.from(snappy.uncompress(payload.subarray(1))));
+    } catch {
+      return false;
+    }
+    type = REC_SERIES;
+  }
+  try {
     if (type === REC_SERIES) {
       const n = r.u32();
       for (let i = 0; i < n; i++) {
@@ -163,17 +225,39 @@ export function readRecords(buf: Buffer, v: RecordVisitor): number {
         const lo = r.u32();
         v.sample(ref, t, r.u32(), lo);
       }
-    } else if (type === REC_SAMPLES_COMPACT) {
-      try {
-        decodeCompactSamples(payload, 1, (ref, t, hi, lo) => v.sample(ref, t, hi, lo));
-      } catch (e) {
-        if (e instanceof CompactRecordError) break; // malformed despite its CRC: treat as corrupt
-        throw e;
-      }
-    } else break;
-    pos += 8 + len;
+    } else decodeCompactSamples(payload, 1, (ref, t, hi, lo) => v.sample(ref, t, hi, lo));
+  } catch (e) {
+    if (e instanceof CompactRecordError || e instanceof RangeError) return false;
+    throw e;
   }
-  return pos;
+  return true;
+}
+
+/**
+ * Decodes framed records. A record that fails its checksum (or its decoding) is skipped up to the
+ * next valid record, so one damaged record loses only itself; bytes after the last valid record are
+ * the tail (a torn write when the file is the newest segment).
+ */
+export function readRecords(buf: Buffer, v: RecordVisitor): ReadResult {
+  const damaged: DamagedRange[] = [];
+  let pos = 0;
+  let end = 0;
+  while (pos < buf.length) {
+    const f = frameAt(buf, pos);
+    if (typeof f === "number" && decodeRecord(buf.subarray(pos + 8, pos + 8 + f), v)) {
+      pos += 8 + f;
+      end = pos;
+      continue;
+    }
+    const detail = typeof f === "number" ? "malformed record despite its checksum" : f;
+    const next = resync(buf, pos + 1);
+    const bytes = (next < 0 ? buf.length : next) - pos;
+    const range = { offset: pos, bytes, samples: samplesClaimed(buf, pos, bytes), detail };
+    if (next < 0) return { end, damaged, tail: range };
+    damaged.push(range);
+    pos = next;
+  }
+  return { end, damaged, tail: undefined };
 }
 
 export const segmentName = (n: number): string => String(n).padStart(8, "0");
@@ -203,18 +287,51 @@ export function scanWal(dir: string): WalLayout {
   return { segments: segments.filter((s) => checkpoint === undefined || s > checkpoint), checkpoint };
 }
 
-/**
- * Reads one WAL file; a torn or corrupt tail is truncated away (the unacknowledged end of a crashed
- * write). Returns false when the file had to be cut.
- */
-export function replayFile(path: string, v: RecordVisitor): boolean {
-  const buf = readFileSync(path);
-  const ok = readRecords(buf, v);
-  if (ok < buf.length) {
-    truncateSync(path, ok);
-    return false;
+/** The newest checkpoint and the segments after it up to `upTo` (scanWal without its deletions). */
+export function walFilesUpTo(
+  walDir: string,
+  upTo: number,
+): { checkpoint: number | undefined; segments: number[] } {
+  let checkpoint: number | undefined;
+  const segments: number[] = [];
+  for (const e of readdirSync(walDir)) {
+    if (/^checkpoint\.\d{8}$/.test(e)) {
+      const n = Number(e.slice(11));
+      if (n <= upTo && (checkpoint === undefined || n > checkpoint)) checkpoint = n;
+    } else if (/^\d{8}$/.test(e) && Number(e) <= upTo) segments.push(Number(e));
   }
-  return true;
+  segments.sort((a, b) => a - b);
+  return { checkpoint, segments: segments.filter((s) => checkpoint === undefined || s > checkpoint) };
+}
+
+/**
+ * The damage readRecords found in one WAL file, as reported: the tail of the newest segment is a torn
+ * write; a damaged series record drops no sample itself (`samples` unknown) but orphans its series'
+ * samples, which the caller counts (`seriesLost`).
+ */
+export function walFileDamage(
+  r: ReadResult,
+  file: string,
+  kind: "wal_record" | "checkpoint_record",
+  newest: boolean,
+): { damage: Damage[]; seriesLost: boolean } {
+  const found: (DamagedRange & { kind: DamageKind })[] = r.damaged.map((d) => ({ ...d, kind }));
+  if (r.tail) found.push({ ...r.tail, kind: newest ? "wal_torn_tail" : kind });
+  return {
+    damage: found.map((d) => ({ ...d, file, samples: d.samples === 0 ? undefined : d.samples })),
+    seriesLost: found.some((d) => d.samples === 0),
+  };
+}
+
+/**
+ * Reads one WAL file. With `truncateTail`, bytes after the last valid record (a torn write in the
+ * newest segment) are cut off; damaged records in the middle are skipped, never rewritten.
+ */
+export function replayFile(path: string, v: RecordVisitor, truncateTail: boolean): ReadResult {
+  const buf = readFileSync(path);
+  const r = readRecords(buf, v);
+  if (r.tail && truncateTail) truncateSync(path, r.end);
+  return r;
 }
 
 interface Pending {
