@@ -8,7 +8,7 @@ import type { HttpOutcome } from "./http.ts";
 import { type NotifyMetrics, SKIP_REASONS } from "./instrumentation.ts";
 import type { NotificationMessage } from "./message.ts";
 import type { NotifyOptions } from "./options.ts";
-import { fanout } from "./outbox.ts";
+import { destinationIdsOf, fanout } from "./outbox.ts";
 import type { Sealer } from "./seal.ts";
 import { signDelivery } from "./signing.ts";
 import { silenceMatches, silenceName, silencesInForce } from "./silences.ts";
@@ -70,6 +70,8 @@ interface IncidentState {
   readonly snooze_until: number | null;
   readonly rule_id: string;
   readonly vm_name: string;
+  /** The destination ids its rule's applied revision names now; null when the rule row is gone. */
+  readonly destinations: ReadonlySet<string> | null;
 }
 
 type SilenceRow = Awaited<ReturnType<typeof silencesInForce>>[number];
@@ -402,14 +404,24 @@ class DispatcherImpl implements Dispatcher {
     const readAt = performance.now();
     const dests = await db.selectFrom("destinations").selectAll().where("id", "in", destinationIds).execute();
     const incidentIds = [...new Set(deliveries.flatMap((d) => (d.incident_id ? [d.incident_id] : [])))];
-    const incidents =
+    // Each incident with the spec of its rule's applied revision (what fanout addressed it by), so a
+    // destination taken out of the rule since is no longer sent to (docs/notifications.md).
+    const rows =
       incidentIds.length > 0
         ? await db
-            .selectFrom("incidents")
-            .select(["id", "state", "snooze_until", "rule_id", "vm_name"])
-            .where("id", "in", incidentIds)
+            .selectFrom("incidents as i")
+            .leftJoin("alert_rules as r", "r.id", "i.rule_id")
+            .leftJoin("alert_rule_revisions as v", (j) =>
+              j.onRef("v.rule_id", "=", "r.id").onRef("v.version", "=", "r.applied_version"),
+            )
+            .select(["i.id", "i.state", "i.snooze_until", "i.rule_id", "i.vm_name", "v.spec"])
+            .where("i.id", "in", incidentIds)
             .execute()
         : [];
+    const incidents = rows.map(({ spec, ...i }) => ({
+      ...i,
+      destinations: spec === null ? null : new Set(destinationIdsOf(spec)),
+    }));
     const silences = await silencesInForce(db, [...new Set(dests.map((d) => d.project_id))], atMs);
     const webhooks = dests.filter((d) => d.kind === "WEBHOOK").map((d) => d.id);
     const secrets =
@@ -603,6 +615,11 @@ class DispatcherImpl implements Dispatcher {
         return skip("INCIDENT_RECOVERED", "the incident recovered before this firing message was sent");
       if (FIRING_TYPES.has(d.event_type) && inc.state === "RETIRED")
         return skip("INCIDENT_RETIRED", "the incident was retired before this firing message was sent");
+      if (inc.destinations !== null && !inc.destinations.has(d.destination_id))
+        return skip(
+          "DESTINATION_NOT_IN_RULE",
+          "the incident's rule no longer names this destination (removed from the rule since)",
+        );
       const silence = st.silences.find((s) => silenceMatches(s, inc.rule_id, inc.vm_name, atMs));
       // A closing message (resolved, retired, acknowledged) still goes where the incident's opening went
       // before the silence: the receiver (PagerDuty, a ticket) would otherwise keep it open.
