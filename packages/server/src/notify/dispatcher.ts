@@ -11,7 +11,7 @@ import type { NotifyOptions } from "./options.ts";
 import { destinationIdsOf, fanout } from "./outbox.ts";
 import type { Sealer } from "./seal.ts";
 import { signDelivery } from "./signing.ts";
-import { silenceMatches, silenceName, silencesInForce } from "./silences.ts";
+import { silenceName, silencesInForce, silencesMutingIncident } from "./silences.ts";
 
 /**
  * Sends the outbox: claims a batch of due deliveries in one statement (a lease in each row, so a crashed
@@ -620,10 +620,13 @@ class DispatcherImpl implements Dispatcher {
           "DESTINATION_NOT_IN_RULE",
           "the incident's rule no longer names this destination (removed from the rule since)",
         );
-      const silence = st.silences.find((s) => silenceMatches(s, inc.rule_id, inc.vm_name, atMs));
-      // A closing message (resolved, retired, acknowledged) still goes where the incident's opening went
-      // before the silence: the receiver (PagerDuty, a ticket) would otherwise keep it open.
-      if (silence && !(await this.#closesWhatWasSent(d)))
+      // One rule for every message and every ordering (silences.ts silencesMutingIncident).
+      const [silence] = silencesMutingIncident(
+        st.silences,
+        { ruleId: inc.rule_id, vmName: inc.vm_name },
+        atMs,
+      );
+      if (silence)
         return skip(
           "SILENCED",
           `muted by ${silenceName(silence.project_id, silence.id)} until ${new Date(silence.end_time).toISOString()}`,
@@ -653,23 +656,6 @@ class DispatcherImpl implements Dispatcher {
     }
     const { body } = render(dest.kind as HttpChannelKind, message);
     return fromHttp(await this.#deps.post(st.url, body, { "content-type": "application/json" }));
-  }
-
-  async #closesWhatWasSent(d: DeliveryTable): Promise<boolean> {
-    if (
-      d.incident_id === null ||
-      (FIRING_TYPES.has(d.event_type) && d.event_type !== "incident.acknowledged")
-    )
-      return false;
-    const sent = await this.#deps.db
-      .selectFrom("deliveries")
-      .select("id")
-      .where("incident_id", "=", d.incident_id)
-      .where("destination_id", "=", d.destination_id)
-      .where("event_type", "in", ["incident.opened", "incident.repeat"])
-      .where("state", "=", "SENT")
-      .executeTakeFirst();
-    return sent !== undefined;
   }
 
   async #sendOpsgenie(base: string, key: string, message: NotificationMessage): Promise<Outcome> {

@@ -87,17 +87,33 @@ function view(s: SilenceTable, nowMs: number, replayed = false): SilenceView {
   };
 }
 
+type SilenceMatch = Pick<SilenceTable, "start_time" | "end_time" | "rule_ids" | "vm_names">;
+
 /** Whether the silence mutes a notification of `ruleId` about `vmName` at `atMs`. */
-export function silenceMatches(
-  s: Pick<SilenceTable, "start_time" | "end_time" | "rule_ids" | "vm_names">,
-  ruleId: string,
-  vmName: string,
-  atMs: number,
-): boolean {
+export function silenceMatches(s: SilenceMatch, ruleId: string, vmName: string, atMs: number): boolean {
   if (!(s.start_time <= atMs && atMs < s.end_time)) return false;
   const rules = JSON.parse(s.rule_ids) as string[];
   const vms = JSON.parse(s.vm_names) as string[];
   return (rules.length === 0 || rules.includes(ruleId)) && (vms.length === 0 || vms.includes(vmName));
+}
+
+/**
+ * THE rule of silences (docs/alerts.md#silences), as Alertmanager's: every notification of an incident
+ * (opened, repeat, acknowledged, resolved, retired) is muted when a silence matching its rule and VM is
+ * active at the time it would be sent; nothing else counts (when the incident opened, what was sent
+ * before). Returns the silences muting the incident at `atMs`, oldest first. The dispatcher skips a
+ * delivery (SILENCED) when this is not empty at its attempt, and every incident the API answers carries
+ * it as `silencedBy` at the answer's time (the console's page, list and VM list show that field), so all
+ * of them say the same thing.
+ */
+export function silencesMutingIncident<S extends SilenceMatch & Pick<SilenceTable, "create_time" | "id">>(
+  silences: readonly S[],
+  incident: { readonly ruleId: string; readonly vmName: string },
+  atMs: number,
+): S[] {
+  return silences
+    .filter((s) => silenceMatches(s, incident.ruleId, incident.vmName, atMs))
+    .sort((a, b) => a.create_time - b.create_time || a.id.localeCompare(b.id));
 }
 
 /** Silences of these projects in force at `atMs` (one statement whatever their number). */
@@ -112,18 +128,20 @@ export async function silencesInForce(db: Db, projectIds: readonly string[], atM
     .execute();
 }
 
-/** Names of the silences muting an incident's notifications at `atMs` (the incident page shows them). */
-export async function silencesMuting(
+/**
+ * `silencedBy` of each of a project's incidents at `atMs` (names of the silences muting it, by
+ * {@link silencesMutingIncident}), in one read whatever their number.
+ */
+export async function silencedBy(
   db: Db,
   projectId: string,
-  ruleId: string,
-  vmName: string,
+  incidents: readonly { readonly ruleId: string; readonly vmName: string }[],
   atMs: number,
-): Promise<string[]> {
-  return (await silencesInForce(db, [projectId], atMs))
-    .filter((s) => silenceMatches(s, ruleId, vmName, atMs))
-    .sort((a, b) => a.create_time - b.create_time || a.id.localeCompare(b.id))
-    .map((s) => silenceName(s.project_id, s.id));
+): Promise<string[][]> {
+  const inForce = incidents.length > 0 ? await silencesInForce(db, [projectId], atMs) : [];
+  return incidents.map((i) =>
+    silencesMutingIncident(inForce, i, atMs).map((s) => silenceName(s.project_id, s.id)),
+  );
 }
 
 export interface SilenceInput {
