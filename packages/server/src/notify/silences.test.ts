@@ -87,9 +87,9 @@ for (const { dialect, skip } of await testDialects()) {
         ).n,
       );
 
-    it("read keys list silences; humans and write keys create, edit and expire them; pending, active and expired are listed apart", async () => {
+    it("read keys list silences; humans and silences.write keys create, edit and expire them; pending, active and expired are listed apart", async () => {
       const reader = await key(["monitoring.read"]);
-      const writer = await key(["monitoring.read", "monitoring.write"]);
+      const writer = await key(["monitoring.read", "silences.write"]);
       const r = await rule((await webhook()) || "");
       const base = { projectName: p.projectName, comment: "planned reboot", ruleNames: [r.name] };
       const denied = await refusal(
@@ -166,6 +166,50 @@ for (const { dialect, skip } of await testDialects()) {
         (await list("")).sort(),
       );
       await owner().silences.expireSilence({ name: active.name });
+      await owner().alerts.deleteAlertRule({ name: r.name });
+    });
+
+    it("a monitoring.write key cannot mute anyone (CAPABILITY on create, edit and expire); a silences.write key may, for at most 24 hours; a person for 90 days", async () => {
+      const r = await rule(await webhook());
+      const ruleWriter = await key(["monitoring.read", "monitoring.write"]);
+      const base = { projectName: p.projectName, comment: "deploy", ruleNames: [r.name], vmNames: [] };
+      const before = await silenceCount();
+      const long = { ...base, startTimeUnix: 0n, endTimeUnix: nowS() + 2n * 86_400n };
+      const denied = await refusal(ruleWriter.silences.createSilence({ ...long, requestId: randomUUID() }));
+      assert.deepEqual([denied.code, denied.reason], [7, "CAPABILITY"]);
+      assert.equal(await silenceCount(), before, "nothing saved");
+      const silencer = await key(["monitoring.read", "silences.write"]);
+      // A key's silence is bounded: 24 hours, not the 90 days a person may choose.
+      const tooLong = await refusal(silencer.silences.createSilence({ ...long, requestId: randomUUID() }));
+      assert.deepEqual([tooLong.reason, tooLong.field], ["INVALID_FIELD", "endTimeUnix"]);
+      assert.match(tooLong.message, /24 hours/);
+      const day = await silencer.silences.createSilence({
+        ...base,
+        requestId: randomUUID(),
+        startTimeUnix: 0n,
+        endTimeUnix: nowS() + 86_400n,
+      });
+      assert.equal(day.state, "ACTIVE");
+      const person = await owner().silences.createSilence({ ...long, requestId: randomUUID() });
+      assert.equal(person.state, "ACTIVE");
+      // Renewing past 24 hours is refused to the key too; editing or expiring needs silences.write.
+      const renew = await refusal(
+        silencer.silences.updateSilence({ ...long, name: day.name, expectedVersion: day.version }),
+      );
+      assert.equal(renew.field, "endTimeUnix");
+      for (const call of [
+        ruleWriter.silences.updateSilence({
+          ...base,
+          name: person.name,
+          startTimeUnix: 0n,
+          endTimeUnix: nowS() + 60n,
+          expectedVersion: "",
+        }),
+        ruleWriter.silences.expireSilence({ name: person.name }),
+      ])
+        assert.equal((await refusal(call)).reason, "CAPABILITY");
+      assert.equal((await silencer.silences.expireSilence({ name: person.name })).state, "EXPIRED");
+      await silencer.silences.expireSilence({ name: day.name });
       await owner().alerts.deleteAlertRule({ name: r.name });
     });
 

@@ -21,6 +21,11 @@ export type SilenceState = (typeof silenceStates)[number];
 
 /** Longest window, ms. */
 export const MAX_SILENCE_MS = 90 * 86_400_000;
+/**
+ * Longest window a key or CI token may set, ms (issue 41): automation silences a deployment or a
+ * maintenance, not a quarter; a longer silence is a person's decision.
+ */
+export const MAX_CREDENTIAL_SILENCE_MS = 86_400_000;
 /** How far ahead a silence may start, ms. */
 export const MAX_SILENCE_LEAD_MS = 365 * 86_400_000;
 const MAX_COMMENT = 500;
@@ -166,6 +171,7 @@ interface CheckedSilence {
  */
 async function checkInput(
   db: Db,
+  p: Principal,
   projectId: string,
   input: SilenceInput,
   nowMs: number,
@@ -189,6 +195,11 @@ async function checkInput(
     );
   if (endMs - startMs > MAX_SILENCE_MS)
     throw invalidArgument("endTimeUnix", "must be at most 90 days after the start");
+  if (p.kind !== "HUMAN_SESSION" && endMs - startMs > MAX_CREDENTIAL_SILENCE_MS)
+    throw invalidArgument(
+      "endTimeUnix",
+      `must be at most 24 hours after the start (${new Date(startMs).toISOString()}) for a key or CI token; a longer silence is made by a person`,
+    );
   if (input.ruleNames.length === 0 && input.vmNames.length === 0)
     throw invalidArgument(
       "ruleNames",
@@ -260,7 +271,7 @@ export async function createSilence(
   const { db } = deps;
   const nowMs = deps.now();
   const projectId = projectOfRequest(p, input.projectName);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "silences.write");
   validateRequestId(input.requestId);
   const scope = `silences:${projectId}`;
   const hash = bodyHash({
@@ -276,7 +287,7 @@ export async function createSilence(
     noteCreated(silenceName(projectId, replay.id));
     return view(await load(db, projectId, replay.id), nowMs, true);
   }
-  const c = await checkInput(db, projectId, input, nowMs);
+  const c = await checkInput(db, p, projectId, input, nowMs);
   const id = randomBytes(10).toString("hex");
   noteCreated(silenceName(projectId, id));
   const actor = attributionOf(p);
@@ -397,11 +408,18 @@ export async function updateSilence(
   const { db } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseSilenceName(input.name);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "silences.write");
   const s = await load(db, projectId, id);
   if (input.expectedVersion && input.expectedVersion !== String(s.version)) throw versionConflict(s.version);
   if (s.end_time <= nowMs) throw expired(input.name, s.end_time);
-  const c = await checkInput(db, projectId, input, nowMs, s.start_time <= nowMs ? s.start_time : undefined);
+  const c = await checkInput(
+    db,
+    p,
+    projectId,
+    input,
+    nowMs,
+    s.start_time <= nowMs ? s.start_time : undefined,
+  );
   const res = await db
     .updateTable("silences")
     .set({
@@ -426,7 +444,7 @@ export async function expireSilence(deps: SilencesDeps, p: Principal, name: stri
   const { db } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseSilenceName(name);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "silences.write");
   const s = await load(db, projectId, id);
   if (s.end_time <= nowMs) return view(s, nowMs);
   await db
