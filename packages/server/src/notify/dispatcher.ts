@@ -462,7 +462,9 @@ class DispatcherImpl implements Dispatcher {
     try {
       outcome = await this.#recheckAndSend(d, st, attemptId, atMs);
     } catch (err) {
-      outcome = { status: "FAILED", code: 0, detail: err instanceof Error ? err.message : String(err) };
+      // svc's own failure: the operator's log has it, the tenant a class.
+      this.#deps.log.error({ err, deliveryId: d.id }, "notification attempt failed inside svc");
+      outcome = { status: "FAILED", code: 0, detail: "internal error" };
     }
     const durationMs = Math.round(performance.now() - started);
     const attempts = d.attempt_count + 1;
@@ -644,24 +646,42 @@ class DispatcherImpl implements Dispatcher {
       const { body } = render("WEBHOOK", message);
       st.secrets ??= st.sealedSecrets.map((s) => this.#deps.sealer.open(s));
       const headers = signatureHeaders(st.secrets, d.id, attemptId, atMs, body);
-      return fromHttp(
-        await this.#deps.post(st.url, body, { "content-type": "application/json", ...headers }),
-      );
+      return fromHttp(await this.#post(d, st.url, body, { "content-type": "application/json", ...headers }));
     }
     if (dest.kind === "PAGERDUTY" || dest.kind === "OPSGENIE") {
       st.key ??= this.#deps.sealer.open(dest.sealed_key);
       return dest.kind === "PAGERDUTY"
-        ? fromIncidentApi(await this.#deps.post(st.url, renderPagerDuty(message, st.key).body, {}))
-        : this.#sendOpsgenie(st.url, st.key, message);
+        ? fromIncidentApi(await this.#post(d, st.url, renderPagerDuty(message, st.key).body, {}))
+        : this.#sendOpsgenie(d, st.url, st.key, message);
     }
     const { body } = render(dest.kind as HttpChannelKind, message);
-    return fromHttp(await this.#deps.post(st.url, body, { "content-type": "application/json" }));
+    return fromHttp(await this.#post(d, st.url, body, { "content-type": "application/json" }));
   }
 
-  async #sendOpsgenie(base: string, key: string, message: NotificationMessage): Promise<Outcome> {
+  /**
+   * Posts through deps.post. A failure without a response is written to the operator's log as the
+   * library said it (e.g. a TLS library's text); the delivery's attempt, which the tenant reads, keeps
+   * only its class (http.ts failureReason).
+   */
+  async #post(d: DeliveryTable, url: string, body: string, headers: Record<string, string>) {
+    const r = await this.#deps.post(url, body, headers);
+    if (r.kind === "error")
+      this.#deps.log.warn(
+        { deliveryId: d.id, destinationId: d.destination_id, projectId: d.project_id, error: r.error },
+        `notification delivery failed: ${r.reason}`,
+      );
+    return r;
+  }
+
+  async #sendOpsgenie(
+    d: DeliveryTable,
+    base: string,
+    key: string,
+    message: NotificationMessage,
+  ): Promise<Outcome> {
     const { path, body } = renderOpsgenie(message);
     return fromIncidentApi(
-      await this.#deps.post(`${base.replace(/\/+$/, "")}${path}`, body, { authorization: `GenieKey ${key}` }),
+      await this.#post(d, `${base.replace(/\/+$/, "")}${path}`, body, { authorization: `GenieKey ${key}` }),
     );
   }
 
@@ -775,7 +795,8 @@ function fromIncidentApi(r: HttpOutcome): Outcome {
 }
 
 function fromHttp(r: HttpOutcome): Outcome {
-  if (r.kind === "error") return { status: "FAILED", code: 0, detail: r.error };
+  // The class only: the library's text is in the operator's log (#post).
+  if (r.kind === "error") return { status: "FAILED", code: 0, detail: r.reason };
   if (r.status >= 200 && r.status < 300) return { status: "SENT", code: r.status, detail: "accepted" };
   // A redirect is a failure: following it could lead anywhere, including inside the network.
   const detail = r.status >= 300 && r.status < 400 ? `redirect ${r.status} not followed` : `HTTP ${r.status}`;
