@@ -546,7 +546,12 @@ function pooledPost(ca: string): Post {
         },
       );
       req.on("error", (e) =>
-        resolve({ kind: "error", error: e.message, durationMs: performance.now() - started }),
+        resolve({
+          kind: "error",
+          error: e.message,
+          reason: e.message,
+          durationMs: performance.now() - started,
+        }),
       );
       req.end(body);
     });

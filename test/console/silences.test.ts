@@ -17,7 +17,10 @@ import { type SeededProject, startTestApp, type TestApp } from "../../packages/s
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();
 
-/** The silences page: create a silence for a rule, see it muting that rule's incident, expire it. */
+/**
+ * The silences page: create a silence for a rule, see it muting that rule's incident on the incident's
+ * page (also in an acknowledgement's answer), the incident list and the VM list, expire it.
+ */
 describe("console in Chromium: silences", { skip }, () => {
   let t: TestApp;
   let browser: Browser;
@@ -40,7 +43,7 @@ describe("console in Chromium: silences", { skip }, () => {
     await t?.close();
   });
 
-  it("creates a silence for a rule, the rule's incident says it is silenced, and expiring it ends that", async () => {
+  it("creates a silence for a rule, the rule's incident says it is silenced on its page, the incident list and the VM list, and expiring it ends that", async () => {
     const owner = t.clients(p.owner.session);
     const rule = await owner.alerts.saveAlertRule({
       projectName: p.projectName,
@@ -91,8 +94,18 @@ describe("console in Chromium: silences", { skip }, () => {
       [[rule.name], "deploying", p.owner.user],
     );
 
-    await page.goto(`${base}/incidents/${incident.name.split("/").pop()}`);
+    const incidentId = incident.name.split("/").pop() ?? "";
+    await page.goto(`${base}/incidents/${incidentId}`);
     await page.getByTestId("silenced").getByText(silence.name).waitFor();
+    // The incident an acknowledgement answers is still silenced: the page says so at once, not after a refetch.
+    await page.getByRole("button", { name: "Acknowledge" }).click();
+    await page.getByRole("button", { name: "Acknowledged" }).waitFor();
+    assert.match((await page.getByTestId("silenced").textContent()) ?? "", new RegExp(silence.name));
+    // The incident list marks it, and the VM list counts it, from the same answer (silencedBy).
+    await page.goto(`${base}/incidents`);
+    await page.locator(`[data-incident="${incidentId}"]`).getByTestId("incident-silenced").waitFor();
+    await page.goto(`${base}/vms`);
+    await page.getByTestId("vm-incidents").getByText("1 silenced").waitFor();
 
     await page.goto(`${base}/silences`);
     await page.getByRole("button", { name: "Expire now" }).click();
@@ -100,6 +113,9 @@ describe("console in Chromium: silences", { skip }, () => {
     assert.equal((await owner.silences.getSilence({ name: silence.name })).state, "EXPIRED");
     await page.goto(`${base}/incidents/${incident.name.split("/").pop()}`);
     await page.getByTestId("silenced").getByText("no", { exact: true }).waitFor();
+    await page.goto(`${base}/incidents`);
+    await page.locator(`[data-incident="${incidentId}"]`).waitFor();
+    assert.equal(await page.getByTestId("incident-silenced").count(), 0, "no marker once it expired");
     assert.deepEqual(problems, []);
   });
 });

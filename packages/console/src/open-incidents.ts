@@ -39,11 +39,17 @@ export function useOpenIncidents(projectName: string) {
   });
 }
 
-/** Open incidents of one VM: unattended and acknowledged counts. */
+/**
+ * Open incidents of one VM: unattended and acknowledged counts, and how many of them a silence mutes now
+ * (the API's `silencedBy`, the rule the dispatcher applies).
+ */
 export function incidentsOfVm(open: OpenIncidents | undefined, vmName: string) {
   if (!open) return undefined;
+  const mine = (l: Incident[]) => l.filter((i) => i.vmName === vmName);
   return {
-    firing: open.firing.filter((i) => i.vmName === vmName).length,
-    acknowledged: open.acknowledged.filter((i) => i.vmName === vmName).length,
+    firing: mine(open.firing).length,
+    acknowledged: mine(open.acknowledged).length,
+    silenced: [...mine(open.firing), ...mine(open.acknowledged)].filter((i) => i.silencedBy.length > 0)
+      .length,
   };
 }

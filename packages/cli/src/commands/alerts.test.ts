@@ -646,7 +646,7 @@ describe("svc alerts preview, list, get, delete and svc incidents (output)", () 
       list.out,
       /incidents\/i1\tOPEN\tWARNING\tprojects\/acme\/locations\/dc-1\/vms\/web-1\tcpu_utilization_pct > 90\t/,
     );
-    assert.match(list.out, /\topen\tNO DATA\tCPU\n$/);
+    assert.match(list.out, /\topen\tsilenced, NO DATA\tCPU\n$/, "a silenced incident is marked in the list");
     assert.equal(list.err, "more: --page-token next\n");
     const bad = await run(server, ["incidents", "list", "--project", project, "--state", "FIRING"]);
     assert.match(String(bad.thrown), /--state must be one of OPEN, RESOLVED, RETIRED/);

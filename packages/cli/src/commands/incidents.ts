@@ -14,6 +14,7 @@ function flagsOf(i: Incident): string {
   return [
     i.acknowledgedBy ? `acknowledged by ${i.acknowledgedBy}` : "",
     i.snoozeUntilUnix > 0n ? `snoozed until ${iso(i.snoozeUntilUnix)}` : "",
+    i.silencedBy.length > 0 ? "silenced" : "",
     i.noData ? "NO DATA" : "",
     i.evaluationError ? "EVALUATION ERROR" : "",
   ]

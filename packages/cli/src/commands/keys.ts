@@ -107,7 +107,7 @@ export function registerKeyCommands(program: Command, io: CliIo = {}, o: KeyComm
     .requiredOption("--display-name <name>", "a name to recognise the key by")
     .option(
       "--capability <cap...>",
-      "named explicitly, each held by the parent's identity: monitoring.read (queries, inventory, previews), monitoring.write (saving alert rules), notifications.write (creating, changing and deleting destinations), audit.read (the audit log)",
+      "named explicitly, each held by the parent's identity: monitoring.read (queries, inventory, previews), monitoring.write (saving alert rules), notifications.write (creating, changing and deleting destinations), silences.write (creating, editing and expiring silences; a key's: at most 24 h), audit.read (the audit log)",
       ["monitoring.read"],
     )
     .option("--expire-days <n>", "1..365 (0 = the default of 90)", "0")

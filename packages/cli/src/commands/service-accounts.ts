@@ -10,6 +10,7 @@ export const templates = {
   "Metrics scraper": "monitoring.read",
   "Alert manager": "monitoring.read, monitoring.write",
   "Notification manager": "monitoring.read, notifications.write",
+  "Silence manager": "monitoring.read, silences.write",
   Auditor: "audit.read",
 } as const;
 

@@ -58,7 +58,7 @@ function printSilence(out: (s: string) => void, s: Silence): void {
   for (const [k, v] of rows) out(`${k.padEnd(11)} ${v}\n`);
 }
 
-/** `svc silences`: schedule, list, edit and expire silences (monitoring.write to change them). */
+/** `svc silences`: schedule, list, edit and expire silences (silences.write to change them). */
 export function registerSilenceCommands(program: Command, io: CliIo = {}): void {
   const { out, err } = outOf(io);
   const silences = program
@@ -69,7 +69,9 @@ export function registerSilenceCommands(program: Command, io: CliIo = {}): void 
 
   silences
     .command("create")
-    .description("schedule a silence (monitoring.write); retried as it is after an ambiguous failure")
+    .description(
+      "schedule a silence (silences.write; a key: at most 24 h); retried as it is after an ambiguous failure",
+    )
     .addOption(projectOption())
     .option("--rule <name>", "mute this rule: projects/<p>/alertRules/<id> (repeatable)", collect, [])
     .option("--vm <name>", "mute this VM (full name; repeatable)", collect, [])
@@ -139,7 +141,7 @@ export function registerSilenceCommands(program: Command, io: CliIo = {}): void 
 
   silences
     .command("update")
-    .description("edit a silence that has not expired: flags not given keep their value (monitoring.write)")
+    .description("edit a silence that has not expired: flags not given keep their value (silences.write)")
     .argument("<name>", "projects/<project_id>/silences/<id>")
     .option("--rule <name>", "the rules to mute (repeatable; replaces the list)", collect)
     .option("--vm <name>", "the VMs to mute (repeatable; replaces the list)", collect)
@@ -172,7 +174,7 @@ export function registerSilenceCommands(program: Command, io: CliIo = {}): void 
 
   silences
     .command("expire")
-    .description("end a silence now (monitoring.write)")
+    .description("end a silence now (silences.write)")
     .argument("<name>", "projects/<project_id>/silences/<id>")
     .option("--json", "print JSON")
     .action(async (name: string, opts, cmd: Command) => {

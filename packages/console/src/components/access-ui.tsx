@@ -24,6 +24,12 @@ export const CAPABILITIES: { id: string; label: string; allows: string }[] = [
       "creating, changing and deleting notification destinations; a webhook it creates waits for a person's confirmation",
   },
   {
+    id: "silences.write",
+    label: "silences.write",
+    allows:
+      "creating, editing and expiring silences that mute notifications; a key's silence lasts at most 24 hours",
+  },
+  {
     id: "audit.read",
     label: "audit.read",
     allows: "reading the project's audit log: who changed what, from where and when",
@@ -48,6 +54,12 @@ export const TEMPLATES: { name: string; capabilities: string[]; blurb: string }[
     capabilities: ["monitoring.read", "notifications.write"],
     blurb:
       "Reads, and manages notification destinations; webhooks it creates wait for a person to confirm them.",
+  },
+  {
+    name: "Silence manager",
+    capabilities: ["monitoring.read", "silences.write"],
+    blurb:
+      "Reads, and schedules silences of at most 24 hours (e.g. around a deployment); cannot change rules or destinations.",
   },
   {
     name: "Auditor",

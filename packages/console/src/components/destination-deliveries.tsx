@@ -22,6 +22,7 @@ export const SKIP_REASONS: Record<string, string> = {
   DESTINATION_PAUSED: "the destination is paused",
   EXPIRED: "more than 24 hours passed since the event",
   INCIDENT_GONE: "the incident no longer exists",
+  DESTINATION_NOT_IN_RULE: "the incident's rule no longer names this destination",
   INCIDENT_RECOVERED: "the incident resolved before this firing message went out",
   INCIDENT_RETIRED: "the incident was retired before this firing message went out",
   INCIDENT_SNOOZED: "the incident was snoozed",

@@ -181,8 +181,22 @@ function IncidentRow(props: { incident: Incident; who: (actor: string) => string
             Snoozed until <Time unix={i.snoozeUntilUnix} />
           </div>
         ) : null}
+        <SilencedMarker incident={i} />
       </td>
     </tr>
+  );
+}
+
+/** The incidents list's marker: a silence mutes this incident's notifications now (API `silencedBy`). */
+function SilencedMarker(props: { incident: Incident }) {
+  const by = props.incident.silencedBy;
+  if (by.length === 0) return null;
+  return (
+    <div data-testid="incident-silenced">
+      <Badge tone="muted" title={`notifications sent now are skipped as SILENCED: ${by.join(", ")}`}>
+        silenced
+      </Badge>
+    </div>
   );
 }
 
@@ -372,7 +386,10 @@ export function IncidentPage(props: { incidentId: string }) {
                       </Link>
                     </span>
                   ))}{" "}
-                  <span className="muted">(its notifications are skipped as SILENCED)</span>
+                  <span className="muted">
+                    ({open ? "its notifications" : "a message of it still to send"} are skipped as SILENCED
+                    while it lasts)
+                  </span>
                 </>
               ) : (
                 <span className="muted">no</span>

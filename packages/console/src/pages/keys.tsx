@@ -45,9 +45,9 @@ export function KeysPage() {
     // Service-account keys are listed to owners only (server side too).
     enabled: isOwner,
   });
-  // Owners and editors hold all three through their role (iam/capabilities.ts rolePermissions).
+  // Owners and editors hold these through their role (iam/capabilities.ts rolePermissions).
   const personalCaps = project.canWrite
-    ? ["monitoring.read", "monitoring.write", "notifications.write"]
+    ? ["monitoring.read", "monitoring.write", "notifications.write", "silences.write"]
     : ["monitoring.read"];
   return (
     <Page

@@ -283,7 +283,10 @@ function CpuSparkline(props: { values?: (number | null)[] }) {
 }
 
 /** A VM's open incidents: firing (unattended) and acknowledged, linking to the incident list. */
-function VmIncidents(props: { counts?: { firing: number; acknowledged: number }; vmId: string }) {
+function VmIncidents(props: {
+  counts?: { firing: number; acknowledged: number; silenced: number };
+  vmId: string;
+}) {
   const c = props.counts;
   if (!c) return <span className="muted">{MISSING}</span>;
   if (c.firing === 0 && c.acknowledged === 0) return <span className="muted">none</span>;
@@ -292,6 +295,14 @@ function VmIncidents(props: { counts?: { firing: number; acknowledged: number };
       {c.firing > 0 ? <Badge tone="bad">{c.firing} firing</Badge> : null}
       {c.firing > 0 && c.acknowledged > 0 ? " " : null}
       {c.acknowledged > 0 ? <Badge tone="warn">{c.acknowledged} acknowledged</Badge> : null}
+      {c.silenced > 0 ? (
+        <>
+          {" "}
+          <Badge tone="muted" title="a silence mutes their notifications now">
+            {c.silenced} silenced
+          </Badge>
+        </>
+      ) : null}
     </Link>
   );
 }

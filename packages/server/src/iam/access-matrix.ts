@@ -35,7 +35,8 @@ export type Outcome = "ok" | "401" | "BOUNDARY" | "CAPABILITY" | "DISABLED" | "G
  * (CAPABILITY) or their identity is disabled (IDENTITY_DISABLED); the operator token is outside every
  * project (PROJECT_BOUNDARY); a collector's remote-write token is no RPC credential (401). Destinations
  * and deliveries are read by people and notifications.write, not by read or write keys (issue 35,
- * finding 4). RecoverLostKey names no project: it acts on the caller's own earlier requests.
+ * finding 4). Silences are made, edited and expired by people and silences.write, not by write keys
+ * (issue 41, item 6). RecoverLostKey names no project: it acts on the caller's own earlier requests.
  */
 // biome-ignore format: one row per RPC, one column per caller, so a row reads across
 export const expectedOutcomes: Readonly<Record<string, readonly Outcome[]>> = {
@@ -50,9 +51,9 @@ export const expectedOutcomes: Readonly<Record<string, readonly Outcome[]>> = {
   "svc.monitoring.v1.AlertService/ListAlertRuleTemplates": ["401", "401", "401", "401", "DISABLED", "BOUNDARY", "BOUNDARY", "ok", "ok", "ok", "ok", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.SilenceService/ListSilences": ["401", "401", "401", "401", "DISABLED", "BOUNDARY", "BOUNDARY", "ok", "ok", "ok", "ok", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.SilenceService/GetSilence": ["401", "401", "401", "401", "DISABLED", "BOUNDARY", "BOUNDARY", "ok", "ok", "ok", "ok", "ok", "401", "BOUNDARY"],
-  "svc.monitoring.v1.SilenceService/CreateSilence": ["401", "401", "401", "401", "DISABLED", "BOUNDARY", "BOUNDARY", "CAPABILITY", "ok", "CAPABILITY", "CAPABILITY", "ok", "401", "BOUNDARY"],
-  "svc.monitoring.v1.SilenceService/UpdateSilence": ["401", "401", "401", "401", "DISABLED", "BOUNDARY", "BOUNDARY", "CAPABILITY", "ok", "CAPABILITY", "CAPABILITY", "ok", "401", "BOUNDARY"],
-  "svc.monitoring.v1.SilenceService/ExpireSilence": ["401", "401", "401", "401", "DISABLED", "BOUNDARY", "BOUNDARY", "CAPABILITY", "ok", "CAPABILITY", "CAPABILITY", "ok", "401", "BOUNDARY"],
+  "svc.monitoring.v1.SilenceService/CreateSilence": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "401", "BOUNDARY"],
+  "svc.monitoring.v1.SilenceService/UpdateSilence": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "401", "BOUNDARY"],
+  "svc.monitoring.v1.SilenceService/ExpireSilence": ["401", "401", "401", "401", "CAPABILITY", "CAPABILITY", "BOUNDARY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "CAPABILITY", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.IncidentService/ListIncidents": ["401", "401", "401", "401", "DISABLED", "BOUNDARY", "BOUNDARY", "ok", "ok", "ok", "ok", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.IncidentService/GetIncident": ["401", "401", "401", "401", "DISABLED", "BOUNDARY", "BOUNDARY", "ok", "ok", "ok", "ok", "ok", "401", "BOUNDARY"],
   "svc.monitoring.v1.IncidentService/AcknowledgeIncident": ["401", "401", "401", "401", "HUMAN", "HUMAN", "BOUNDARY", "HUMAN", "HUMAN", "HUMAN", "CAPABILITY", "ok", "401", "BOUNDARY"],

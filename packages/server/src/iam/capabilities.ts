@@ -6,6 +6,7 @@ export const capabilities = [
   "monitoring.read",
   "monitoring.write",
   "notifications.write",
+  "silences.write",
   "audit.read",
 ] as const;
 export type Capability = (typeof capabilities)[number];
@@ -74,13 +75,15 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.IncidentService/SnoozeIncident": { human: "monitoring.write" },
   "svc.monitoring.v1.IncidentService/UnsnoozeIncident": { human: "monitoring.write" },
 
-  // Silences (issue 30): read keys list them; humans whose role grants monitoring.write and write keys
-  // create, edit and expire them.
+  // Silences (issue 30): read keys list them. Muting the people who should be woken is not "saving alert
+  // rules" (SPEC §5.8) either (issue 41): creating, editing and expiring need silences.write, which owners'
+  // and editors' roles grant and a key or CI token carries only when chosen explicitly (a key's silence
+  // is bounded in length, notify/silences.ts).
   "svc.monitoring.v1.SilenceService/ListSilences": "monitoring.read",
   "svc.monitoring.v1.SilenceService/GetSilence": "monitoring.read",
-  "svc.monitoring.v1.SilenceService/CreateSilence": "monitoring.write",
-  "svc.monitoring.v1.SilenceService/UpdateSilence": "monitoring.write",
-  "svc.monitoring.v1.SilenceService/ExpireSilence": "monitoring.write",
+  "svc.monitoring.v1.SilenceService/CreateSilence": "silences.write",
+  "svc.monitoring.v1.SilenceService/UpdateSilence": "silences.write",
+  "svc.monitoring.v1.SilenceService/ExpireSilence": "silences.write",
 
   // Where alerts go is not "saving alert rules" (SPEC §5.8): a rule-saving key must not redirect or
   // silence notifications, so these need their own capability, never implied by monitoring.write.
@@ -157,18 +160,19 @@ export const roles: readonly Role[] = ["owner", "editor", "viewer"];
 
 /** What a membership role grants in its project. */
 export const rolePermissions: Readonly<Record<Role, readonly Capability[]>> = {
-  owner: ["monitoring.read", "monitoring.write", "notifications.write", "audit.read"],
-  editor: ["monitoring.read", "monitoring.write", "notifications.write"],
+  owner: ["monitoring.read", "monitoring.write", "notifications.write", "silences.write", "audit.read"],
+  editor: ["monitoring.read", "monitoring.write", "notifications.write", "silences.write"],
   viewer: ["monitoring.read"],
 };
 
 /**
- * Service-account permission templates (DESIGN §9). `notifications.write` comes only from its own
- * template, chosen explicitly: the templates that existed before it never imply it.
+ * Service-account permission templates (DESIGN §9). `notifications.write` and `silences.write` come only
+ * from their own templates, chosen explicitly: the templates that existed before them never imply them.
  */
 export const serviceAccountTemplates: Readonly<Record<string, readonly Capability[]>> = {
   "Metrics scraper": ["monitoring.read"],
   "Alert manager": ["monitoring.read", "monitoring.write"],
   "Notification manager": ["monitoring.read", "notifications.write"],
+  "Silence manager": ["monitoring.read", "silences.write"],
   Auditor: ["audit.read"],
 };

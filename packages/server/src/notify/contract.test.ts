@@ -12,7 +12,7 @@ import { loadConfig } from "../config.ts";
 import { clampPageSize } from "../pagination.ts";
 import { testDialects } from "../testing/dialects.ts";
 import type { SeededProject, TestApp } from "../testing/harness.ts";
-import { type HttpsPeer, makeCertificate } from "../testing/https-peer.ts";
+import { type HttpsPeer, makeCertificate, startSshLikeServer } from "../testing/https-peer.ts";
 import { notifyFixture } from "../testing/notify-fixture.ts";
 import { createLogSender } from "./channels/email.ts";
 import { createDispatcher } from "./dispatcher.ts";
@@ -71,7 +71,7 @@ for (const { dialect, skip } of await testDialects()) {
         .sessionToken;
     };
     /** A dispatcher on the app's database with a fixed jitter (factor 1) and its own request timeout. */
-    function dispatcher(requestTimeoutMs = 10_000) {
+    function dispatcher(requestTimeoutMs = 10_000, log = pino({ level: "silent" })) {
       const options = resolveNotifyOptions({ allowHosts: ["127.0.0.1"], requestTimeoutMs });
       return createDispatcher({
         db: t.app.db.db,
@@ -86,7 +86,7 @@ for (const { dialect, skip } of await testDialects()) {
           }),
         baseUrl: t.baseUrl,
         now: () => t.clock.ms,
-        log: pino({ level: "silent" }),
+        log,
         random: () => 0.5,
       });
     }
@@ -202,6 +202,48 @@ for (const { dialect, skip } of await testDialects()) {
       assert.equal(first.headers["webhook-id"], second.headers["webhook-id"]);
       assert.notEqual(first.headers["svc-attempt-id"], second.headers["svc-attempt-id"]);
       await cleanup(rule.name, d);
+    });
+
+    it("an attempt's detail, which the tenant reads, says the class of failure (TLS handshake failed, connection refused), never the TLS library's text about what listens on the port; that goes to the operator's log", async () => {
+      // An SSH server on an allowlisted port: a TLS client reads its banner as a bad record.
+      const ssh = await startSshLikeServer();
+      const lines: string[] = [];
+      const log = pino({ level: "warn" }, { write: (line: string) => void lines.push(line) });
+      const created = await owner().destinations.createDestination({
+        projectName: p.projectName,
+        displayName: "ssh port",
+        kind: "WEBHOOK",
+        url: `https://127.0.0.1:${ssh.port}/hook`,
+        requestId: randomUUID(),
+      });
+      const d = created.destination?.name ?? "";
+      try {
+        const { t0, rule } = await fire(d);
+        const disp = dispatcher(10_000, log);
+        await disp.runOnce(t0);
+        // The port closes: the retry is refused.
+        await ssh.close();
+        await disp.runOnce(t0 + 10 * S);
+        const dl = await only(d);
+        assert.deepEqual(dl.attempts.map((a) => [a.status, a.detail]).sort(), [
+          ["FAILED", "TLS handshake failed"],
+          ["FAILED", "connection refused"],
+        ]);
+        const raw = lines.map((l) => JSON.parse(l) as { msg: string; error?: string; deliveryId?: string });
+        const mine = raw.filter((l) => l.deliveryId === dl.deliveryId);
+        assert.equal(mine.length, 2, "each failure is in the operator's log");
+        assert.ok(
+          mine.some((l) => /SSL|EPROTO|ECONNRESET|socket/i.test(l.error ?? "")),
+          JSON.stringify(mine),
+        );
+        assert.ok(
+          mine.some((l) => /ECONNREFUSED/.test(l.error ?? "")),
+          JSON.stringify(mine),
+        );
+        await cleanup(rule.name, d);
+      } finally {
+        await ssh.close().catch(() => {});
+      }
     });
 
     it("delivery history is kept 90 days after its last change, then purged with its attempts", async () => {

@@ -8,10 +8,10 @@ import type { HttpOutcome } from "./http.ts";
 import { type NotifyMetrics, SKIP_REASONS } from "./instrumentation.ts";
 import type { NotificationMessage } from "./message.ts";
 import type { NotifyOptions } from "./options.ts";
-import { fanout } from "./outbox.ts";
+import { destinationIdsOf, fanout } from "./outbox.ts";
 import type { Sealer } from "./seal.ts";
 import { signDelivery } from "./signing.ts";
-import { silenceMatches, silenceName, silencesInForce } from "./silences.ts";
+import { silenceName, silencesInForce, silencesMutingIncident } from "./silences.ts";
 
 /**
  * Sends the outbox: claims a batch of due deliveries in one statement (a lease in each row, so a crashed
@@ -70,6 +70,8 @@ interface IncidentState {
   readonly snooze_until: number | null;
   readonly rule_id: string;
   readonly vm_name: string;
+  /** The destination ids its rule's applied revision names now; null when the rule row is gone. */
+  readonly destinations: ReadonlySet<string> | null;
 }
 
 type SilenceRow = Awaited<ReturnType<typeof silencesInForce>>[number];
@@ -402,14 +404,24 @@ class DispatcherImpl implements Dispatcher {
     const readAt = performance.now();
     const dests = await db.selectFrom("destinations").selectAll().where("id", "in", destinationIds).execute();
     const incidentIds = [...new Set(deliveries.flatMap((d) => (d.incident_id ? [d.incident_id] : [])))];
-    const incidents =
+    // Each incident with the spec of its rule's applied revision (what fanout addressed it by), so a
+    // destination taken out of the rule since is no longer sent to (docs/notifications.md).
+    const rows =
       incidentIds.length > 0
         ? await db
-            .selectFrom("incidents")
-            .select(["id", "state", "snooze_until", "rule_id", "vm_name"])
-            .where("id", "in", incidentIds)
+            .selectFrom("incidents as i")
+            .leftJoin("alert_rules as r", "r.id", "i.rule_id")
+            .leftJoin("alert_rule_revisions as v", (j) =>
+              j.onRef("v.rule_id", "=", "r.id").onRef("v.version", "=", "r.applied_version"),
+            )
+            .select(["i.id", "i.state", "i.snooze_until", "i.rule_id", "i.vm_name", "v.spec"])
+            .where("i.id", "in", incidentIds)
             .execute()
         : [];
+    const incidents = rows.map(({ spec, ...i }) => ({
+      ...i,
+      destinations: spec === null ? null : new Set(destinationIdsOf(spec)),
+    }));
     const silences = await silencesInForce(db, [...new Set(dests.map((d) => d.project_id))], atMs);
     const webhooks = dests.filter((d) => d.kind === "WEBHOOK").map((d) => d.id);
     const secrets =
@@ -450,7 +462,9 @@ class DispatcherImpl implements Dispatcher {
     try {
       outcome = await this.#recheckAndSend(d, st, attemptId, atMs);
     } catch (err) {
-      outcome = { status: "FAILED", code: 0, detail: err instanceof Error ? err.message : String(err) };
+      // svc's own failure: the operator's log has it, the tenant a class.
+      this.#deps.log.error({ err, deliveryId: d.id }, "notification attempt failed inside svc");
+      outcome = { status: "FAILED", code: 0, detail: "internal error" };
     }
     const durationMs = Math.round(performance.now() - started);
     const attempts = d.attempt_count + 1;
@@ -603,10 +617,18 @@ class DispatcherImpl implements Dispatcher {
         return skip("INCIDENT_RECOVERED", "the incident recovered before this firing message was sent");
       if (FIRING_TYPES.has(d.event_type) && inc.state === "RETIRED")
         return skip("INCIDENT_RETIRED", "the incident was retired before this firing message was sent");
-      const silence = st.silences.find((s) => silenceMatches(s, inc.rule_id, inc.vm_name, atMs));
-      // A closing message (resolved, retired, acknowledged) still goes where the incident's opening went
-      // before the silence: the receiver (PagerDuty, a ticket) would otherwise keep it open.
-      if (silence && !(await this.#closesWhatWasSent(d)))
+      if (inc.destinations !== null && !inc.destinations.has(d.destination_id))
+        return skip(
+          "DESTINATION_NOT_IN_RULE",
+          "the incident's rule no longer names this destination (removed from the rule since)",
+        );
+      // One rule for every message and every ordering (silences.ts silencesMutingIncident).
+      const [silence] = silencesMutingIncident(
+        st.silences,
+        { ruleId: inc.rule_id, vmName: inc.vm_name },
+        atMs,
+      );
+      if (silence)
         return skip(
           "SILENCED",
           `muted by ${silenceName(silence.project_id, silence.id)} until ${new Date(silence.end_time).toISOString()}`,
@@ -624,41 +646,42 @@ class DispatcherImpl implements Dispatcher {
       const { body } = render("WEBHOOK", message);
       st.secrets ??= st.sealedSecrets.map((s) => this.#deps.sealer.open(s));
       const headers = signatureHeaders(st.secrets, d.id, attemptId, atMs, body);
-      return fromHttp(
-        await this.#deps.post(st.url, body, { "content-type": "application/json", ...headers }),
-      );
+      return fromHttp(await this.#post(d, st.url, body, { "content-type": "application/json", ...headers }));
     }
     if (dest.kind === "PAGERDUTY" || dest.kind === "OPSGENIE") {
       st.key ??= this.#deps.sealer.open(dest.sealed_key);
       return dest.kind === "PAGERDUTY"
-        ? fromIncidentApi(await this.#deps.post(st.url, renderPagerDuty(message, st.key).body, {}))
-        : this.#sendOpsgenie(st.url, st.key, message);
+        ? fromIncidentApi(await this.#post(d, st.url, renderPagerDuty(message, st.key).body, {}))
+        : this.#sendOpsgenie(d, st.url, st.key, message);
     }
     const { body } = render(dest.kind as HttpChannelKind, message);
-    return fromHttp(await this.#deps.post(st.url, body, { "content-type": "application/json" }));
+    return fromHttp(await this.#post(d, st.url, body, { "content-type": "application/json" }));
   }
 
-  async #closesWhatWasSent(d: DeliveryTable): Promise<boolean> {
-    if (
-      d.incident_id === null ||
-      (FIRING_TYPES.has(d.event_type) && d.event_type !== "incident.acknowledged")
-    )
-      return false;
-    const sent = await this.#deps.db
-      .selectFrom("deliveries")
-      .select("id")
-      .where("incident_id", "=", d.incident_id)
-      .where("destination_id", "=", d.destination_id)
-      .where("event_type", "in", ["incident.opened", "incident.repeat"])
-      .where("state", "=", "SENT")
-      .executeTakeFirst();
-    return sent !== undefined;
+  /**
+   * Posts through deps.post. A failure without a response is written to the operator's log as the
+   * library said it (e.g. a TLS library's text); the delivery's attempt, which the tenant reads, keeps
+   * only its class (http.ts failureReason).
+   */
+  async #post(d: DeliveryTable, url: string, body: string, headers: Record<string, string>) {
+    const r = await this.#deps.post(url, body, headers);
+    if (r.kind === "error")
+      this.#deps.log.warn(
+        { deliveryId: d.id, destinationId: d.destination_id, projectId: d.project_id, error: r.error },
+        `notification delivery failed: ${r.reason}`,
+      );
+    return r;
   }
 
-  async #sendOpsgenie(base: string, key: string, message: NotificationMessage): Promise<Outcome> {
+  async #sendOpsgenie(
+    d: DeliveryTable,
+    base: string,
+    key: string,
+    message: NotificationMessage,
+  ): Promise<Outcome> {
     const { path, body } = renderOpsgenie(message);
     return fromIncidentApi(
-      await this.#deps.post(`${base.replace(/\/+$/, "")}${path}`, body, { authorization: `GenieKey ${key}` }),
+      await this.#post(d, `${base.replace(/\/+$/, "")}${path}`, body, { authorization: `GenieKey ${key}` }),
     );
   }
 
@@ -772,7 +795,8 @@ function fromIncidentApi(r: HttpOutcome): Outcome {
 }
 
 function fromHttp(r: HttpOutcome): Outcome {
-  if (r.kind === "error") return { status: "FAILED", code: 0, detail: r.error };
+  // The class only: the library's text is in the operator's log (#post).
+  if (r.kind === "error") return { status: "FAILED", code: 0, detail: r.reason };
   if (r.status >= 200 && r.status < 300) return { status: "SENT", code: r.status, detail: "accepted" };
   // A redirect is a failure: following it could lead anywhere, including inside the network.
   const detail = r.status >= 300 && r.status < 400 ? `redirect ${r.status} not followed` : `HTTP ${r.status}`;

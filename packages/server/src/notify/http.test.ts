@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { SvcError } from "../errors.ts";
 import { writeSelfSignedCertificate } from "../net/self-signed.ts";
+import { startSshLikeServer } from "../testing/https-peer.ts";
 import {
   checkDestinationUrl,
   closeIdleConnections,
@@ -212,6 +213,7 @@ describe("notify/http", () => {
     );
     assert.equal(o.kind, "error");
     assert.match(o.kind === "error" ? o.error : "", /timed out after 300 ms/);
+    assert.equal(o.kind === "error" && o.reason, "timed out after 300 ms");
     assert.ok(o.durationMs >= 290 && o.durationMs < 3_000, `took ${o.durationMs} ms`);
   });
 
@@ -232,6 +234,7 @@ describe("notify/http", () => {
     assert.equal(o.kind, "error");
     assert.match(o.kind === "error" ? o.error : "", /ECONNREFUSED/);
     assert.doesNotMatch(o.kind === "error" ? o.error : "", /secret/);
+    assert.equal(o.kind === "error" && o.reason, "connection refused");
   });
 
   it("postJson refuses a certificate it does not trust", async () => {
@@ -243,6 +246,25 @@ describe("notify/http", () => {
     );
     assert.equal(o.kind, "error");
     assert.match(o.kind === "error" ? o.error : "", /certificate/);
+    assert.equal(o.kind === "error" && o.reason, "TLS handshake failed");
+  });
+
+  it("a tenant is told a class of failure, not what listens on the port: an SSH banner read as TLS is \"TLS handshake failed\", the library's text stays in `error` for the operator's log", async () => {
+    const ssh = await startSshLikeServer();
+    try {
+      const o = await postJson(
+        `https://127.0.0.1:${ssh.port}/hook`,
+        body,
+        {},
+        { timeoutMs: 5_000, allowHosts: local, ca },
+      );
+      assert.equal(o.kind, "error");
+      if (o.kind !== "error") return;
+      assert.equal(o.reason, "TLS handshake failed");
+      assert.match(o.error, /SSL|EPROTO|ECONNRESET|socket/i, "the raw text is kept for the log");
+    } finally {
+      await ssh.close();
+    }
   });
 
   it("postJson reuses one TLS connection for sequential posts to the same receiver", async () => {

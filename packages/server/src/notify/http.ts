@@ -28,8 +28,14 @@ export type HttpOutcome =
     }
   | {
       readonly kind: "error";
-      /** Why no response came; never a header value, nor the URL's path or query (chat URLs are secrets). */
+      /**
+       * Why no response came, as the library said it, for the operator's log: never a header value, nor
+       * the URL's path or query (chat URLs are secrets), but it may say what answered on the port (a TLS
+       * library's text), so it is not shown to tenants.
+       */
       readonly error: string;
+      /** The class of failure a tenant is shown ({@link failureReason}). */
+      readonly reason: string;
       readonly durationMs: number;
     };
 
@@ -60,6 +66,22 @@ const systemResolve: ResolveHost = (hostname) =>
   new Promise((resolve, reject) => {
     dnsLookup(hostname, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
   });
+
+/** A URL svc does not send to; its message is svc's own and says why. */
+class InvalidUrlError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "InvalidUrlError";
+  }
+}
+
+/** The request's deadline: destroys the request with this. */
+class DeadlineError extends Error {
+  constructor(ms: number) {
+    super(`timed out after ${ms} ms`);
+    this.name = "DeadlineError";
+  }
+}
 
 /** Thrown (inside the request's lookup too) when an address is refused; its message is the reason. */
 class RefusedAddressError extends Error {
@@ -93,7 +115,7 @@ export async function postJson(
       pool.passedIps.add(target.ip);
     }
   } catch (e) {
-    return { kind: "error", error: describeError(e, secrets()), durationMs: elapsed() };
+    return { kind: "error", ...errorOf(e, secrets()), durationMs: elapsed() };
   }
 
   return new Promise<HttpOutcome>((settle) => {
@@ -113,7 +135,7 @@ export async function postJson(
     const fail = (e: unknown) => {
       // Once the status line is in, the endpoint has answered: a stalled or cut body changes nothing.
       if (status !== undefined) respond();
-      else finish({ kind: "error", error: describeError(e, secrets()), durationMs: elapsed() });
+      else finish({ kind: "error", ...errorOf(e, secrets()), durationMs: elapsed() });
     };
     const respond = () =>
       finish({
@@ -149,7 +171,7 @@ export async function postJson(
         });
       } catch (e) {
         // Invalid header names or values throw synchronously.
-        finish({ kind: "error", error: describeError(e, secrets()), durationMs: elapsed() });
+        finish({ kind: "error", ...errorOf(e, secrets()), durationMs: elapsed() });
         return;
       }
       current = req;
@@ -200,7 +222,7 @@ export async function postJson(
     // One deadline for the whole exchange, the retry included; destroying the request destroys its
     // socket, so a timed-out socket is never reused.
     timer = setTimeout(() => {
-      current?.destroy(new Error(`timed out after ${opts.timeoutMs} ms`));
+      current?.destroy(new DeadlineError(opts.timeoutMs));
     }, opts.timeoutMs);
   });
 }
@@ -340,13 +362,15 @@ function guardedLookup(allow: AllowList, resolve: ResolveHost): LookupFunction {
   ) => {
     resolve(hostname)
       .then((addresses) => {
-        if (addresses.length === 0) throw new Error(`${hostname} has no address`);
+        if (addresses.length === 0)
+          throw Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" });
         if (!allow.host(hostname)) for (const a of addresses) refuseIfSpecial(a.address, allow, hostname);
         const family =
           options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family ?? 0);
         const usable =
           family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
-        if (usable.length === 0) throw new Error(`${hostname} has no IPv${family} address`);
+        if (usable.length === 0)
+          throw Object.assign(new Error(`${hostname} has no IPv${family} address`), { code: "ENOTFOUND" });
         if (options.all)
           callback(
             null,
@@ -438,16 +462,17 @@ function parseTarget(url: string): Target {
   try {
     u = new URL(url);
   } catch {
-    throw new Error("is not a valid URL");
+    throw new InvalidUrlError("is not a valid URL");
   }
-  if (u.protocol !== "https:") throw new Error(`must use https (not ${u.protocol.replace(/:$/, "")})`);
-  if (u.username || u.password) throw new Error("must not contain a user name or password");
+  if (u.protocol !== "https:")
+    throw new InvalidUrlError(`must use https (not ${u.protocol.replace(/:$/, "")})`);
+  if (u.username || u.password) throw new InvalidUrlError("must not contain a user name or password");
   // WHATWG URL has already normalised 2130706433, 0x7f000001 and 127.1 to 127.0.0.1.
   const host = u.hostname
     .replace(/^\[(.*)\]$/, "$1")
     .replace(/\.$/, "")
     .toLowerCase();
-  if (!host) throw new Error("has no host");
+  if (!host) throw new InvalidUrlError("has no host");
   return Object.freeze({
     host,
     port: u.port ? Number(u.port) : 443,
@@ -620,6 +645,39 @@ function secretsOf(url: string, headers: Readonly<Record<string, string>>): stri
   }
   for (const v of Object.values(headers)) if (v.length >= 4) out.push(v);
   return out.sort((a, b) => b.length - a.length);
+}
+
+function errorOf(e: unknown, secrets: readonly string[]): { error: string; reason: string } {
+  return { error: describeError(e, secrets), reason: failureReason(e) };
+}
+
+const TLS_CODES =
+  /^(ERR_SSL_|ERR_TLS_|CERT_|DEPTH_ZERO_|SELF_SIGNED_|UNABLE_TO_|ERR_OSSL_|HOSTNAME_MISMATCH)/;
+
+/**
+ * What a tenant is told of an exchange that got no response (issue 41): a class, never the TLS or socket
+ * library's text, which says what listens on the port (an SSH banner read as a TLS record, another
+ * service's certificate). svc's own refusal of an address is its policy and is said as it is.
+ */
+export function failureReason(e: unknown): string {
+  if (e instanceof RefusedAddressError) return `refused: ${e.message}`;
+  if (e instanceof DeadlineError) return e.message;
+  if (e instanceof InvalidUrlError) return `invalid URL: ${e.message}`;
+  const c = e instanceof Error ? (e as { code?: unknown }).code : undefined;
+  const code = typeof c === "string" ? c : "";
+  const msg = e instanceof Error ? e.message : "";
+  if (code === "ECONNREFUSED") return "connection refused";
+  if (code === "ETIMEDOUT" || code === "ESOCKETTIMEDOUT") return "timed out";
+  if (TLS_CODES.test(code) || code === "EPROTO" || /\b(ssl|tls|certificate)\b/i.test(msg))
+    return "TLS handshake failed";
+  if (code === "ENOTFOUND" || code.startsWith("EAI_")) return "host name not resolved";
+  if (code === "EHOSTUNREACH" || code === "ENETUNREACH" || code === "EADDRNOTAVAIL")
+    return "host unreachable";
+  if (code === "ECONNRESET" || code === "EPIPE" || msg === "socket hang up")
+    return "connection closed before a response";
+  if (code.startsWith("ERR_HTTP_INVALID_HEADER") || code.startsWith("ERR_INVALID_CHAR"))
+    return "invalid request header";
+  return "connection failed";
 }
 
 function describeError(e: unknown, secrets: readonly string[]): string {

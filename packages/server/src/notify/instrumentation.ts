@@ -7,11 +7,14 @@ const OUTCOMES = ["sent", "failed", "retried", "skipped"] as const;
 export const SKIP_REASONS = [
   "destination_deleted",
   "destination_paused",
+  "destination_unconfirmed",
+  "destination_not_in_rule",
   "expired",
   "incident_gone",
   "incident_recovered",
   "incident_retired",
   "incident_snoozed",
+  "silenced",
   "no_verified_recipient",
 ] as const;
 

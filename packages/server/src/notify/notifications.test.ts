@@ -254,6 +254,53 @@ for (const { dialect, skip } of await testDialects()) {
       await owner().alerts.deleteAlertRule({ name: rule.name });
     });
 
+    it("a destination taken out of the rule while its delivery waits for a retry is skipped (DESTINATION_NOT_IN_RULE); one still named is sent", async () => {
+      const removed = (await webhook("/hooks/removed")).destination?.name ?? "";
+      const kept = (await webhook("/hooks/kept")).destination?.name ?? "";
+      const { t0, rule } = await fire(removed);
+      // Both named: a second revision adds `kept`, before the incident's first delivery is made.
+      const spec = rule.spec as { destinationNames: string[] };
+      const two = await owner().alerts.saveAlertRule({
+        projectName: p.projectName,
+        id: rule.id,
+        requestId: randomUUID(),
+        expectedVersion: "1",
+        spec: { ...spec, destinationNames: [removed, kept] },
+      });
+      await t.app.evaluator.applyPending(t.clock.ms);
+      await cpu(t0 + 30 * S, t0 + 60 * S, 97);
+      await t.app.evaluator.runCycle(t0 + 30 * S);
+      peer.respond = (req) => ({ status: req.path === "/hooks/removed" ? 503 : 204 });
+      await t.app.dispatcher.runOnce(t0 + 31 * S);
+      const [first] = await deliveries(removed);
+      assert.deepEqual([first.state, first.attempts.length], ["PENDING", 1], "waits for its retry");
+      // Taken out of the rule; the receiver now answers: the retry must not reach it.
+      await owner().alerts.saveAlertRule({
+        projectName: p.projectName,
+        id: rule.id,
+        requestId: randomUUID(),
+        expectedVersion: two.version,
+        spec: { ...spec, destinationNames: [kept] },
+      });
+      await t.app.evaluator.applyPending(t.clock.ms);
+      peer.respond = () => ({ status: 204 });
+      const before = peer.received.filter((x) => x.path === "/hooks/removed").length;
+      await t.app.dispatcher.runOnce(t0 + 3600 * S);
+      const [retried] = await deliveries(removed);
+      assert.deepEqual([retried.state, retried.skipReason], ["SKIPPED", "DESTINATION_NOT_IN_RULE"]);
+      assert.deepEqual(retried.attempts.map((a) => a.detail.split(":")[0]).sort(), [
+        "DESTINATION_NOT_IN_RULE",
+        "HTTP 503",
+      ]);
+      assert.equal(peer.received.filter((x) => x.path === "/hooks/removed").length, before, "not sent");
+      const sentToKept = await deliveries(kept);
+      assert.ok(sentToKept.length > 0 && sentToKept.every((x) => x.state === "SENT"));
+      await owner().alerts.deleteAlertRule({ name: rule.name });
+      await owner().destinations.deleteDestination({ name: removed });
+      await owner().destinations.deleteDestination({ name: kept });
+      await t.app.dispatcher.runOnce(t.clock.ms);
+    });
+
     it("a delivery claimed by a process that died is resent after its lease with the same DeliveryID, also across a restart", async () => {
       const created = await webhook();
       const d = created.destination?.name ?? "";

@@ -38,6 +38,12 @@ const OPS: Readonly<Record<string, string>> = {
   LESS_THAN_OR_EQUAL: "≤",
 };
 
+/** The destination ids a rule revision's spec (its JSON) names, in the rule's order. */
+export function destinationIdsOf(spec: string): string[] {
+  const names = (JSON.parse(spec) as { destinationNames?: string[] }).destinationNames ?? [];
+  return names.map((n) => n.slice(n.lastIndexOf("/") + 1));
+}
+
 /** Turns up to `limit` unprocessed events into deliveries; returns how many events it processed. */
 export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Promise<number> {
   const { db } = deps;
@@ -74,13 +80,7 @@ export async function fanout(deps: FanoutDeps, nowMs: number, limit = 500): Prom
         : [];
     // Destination ids named by each rule's applied revision, in the rule's order.
     const namedBy = new Map<string, string[]>();
-    for (const r of rules) {
-      const names = (JSON.parse(r.spec) as { destinationNames?: string[] }).destinationNames ?? [];
-      namedBy.set(
-        r.id,
-        names.map((n) => n.slice(n.lastIndexOf("/") + 1)),
-      );
-    }
+    for (const r of rules) namedBy.set(r.id, destinationIdsOf(r.spec));
     const destinationIds = [...new Set([...namedBy.values()].flat())];
     const live =
       destinationIds.length > 0

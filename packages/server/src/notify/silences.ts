@@ -23,6 +23,11 @@ export type SilenceState = (typeof silenceStates)[number];
 
 /** Longest window, ms. */
 export const MAX_SILENCE_MS = 90 * 86_400_000;
+/**
+ * Longest window a key or CI token may set, ms (issue 41): automation silences a deployment or a
+ * maintenance, not a quarter; a longer silence is a person's decision.
+ */
+export const MAX_CREDENTIAL_SILENCE_MS = 86_400_000;
 /** How far ahead a silence may start, ms. */
 export const MAX_SILENCE_LEAD_MS = 365 * 86_400_000;
 const MAX_MATCHERS = 100;
@@ -90,17 +95,33 @@ function view(s: SilenceTable, nowMs: number, replayed = false): SilenceView {
   };
 }
 
+type SilenceMatch = Pick<SilenceTable, "start_time" | "end_time" | "rule_ids" | "vm_names">;
+
 /** Whether the silence mutes a notification of `ruleId` about `vmName` at `atMs`. */
-export function silenceMatches(
-  s: Pick<SilenceTable, "start_time" | "end_time" | "rule_ids" | "vm_names">,
-  ruleId: string,
-  vmName: string,
-  atMs: number,
-): boolean {
+export function silenceMatches(s: SilenceMatch, ruleId: string, vmName: string, atMs: number): boolean {
   if (!(s.start_time <= atMs && atMs < s.end_time)) return false;
   const rules = JSON.parse(s.rule_ids) as string[];
   const vms = JSON.parse(s.vm_names) as string[];
   return (rules.length === 0 || rules.includes(ruleId)) && (vms.length === 0 || vms.includes(vmName));
+}
+
+/**
+ * THE rule of silences (docs/alerts.md#silences), as Alertmanager's: every notification of an incident
+ * (opened, repeat, acknowledged, resolved, retired) is muted when a silence matching its rule and VM is
+ * active at the time it would be sent; nothing else counts (when the incident opened, what was sent
+ * before). Returns the silences muting the incident at `atMs`, oldest first. The dispatcher skips a
+ * delivery (SILENCED) when this is not empty at its attempt, and every incident the API answers carries
+ * it as `silencedBy` at the answer's time (the console's page, list and VM list show that field), so all
+ * of them say the same thing.
+ */
+export function silencesMutingIncident<S extends SilenceMatch & Pick<SilenceTable, "create_time" | "id">>(
+  silences: readonly S[],
+  incident: { readonly ruleId: string; readonly vmName: string },
+  atMs: number,
+): S[] {
+  return silences
+    .filter((s) => silenceMatches(s, incident.ruleId, incident.vmName, atMs))
+    .sort((a, b) => a.create_time - b.create_time || a.id.localeCompare(b.id));
 }
 
 /** Silences of these projects in force at `atMs` (one statement whatever their number). */
@@ -115,18 +136,20 @@ export async function silencesInForce(db: Db, projectIds: readonly string[], atM
     .execute();
 }
 
-/** Names of the silences muting an incident's notifications at `atMs` (the incident page shows them). */
-export async function silencesMuting(
+/**
+ * `silencedBy` of each of a project's incidents at `atMs` (names of the silences muting it, by
+ * {@link silencesMutingIncident}), in one read whatever their number.
+ */
+export async function silencedBy(
   db: Db,
   projectId: string,
-  ruleId: string,
-  vmName: string,
+  incidents: readonly { readonly ruleId: string; readonly vmName: string }[],
   atMs: number,
-): Promise<string[]> {
-  return (await silencesInForce(db, [projectId], atMs))
-    .filter((s) => silenceMatches(s, ruleId, vmName, atMs))
-    .sort((a, b) => a.create_time - b.create_time || a.id.localeCompare(b.id))
-    .map((s) => silenceName(s.project_id, s.id));
+): Promise<string[][]> {
+  const inForce = incidents.length > 0 ? await silencesInForce(db, [projectId], atMs) : [];
+  return incidents.map((i) =>
+    silencesMutingIncident(inForce, i, atMs).map((s) => silenceName(s.project_id, s.id)),
+  );
 }
 
 export interface SilenceInput {
@@ -151,6 +174,7 @@ interface CheckedSilence {
  */
 async function checkInput(
   db: Db,
+  p: Principal,
   projectId: string,
   input: SilenceInput,
   nowMs: number,
@@ -173,6 +197,11 @@ async function checkInput(
     );
   if (endMs - startMs > MAX_SILENCE_MS)
     throw invalidArgument("endTimeUnix", "must be at most 90 days after the start");
+  if (p.kind !== "HUMAN_SESSION" && endMs - startMs > MAX_CREDENTIAL_SILENCE_MS)
+    throw invalidArgument(
+      "endTimeUnix",
+      `must be at most 24 hours after the start (${new Date(startMs).toISOString()}) for a key or CI token; a longer silence is made by a person`,
+    );
   if (input.ruleNames.length === 0 && input.vmNames.length === 0)
     throw invalidArgument(
       "ruleNames",
@@ -244,7 +273,7 @@ export async function createSilence(
   const { db } = deps;
   const nowMs = deps.now();
   const projectId = projectOfRequest(p, input.projectName);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "silences.write");
   validateRequestId(input.requestId);
   const scope = `silences:${projectId}`;
   const hash = bodyHash({
@@ -260,7 +289,7 @@ export async function createSilence(
     noteCreated(silenceName(projectId, replay.id));
     return view(await load(db, projectId, replay.id), nowMs, true);
   }
-  const c = await checkInput(db, projectId, input, nowMs);
+  const c = await checkInput(db, p, projectId, input, nowMs);
   await checkSilenceLimit(
     db,
     projectId,
@@ -403,11 +432,18 @@ export async function updateSilence(
   const { db } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseSilenceName(input.name);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "silences.write");
   const s = await load(db, projectId, id);
   if (input.expectedVersion && input.expectedVersion !== String(s.version)) throw versionConflict(s.version);
   if (s.end_time <= nowMs) throw expired(input.name, s.end_time);
-  const c = await checkInput(db, projectId, input, nowMs, s.start_time <= nowMs ? s.start_time : undefined);
+  const c = await checkInput(
+    db,
+    p,
+    projectId,
+    input,
+    nowMs,
+    s.start_time <= nowMs ? s.start_time : undefined,
+  );
   const res = await db
     .updateTable("silences")
     .set({
@@ -432,7 +468,7 @@ export async function expireSilence(deps: SilencesDeps, p: Principal, name: stri
   const { db } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseSilenceName(name);
-  await authorizeProject(db, p, projectId, "monitoring.write");
+  await authorizeProject(db, p, projectId, "silences.write");
   const s = await load(db, projectId, id);
   if (s.end_time <= nowMs) return view(s, nowMs);
   await db

@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { IncomingHttpHeaders } from "node:http";
 import { createServer, type Server } from "node:https";
+import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeSelfSignedCertificate } from "../net/self-signed.ts";
@@ -85,4 +86,26 @@ export async function startHttpsPeer(tls: { key: string; cert: string }): Promis
         server.close(() => r());
       }),
   });
+}
+
+/**
+ * A plain TCP server on 127.0.0.1 that writes an SSH banner and closes, as an SSH daemon on a port a
+ * notification may reach would: a TLS client reads the banner as a bad record.
+ */
+export async function startSshLikeServer(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createNetServer((socket) => {
+    sockets.add(socket);
+    socket.on("error", () => {});
+    socket.on("close", () => sockets.delete(socket));
+    socket.end("SSH-2.0-OpenSSH_9.6p1 Debian-3\r\n");
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
 }

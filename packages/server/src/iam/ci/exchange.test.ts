@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
@@ -555,6 +556,25 @@ for (const { dialect, skip } of await testDialects()) {
         ciTokenResolver,
       });
       assert.deepEqual(principal.kind === "CI_TOKEN" && principal.keyCapabilities, ["monitoring.read"]);
+    });
+
+    it("a CI token approved with monitoring.write cannot silence anyone: that needs silences.write (issue 41)", async () => {
+      const { name, audience } = await approvedTrust(defaultRun, ["monitoring.read", "monitoring.write"]);
+      const { accessToken } = await exchange(name, await oidc.token(audience));
+      await rejects(
+        t.clients(accessToken).silences.createSilence({
+          projectName: p.projectName,
+          requestId: randomUUID(),
+          comment: "deploy",
+          vmNames: [p.vms[0]],
+          startTimeUnix: 0n,
+          endTimeUnix: BigInt(Math.floor(t.clock.now() / 1000) + 3600),
+        }),
+        Code.PermissionDenied,
+        "CAPABILITY",
+      );
+      const silences = await t.clients(p.owner.session).silences.listSilences({ projectName: p.projectName });
+      assert.equal(silences.silences.length, 0, "nothing saved");
     });
 
     it("requires a new verification when the repository is renamed, and revokes access meanwhile", async () => {

@@ -943,7 +943,8 @@ export type Incident = Message<"svc.monitoring.v1.Incident"> & {
   events: IncidentEvent[];
 
   /**
-   * projects/<p>/silences/<id> of the silences muting its notifications now (GetIncident only).
+   * projects/<p>/silences/<id> of the silences muting its notifications now, oldest first: every message
+   * of the incident sent now would be skipped as SILENCED (docs/alerts.md#silences). Set in every answer.
    *
    * @generated from field: repeated string silenced_by = 25;
    */

@@ -306,7 +306,8 @@ export const ExpireSilenceRequestSchema: GenMessage<ExpireSilenceRequest> = /*@_
  * Silences (docs/alerts.md#silences): a scheduled window that mutes the notifications of matching rules
  * and/or VMs, as Alertmanager's silences do. Evaluation and incidents go on; a notification due inside the
  * window is skipped with the reason SILENCED. List and Get need monitoring.read; Create, Update and
- * Expire need monitoring.write (humans whose role grants it, and write keys).
+ * Expire need silences.write (humans whose role grants it, and keys or CI tokens explicitly given it,
+ * whose silences last at most 24 hours); monitoring.write does not imply it.
  *
  * @generated from service svc.monitoring.v1.SilenceService
  */
