@@ -79,9 +79,11 @@ function mixinNames(): Set<string> {
   for (const p of dashboard.panels)
     for (const t of p.targets ?? []) for (const n of namesIn(t.expr)) names.add(n);
   const rules = parseYaml(readFileSync(join(MIXIN, "alerts.yml"), "utf8")) as {
-    groups: { rules: { expr: string }[] }[];
+    groups: { rules: { expr: string; record?: string }[] }[];
   };
   for (const g of rules.groups) for (const r of g.rules) for (const n of namesIn(r.expr)) names.add(n);
+  // What the recording rules make (the SLOs' error ratios) is Prometheus', not a scrape's.
+  for (const g of rules.groups) for (const r of g.rules) if (r.record) names.delete(r.record);
   return names;
 }
 
