@@ -53,9 +53,12 @@ import { closeIdleConnections, postJson } from "./notify/http.ts";
 import { createNotifyMetrics } from "./notify/instrumentation.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
+import { buildInfo } from "./ops/build-info.ts";
+import { registerProcessMetrics } from "./ops/instrumentation.ts";
 import { createQueryMetrics } from "./promapi/instrumentation.ts";
 import { promApiFrameworkError, promApiRoutes } from "./promapi/plugin.ts";
 import { createQueryPool, type QueryPool, registerQueryPoolMetrics } from "./promql/index.ts";
+import { mergeRanges } from "./tsdb/compactor.ts";
 import { checkTsdbFormat, openTsdb, type Tsdb } from "./tsdb/index.ts";
 
 /** The whole service in one process: every role, wired together. */
@@ -131,12 +134,41 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         },
         instruments && { registry: instruments },
       );
+  if (tsdb) {
+    // How long the start waited for the WAL (SvcRestarting's runbook and start-up time: docs/operations.md).
+    const { replayedSegments, replayedSamples, replayMs } = tsdb.stats();
+    log.info(
+      { segments: replayedSegments, samples: replayedSamples, durationMs: Math.round(replayMs) },
+      "WAL replayed",
+    );
+  }
   const metrics =
     remote?.metrics ??
     createMetricsBackend({
       storage: tsdb!,
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
+    });
+  if (instruments)
+    registerProcessMetrics(instruments, {
+      build: buildInfo(),
+      metricsBackend: config.metricsBackend,
+      dialect: db.dialect,
+      roles: config.roles,
+      dataDir: config.dataDir,
+      tsdb: tsdb && {
+        retentionMs: tsdb.options.retentionMs,
+        // The longest block merging makes: retention drops whole blocks, so data outlives it by up to this.
+        maxBlockDurationMs: Math.max(
+          tsdb.options.blockRangeMs,
+          ...mergeRanges(
+            tsdb.options.blockRangeMs,
+            tsdb.options.retentionMs,
+            tsdb.options.maxBlockDurationMs,
+          ),
+        ),
+      },
+      inventory: config.roles.has("ingest") ? db.db : undefined,
     });
   const ingestMetrics = instruments && createIngestMetrics(instruments);
   const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb!, metrics: ingestMetrics });

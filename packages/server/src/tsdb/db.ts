@@ -92,6 +92,8 @@ export interface TsdbStats {
   /** Time the last open spent replaying checkpoint + WAL, and the samples it replayed. */
   readonly replayMs: number;
   readonly replayedSamples: number;
+  /** WAL segments (the checkpoint counted as one) the last open found to replay. */
+  readonly replayedSegments: number;
 }
 
 export interface Tsdb extends Storage {
@@ -131,6 +133,7 @@ export class TsdbImpl implements Tsdb {
   #timer: NodeJS.Timeout | undefined;
   #replayMs = 0;
   #replayed = 0;
+  #replayedSegments = 0;
   readonly #metrics: TsdbMetrics | undefined;
   readonly #blockSizes = new WeakMap<Block, number>();
 
@@ -220,6 +223,7 @@ export class TsdbImpl implements Tsdb {
   /** Replays checkpoint and segments; returns the number of the next segment to write. */
   #replay(): number {
     const { segments, checkpoint } = scanWal(this.#walDir);
+    this.#replayedSegments = segments.length + (checkpoint === undefined ? 0 : 1);
     const head = this.head;
     const alias = new Map<number, number>();
     let skip = Number.NEGATIVE_INFINITY;
@@ -731,6 +735,7 @@ export class TsdbImpl implements Tsdb {
       walCommits: this.#wal.commits,
       replayMs: this.#replayMs,
       replayedSamples: this.#replayed,
+      replayedSegments: this.#replayedSegments,
     };
   }
 
