@@ -152,6 +152,7 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'SVC_TOKEN="$(cat .data/admin-token)" svc audit list --all-projects --actor operator',
   ],
   "admin backup": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin backup --to /var/backups/svc/$(date +%F)'],
+  "admin deliveries": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin deliveries --top 10'],
   "admin restore": ["svc admin restore --from /var/backups/svc/2026-11-27 --data-dir /srv/svc/data-restored"],
   "deliveries get": ["svc deliveries get projects/demo/destinations/<id>/deliveries/<delivery_id>"],
 };

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,7 +40,10 @@ describe("svc admin backup and restore", async () => {
   let env: Record<string, string>;
   const dir = mkdtempSync(join(tmpdir(), "svc-cli-admin-"));
   before(async () => {
-    t = await startTestApp(dialect);
+    // Webhooks to 127.0.0.1 allowed: the backlog case queues deliveries nobody will receive.
+    t = await startTestApp(dialect, {
+      notify: { dispatcherAutoStart: false, options: { allowHosts: ["127.0.0.1"] } },
+    });
     await t.seedProject("clibk", ["vm-1"]);
     env = { SVC_BASE_URL: t.baseUrl, SVC_TOKEN: ADMIN_TOKEN, SVC_CONFIG: join(dir, "none.json") };
   });
@@ -76,5 +80,30 @@ describe("svc admin backup and restore", async () => {
     });
     assert.equal(tenant.code, 4);
     assert.equal(existsSync(join(dir, "b2")), false);
+  });
+
+  it("shows the operator the notification backlog that `svc deliveries list` refuses them", async () => {
+    const p = await t.seedProject("clidlv", []);
+    const owner = t.clients(p.owner.session);
+    const d = await owner.destinations.createDestination({
+      projectName: p.projectName,
+      displayName: "pager",
+      kind: "WEBHOOK",
+      url: "https://127.0.0.1:9/hook",
+      requestId: randomUUID(),
+    });
+    await owner.destinations.sendTestNotification({ name: d.destination?.name ?? "" });
+    const refused = await run(["deliveries", "list", "--project", p.projectName], env);
+    assert.notEqual(refused.code, 0, "a tenant listing stays refused to the operator token");
+    const r = await run(["admin", "deliveries", "--top", "5"], env);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /^pending 1\tdue [01]\toldest due waited /);
+    assert.match(r.out, new RegExp(`\\n  ${d.destination?.name}\\tWEBHOOK\\tpending 1\\t`));
+    assert.match(r.out, /\tprojects\/clidlv\/destinations\/[^\t]+\ttest\tPENDING\t/);
+    const json = await run(["admin", "deliveries", "--json"], env);
+    assert.equal(JSON.parse(json.out).pending, "1");
+    const bad = await run(["admin", "deliveries", "--top", "0"], env);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /--top must be a whole number from 1 to 500/);
   });
 });

@@ -1,10 +1,11 @@
 import { resolve } from "node:path";
-import { BackupResponseSchema } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
+import { BackupResponseSchema, ListDeliveryBacklogResponseSchema } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
 import type { Command } from "commander";
 // Restore runs offline, in this process: the server's restore code is bundled into the CLI (plain node).
 import { restoreBackup } from "../../../server/src/backup/restore.ts";
-import { outputFormat, printStructured } from "../common.ts";
-import { type CliIo, clientsOf, jsonOf, outOf } from "./alerts.ts";
+import { outputFormat, printStructured, UsageError } from "../common.ts";
+import { type CliIo, clientsOf, iso, jsonOf, outOf } from "./alerts.ts";
+import { deliveryLine } from "./deliveries.ts";
 
 const mib = (n: bigint | number) => `${(Number(n) / 2 ** 20).toFixed(1)} MiB`;
 
@@ -13,7 +14,9 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
   const { out } = outOf(io);
   const admin = program
     .command("admin")
-    .description("operator commands: online backup and offline restore of the embedded defaults");
+    .description(
+      "operator commands: online backup and offline restore of the embedded defaults, the notification backlog",
+    );
 
   admin
     .command("backup")
@@ -61,5 +64,33 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
       if (opts.json || outputFormat() !== "table") return printStructured(out, summary);
       out(`restored ${summary.files} files (${mib(summary.totalBytes)}) into ${dataDir}\n`);
       out(`snapshot time ${summary.snapshotTime}; start the server with SVC_DATA_DIR=${dataDir}\n`);
+    });
+
+  admin
+    .command("deliveries")
+    .description(
+      "the notification backlog across every project: totals, the destinations holding most, and the deliveries due longest with their last attempt (operator token in SVC_TOKEN)",
+    )
+    .option("--top <n>", "how many destinations and deliveries (at most 500)", "20")
+    .option("--json", "print JSON")
+    .action(async (opts, cmd: Command) => {
+      const top = Number(opts.top);
+      if (!Number.isInteger(top) || top < 1 || top > 500)
+        throw new UsageError("--top must be a whole number from 1 to 500");
+      const res = await clientsOf(cmd, io).admin.operations.listDeliveryBacklog({ pageSize: top });
+      if (opts.json || outputFormat() !== "table")
+        return printStructured(out, jsonOf(ListDeliveryBacklogResponseSchema, res));
+      const age = res.oldestDueAgeSeconds === undefined ? "none due" : `${res.oldestDueAgeSeconds} s`;
+      out(`pending ${res.pending}\tdue ${res.due}\toldest due waited ${age}\n`);
+      if (res.destinations.length) out("destinations (most pending first):\n");
+      for (const d of res.destinations)
+        out(
+          `  ${d.destination}\t${d.kind}\tpending ${d.pending}\tdue ${d.due}\toldest ${iso(d.oldestNextAttemptTimeUnix)}\n`,
+        );
+      if (res.deliveries.length) out("deliveries (due longest first):\n");
+      for (const d of res.deliveries)
+        out(
+          `  next ${iso(d.nextAttemptTimeUnix)}\t${deliveryLine(d)}\t${d.attempts.at(-1)?.detail || "-"}\n`,
+        );
     });
 }

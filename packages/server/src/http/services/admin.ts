@@ -9,6 +9,7 @@ import { type BackupSources, takeBackup } from "../../backup/backup.ts";
 import type { Db } from "../../db/database.ts";
 import * as projects from "../../inventory/projects.ts";
 import * as vms from "../../inventory/vms.ts";
+import { listDeliveryBacklog } from "../../notify/backlog.ts";
 
 /** svc.admin.v1: provider-side inventory. Thin: the operator check is in the guard (http/auth.ts). */
 export function registerAdminServices(
@@ -31,6 +32,7 @@ export function registerAdminServices(
         schemaMigration: m.formats.schemaMigration,
       };
     },
+    listDeliveryBacklog: (r) => listDeliveryBacklog(db, now(), r),
   });
   router.service(ProjectService, {
     createProject: (r) => projects.createProject(db, r, now()),

@@ -4,13 +4,124 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Delivery } from "../../monitoring/v1/destinations_pb.ts";
+import { file_svc_monitoring_v1_destinations } from "../../monitoring/v1/destinations_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file svc/admin/v1/admin.proto.
  */
 export const file_svc_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhzdmMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDHN2Yy5hZG1pbi52MSIiCg1CYWNrdXBSZXF1ZXN0EhEKCWRpcmVjdG9yeRgBIAEoCSLiAQoOQmFja3VwUmVzcG9uc2USEQoJZGlyZWN0b3J5GAEgASgJEh0KFXNuYXBzaG90X3RpbWVfdW5peF9tcxgCIAEoAxINCgVmaWxlcxgDIAEoAxITCgt0b3RhbF9ieXRlcxgEIAEoAxIUCgxsaW5rZWRfYnl0ZXMYBSABKAMSFwoPdHNkYl93YWxfZm9ybWF0GAYgASgFEhkKEXRzZGJfYmxvY2tfZm9ybWF0GAcgASgFEhYKDnNjaGVtYV92ZXJzaW9uGAggASgFEhgKEHNjaGVtYV9taWdyYXRpb24YCSABKAkiRwoHUHJvamVjdBIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIYChBjcmVhdGVfdGltZV91bml4GAMgASgDIkAKFENyZWF0ZVByb2plY3RSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJIiEKEUdldFByb2plY3RSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTTGlzdFByb2plY3RzUmVxdWVzdCI/ChRMaXN0UHJvamVjdHNSZXNwb25zZRInCghwcm9qZWN0cxgBIAMoCzIVLnN2Yy5hZG1pbi52MS5Qcm9qZWN0IlMKBFVzZXISDAoEbmFtZRgBIAEoCRINCgVlbWFpbBgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSGAoQY3JlYXRlX3RpbWVfdW5peBgEIAEoAyJKChFDcmVhdGVVc2VyUmVxdWVzdBINCgVlbWFpbBgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSEAoIcGFzc3dvcmQYAyABKAkiEgoQTGlzdFVzZXJzUmVxdWVzdCI2ChFMaXN0VXNlcnNSZXNwb25zZRIhCgV1c2VycxgBIAMoCzISLnN2Yy5hZG1pbi52MS5Vc2VyIjUKBk1lbWJlchIPCgdwcm9qZWN0GAEgASgJEgwKBHVzZXIYAiABKAkSDAoEcm9sZRgDIAEoCSI/ChBTZXRNZW1iZXJSZXF1ZXN0Eg8KB3Byb2plY3QYASABKAkSDAoEdXNlchgCIAEoCRIMCgRyb2xlGAMgASgJIjQKE1JlbW92ZU1lbWJlclJlcXVlc3QSDwoHcHJvamVjdBgBIAEoCRIMCgR1c2VyGAIgASgJIhYKFFJlbW92ZU1lbWJlclJlc3BvbnNlIiUKEkxpc3RNZW1iZXJzUmVxdWVzdBIPCgdwcm9qZWN0GAEgASgJIjwKE0xpc3RNZW1iZXJzUmVzcG9uc2USJQoHbWVtYmVycxgBIAMoCzIULnN2Yy5hZG1pbi52MS5NZW1iZXIiuAEKAlZNEgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBXN0YXRlGAMgASgJEhAKCGxvY2F0aW9uGAQgASgJEhQKDGRpc3RyaWJ1dGlvbhgFIAEoCRIYChBtb25pdG9yaW5nX2xldmVsGAYgASgJEg0KBXZjcHVzGAcgASgFEhQKDG1lbW9yeV9ieXRlcxgIIAEoAxIYChBjcmVhdGVfdGltZV91bml4GAkgASgDIrwBCg9DcmVhdGVWTVJlcXVlc3QSDgoGcGFyZW50GAEgASgJEg0KBXZtX2lkGAIgASgJEhAKCGxvY2F0aW9uGAMgASgJEhQKDGRpc3BsYXlfbmFtZRgEIAEoCRIUCgxkaXN0cmlidXRpb24YBSABKAkSGAoQbW9uaXRvcmluZ19sZXZlbBgGIAEoCRINCgV2Y3B1cxgHIAEoBRIUCgxtZW1vcnlfYnl0ZXMYCCABKAMSDQoFc3RhdGUYCSABKAkiHAoMR2V0Vk1SZXF1ZXN0EgwKBG5hbWUYASABKAkilQEKD1VwZGF0ZVZNUmVxdWVzdBIMCgRuYW1lGAEgASgJEhkKDGRpc3BsYXlfbmFtZRgCIAEoCUgAiAEBEhIKBXZjcHVzGAMgASgFSAGIAQESGQoMbWVtb3J5X2J5dGVzGAQgASgDSAKIAQFCDwoNX2Rpc3BsYXlfbmFtZUIICgZfdmNwdXNCDwoNX21lbW9yeV9ieXRlcyIgCg5MaXN0Vk1zUmVxdWVzdBIOCgZwYXJlbnQYASABKAkiMAoPTGlzdFZNc1Jlc3BvbnNlEh0KA3ZtcxgBIAMoCzIQLnN2Yy5hZG1pbi52MS5WTSJRCgxWTVN0YXRlRXZlbnQSCgoCdm0YASABKAkSDQoFc3RhdGUYAiABKAkSEwoLc3RvcF9yZWFzb24YAyABKAkSEQoJdGltZV91bml4GAQgASgDIl4KGVJlY29yZFZNU3RhdGVFdmVudFJlcXVlc3QSCgoCdm0YASABKAkSDQoFc3RhdGUYAiABKAkSEwoLc3RvcF9yZWFzb24YAyABKAkSEQoJdGltZV91bml4GAQgASgDIiYKGExpc3RWTVN0YXRlRXZlbnRzUmVxdWVzdBIKCgJ2bRgBIAEoCSJHChlMaXN0Vk1TdGF0ZUV2ZW50c1Jlc3BvbnNlEioKBmV2ZW50cxgBIAMoCzIaLnN2Yy5hZG1pbi52MS5WTVN0YXRlRXZlbnQibgoRTWFpbnRlbmFuY2VXaW5kb3cSDAoEbmFtZRgBIAEoCRILCgN2bXMYAiADKAkSFwoPc3RhcnRfdGltZV91bml4GAMgASgDEhUKDWVuZF90aW1lX3VuaXgYBCABKAMSDgoGcmVhc29uGAUgASgJIn0KHkNyZWF0ZU1haW50ZW5hbmNlV2luZG93UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSCwoDdm1zGAIgAygJEhcKD3N0YXJ0X3RpbWVfdW5peBgDIAEoAxIVCg1lbmRfdGltZV91bml4GAQgASgDEg4KBnJlYXNvbhgFIAEoCSIvCh1MaXN0TWFpbnRlbmFuY2VXaW5kb3dzUmVxdWVzdBIOCgZwYXJlbnQYASABKAkiUgoeTGlzdE1haW50ZW5hbmNlV2luZG93c1Jlc3BvbnNlEjAKB3dpbmRvd3MYASADKAsyHy5zdmMuYWRtaW4udjEuTWFpbnRlbmFuY2VXaW5kb3cy5wMKDlByb2plY3RTZXJ2aWNlEkoKDUNyZWF0ZVByb2plY3QSIi5zdmMuYWRtaW4udjEuQ3JlYXRlUHJvamVjdFJlcXVlc3QaFS5zdmMuYWRtaW4udjEuUHJvamVjdBJECgpHZXRQcm9qZWN0Eh8uc3ZjLmFkbWluLnYxLkdldFByb2plY3RSZXF1ZXN0GhUuc3ZjLmFkbWluLnYxLlByb2plY3QSVQoMTGlzdFByb2plY3RzEiEuc3ZjLmFkbWluLnYxLkxpc3RQcm9qZWN0c1JlcXVlc3QaIi5zdmMuYWRtaW4udjEuTGlzdFByb2plY3RzUmVzcG9uc2USQQoJU2V0TWVtYmVyEh4uc3ZjLmFkbWluLnYxLlNldE1lbWJlclJlcXVlc3QaFC5zdmMuYWRtaW4udjEuTWVtYmVyElUKDFJlbW92ZU1lbWJlchIhLnN2Yy5hZG1pbi52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0GiIuc3ZjLmFkbWluLnYxLlJlbW92ZU1lbWJlclJlc3BvbnNlElIKC0xpc3RNZW1iZXJzEiAuc3ZjLmFkbWluLnYxLkxpc3RNZW1iZXJzUmVxdWVzdBohLnN2Yy5hZG1pbi52MS5MaXN0TWVtYmVyc1Jlc3BvbnNlMp4BCgtVc2VyU2VydmljZRJBCgpDcmVhdGVVc2VyEh8uc3ZjLmFkbWluLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0GhIuc3ZjLmFkbWluLnYxLlVzZXISTAoJTGlzdFVzZXJzEh4uc3ZjLmFkbWluLnYxLkxpc3RVc2Vyc1JlcXVlc3QaHy5zdmMuYWRtaW4udjEuTGlzdFVzZXJzUmVzcG9uc2Uy3gUKCVZNU2VydmljZRI7CghDcmVhdGVWTRIdLnN2Yy5hZG1pbi52MS5DcmVhdGVWTVJlcXVlc3QaEC5zdmMuYWRtaW4udjEuVk0SNQoFR2V0Vk0SGi5zdmMuYWRtaW4udjEuR2V0Vk1SZXF1ZXN0GhAuc3ZjLmFkbWluLnYxLlZNEjsKCFVwZGF0ZVZNEh0uc3ZjLmFkbWluLnYxLlVwZGF0ZVZNUmVxdWVzdBoQLnN2Yy5hZG1pbi52MS5WTRI4CghEZWxldGVWTRIaLnN2Yy5hZG1pbi52MS5HZXRWTVJlcXVlc3QaEC5zdmMuYWRtaW4udjEuVk0SRgoHTGlzdFZNcxIcLnN2Yy5hZG1pbi52MS5MaXN0Vk1zUmVxdWVzdBodLnN2Yy5hZG1pbi52MS5MaXN0Vk1zUmVzcG9uc2USWQoSUmVjb3JkVk1TdGF0ZUV2ZW50Eicuc3ZjLmFkbWluLnYxLlJlY29yZFZNU3RhdGVFdmVudFJlcXVlc3QaGi5zdmMuYWRtaW4udjEuVk1TdGF0ZUV2ZW50EmQKEUxpc3RWTVN0YXRlRXZlbnRzEiYuc3ZjLmFkbWluLnYxLkxpc3RWTVN0YXRlRXZlbnRzUmVxdWVzdBonLnN2Yy5hZG1pbi52MS5MaXN0Vk1TdGF0ZUV2ZW50c1Jlc3BvbnNlEmgKF0NyZWF0ZU1haW50ZW5hbmNlV2luZG93Eiwuc3ZjLmFkbWluLnYxLkNyZWF0ZU1haW50ZW5hbmNlV2luZG93UmVxdWVzdBofLnN2Yy5hZG1pbi52MS5NYWludGVuYW5jZVdpbmRvdxJzChZMaXN0TWFpbnRlbmFuY2VXaW5kb3dzEisuc3ZjLmFkbWluLnYxLkxpc3RNYWludGVuYW5jZVdpbmRvd3NSZXF1ZXN0Giwuc3ZjLmFkbWluLnYxLkxpc3RNYWludGVuYW5jZVdpbmRvd3NSZXNwb25zZTJYChFPcGVyYXRpb25zU2VydmljZRJDCgZCYWNrdXASGy5zdmMuYWRtaW4udjEuQmFja3VwUmVxdWVzdBocLnN2Yy5hZG1pbi52MS5CYWNrdXBSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChhzdmMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDHN2Yy5hZG1pbi52MSIvChpMaXN0RGVsaXZlcnlCYWNrbG9nUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUi5AEKG0xpc3REZWxpdmVyeUJhY2tsb2dSZXNwb25zZRIPCgdwZW5kaW5nGAEgASgDEgsKA2R1ZRgCIAEoAxIjChZvbGRlc3RfZHVlX2FnZV9zZWNvbmRzGAMgASgDSACIAQESNgoMZGVzdGluYXRpb25zGAQgAygLMiAuc3ZjLmFkbWluLnYxLkRlc3RpbmF0aW9uQmFja2xvZxIvCgpkZWxpdmVyaWVzGAUgAygLMhsuc3ZjLm1vbml0b3JpbmcudjEuRGVsaXZlcnlCGQoXX29sZGVzdF9kdWVfYWdlX3NlY29uZHMifAoSRGVzdGluYXRpb25CYWNrbG9nEhMKC2Rlc3RpbmF0aW9uGAEgASgJEgwKBGtpbmQYAiABKAkSDwoHcGVuZGluZxgDIAEoAxILCgNkdWUYBCABKAMSJQodb2xkZXN0X25leHRfYXR0ZW1wdF90aW1lX3VuaXgYBSABKAMiIgoNQmFja3VwUmVxdWVzdBIRCglkaXJlY3RvcnkYASABKAki4gEKDkJhY2t1cFJlc3BvbnNlEhEKCWRpcmVjdG9yeRgBIAEoCRIdChVzbmFwc2hvdF90aW1lX3VuaXhfbXMYAiABKAMSDQoFZmlsZXMYAyABKAMSEwoLdG90YWxfYnl0ZXMYBCABKAMSFAoMbGlua2VkX2J5dGVzGAUgASgDEhcKD3RzZGJfd2FsX2Zvcm1hdBgGIAEoBRIZChF0c2RiX2Jsb2NrX2Zvcm1hdBgHIAEoBRIWCg5zY2hlbWFfdmVyc2lvbhgIIAEoBRIYChBzY2hlbWFfbWlncmF0aW9uGAkgASgJIkcKB1Byb2plY3QSDAoEbmFtZRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSGAoQY3JlYXRlX3RpbWVfdW5peBgDIAEoAyJAChRDcmVhdGVQcm9qZWN0UmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCSIhChFHZXRQcm9qZWN0UmVxdWVzdBIMCgRuYW1lGAEgASgJIhUKE0xpc3RQcm9qZWN0c1JlcXVlc3QiPwoUTGlzdFByb2plY3RzUmVzcG9uc2USJwoIcHJvamVjdHMYASADKAsyFS5zdmMuYWRtaW4udjEuUHJvamVjdCJTCgRVc2VyEgwKBG5hbWUYASABKAkSDQoFZW1haWwYAiABKAkSFAoMZGlzcGxheV9uYW1lGAMgASgJEhgKEGNyZWF0ZV90aW1lX3VuaXgYBCABKAMiSgoRQ3JlYXRlVXNlclJlcXVlc3QSDQoFZW1haWwYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEhAKCHBhc3N3b3JkGAMgASgJIhIKEExpc3RVc2Vyc1JlcXVlc3QiNgoRTGlzdFVzZXJzUmVzcG9uc2USIQoFdXNlcnMYASADKAsyEi5zdmMuYWRtaW4udjEuVXNlciI1CgZNZW1iZXISDwoHcHJvamVjdBgBIAEoCRIMCgR1c2VyGAIgASgJEgwKBHJvbGUYAyABKAkiPwoQU2V0TWVtYmVyUmVxdWVzdBIPCgdwcm9qZWN0GAEgASgJEgwKBHVzZXIYAiABKAkSDAoEcm9sZRgDIAEoCSI0ChNSZW1vdmVNZW1iZXJSZXF1ZXN0Eg8KB3Byb2plY3QYASABKAkSDAoEdXNlchgCIAEoCSIWChRSZW1vdmVNZW1iZXJSZXNwb25zZSIlChJMaXN0TWVtYmVyc1JlcXVlc3QSDwoHcHJvamVjdBgBIAEoCSI8ChNMaXN0TWVtYmVyc1Jlc3BvbnNlEiUKB21lbWJlcnMYASADKAsyFC5zdmMuYWRtaW4udjEuTWVtYmVyIrgBCgJWTRIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVzdGF0ZRgDIAEoCRIQCghsb2NhdGlvbhgEIAEoCRIUCgxkaXN0cmlidXRpb24YBSABKAkSGAoQbW9uaXRvcmluZ19sZXZlbBgGIAEoCRINCgV2Y3B1cxgHIAEoBRIUCgxtZW1vcnlfYnl0ZXMYCCABKAMSGAoQY3JlYXRlX3RpbWVfdW5peBgJIAEoAyK8AQoPQ3JlYXRlVk1SZXF1ZXN0Eg4KBnBhcmVudBgBIAEoCRINCgV2bV9pZBgCIAEoCRIQCghsb2NhdGlvbhgDIAEoCRIUCgxkaXNwbGF5X25hbWUYBCABKAkSFAoMZGlzdHJpYnV0aW9uGAUgASgJEhgKEG1vbml0b3JpbmdfbGV2ZWwYBiABKAkSDQoFdmNwdXMYByABKAUSFAoMbWVtb3J5X2J5dGVzGAggASgDEg0KBXN0YXRlGAkgASgJIhwKDEdldFZNUmVxdWVzdBIMCgRuYW1lGAEgASgJIpUBCg9VcGRhdGVWTVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIZCgxkaXNwbGF5X25hbWUYAiABKAlIAIgBARISCgV2Y3B1cxgDIAEoBUgBiAEBEhkKDG1lbW9yeV9ieXRlcxgEIAEoA0gCiAEBQg8KDV9kaXNwbGF5X25hbWVCCAoGX3ZjcHVzQg8KDV9tZW1vcnlfYnl0ZXMiIAoOTGlzdFZNc1JlcXVlc3QSDgoGcGFyZW50GAEgASgJIjAKD0xpc3RWTXNSZXNwb25zZRIdCgN2bXMYASADKAsyEC5zdmMuYWRtaW4udjEuVk0iUQoMVk1TdGF0ZUV2ZW50EgoKAnZtGAEgASgJEg0KBXN0YXRlGAIgASgJEhMKC3N0b3BfcmVhc29uGAMgASgJEhEKCXRpbWVfdW5peBgEIAEoAyJeChlSZWNvcmRWTVN0YXRlRXZlbnRSZXF1ZXN0EgoKAnZtGAEgASgJEg0KBXN0YXRlGAIgASgJEhMKC3N0b3BfcmVhc29uGAMgASgJEhEKCXRpbWVfdW5peBgEIAEoAyImChhMaXN0Vk1TdGF0ZUV2ZW50c1JlcXVlc3QSCgoCdm0YASABKAkiRwoZTGlzdFZNU3RhdGVFdmVudHNSZXNwb25zZRIqCgZldmVudHMYASADKAsyGi5zdmMuYWRtaW4udjEuVk1TdGF0ZUV2ZW50Im4KEU1haW50ZW5hbmNlV2luZG93EgwKBG5hbWUYASABKAkSCwoDdm1zGAIgAygJEhcKD3N0YXJ0X3RpbWVfdW5peBgDIAEoAxIVCg1lbmRfdGltZV91bml4GAQgASgDEg4KBnJlYXNvbhgFIAEoCSJ9Ch5DcmVhdGVNYWludGVuYW5jZVdpbmRvd1JlcXVlc3QSDgoGcGFyZW50GAEgASgJEgsKA3ZtcxgCIAMoCRIXCg9zdGFydF90aW1lX3VuaXgYAyABKAMSFQoNZW5kX3RpbWVfdW5peBgEIAEoAxIOCgZyZWFzb24YBSABKAkiLwodTGlzdE1haW50ZW5hbmNlV2luZG93c1JlcXVlc3QSDgoGcGFyZW50GAEgASgJIlIKHkxpc3RNYWludGVuYW5jZVdpbmRvd3NSZXNwb25zZRIwCgd3aW5kb3dzGAEgAygLMh8uc3ZjLmFkbWluLnYxLk1haW50ZW5hbmNlV2luZG93MucDCg5Qcm9qZWN0U2VydmljZRJKCg1DcmVhdGVQcm9qZWN0EiIuc3ZjLmFkbWluLnYxLkNyZWF0ZVByb2plY3RSZXF1ZXN0GhUuc3ZjLmFkbWluLnYxLlByb2plY3QSRAoKR2V0UHJvamVjdBIfLnN2Yy5hZG1pbi52MS5HZXRQcm9qZWN0UmVxdWVzdBoVLnN2Yy5hZG1pbi52MS5Qcm9qZWN0ElUKDExpc3RQcm9qZWN0cxIhLnN2Yy5hZG1pbi52MS5MaXN0UHJvamVjdHNSZXF1ZXN0GiIuc3ZjLmFkbWluLnYxLkxpc3RQcm9qZWN0c1Jlc3BvbnNlEkEKCVNldE1lbWJlchIeLnN2Yy5hZG1pbi52MS5TZXRNZW1iZXJSZXF1ZXN0GhQuc3ZjLmFkbWluLnYxLk1lbWJlchJVCgxSZW1vdmVNZW1iZXISIS5zdmMuYWRtaW4udjEuUmVtb3ZlTWVtYmVyUmVxdWVzdBoiLnN2Yy5hZG1pbi52MS5SZW1vdmVNZW1iZXJSZXNwb25zZRJSCgtMaXN0TWVtYmVycxIgLnN2Yy5hZG1pbi52MS5MaXN0TWVtYmVyc1JlcXVlc3QaIS5zdmMuYWRtaW4udjEuTGlzdE1lbWJlcnNSZXNwb25zZTKeAQoLVXNlclNlcnZpY2USQQoKQ3JlYXRlVXNlchIfLnN2Yy5hZG1pbi52MS5DcmVhdGVVc2VyUmVxdWVzdBoSLnN2Yy5hZG1pbi52MS5Vc2VyEkwKCUxpc3RVc2VycxIeLnN2Yy5hZG1pbi52MS5MaXN0VXNlcnNSZXF1ZXN0Gh8uc3ZjLmFkbWluLnYxLkxpc3RVc2Vyc1Jlc3BvbnNlMt4FCglWTVNlcnZpY2USOwoIQ3JlYXRlVk0SHS5zdmMuYWRtaW4udjEuQ3JlYXRlVk1SZXF1ZXN0GhAuc3ZjLmFkbWluLnYxLlZNEjUKBUdldFZNEhouc3ZjLmFkbWluLnYxLkdldFZNUmVxdWVzdBoQLnN2Yy5hZG1pbi52MS5WTRI7CghVcGRhdGVWTRIdLnN2Yy5hZG1pbi52MS5VcGRhdGVWTVJlcXVlc3QaEC5zdmMuYWRtaW4udjEuVk0SOAoIRGVsZXRlVk0SGi5zdmMuYWRtaW4udjEuR2V0Vk1SZXF1ZXN0GhAuc3ZjLmFkbWluLnYxLlZNEkYKB0xpc3RWTXMSHC5zdmMuYWRtaW4udjEuTGlzdFZNc1JlcXVlc3QaHS5zdmMuYWRtaW4udjEuTGlzdFZNc1Jlc3BvbnNlElkKElJlY29yZFZNU3RhdGVFdmVudBInLnN2Yy5hZG1pbi52MS5SZWNvcmRWTVN0YXRlRXZlbnRSZXF1ZXN0Ghouc3ZjLmFkbWluLnYxLlZNU3RhdGVFdmVudBJkChFMaXN0Vk1TdGF0ZUV2ZW50cxImLnN2Yy5hZG1pbi52MS5MaXN0Vk1TdGF0ZUV2ZW50c1JlcXVlc3QaJy5zdmMuYWRtaW4udjEuTGlzdFZNU3RhdGVFdmVudHNSZXNwb25zZRJoChdDcmVhdGVNYWludGVuYW5jZVdpbmRvdxIsLnN2Yy5hZG1pbi52MS5DcmVhdGVNYWludGVuYW5jZVdpbmRvd1JlcXVlc3QaHy5zdmMuYWRtaW4udjEuTWFpbnRlbmFuY2VXaW5kb3cScwoWTGlzdE1haW50ZW5hbmNlV2luZG93cxIrLnN2Yy5hZG1pbi52MS5MaXN0TWFpbnRlbmFuY2VXaW5kb3dzUmVxdWVzdBosLnN2Yy5hZG1pbi52MS5MaXN0TWFpbnRlbmFuY2VXaW5kb3dzUmVzcG9uc2UyxAEKEU9wZXJhdGlvbnNTZXJ2aWNlEkMKBkJhY2t1cBIbLnN2Yy5hZG1pbi52MS5CYWNrdXBSZXF1ZXN0Ghwuc3ZjLmFkbWluLnYxLkJhY2t1cFJlc3BvbnNlEmoKE0xpc3REZWxpdmVyeUJhY2tsb2cSKC5zdmMuYWRtaW4udjEuTGlzdERlbGl2ZXJ5QmFja2xvZ1JlcXVlc3QaKS5zdmMuYWRtaW4udjEuTGlzdERlbGl2ZXJ5QmFja2xvZ1Jlc3BvbnNlYgZwcm90bzM", [file_svc_monitoring_v1_destinations]);
+
+/**
+ * @generated from message svc.admin.v1.ListDeliveryBacklogRequest
+ */
+export type ListDeliveryBacklogRequest = Message<"svc.admin.v1.ListDeliveryBacklogRequest"> & {
+  /**
+   * How many destinations and deliveries to return (top N); 0 = 20, at most 500.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message svc.admin.v1.ListDeliveryBacklogRequest.
+ * Use `create(ListDeliveryBacklogRequestSchema)` to create a new message.
+ */
+export const ListDeliveryBacklogRequestSchema: GenMessage<ListDeliveryBacklogRequest> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 0);
+
+/**
+ * @generated from message svc.admin.v1.ListDeliveryBacklogResponse
+ */
+export type ListDeliveryBacklogResponse = Message<"svc.admin.v1.ListDeliveryBacklogResponse"> & {
+  /**
+   * Deliveries waiting in the outbox (due now or scheduled for a retry).
+   *
+   * @generated from field: int64 pending = 1;
+   */
+  pending: bigint;
+
+  /**
+   * Of those, the ones whose attempt time has passed.
+   *
+   * @generated from field: int64 due = 2;
+   */
+  due: bigint;
+
+  /**
+   * How long the oldest due delivery has waited past its attempt time; absent when none is due.
+   *
+   * @generated from field: optional int64 oldest_due_age_seconds = 3;
+   */
+  oldestDueAgeSeconds?: bigint | undefined;
+
+  /**
+   * Destinations by pending deliveries, most first.
+   *
+   * @generated from field: repeated svc.admin.v1.DestinationBacklog destinations = 4;
+   */
+  destinations: DestinationBacklog[];
+
+  /**
+   * Pending deliveries, the one due longest first.
+   *
+   * @generated from field: repeated svc.monitoring.v1.Delivery deliveries = 5;
+   */
+  deliveries: Delivery[];
+};
+
+/**
+ * Describes the message svc.admin.v1.ListDeliveryBacklogResponse.
+ * Use `create(ListDeliveryBacklogResponseSchema)` to create a new message.
+ */
+export const ListDeliveryBacklogResponseSchema: GenMessage<ListDeliveryBacklogResponse> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 1);
+
+/**
+ * @generated from message svc.admin.v1.DestinationBacklog
+ */
+export type DestinationBacklog = Message<"svc.admin.v1.DestinationBacklog"> & {
+  /**
+   * projects/<p>/destinations/<d>
+   *
+   * @generated from field: string destination = 1;
+   */
+  destination: string;
+
+  /**
+   * EMAIL, WEBHOOK, SLACK, TEAMS, DISCORD, PAGERDUTY, OPSGENIE
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: int64 pending = 3;
+   */
+  pending: bigint;
+
+  /**
+   * @generated from field: int64 due = 4;
+   */
+  due: bigint;
+
+  /**
+   * The attempt time of its oldest pending delivery.
+   *
+   * @generated from field: int64 oldest_next_attempt_time_unix = 5;
+   */
+  oldestNextAttemptTimeUnix: bigint;
+};
+
+/**
+ * Describes the message svc.admin.v1.DestinationBacklog.
+ * Use `create(DestinationBacklogSchema)` to create a new message.
+ */
+export const DestinationBacklogSchema: GenMessage<DestinationBacklog> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 2);
 
 /**
  * @generated from message svc.admin.v1.BackupRequest
@@ -29,7 +140,7 @@ export type BackupRequest = Message<"svc.admin.v1.BackupRequest"> & {
  * Use `create(BackupRequestSchema)` to create a new message.
  */
 export const BackupRequestSchema: GenMessage<BackupRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 0);
+  messageDesc(file_svc_admin_v1_admin, 3);
 
 /**
  * @generated from message svc.admin.v1.BackupResponse
@@ -92,7 +203,7 @@ export type BackupResponse = Message<"svc.admin.v1.BackupResponse"> & {
  * Use `create(BackupResponseSchema)` to create a new message.
  */
 export const BackupResponseSchema: GenMessage<BackupResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 1);
+  messageDesc(file_svc_admin_v1_admin, 4);
 
 /**
  * @generated from message svc.admin.v1.Project
@@ -121,7 +232,7 @@ export type Project = Message<"svc.admin.v1.Project"> & {
  * Use `create(ProjectSchema)` to create a new message.
  */
 export const ProjectSchema: GenMessage<Project> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 2);
+  messageDesc(file_svc_admin_v1_admin, 5);
 
 /**
  * @generated from message svc.admin.v1.CreateProjectRequest
@@ -145,7 +256,7 @@ export type CreateProjectRequest = Message<"svc.admin.v1.CreateProjectRequest"> 
  * Use `create(CreateProjectRequestSchema)` to create a new message.
  */
 export const CreateProjectRequestSchema: GenMessage<CreateProjectRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 3);
+  messageDesc(file_svc_admin_v1_admin, 6);
 
 /**
  * @generated from message svc.admin.v1.GetProjectRequest
@@ -162,7 +273,7 @@ export type GetProjectRequest = Message<"svc.admin.v1.GetProjectRequest"> & {
  * Use `create(GetProjectRequestSchema)` to create a new message.
  */
 export const GetProjectRequestSchema: GenMessage<GetProjectRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 4);
+  messageDesc(file_svc_admin_v1_admin, 7);
 
 /**
  * @generated from message svc.admin.v1.ListProjectsRequest
@@ -175,7 +286,7 @@ export type ListProjectsRequest = Message<"svc.admin.v1.ListProjectsRequest"> & 
  * Use `create(ListProjectsRequestSchema)` to create a new message.
  */
 export const ListProjectsRequestSchema: GenMessage<ListProjectsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 5);
+  messageDesc(file_svc_admin_v1_admin, 8);
 
 /**
  * @generated from message svc.admin.v1.ListProjectsResponse
@@ -192,7 +303,7 @@ export type ListProjectsResponse = Message<"svc.admin.v1.ListProjectsResponse"> 
  * Use `create(ListProjectsResponseSchema)` to create a new message.
  */
 export const ListProjectsResponseSchema: GenMessage<ListProjectsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 6);
+  messageDesc(file_svc_admin_v1_admin, 9);
 
 /**
  * @generated from message svc.admin.v1.User
@@ -226,7 +337,7 @@ export type User = Message<"svc.admin.v1.User"> & {
  * Use `create(UserSchema)` to create a new message.
  */
 export const UserSchema: GenMessage<User> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 7);
+  messageDesc(file_svc_admin_v1_admin, 10);
 
 /**
  * @generated from message svc.admin.v1.CreateUserRequest
@@ -255,7 +366,7 @@ export type CreateUserRequest = Message<"svc.admin.v1.CreateUserRequest"> & {
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 8);
+  messageDesc(file_svc_admin_v1_admin, 11);
 
 /**
  * @generated from message svc.admin.v1.ListUsersRequest
@@ -268,7 +379,7 @@ export type ListUsersRequest = Message<"svc.admin.v1.ListUsersRequest"> & {
  * Use `create(ListUsersRequestSchema)` to create a new message.
  */
 export const ListUsersRequestSchema: GenMessage<ListUsersRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 9);
+  messageDesc(file_svc_admin_v1_admin, 12);
 
 /**
  * @generated from message svc.admin.v1.ListUsersResponse
@@ -285,7 +396,7 @@ export type ListUsersResponse = Message<"svc.admin.v1.ListUsersResponse"> & {
  * Use `create(ListUsersResponseSchema)` to create a new message.
  */
 export const ListUsersResponseSchema: GenMessage<ListUsersResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 10);
+  messageDesc(file_svc_admin_v1_admin, 13);
 
 /**
  * @generated from message svc.admin.v1.Member
@@ -314,7 +425,7 @@ export type Member = Message<"svc.admin.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 11);
+  messageDesc(file_svc_admin_v1_admin, 14);
 
 /**
  * @generated from message svc.admin.v1.SetMemberRequest
@@ -341,7 +452,7 @@ export type SetMemberRequest = Message<"svc.admin.v1.SetMemberRequest"> & {
  * Use `create(SetMemberRequestSchema)` to create a new message.
  */
 export const SetMemberRequestSchema: GenMessage<SetMemberRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 12);
+  messageDesc(file_svc_admin_v1_admin, 15);
 
 /**
  * @generated from message svc.admin.v1.RemoveMemberRequest
@@ -363,7 +474,7 @@ export type RemoveMemberRequest = Message<"svc.admin.v1.RemoveMemberRequest"> & 
  * Use `create(RemoveMemberRequestSchema)` to create a new message.
  */
 export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 13);
+  messageDesc(file_svc_admin_v1_admin, 16);
 
 /**
  * @generated from message svc.admin.v1.RemoveMemberResponse
@@ -376,7 +487,7 @@ export type RemoveMemberResponse = Message<"svc.admin.v1.RemoveMemberResponse"> 
  * Use `create(RemoveMemberResponseSchema)` to create a new message.
  */
 export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 14);
+  messageDesc(file_svc_admin_v1_admin, 17);
 
 /**
  * @generated from message svc.admin.v1.ListMembersRequest
@@ -393,7 +504,7 @@ export type ListMembersRequest = Message<"svc.admin.v1.ListMembersRequest"> & {
  * Use `create(ListMembersRequestSchema)` to create a new message.
  */
 export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 15);
+  messageDesc(file_svc_admin_v1_admin, 18);
 
 /**
  * @generated from message svc.admin.v1.ListMembersResponse
@@ -410,7 +521,7 @@ export type ListMembersResponse = Message<"svc.admin.v1.ListMembersResponse"> & 
  * Use `create(ListMembersResponseSchema)` to create a new message.
  */
 export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 16);
+  messageDesc(file_svc_admin_v1_admin, 19);
 
 /**
  * @generated from message svc.admin.v1.VM
@@ -477,7 +588,7 @@ export type VM = Message<"svc.admin.v1.VM"> & {
  * Use `create(VMSchema)` to create a new message.
  */
 export const VMSchema: GenMessage<VM> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 17);
+  messageDesc(file_svc_admin_v1_admin, 20);
 
 /**
  * @generated from message svc.admin.v1.CreateVMRequest
@@ -538,7 +649,7 @@ export type CreateVMRequest = Message<"svc.admin.v1.CreateVMRequest"> & {
  * Use `create(CreateVMRequestSchema)` to create a new message.
  */
 export const CreateVMRequestSchema: GenMessage<CreateVMRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 18);
+  messageDesc(file_svc_admin_v1_admin, 21);
 
 /**
  * @generated from message svc.admin.v1.GetVMRequest
@@ -555,7 +666,7 @@ export type GetVMRequest = Message<"svc.admin.v1.GetVMRequest"> & {
  * Use `create(GetVMRequestSchema)` to create a new message.
  */
 export const GetVMRequestSchema: GenMessage<GetVMRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 19);
+  messageDesc(file_svc_admin_v1_admin, 22);
 
 /**
  * @generated from message svc.admin.v1.UpdateVMRequest
@@ -587,7 +698,7 @@ export type UpdateVMRequest = Message<"svc.admin.v1.UpdateVMRequest"> & {
  * Use `create(UpdateVMRequestSchema)` to create a new message.
  */
 export const UpdateVMRequestSchema: GenMessage<UpdateVMRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 20);
+  messageDesc(file_svc_admin_v1_admin, 23);
 
 /**
  * @generated from message svc.admin.v1.ListVMsRequest
@@ -604,7 +715,7 @@ export type ListVMsRequest = Message<"svc.admin.v1.ListVMsRequest"> & {
  * Use `create(ListVMsRequestSchema)` to create a new message.
  */
 export const ListVMsRequestSchema: GenMessage<ListVMsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 21);
+  messageDesc(file_svc_admin_v1_admin, 24);
 
 /**
  * @generated from message svc.admin.v1.ListVMsResponse
@@ -621,7 +732,7 @@ export type ListVMsResponse = Message<"svc.admin.v1.ListVMsResponse"> & {
  * Use `create(ListVMsResponseSchema)` to create a new message.
  */
 export const ListVMsResponseSchema: GenMessage<ListVMsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 22);
+  messageDesc(file_svc_admin_v1_admin, 25);
 
 /**
  * @generated from message svc.admin.v1.VMStateEvent
@@ -655,7 +766,7 @@ export type VMStateEvent = Message<"svc.admin.v1.VMStateEvent"> & {
  * Use `create(VMStateEventSchema)` to create a new message.
  */
 export const VMStateEventSchema: GenMessage<VMStateEvent> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 23);
+  messageDesc(file_svc_admin_v1_admin, 26);
 
 /**
  * @generated from message svc.admin.v1.RecordVMStateEventRequest
@@ -689,7 +800,7 @@ export type RecordVMStateEventRequest = Message<"svc.admin.v1.RecordVMStateEvent
  * Use `create(RecordVMStateEventRequestSchema)` to create a new message.
  */
 export const RecordVMStateEventRequestSchema: GenMessage<RecordVMStateEventRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 24);
+  messageDesc(file_svc_admin_v1_admin, 27);
 
 /**
  * @generated from message svc.admin.v1.ListVMStateEventsRequest
@@ -706,7 +817,7 @@ export type ListVMStateEventsRequest = Message<"svc.admin.v1.ListVMStateEventsRe
  * Use `create(ListVMStateEventsRequestSchema)` to create a new message.
  */
 export const ListVMStateEventsRequestSchema: GenMessage<ListVMStateEventsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 25);
+  messageDesc(file_svc_admin_v1_admin, 28);
 
 /**
  * @generated from message svc.admin.v1.ListVMStateEventsResponse
@@ -723,7 +834,7 @@ export type ListVMStateEventsResponse = Message<"svc.admin.v1.ListVMStateEventsR
  * Use `create(ListVMStateEventsResponseSchema)` to create a new message.
  */
 export const ListVMStateEventsResponseSchema: GenMessage<ListVMStateEventsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 26);
+  messageDesc(file_svc_admin_v1_admin, 29);
 
 /**
  * @generated from message svc.admin.v1.MaintenanceWindow
@@ -764,7 +875,7 @@ export type MaintenanceWindow = Message<"svc.admin.v1.MaintenanceWindow"> & {
  * Use `create(MaintenanceWindowSchema)` to create a new message.
  */
 export const MaintenanceWindowSchema: GenMessage<MaintenanceWindow> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 27);
+  messageDesc(file_svc_admin_v1_admin, 30);
 
 /**
  * @generated from message svc.admin.v1.CreateMaintenanceWindowRequest
@@ -801,7 +912,7 @@ export type CreateMaintenanceWindowRequest = Message<"svc.admin.v1.CreateMainten
  * Use `create(CreateMaintenanceWindowRequestSchema)` to create a new message.
  */
 export const CreateMaintenanceWindowRequestSchema: GenMessage<CreateMaintenanceWindowRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 28);
+  messageDesc(file_svc_admin_v1_admin, 31);
 
 /**
  * @generated from message svc.admin.v1.ListMaintenanceWindowsRequest
@@ -818,7 +929,7 @@ export type ListMaintenanceWindowsRequest = Message<"svc.admin.v1.ListMaintenanc
  * Use `create(ListMaintenanceWindowsRequestSchema)` to create a new message.
  */
 export const ListMaintenanceWindowsRequestSchema: GenMessage<ListMaintenanceWindowsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 29);
+  messageDesc(file_svc_admin_v1_admin, 32);
 
 /**
  * @generated from message svc.admin.v1.ListMaintenanceWindowsResponse
@@ -835,7 +946,7 @@ export type ListMaintenanceWindowsResponse = Message<"svc.admin.v1.ListMaintenan
  * Use `create(ListMaintenanceWindowsResponseSchema)` to create a new message.
  */
 export const ListMaintenanceWindowsResponseSchema: GenMessage<ListMaintenanceWindowsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 30);
+  messageDesc(file_svc_admin_v1_admin, 33);
 
 /**
  * @generated from service svc.admin.v1.ProjectService
@@ -1020,6 +1131,18 @@ export const OperationsService: GenService<{
     methodKind: "unary";
     input: typeof BackupRequestSchema;
     output: typeof BackupResponseSchema;
+  },
+  /**
+   * The notification backlog across every project (what the SvcNotificationBacklog runbook needs):
+   * totals, the destinations with the most pending deliveries, and the deliveries due longest, oldest
+   * first, with their attempts.
+   *
+   * @generated from rpc svc.admin.v1.OperationsService.ListDeliveryBacklog
+   */
+  listDeliveryBacklog: {
+    methodKind: "unary";
+    input: typeof ListDeliveryBacklogRequestSchema;
+    output: typeof ListDeliveryBacklogResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_svc_admin_v1_admin, 3);
