@@ -11,6 +11,7 @@ import { createAlertMetrics } from "./alerts/instrumentation.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import { purgeAuditEvents } from "./audit/events.ts";
 import { withAuditedTransactions } from "./audit/transactions.ts";
+import { createBackupMetrics } from "./backup/instrumentation.ts";
 import { processHolderId } from "./cluster/lease.ts";
 import { createShardLeases } from "./cluster/shards.ts";
 import { createLimits } from "./cluster/shared-limits.ts";
@@ -242,6 +243,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         ? createNotifyMetrics(instruments, { db: db.db, now })
         : undefined,
   });
+  const backupMetrics = instruments && config.roles.has("api") ? createBackupMetrics(instruments) : undefined;
   const agentPackage = loadAgentPackage(config.agentPackageDir);
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, {
@@ -255,7 +257,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     });
     registerIamServices(router, { db: db.db, now });
     registerAuditServices(router, { db: db.db, pageKey: config.secretKey });
-    registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
+    registerAdminServices(router, {
+      db: db.db,
+      now,
+      backup: { tsdb, db, dataDir: config.dataDir },
+      backupMetrics,
+    });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {
       db: db.db,

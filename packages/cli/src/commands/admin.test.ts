@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -105,5 +105,42 @@ describe("svc admin backup and restore", async () => {
     const bad = await run(["admin", "deliveries", "--top", "0"], env);
     assert.equal(bad.code, 2);
     assert.match(bad.err, /--top must be a whole number from 1 to 500/);
+  });
+
+  it("--keep N writes each backup into the root under its time and keeps the N newest complete ones; metrics say how the last went", async () => {
+    const root = join(dir, "rotated");
+    mkdirSync(root);
+    // A failed run's leftover (no manifest, older) and something that is not a backup of this command.
+    mkdirSync(join(root, "svc-20200101T000000.000Z"));
+    mkdirSync(join(root, "notes"));
+    const made: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await run(["admin", "backup", "--to", root, "--keep", "2", "--output", "json"], env);
+      assert.equal(r.code, 0, `run ${i}: ${r.err} ${readdirSync(root)}`);
+      made.push(JSON.parse(r.out).directory);
+      // Names carry milliseconds; let the clock move on so the next run gets a later one.
+      await new Promise((res) => setTimeout(res, 5));
+    }
+    assert.deepEqual(readdirSync(root).sort(), [
+      "notes",
+      ...made.slice(1).map((d) => d.slice(root.length + 1)),
+    ]);
+    for (const d of made.slice(1)) assert.ok(existsSync(join(d, "manifest.json")));
+
+    const text = await (
+      await fetch(`${t.baseUrl}/metrics`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })
+    ).text();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1]);
+    assert.ok(value("svc_backup_last_success_timestamp_seconds") > 0);
+    assert.ok(value("svc_backup_last_bytes") > 0);
+    assert.ok(value("svc_backup_last_duration_seconds") >= 0);
+    assert.ok(value('svc_backups_total\\{outcome="ok"\\}') >= 3);
+
+    const zero = await run(["admin", "backup", "--to", root, "--keep", "0"], env);
+    assert.equal(zero.code, 2);
+    assert.match(zero.err, /--keep must be a whole number from 1 to 1000/);
+    const missing = await run(["admin", "backup", "--to", join(dir, "nowhere"), "--keep", "2"], env);
+    assert.equal(missing.code, 2);
+    assert.match(missing.err, /does not exist here/);
   });
 });

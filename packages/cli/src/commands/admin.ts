@@ -1,8 +1,10 @@
-import { resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { BackupResponseSchema, ListDeliveryBacklogResponseSchema } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
 import type { Command } from "commander";
 // Restore runs offline, in this process: the server's restore code is bundled into the CLI (plain node).
 import { restoreBackup } from "../../../server/src/backup/restore.ts";
+import { pruneBackups, rotatedName } from "../backup-rotation.ts";
 import { outputFormat, printStructured, UsageError } from "../common.ts";
 import { type CliIo, clientsOf, iso, jsonOf, outOf } from "./alerts.ts";
 import { deliveryLine } from "./deliveries.ts";
@@ -11,7 +13,7 @@ const mib = (n: bigint | number) => `${(Number(n) / 2 ** 20).toFixed(1)} MiB`;
 
 /** `svc admin`: the provider operator's commands (SVC_TOKEN = the operator token, SVC_ADMIN_TOKEN). */
 export function registerAdminCommands(program: Command, io: CliIo = {}): void {
-  const { out } = outOf(io);
+  const { out, err } = outOf(io);
   const admin = program
     .command("admin")
     .description(
@@ -27,9 +29,33 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
       "--to <dir>",
       "destination on the server's host: absent or empty, outside the data directory (a relative path is made absolute here)",
     )
+    .option(
+      "--keep <n>",
+      "treat --to as a root: write into <dir>/svc-<UTC time> and keep only the n newest complete backups there (run on the server's host)",
+    )
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
-      const res = await clientsOf(cmd, io).admin.operations.backup({ directory: resolve(opts.to as string) });
+      const root = resolve(opts.to as string);
+      let keep: number | undefined;
+      if (opts.keep !== undefined) {
+        keep = Number(opts.keep);
+        if (!Number.isInteger(keep) || keep < 1 || keep > 1000)
+          throw new UsageError("--keep must be a whole number from 1 to 1000");
+        if (!existsSync(root))
+          throw new UsageError(
+            `--keep: ${root} does not exist here; create it on the server's host and run there`,
+          );
+      }
+      const directory = keep === undefined ? root : join(root, rotatedName(Date.now()));
+      const res = await clientsOf(cmd, io).admin.operations.backup({ directory });
+      if (keep !== undefined) {
+        // The server wrote it on its host: pruning here is only right if this is that host.
+        if (!existsSync(join(directory, "manifest.json")))
+          throw new UsageError(
+            `--keep: the backup ${directory} is not visible here; run svc admin backup --keep on the server's host (nothing was deleted)`,
+          );
+        for (const gone of pruneBackups(root, keep)) err(`deleted ${join(root, gone)} (--keep ${keep})\n`);
+      }
       if (opts.json) return printStructured(out, jsonOf(BackupResponseSchema, res));
       const rows: [string, string][] = [
         ["directory", res.directory],

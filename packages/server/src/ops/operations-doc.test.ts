@@ -123,3 +123,33 @@ it("the lease rows the upgrade procedure names are the rows evaluators write", a
     await h.close();
   }
 });
+
+const systemdSkip =
+  spawnSync("systemd-analyze", ["--version"]).status === 0 ? undefined : "no systemd-analyze";
+
+it("the shipped units give backups a place: svc.service may write where svc-backup.service sends them", {
+  skip: systemdSkip,
+}, () => {
+  const deploy = join(ROOT, "deploy");
+  const units = ["svc.service", "svc-backup.service", "svc-backup.timer"];
+  const r = spawnSync("systemd-analyze", ["verify", "--man=no", ...units], { cwd: deploy, encoding: "utf8" });
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+  assert.equal(`${r.stdout}${r.stderr}`.trim(), "");
+  const setting = (unit: string, key: string) =>
+    readFileSync(join(deploy, unit), "utf8")
+      .split("\n")
+      .filter((l) => l.startsWith(`${key}=`))
+      .flatMap((l) => l.slice(key.length + 1).split(/\s+/));
+  const to = /--to (\S+) --keep \d+/.exec(setting("svc-backup.service", "ExecStart").join(" "))?.[1];
+  assert.ok(to, "svc-backup.service runs svc admin backup --to DIR --keep N");
+  // The server writes the backup: its sandbox must let it, outside the data directory.
+  assert.ok(setting("svc.service", "ReadWritePaths").includes(to), `svc.service may not write ${to}`);
+  assert.ok(
+    setting("svc.service", "StateDirectory").includes(to.replace("/var/lib/", "")),
+    `${to} is not created`,
+  );
+  assert.ok(!to.startsWith("/var/lib/svc/"), "outside the data directory");
+  // The CLI prunes there, and the docs' procedure names the same place.
+  assert.ok(setting("svc-backup.service", "ReadWritePaths").includes(to));
+  assert.ok(doc.includes(`--to ${to} --keep`), `docs/operations.md does not show backups into ${to}`);
+});

@@ -6,6 +6,7 @@ import {
   VMService,
 } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
 import { type BackupSources, takeBackup } from "../../backup/backup.ts";
+import type { BackupMetrics } from "../../backup/instrumentation.ts";
 import type { Db } from "../../db/database.ts";
 import * as projects from "../../inventory/projects.ts";
 import * as vms from "../../inventory/vms.ts";
@@ -14,12 +15,17 @@ import { listDeliveryBacklog } from "../../notify/backlog.ts";
 /** svc.admin.v1: provider-side inventory. Thin: the operator check is in the guard (http/auth.ts). */
 export function registerAdminServices(
   router: ConnectRouter,
-  deps: { db: Db; now: () => number; backup: BackupSources },
+  deps: { db: Db; now: () => number; backup: BackupSources; backupMetrics?: BackupMetrics },
 ): void {
   const { db, now } = deps;
   router.service(OperationsService, {
     backup: async (r) => {
-      const { directory, manifest: m, linkedBytes } = await takeBackup(deps.backup, r.directory);
+      const take = () => takeBackup(deps.backup, r.directory);
+      const {
+        directory,
+        manifest: m,
+        linkedBytes,
+      } = await (deps.backupMetrics?.measure(now, take) ?? take());
       return {
         directory,
         snapshotTimeUnixMs: BigInt(m.snapshotTimeUnixMs),
