@@ -6,7 +6,6 @@
  * each subsystem has worked, so the mixin cannot drift from the code.
  */
 import assert from "node:assert/strict";
-import { execFileSync, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,27 +20,12 @@ import { testDialects } from "../testing/dialects.ts";
 import { engineSkipReason, startEngine } from "../testing/engines.ts";
 import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
 import { makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
+import { promtool, promtoolSkip } from "../testing/promtool.ts";
 import { rwSeries } from "../testing/remote-write.ts";
 
 const S = 1000;
 const dialects = await testDialects();
 const MIXIN = fileURLToPath(new URL("../../../../deploy/monitoring/", import.meta.url));
-
-const promtoolSkip = (() => {
-  try {
-    execFileSync("promtool", ["--version"], { stdio: "ignore" });
-    return undefined;
-  } catch {
-    if (process.env.CI === "true")
-      throw new Error("CI=true but promtool (Debian package prometheus) is missing");
-    return "promtool is not installed (apt-get install prometheus); skipped";
-  }
-})();
-
-function promtool(args: string[], input?: string): { status: number; out: string } {
-  const r = spawnSync("promtool", args, { input, encoding: "utf8" });
-  return { status: r.status ?? 1, out: `${r.stdout}${r.stderr}` };
-}
 
 async function scrape(url: string, token?: string): Promise<Response> {
   return fetch(url, token ? { headers: { Authorization: `Bearer ${token}` } } : {});

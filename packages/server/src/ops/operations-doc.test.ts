@@ -5,7 +5,7 @@
  * to the migrations by db/migrations.test.ts.)
  */
 import assert from "node:assert/strict";
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,7 @@ import { parse as parseYaml, stringify } from "yaml";
 import { BACKUP_FORMAT_VERSION } from "../backup/manifest.ts";
 import { createShardLeases } from "../cluster/shards.ts";
 import { openDb } from "../db/database.ts";
+import { promtool, promtoolSkip } from "../testing/promtool.ts";
 import { TSDB_FORMAT } from "../tsdb/index.ts";
 
 const ROOT = fileURLToPath(new URL("../../../../", import.meta.url));
@@ -27,17 +28,6 @@ function section(title: string): string {
   const end = doc.indexOf("\n## ", start + 1);
   return doc.slice(start, end < 0 ? undefined : end);
 }
-
-const promtoolSkip = (() => {
-  try {
-    execFileSync("promtool", ["--version"], { stdio: "ignore" });
-    return undefined;
-  } catch {
-    if (process.env.CI === "true")
-      throw new Error("CI=true but promtool (Debian package prometheus) is missing");
-    return "promtool is not installed (apt-get install prometheus); skipped";
-  }
-})();
 
 it("the format versions in docs/operations.md are this build's", () => {
   const { wal, block } = TSDB_FORMAT;
@@ -81,8 +71,8 @@ it("the scrape configurations of docs/operations.md pass promtool check config a
         scrape_configs: scrapeConfigs,
       }),
     );
-    const r = spawnSync("promtool", ["check", "config", file], { encoding: "utf8" });
-    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+    const r = promtool(["check", "config", file]);
+    assert.equal(r.status, 0, r.out);
     // Each way ends up as job="svc", which the rules and the dashboard select.
     for (const c of scrapeConfigs) {
       const relabel = (c.relabel_configs ?? []) as { target_label?: string; replacement?: string }[];
