@@ -155,6 +155,7 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     'SVC_TOKEN="$(cat .data/admin-token)" svc admin backup --to /var/backups/svc/$(date +%F)',
     'SVC_TOKEN="$(cat /var/lib/svc/admin-token)" svc admin backup --to /var/lib/svc-backups --keep 7   # on the server\'s host',
   ],
+  "admin usage": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin usage --top 10 --sort samples_per_second'],
   "admin deliveries": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin deliveries --top 10'],
   "admin restore": ["svc admin restore --from /var/backups/svc/2026-11-27 --data-dir /srv/svc/data-restored"],
   "deliveries get": ["svc deliveries get projects/demo/destinations/<id>/deliveries/<delivery_id>"],

@@ -262,6 +262,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       now,
       backup: { tsdb, db, dataDir: config.dataDir },
       backupMetrics,
+      metrics,
     });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {

@@ -100,6 +100,12 @@ describe("svc admin backup and restore", async () => {
     assert.match(r.out, /^pending 1\tdue [01]\toldest due waited /);
     assert.match(r.out, new RegExp(`\\n  ${d.destination?.name}\\tWEBHOOK\\tpending 1\\t`));
     assert.match(r.out, /\tprojects\/clidlv\/destinations\/[^\t]+\ttest\tPENDING\t/);
+    const usage = await run(["admin", "usage", "--top", "3"], env);
+    assert.equal(usage.code, 0, usage.err);
+    assert.match(usage.out, /^\d+ of \d+ projects at \S+\nproject\tactive series\tsamples\/s\n/);
+    const badSort = await run(["admin", "usage", "--sort", "bytes"], env);
+    assert.equal(badSort.code, 3);
+    assert.match(badSort.err, /orderBy: must be one of active_series, samples_per_second/);
     const json = await run(["admin", "deliveries", "--json"], env);
     assert.equal(JSON.parse(json.out).pending, "1");
     const bad = await run(["admin", "deliveries", "--top", "0"], env);

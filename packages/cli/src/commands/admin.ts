@@ -1,6 +1,10 @@
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { BackupResponseSchema, ListDeliveryBacklogResponseSchema } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
+import {
+  BackupResponseSchema,
+  ListDeliveryBacklogResponseSchema,
+  ListProjectUsageResponseSchema,
+} from "@svc/sdk/gen/svc/admin/v1/admin_pb";
 import type { Command } from "commander";
 // Restore runs offline, in this process: the server's restore code is bundled into the CLI (plain node).
 import { restoreBackup } from "../../../server/src/backup/restore.ts";
@@ -118,5 +122,29 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
         out(
           `  next ${iso(d.nextAttemptTimeUnix)}\t${deliveryLine(d)}\t${d.attempts.at(-1)?.detail || "-"}\n`,
         );
+    });
+
+  admin
+    .command("usage")
+    .description(
+      "the projects using the metrics store most: active series and samples stored per second over the last 5 minutes, heaviest first (operator token in SVC_TOKEN)",
+    )
+    .option("--top <n>", "how many projects (at most 1000)", "20")
+    .option("--sort <figure>", "active_series or samples_per_second", "active_series")
+    .option("--json", "print JSON")
+    .action(async (opts, cmd: Command) => {
+      const top = Number(opts.top);
+      if (!Number.isInteger(top) || top < 1 || top > 1000)
+        throw new UsageError("--top must be a whole number from 1 to 1000");
+      const res = await clientsOf(cmd, io).admin.operations.listProjectUsage({
+        pageSize: top,
+        orderBy: opts.sort as string,
+      });
+      if (opts.json || outputFormat() !== "table")
+        return printStructured(out, jsonOf(ListProjectUsageResponseSchema, res));
+      out(`${res.projects.length} of ${res.totalProjects} projects at ${iso(res.timeUnix)}\n`);
+      out("project\tactive series\tsamples/s\n");
+      for (const p of res.projects)
+        out(`${p.project}\t${p.activeSeries}\t${p.samplesPerSecond.toFixed(2)}\n`);
     });
 }

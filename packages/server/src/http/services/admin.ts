@@ -10,12 +10,20 @@ import type { BackupMetrics } from "../../backup/instrumentation.ts";
 import type { Db } from "../../db/database.ts";
 import * as projects from "../../inventory/projects.ts";
 import * as vms from "../../inventory/vms.ts";
+import type { MetricsBackend } from "../../metrics/backend.ts";
+import { listProjectUsage } from "../../metrics/usage.ts";
 import { listDeliveryBacklog } from "../../notify/backlog.ts";
 
 /** svc.admin.v1: provider-side inventory. Thin: the operator check is in the guard (http/auth.ts). */
 export function registerAdminServices(
   router: ConnectRouter,
-  deps: { db: Db; now: () => number; backup: BackupSources; backupMetrics?: BackupMetrics },
+  deps: {
+    db: Db;
+    now: () => number;
+    backup: BackupSources;
+    backupMetrics?: BackupMetrics;
+    metrics: MetricsBackend;
+  },
 ): void {
   const { db, now } = deps;
   router.service(OperationsService, {
@@ -39,6 +47,7 @@ export function registerAdminServices(
       };
     },
     listDeliveryBacklog: (r) => listDeliveryBacklog(db, now(), r),
+    listProjectUsage: (r) => listProjectUsage(db, deps.metrics, now(), r),
   });
   router.service(ProjectService, {
     createProject: (r) => projects.createProject(db, r, now()),
