@@ -10,7 +10,7 @@
 //
 // `npm start` (scripts/start.mjs) runs the same build, only when a source is newer than the last one
 // (`npm run build:server` always builds).
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -49,6 +49,12 @@ function newest(path) {
   let m = s.mtimeMs;
   for (const e of readdirSync(path)) if (!e.endsWith(".test.ts")) m = Math.max(m, newest(join(path, e)));
   return m;
+}
+
+/** The checkout's commit, or "unknown" outside a git checkout (a Docker build context without .git). */
+function gitRevision() {
+  const r = spawnSync("git", ["rev-parse", "HEAD"], { cwd: root, encoding: "utf8" });
+  return r.status === 0 && /^[0-9a-f]{40}$/.test(r.stdout.trim()) ? r.stdout.trim() : "unknown";
 }
 
 /** True when the build is newer than every source it is made of. */
@@ -102,6 +108,11 @@ async function bundleInto(dir) {
       "import.meta.url": "__svcImportMetaUrl",
       // The query pool starts its workers from the bundled file instead of the tsx bootstrap.
       "globalThis.SVC_QUERY_WORKER_BUNDLE": JSON.stringify("./query-worker.cjs"),
+      // svc_build_info: the version and the commit this bundle was built from (SVC_REVISION, else git).
+      "globalThis.SVC_BUILD_INFO": JSON.stringify({
+        version,
+        revision: process.env.SVC_REVISION ?? gitRevision(),
+      }),
     },
     logLevel: "warning",
   });

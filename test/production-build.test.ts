@@ -101,6 +101,23 @@ describe("the production build", () => {
     assert.equal(body.data.result[0].value[1], "2");
   });
 
+  it("names its build on /metrics: the package's version and the commit it was built from", async () => {
+    const text = await (
+      await fetch(`${baseUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).text();
+    const { version } = JSON.parse(readFileSync(join(root, "packages/server/package.json"), "utf8")) as {
+      version: string;
+    };
+    // The build wrote in the revision it was made from; a stale bundle of an older commit still names one.
+    const m = /^svc_build_info\{version="([^"]+)",revision="([^"]+)",node="([^"]+)"\} 1$/m.exec(text);
+    assert.ok(m, "svc_build_info missing");
+    assert.equal(m[1], version);
+    assert.match(m[2], /^([0-9a-f]{40}|unknown)$/);
+    const head = spawnSync("git", ["rev-parse", "HEAD"], { cwd: root, encoding: "utf8" });
+    if (head.status === 0) assert.notEqual(m[2], "unknown", "built in a checkout: the revision is known");
+    assert.equal(m[3], process.version);
+  });
+
   it("stops cleanly on SIGTERM", async () => {
     child?.kill("SIGTERM");
     assert.equal(await exit, 0, output());

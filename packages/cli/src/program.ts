@@ -151,7 +151,12 @@ const examples: Readonly<Record<string, readonly string[]>> = {
     "svc audit list --project projects/demo --method RotateKey --output json",
     'SVC_TOKEN="$(cat .data/admin-token)" svc audit list --all-projects --actor operator',
   ],
-  "admin backup": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin backup --to /var/backups/svc/$(date +%F)'],
+  "admin backup": [
+    'SVC_TOKEN="$(cat .data/admin-token)" svc admin backup --to /var/backups/svc/$(date +%F)',
+    'SVC_TOKEN="$(cat /var/lib/svc/admin-token)" svc admin backup --to /var/lib/svc-backups --keep 7   # on the server\'s host',
+  ],
+  "admin usage": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin usage --top 10 --sort samples_per_second'],
+  "admin deliveries": ['SVC_TOKEN="$(cat .data/admin-token)" svc admin deliveries --top 10'],
   "admin restore": ["svc admin restore --from /var/backups/svc/2026-11-27 --data-dir /srv/svc/data-restored"],
   "admin check": [
     "svc admin check --data-dir /srv/svc/data",

@@ -11,6 +11,7 @@ import { createAlertMetrics } from "./alerts/instrumentation.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import { purgeAuditEvents } from "./audit/events.ts";
 import { withAuditedTransactions } from "./audit/transactions.ts";
+import { createBackupMetrics } from "./backup/instrumentation.ts";
 import { processHolderId } from "./cluster/lease.ts";
 import { createShardLeases } from "./cluster/shards.ts";
 import { createLimits } from "./cluster/shared-limits.ts";
@@ -54,9 +55,12 @@ import { closeIdleConnections, postJson } from "./notify/http.ts";
 import { createNotifyMetrics } from "./notify/instrumentation.ts";
 import { resolveNotifyOptions } from "./notify/options.ts";
 import { createSealer } from "./notify/seal.ts";
+import { buildInfo } from "./ops/build-info.ts";
+import { registerProcessMetrics } from "./ops/instrumentation.ts";
 import { createQueryMetrics } from "./promapi/instrumentation.ts";
 import { promApiFrameworkError, promApiRoutes } from "./promapi/plugin.ts";
 import { createQueryPool, type QueryPool, registerQueryPoolMetrics } from "./promql/index.ts";
+import { mergeRanges } from "./tsdb/compactor.ts";
 import { checkTsdbFormat, openTsdb, type Tsdb } from "./tsdb/index.ts";
 
 /** The whole service in one process: every role, wired together. */
@@ -132,12 +136,41 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         },
         { registry: instruments, log },
       );
+  if (tsdb) {
+    // How long the start waited for the WAL (SvcRestarting's runbook and start-up time: docs/operations.md).
+    const { replayedSegments, replayedSamples, replayMs } = tsdb.stats();
+    log.info(
+      { segments: replayedSegments, samples: replayedSamples, durationMs: Math.round(replayMs) },
+      "WAL replayed",
+    );
+  }
   const metrics =
     remote?.metrics ??
     createMetricsBackend({
       storage: tsdb!,
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
+    });
+  if (instruments)
+    registerProcessMetrics(instruments, {
+      build: buildInfo(),
+      metricsBackend: config.metricsBackend,
+      dialect: db.dialect,
+      roles: config.roles,
+      dataDir: config.dataDir,
+      tsdb: tsdb && {
+        retentionMs: tsdb.options.retentionMs,
+        // The longest block merging makes: retention drops whole blocks, so data outlives it by up to this.
+        maxBlockDurationMs: Math.max(
+          tsdb.options.blockRangeMs,
+          ...mergeRanges(
+            tsdb.options.blockRangeMs,
+            tsdb.options.retentionMs,
+            tsdb.options.maxBlockDurationMs,
+          ),
+        ),
+      },
+      inventory: config.roles.has("ingest") ? db.db : undefined,
     });
   const ingestMetrics = instruments && createIngestMetrics(instruments);
   const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb!, metrics: ingestMetrics });
@@ -213,6 +246,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         ? createNotifyMetrics(instruments, { db: db.db, now })
         : undefined,
   });
+  const backupMetrics = instruments && config.roles.has("api") ? createBackupMetrics(instruments) : undefined;
   const agentPackage = loadAgentPackage(config.agentPackageDir);
   const routes = (router: ConnectRouter) => {
     registerMonitoringService(router, {
@@ -226,7 +260,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     });
     registerIamServices(router, { db: db.db, now, signInLimits });
     registerAuditServices(router, { db: db.db, pageKey: config.secretKey });
-    registerAdminServices(router, { db: db.db, now, backup: { tsdb, db, dataDir: config.dataDir } });
+    registerAdminServices(router, {
+      db: db.db,
+      now,
+      backup: { tsdb, db, dataDir: config.dataDir },
+      backupMetrics,
+      metrics,
+    });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {
       db: db.db,

@@ -1,6 +1,15 @@
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createHash, randomUUID } from "node:crypto";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -41,7 +50,10 @@ describe("svc admin backup and restore", async () => {
   let env: Record<string, string>;
   const dir = mkdtempSync(join(tmpdir(), "svc-cli-admin-"));
   before(async () => {
-    t = await startTestApp(dialect);
+    // Webhooks to 127.0.0.1 allowed: the backlog case queues deliveries nobody will receive.
+    t = await startTestApp(dialect, {
+      notify: { dispatcherAutoStart: false, options: { allowHosts: ["127.0.0.1"] } },
+    });
     await t.seedProject("clibk", ["vm-1"]);
     env = { SVC_BASE_URL: t.baseUrl, SVC_TOKEN: ADMIN_TOKEN, SVC_CONFIG: join(dir, "none.json") };
   });
@@ -78,6 +90,74 @@ describe("svc admin backup and restore", async () => {
     });
     assert.equal(tenant.code, 4);
     assert.equal(existsSync(join(dir, "b2")), false);
+  });
+
+  it("shows the operator the notification backlog that `svc deliveries list` refuses them", async () => {
+    const p = await t.seedProject("clidlv", []);
+    const owner = t.clients(p.owner.session);
+    const d = await owner.destinations.createDestination({
+      projectName: p.projectName,
+      displayName: "pager",
+      kind: "WEBHOOK",
+      url: "https://127.0.0.1:9/hook",
+      requestId: randomUUID(),
+    });
+    await owner.destinations.sendTestNotification({ name: d.destination?.name ?? "" });
+    const refused = await run(["deliveries", "list", "--project", p.projectName], env);
+    assert.notEqual(refused.code, 0, "a tenant listing stays refused to the operator token");
+    const r = await run(["admin", "deliveries", "--top", "5"], env);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /^pending 1\tdue [01]\toldest due waited /);
+    assert.match(r.out, new RegExp(`\\n  ${d.destination?.name}\\tWEBHOOK\\tpending 1\\t`));
+    assert.match(r.out, /\tprojects\/clidlv\/destinations\/[^\t]+\ttest\tPENDING\t/);
+    const usage = await run(["admin", "usage", "--top", "3"], env);
+    assert.equal(usage.code, 0, usage.err);
+    assert.match(usage.out, /^\d+ of \d+ projects at \S+\nproject\tactive series\tsamples\/s\n/);
+    const badSort = await run(["admin", "usage", "--sort", "bytes"], env);
+    assert.equal(badSort.code, 3);
+    assert.match(badSort.err, /orderBy: must be one of active_series, samples_per_second/);
+    const json = await run(["admin", "deliveries", "--json"], env);
+    assert.equal(JSON.parse(json.out).pending, "1");
+    const bad = await run(["admin", "deliveries", "--top", "0"], env);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /--top must be a whole number from 1 to 500/);
+  });
+
+  it("--keep N writes each backup into the root under its time and keeps the N newest complete ones; metrics say how the last went", async () => {
+    const root = join(dir, "rotated");
+    mkdirSync(root);
+    // A failed run's leftover (no manifest, older) and something that is not a backup of this command.
+    mkdirSync(join(root, "svc-20200101T000000.000Z"));
+    mkdirSync(join(root, "notes"));
+    const made: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await run(["admin", "backup", "--to", root, "--keep", "2", "--output", "json"], env);
+      assert.equal(r.code, 0, `run ${i}: ${r.err} ${readdirSync(root)}`);
+      made.push(JSON.parse(r.out).directory);
+      // Names carry milliseconds; let the clock move on so the next run gets a later one.
+      await new Promise((res) => setTimeout(res, 5));
+    }
+    assert.deepEqual(readdirSync(root).sort(), [
+      "notes",
+      ...made.slice(1).map((d) => d.slice(root.length + 1)),
+    ]);
+    for (const d of made.slice(1)) assert.ok(existsSync(join(d, "manifest.json")));
+
+    const text = await (
+      await fetch(`${t.baseUrl}/metrics`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })
+    ).text();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1]);
+    assert.ok(value("svc_backup_last_success_timestamp_seconds") > 0);
+    assert.ok(value("svc_backup_last_bytes") > 0);
+    assert.ok(value("svc_backup_last_duration_seconds") >= 0);
+    assert.ok(value('svc_backups_total\\{outcome="ok"\\}') >= 3);
+
+    const zero = await run(["admin", "backup", "--to", root, "--keep", "0"], env);
+    assert.equal(zero.code, 2);
+    assert.match(zero.err, /--keep must be a whole number from 1 to 1000/);
+    const missing = await run(["admin", "backup", "--to", join(dir, "nowhere"), "--keep", "2"], env);
+    assert.equal(missing.code, 2);
+    assert.match(missing.err, /does not exist here/);
   });
 });
 

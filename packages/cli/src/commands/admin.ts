@@ -1,22 +1,29 @@
-import { resolve } from "node:path";
-import { BackupResponseSchema } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import {
+  BackupResponseSchema,
+  ListDeliveryBacklogResponseSchema,
+  ListProjectUsageResponseSchema,
+} from "@svc/sdk/gen/svc/admin/v1/admin_pb";
 import type { Command } from "commander";
 // Restore runs offline, in this process: the server's restore code is bundled into the CLI (plain node).
 import { restoreBackup } from "../../../server/src/backup/restore.ts";
 // So does the store check: it reads the files the way a server start would, changing nothing.
 import { checkTsdb } from "../../../server/src/tsdb/check.ts";
-import { outputFormat, printStructured } from "../common.ts";
-import { type CliIo, clientsOf, jsonOf, outOf } from "./alerts.ts";
+import { pruneBackups, rotatedName } from "../backup-rotation.ts";
+import { outputFormat, printStructured, UsageError } from "../common.ts";
+import { type CliIo, clientsOf, iso, jsonOf, outOf } from "./alerts.ts";
+import { deliveryLine } from "./deliveries.ts";
 
 const mib = (n: bigint | number) => `${(Number(n) / 2 ** 20).toFixed(1)} MiB`;
 
 /** `svc admin`: the provider operator's commands (SVC_TOKEN = the operator token, SVC_ADMIN_TOKEN). */
 export function registerAdminCommands(program: Command, io: CliIo = {}): void {
-  const { out } = outOf(io);
+  const { out, err } = outOf(io);
   const admin = program
     .command("admin")
     .description(
-      "operator commands: online backup, offline restore and offline check of the embedded defaults",
+      "operator commands: online backup, offline restore and offline check of the embedded defaults, the notification backlog, usage by project",
     );
 
   admin
@@ -28,9 +35,33 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
       "--to <dir>",
       "destination on the server's host: absent or empty, outside the data directory (a relative path is made absolute here)",
     )
+    .option(
+      "--keep <n>",
+      "treat --to as a root: write into <dir>/svc-<UTC time> and keep only the n newest complete backups there (run on the server's host)",
+    )
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
-      const res = await clientsOf(cmd, io).admin.operations.backup({ directory: resolve(opts.to as string) });
+      const root = resolve(opts.to as string);
+      let keep: number | undefined;
+      if (opts.keep !== undefined) {
+        keep = Number(opts.keep);
+        if (!Number.isInteger(keep) || keep < 1 || keep > 1000)
+          throw new UsageError("--keep must be a whole number from 1 to 1000");
+        if (!existsSync(root))
+          throw new UsageError(
+            `--keep: ${root} does not exist here; create it on the server's host and run there`,
+          );
+      }
+      const directory = keep === undefined ? root : join(root, rotatedName(Date.now()));
+      const res = await clientsOf(cmd, io).admin.operations.backup({ directory });
+      if (keep !== undefined) {
+        // The server wrote it on its host: pruning here is only right if this is that host.
+        if (!existsSync(join(directory, "manifest.json")))
+          throw new UsageError(
+            `--keep: the backup ${directory} is not visible here; run svc admin backup --keep on the server's host (nothing was deleted)`,
+          );
+        for (const gone of pruneBackups(root, keep)) err(`deleted ${join(root, gone)} (--keep ${keep})\n`);
+      }
       if (opts.json) return printStructured(out, jsonOf(BackupResponseSchema, res));
       const rows: [string, string][] = [
         ["directory", res.directory],
@@ -101,6 +132,58 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
         );
       }
       if (report.damaged) throw new StoreDamagedError(report.damage.length);
+    });
+
+  admin
+    .command("deliveries")
+    .description(
+      "the notification backlog across every project: totals, the destinations holding most, and the deliveries due longest with their last attempt (operator token in SVC_TOKEN)",
+    )
+    .option("--top <n>", "how many destinations and deliveries (at most 500)", "20")
+    .option("--json", "print JSON")
+    .action(async (opts, cmd: Command) => {
+      const top = Number(opts.top);
+      if (!Number.isInteger(top) || top < 1 || top > 500)
+        throw new UsageError("--top must be a whole number from 1 to 500");
+      const res = await clientsOf(cmd, io).admin.operations.listDeliveryBacklog({ pageSize: top });
+      if (opts.json || outputFormat() !== "table")
+        return printStructured(out, jsonOf(ListDeliveryBacklogResponseSchema, res));
+      const age = res.oldestDueAgeSeconds === undefined ? "none due" : `${res.oldestDueAgeSeconds} s`;
+      out(`pending ${res.pending}\tdue ${res.due}\toldest due waited ${age}\n`);
+      if (res.destinations.length) out("destinations (most pending first):\n");
+      for (const d of res.destinations)
+        out(
+          `  ${d.destination}\t${d.kind}\tpending ${d.pending}\tdue ${d.due}\toldest ${iso(d.oldestNextAttemptTimeUnix)}\n`,
+        );
+      if (res.deliveries.length) out("deliveries (due longest first):\n");
+      for (const d of res.deliveries)
+        out(
+          `  next ${iso(d.nextAttemptTimeUnix)}\t${deliveryLine(d)}\t${d.attempts.at(-1)?.detail || "-"}\n`,
+        );
+    });
+
+  admin
+    .command("usage")
+    .description(
+      "the projects using the metrics store most: active series and samples stored per second over the last 5 minutes, heaviest first (operator token in SVC_TOKEN)",
+    )
+    .option("--top <n>", "how many projects (at most 1000)", "20")
+    .option("--sort <figure>", "active_series or samples_per_second", "active_series")
+    .option("--json", "print JSON")
+    .action(async (opts, cmd: Command) => {
+      const top = Number(opts.top);
+      if (!Number.isInteger(top) || top < 1 || top > 1000)
+        throw new UsageError("--top must be a whole number from 1 to 1000");
+      const res = await clientsOf(cmd, io).admin.operations.listProjectUsage({
+        pageSize: top,
+        orderBy: opts.sort as string,
+      });
+      if (opts.json || outputFormat() !== "table")
+        return printStructured(out, jsonOf(ListProjectUsageResponseSchema, res));
+      out(`${res.projects.length} of ${res.totalProjects} projects at ${iso(res.timeUnix)}\n`);
+      out("project\tactive series\tsamples/s\n");
+      for (const p of res.projects)
+        out(`${p.project}\t${p.activeSeries}\t${p.samplesPerSecond.toFixed(2)}\n`);
     });
 }
 

@@ -111,6 +111,8 @@ export const expectedOutcomes: Readonly<Record<string, readonly Outcome[]>> = {
   "svc.admin.v1.VMService/CreateMaintenanceWindow": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
   "svc.admin.v1.VMService/ListMaintenanceWindows": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
   "svc.admin.v1.OperationsService/Backup": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
+  "svc.admin.v1.OperationsService/ListDeliveryBacklog": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
+  "svc.admin.v1.OperationsService/ListProjectUsage": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
   "svc.admin.v1.AuditService/ListAuditEvents": ["401", "401", "401", "401", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "OPERATOR", "401", "ok"],
   "svc.iam.v1.SessionService/Logout": ["401", "401", "401", "401", "HUMAN", "HUMAN", "ok", "HUMAN", "HUMAN", "HUMAN", "ok", "ok", "401", "BOUNDARY"],
 };

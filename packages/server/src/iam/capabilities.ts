@@ -152,6 +152,8 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.admin.v1.VMService/CreateMaintenanceWindow": "operator",
   "svc.admin.v1.VMService/ListMaintenanceWindows": "operator",
   "svc.admin.v1.OperationsService/Backup": "operator",
+  "svc.admin.v1.OperationsService/ListDeliveryBacklog": "operator",
+  "svc.admin.v1.OperationsService/ListProjectUsage": "operator",
   "svc.admin.v1.AuditService/ListAuditEvents": "operator",
 };
 

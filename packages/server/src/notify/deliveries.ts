@@ -55,7 +55,7 @@ function view(d: DeliveryTable, attempts: readonly DeliveryAttemptTable[]): Deli
   };
 }
 
-async function withAttempts(db: Db, rows: DeliveryTable[]): Promise<DeliveryView[]> {
+export async function withAttempts(db: Db, rows: DeliveryTable[]): Promise<DeliveryView[]> {
   if (rows.length === 0) return [];
   const attempts = await db
     .selectFrom("delivery_attempts")

@@ -102,6 +102,8 @@ export interface TsdbStats {
   /** Time the last open spent replaying checkpoint + WAL, and the samples it replayed. */
   readonly replayMs: number;
   readonly replayedSamples: number;
+  /** WAL segments (the checkpoint counted as one) the last open found to replay. */
+  readonly replayedSegments: number;
 }
 
 export interface Tsdb extends Storage {
@@ -141,6 +143,7 @@ export class TsdbImpl implements Tsdb {
   #timer: NodeJS.Timeout | undefined;
   #replayMs = 0;
   #replayed = 0;
+  #replayedSegments = 0;
   readonly #metrics: TsdbMetrics | undefined;
   readonly #log: Logger;
   readonly #blockSizes = new WeakMap<Block, number>();
@@ -299,6 +302,7 @@ export class TsdbImpl implements Tsdb {
    */
   #replay(): number {
     const { segments, checkpoint } = scanWal(this.#walDir);
+    this.#replayedSegments = segments.length + (checkpoint === undefined ? 0 : 1);
     const head = this.head;
     const alias = new Map<number, number>();
     let skip = Number.NEGATIVE_INFINITY;
@@ -830,6 +834,7 @@ export class TsdbImpl implements Tsdb {
       walCommits: this.#wal.commits,
       replayMs: this.#replayMs,
       replayedSamples: this.#replayed,
+      replayedSegments: this.#replayedSegments,
     };
   }
 

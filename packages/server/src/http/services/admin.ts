@@ -6,19 +6,34 @@ import {
   VMService,
 } from "@svc/sdk/gen/svc/admin/v1/admin_pb";
 import { type BackupSources, takeBackup } from "../../backup/backup.ts";
+import type { BackupMetrics } from "../../backup/instrumentation.ts";
 import type { Db } from "../../db/database.ts";
 import * as projects from "../../inventory/projects.ts";
 import * as vms from "../../inventory/vms.ts";
+import type { MetricsBackend } from "../../metrics/backend.ts";
+import { listProjectUsage } from "../../metrics/usage.ts";
+import { listDeliveryBacklog } from "../../notify/backlog.ts";
 
 /** svc.admin.v1: provider-side inventory. Thin: the operator check is in the guard (http/auth.ts). */
 export function registerAdminServices(
   router: ConnectRouter,
-  deps: { db: Db; now: () => number; backup: BackupSources },
+  deps: {
+    db: Db;
+    now: () => number;
+    backup: BackupSources;
+    backupMetrics?: BackupMetrics;
+    metrics: MetricsBackend;
+  },
 ): void {
   const { db, now } = deps;
   router.service(OperationsService, {
     backup: async (r) => {
-      const { directory, manifest: m, linkedBytes } = await takeBackup(deps.backup, r.directory);
+      const take = () => takeBackup(deps.backup, r.directory);
+      const {
+        directory,
+        manifest: m,
+        linkedBytes,
+      } = await (deps.backupMetrics?.measure(now, take) ?? take());
       return {
         directory,
         snapshotTimeUnixMs: BigInt(m.snapshotTimeUnixMs),
@@ -31,6 +46,8 @@ export function registerAdminServices(
         schemaMigration: m.formats.schemaMigration,
       };
     },
+    listDeliveryBacklog: (r) => listDeliveryBacklog(db, now(), r),
+    listProjectUsage: (r) => listProjectUsage(db, deps.metrics, now(), r),
   });
   router.service(ProjectService, {
     createProject: (r) => projects.createProject(db, r, now()),

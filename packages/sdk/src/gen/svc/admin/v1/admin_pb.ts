@@ -4,13 +4,216 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Delivery } from "../../monitoring/v1/destinations_pb.ts";
+import { file_svc_monitoring_v1_destinations } from "../../monitoring/v1/destinations_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file svc/admin/v1/admin.proto.
  */
 export const file_svc_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhzdmMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDHN2Yy5hZG1pbi52MSIiCg1CYWNrdXBSZXF1ZXN0EhEKCWRpcmVjdG9yeRgBIAEoCSLiAQoOQmFja3VwUmVzcG9uc2USEQoJZGlyZWN0b3J5GAEgASgJEh0KFXNuYXBzaG90X3RpbWVfdW5peF9tcxgCIAEoAxINCgVmaWxlcxgDIAEoAxITCgt0b3RhbF9ieXRlcxgEIAEoAxIUCgxsaW5rZWRfYnl0ZXMYBSABKAMSFwoPdHNkYl93YWxfZm9ybWF0GAYgASgFEhkKEXRzZGJfYmxvY2tfZm9ybWF0GAcgASgFEhYKDnNjaGVtYV92ZXJzaW9uGAggASgFEhgKEHNjaGVtYV9taWdyYXRpb24YCSABKAkiRwoHUHJvamVjdBIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIYChBjcmVhdGVfdGltZV91bml4GAMgASgDIkAKFENyZWF0ZVByb2plY3RSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJIiEKEUdldFByb2plY3RSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTTGlzdFByb2plY3RzUmVxdWVzdCI/ChRMaXN0UHJvamVjdHNSZXNwb25zZRInCghwcm9qZWN0cxgBIAMoCzIVLnN2Yy5hZG1pbi52MS5Qcm9qZWN0IlMKBFVzZXISDAoEbmFtZRgBIAEoCRINCgVlbWFpbBgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSGAoQY3JlYXRlX3RpbWVfdW5peBgEIAEoAyJKChFDcmVhdGVVc2VyUmVxdWVzdBINCgVlbWFpbBgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSEAoIcGFzc3dvcmQYAyABKAkiEgoQTGlzdFVzZXJzUmVxdWVzdCI2ChFMaXN0VXNlcnNSZXNwb25zZRIhCgV1c2VycxgBIAMoCzISLnN2Yy5hZG1pbi52MS5Vc2VyIjUKBk1lbWJlchIPCgdwcm9qZWN0GAEgASgJEgwKBHVzZXIYAiABKAkSDAoEcm9sZRgDIAEoCSI/ChBTZXRNZW1iZXJSZXF1ZXN0Eg8KB3Byb2plY3QYASABKAkSDAoEdXNlchgCIAEoCRIMCgRyb2xlGAMgASgJIjQKE1JlbW92ZU1lbWJlclJlcXVlc3QSDwoHcHJvamVjdBgBIAEoCRIMCgR1c2VyGAIgASgJIhYKFFJlbW92ZU1lbWJlclJlc3BvbnNlIiUKEkxpc3RNZW1iZXJzUmVxdWVzdBIPCgdwcm9qZWN0GAEgASgJIjwKE0xpc3RNZW1iZXJzUmVzcG9uc2USJQoHbWVtYmVycxgBIAMoCzIULnN2Yy5hZG1pbi52MS5NZW1iZXIiuAEKAlZNEgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBXN0YXRlGAMgASgJEhAKCGxvY2F0aW9uGAQgASgJEhQKDGRpc3RyaWJ1dGlvbhgFIAEoCRIYChBtb25pdG9yaW5nX2xldmVsGAYgASgJEg0KBXZjcHVzGAcgASgFEhQKDG1lbW9yeV9ieXRlcxgIIAEoAxIYChBjcmVhdGVfdGltZV91bml4GAkgASgDIrwBCg9DcmVhdGVWTVJlcXVlc3QSDgoGcGFyZW50GAEgASgJEg0KBXZtX2lkGAIgASgJEhAKCGxvY2F0aW9uGAMgASgJEhQKDGRpc3BsYXlfbmFtZRgEIAEoCRIUCgxkaXN0cmlidXRpb24YBSABKAkSGAoQbW9uaXRvcmluZ19sZXZlbBgGIAEoCRINCgV2Y3B1cxgHIAEoBRIUCgxtZW1vcnlfYnl0ZXMYCCABKAMSDQoFc3RhdGUYCSABKAkiHAoMR2V0Vk1SZXF1ZXN0EgwKBG5hbWUYASABKAkilQEKD1VwZGF0ZVZNUmVxdWVzdBIMCgRuYW1lGAEgASgJEhkKDGRpc3BsYXlfbmFtZRgCIAEoCUgAiAEBEhIKBXZjcHVzGAMgASgFSAGIAQESGQoMbWVtb3J5X2J5dGVzGAQgASgDSAKIAQFCDwoNX2Rpc3BsYXlfbmFtZUIICgZfdmNwdXNCDwoNX21lbW9yeV9ieXRlcyIgCg5MaXN0Vk1zUmVxdWVzdBIOCgZwYXJlbnQYASABKAkiMAoPTGlzdFZNc1Jlc3BvbnNlEh0KA3ZtcxgBIAMoCzIQLnN2Yy5hZG1pbi52MS5WTSJRCgxWTVN0YXRlRXZlbnQSCgoCdm0YASABKAkSDQoFc3RhdGUYAiABKAkSEwoLc3RvcF9yZWFzb24YAyABKAkSEQoJdGltZV91bml4GAQgASgDIl4KGVJlY29yZFZNU3RhdGVFdmVudFJlcXVlc3QSCgoCdm0YASABKAkSDQoFc3RhdGUYAiABKAkSEwoLc3RvcF9yZWFzb24YAyABKAkSEQoJdGltZV91bml4GAQgASgDIiYKGExpc3RWTVN0YXRlRXZlbnRzUmVxdWVzdBIKCgJ2bRgBIAEoCSJHChlMaXN0Vk1TdGF0ZUV2ZW50c1Jlc3BvbnNlEioKBmV2ZW50cxgBIAMoCzIaLnN2Yy5hZG1pbi52MS5WTVN0YXRlRXZlbnQibgoRTWFpbnRlbmFuY2VXaW5kb3cSDAoEbmFtZRgBIAEoCRILCgN2bXMYAiADKAkSFwoPc3RhcnRfdGltZV91bml4GAMgASgDEhUKDWVuZF90aW1lX3VuaXgYBCABKAMSDgoGcmVhc29uGAUgASgJIn0KHkNyZWF0ZU1haW50ZW5hbmNlV2luZG93UmVxdWVzdBIOCgZwYXJlbnQYASABKAkSCwoDdm1zGAIgAygJEhcKD3N0YXJ0X3RpbWVfdW5peBgDIAEoAxIVCg1lbmRfdGltZV91bml4GAQgASgDEg4KBnJlYXNvbhgFIAEoCSIvCh1MaXN0TWFpbnRlbmFuY2VXaW5kb3dzUmVxdWVzdBIOCgZwYXJlbnQYASABKAkiUgoeTGlzdE1haW50ZW5hbmNlV2luZG93c1Jlc3BvbnNlEjAKB3dpbmRvd3MYASADKAsyHy5zdmMuYWRtaW4udjEuTWFpbnRlbmFuY2VXaW5kb3cy5wMKDlByb2plY3RTZXJ2aWNlEkoKDUNyZWF0ZVByb2plY3QSIi5zdmMuYWRtaW4udjEuQ3JlYXRlUHJvamVjdFJlcXVlc3QaFS5zdmMuYWRtaW4udjEuUHJvamVjdBJECgpHZXRQcm9qZWN0Eh8uc3ZjLmFkbWluLnYxLkdldFByb2plY3RSZXF1ZXN0GhUuc3ZjLmFkbWluLnYxLlByb2plY3QSVQoMTGlzdFByb2plY3RzEiEuc3ZjLmFkbWluLnYxLkxpc3RQcm9qZWN0c1JlcXVlc3QaIi5zdmMuYWRtaW4udjEuTGlzdFByb2plY3RzUmVzcG9uc2USQQoJU2V0TWVtYmVyEh4uc3ZjLmFkbWluLnYxLlNldE1lbWJlclJlcXVlc3QaFC5zdmMuYWRtaW4udjEuTWVtYmVyElUKDFJlbW92ZU1lbWJlchIhLnN2Yy5hZG1pbi52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0GiIuc3ZjLmFkbWluLnYxLlJlbW92ZU1lbWJlclJlc3BvbnNlElIKC0xpc3RNZW1iZXJzEiAuc3ZjLmFkbWluLnYxLkxpc3RNZW1iZXJzUmVxdWVzdBohLnN2Yy5hZG1pbi52MS5MaXN0TWVtYmVyc1Jlc3BvbnNlMp4BCgtVc2VyU2VydmljZRJBCgpDcmVhdGVVc2VyEh8uc3ZjLmFkbWluLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0GhIuc3ZjLmFkbWluLnYxLlVzZXISTAoJTGlzdFVzZXJzEh4uc3ZjLmFkbWluLnYxLkxpc3RVc2Vyc1JlcXVlc3QaHy5zdmMuYWRtaW4udjEuTGlzdFVzZXJzUmVzcG9uc2Uy3gUKCVZNU2VydmljZRI7CghDcmVhdGVWTRIdLnN2Yy5hZG1pbi52MS5DcmVhdGVWTVJlcXVlc3QaEC5zdmMuYWRtaW4udjEuVk0SNQoFR2V0Vk0SGi5zdmMuYWRtaW4udjEuR2V0Vk1SZXF1ZXN0GhAuc3ZjLmFkbWluLnYxLlZNEjsKCFVwZGF0ZVZNEh0uc3ZjLmFkbWluLnYxLlVwZGF0ZVZNUmVxdWVzdBoQLnN2Yy5hZG1pbi52MS5WTRI4CghEZWxldGVWTRIaLnN2Yy5hZG1pbi52MS5HZXRWTVJlcXVlc3QaEC5zdmMuYWRtaW4udjEuVk0SRgoHTGlzdFZNcxIcLnN2Yy5hZG1pbi52MS5MaXN0Vk1zUmVxdWVzdBodLnN2Yy5hZG1pbi52MS5MaXN0Vk1zUmVzcG9uc2USWQoSUmVjb3JkVk1TdGF0ZUV2ZW50Eicuc3ZjLmFkbWluLnYxLlJlY29yZFZNU3RhdGVFdmVudFJlcXVlc3QaGi5zdmMuYWRtaW4udjEuVk1TdGF0ZUV2ZW50EmQKEUxpc3RWTVN0YXRlRXZlbnRzEiYuc3ZjLmFkbWluLnYxLkxpc3RWTVN0YXRlRXZlbnRzUmVxdWVzdBonLnN2Yy5hZG1pbi52MS5MaXN0Vk1TdGF0ZUV2ZW50c1Jlc3BvbnNlEmgKF0NyZWF0ZU1haW50ZW5hbmNlV2luZG93Eiwuc3ZjLmFkbWluLnYxLkNyZWF0ZU1haW50ZW5hbmNlV2luZG93UmVxdWVzdBofLnN2Yy5hZG1pbi52MS5NYWludGVuYW5jZVdpbmRvdxJzChZMaXN0TWFpbnRlbmFuY2VXaW5kb3dzEisuc3ZjLmFkbWluLnYxLkxpc3RNYWludGVuYW5jZVdpbmRvd3NSZXF1ZXN0Giwuc3ZjLmFkbWluLnYxLkxpc3RNYWludGVuYW5jZVdpbmRvd3NSZXNwb25zZTJYChFPcGVyYXRpb25zU2VydmljZRJDCgZCYWNrdXASGy5zdmMuYWRtaW4udjEuQmFja3VwUmVxdWVzdBocLnN2Yy5hZG1pbi52MS5CYWNrdXBSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChhzdmMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDHN2Yy5hZG1pbi52MSI+ChdMaXN0UHJvamVjdFVzYWdlUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEAoIb3JkZXJfYnkYAiABKAkicwoYTGlzdFByb2plY3RVc2FnZVJlc3BvbnNlEiwKCHByb2plY3RzGAEgAygLMhouc3ZjLmFkbWluLnYxLlByb2plY3RVc2FnZRIRCgl0aW1lX3VuaXgYAiABKAMSFgoOdG90YWxfcHJvamVjdHMYAyABKAMiUgoMUHJvamVjdFVzYWdlEg8KB3Byb2plY3QYASABKAkSFQoNYWN0aXZlX3NlcmllcxgCIAEoAxIaChJzYW1wbGVzX3Blcl9zZWNvbmQYAyABKAEiLwoaTGlzdERlbGl2ZXJ5QmFja2xvZ1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFIuQBChtMaXN0RGVsaXZlcnlCYWNrbG9nUmVzcG9uc2USDwoHcGVuZGluZxgBIAEoAxILCgNkdWUYAiABKAMSIwoWb2xkZXN0X2R1ZV9hZ2Vfc2Vjb25kcxgDIAEoA0gAiAEBEjYKDGRlc3RpbmF0aW9ucxgEIAMoCzIgLnN2Yy5hZG1pbi52MS5EZXN0aW5hdGlvbkJhY2tsb2cSLwoKZGVsaXZlcmllcxgFIAMoCzIbLnN2Yy5tb25pdG9yaW5nLnYxLkRlbGl2ZXJ5QhkKF19vbGRlc3RfZHVlX2FnZV9zZWNvbmRzInwKEkRlc3RpbmF0aW9uQmFja2xvZxITCgtkZXN0aW5hdGlvbhgBIAEoCRIMCgRraW5kGAIgASgJEg8KB3BlbmRpbmcYAyABKAMSCwoDZHVlGAQgASgDEiUKHW9sZGVzdF9uZXh0X2F0dGVtcHRfdGltZV91bml4GAUgASgDIiIKDUJhY2t1cFJlcXVlc3QSEQoJZGlyZWN0b3J5GAEgASgJIuIBCg5CYWNrdXBSZXNwb25zZRIRCglkaXJlY3RvcnkYASABKAkSHQoVc25hcHNob3RfdGltZV91bml4X21zGAIgASgDEg0KBWZpbGVzGAMgASgDEhMKC3RvdGFsX2J5dGVzGAQgASgDEhQKDGxpbmtlZF9ieXRlcxgFIAEoAxIXCg90c2RiX3dhbF9mb3JtYXQYBiABKAUSGQoRdHNkYl9ibG9ja19mb3JtYXQYByABKAUSFgoOc2NoZW1hX3ZlcnNpb24YCCABKAUSGAoQc2NoZW1hX21pZ3JhdGlvbhgJIAEoCSJHCgdQcm9qZWN0EgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEhgKEGNyZWF0ZV90aW1lX3VuaXgYAyABKAMiQAoUQ3JlYXRlUHJvamVjdFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkiIQoRR2V0UHJvamVjdFJlcXVlc3QSDAoEbmFtZRgBIAEoCSIVChNMaXN0UHJvamVjdHNSZXF1ZXN0Ij8KFExpc3RQcm9qZWN0c1Jlc3BvbnNlEicKCHByb2plY3RzGAEgAygLMhUuc3ZjLmFkbWluLnYxLlByb2plY3QiUwoEVXNlchIMCgRuYW1lGAEgASgJEg0KBWVtYWlsGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCRIYChBjcmVhdGVfdGltZV91bml4GAQgASgDIkoKEUNyZWF0ZVVzZXJSZXF1ZXN0Eg0KBWVtYWlsGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIQCghwYXNzd29yZBgDIAEoCSISChBMaXN0VXNlcnNSZXF1ZXN0IjYKEUxpc3RVc2Vyc1Jlc3BvbnNlEiEKBXVzZXJzGAEgAygLMhIuc3ZjLmFkbWluLnYxLlVzZXIiNQoGTWVtYmVyEg8KB3Byb2plY3QYASABKAkSDAoEdXNlchgCIAEoCRIMCgRyb2xlGAMgASgJIj8KEFNldE1lbWJlclJlcXVlc3QSDwoHcHJvamVjdBgBIAEoCRIMCgR1c2VyGAIgASgJEgwKBHJvbGUYAyABKAkiNAoTUmVtb3ZlTWVtYmVyUmVxdWVzdBIPCgdwcm9qZWN0GAEgASgJEgwKBHVzZXIYAiABKAkiFgoUUmVtb3ZlTWVtYmVyUmVzcG9uc2UiJQoSTGlzdE1lbWJlcnNSZXF1ZXN0Eg8KB3Byb2plY3QYASABKAkiPAoTTGlzdE1lbWJlcnNSZXNwb25zZRIlCgdtZW1iZXJzGAEgAygLMhQuc3ZjLmFkbWluLnYxLk1lbWJlciK4AQoCVk0SDAoEbmFtZRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSDQoFc3RhdGUYAyABKAkSEAoIbG9jYXRpb24YBCABKAkSFAoMZGlzdHJpYnV0aW9uGAUgASgJEhgKEG1vbml0b3JpbmdfbGV2ZWwYBiABKAkSDQoFdmNwdXMYByABKAUSFAoMbWVtb3J5X2J5dGVzGAggASgDEhgKEGNyZWF0ZV90aW1lX3VuaXgYCSABKAMivAEKD0NyZWF0ZVZNUmVxdWVzdBIOCgZwYXJlbnQYASABKAkSDQoFdm1faWQYAiABKAkSEAoIbG9jYXRpb24YAyABKAkSFAoMZGlzcGxheV9uYW1lGAQgASgJEhQKDGRpc3RyaWJ1dGlvbhgFIAEoCRIYChBtb25pdG9yaW5nX2xldmVsGAYgASgJEg0KBXZjcHVzGAcgASgFEhQKDG1lbW9yeV9ieXRlcxgIIAEoAxINCgVzdGF0ZRgJIAEoCSIcCgxHZXRWTVJlcXVlc3QSDAoEbmFtZRgBIAEoCSKVAQoPVXBkYXRlVk1SZXF1ZXN0EgwKBG5hbWUYASABKAkSGQoMZGlzcGxheV9uYW1lGAIgASgJSACIAQESEgoFdmNwdXMYAyABKAVIAYgBARIZCgxtZW1vcnlfYnl0ZXMYBCABKANIAogBAUIPCg1fZGlzcGxheV9uYW1lQggKBl92Y3B1c0IPCg1fbWVtb3J5X2J5dGVzIiAKDkxpc3RWTXNSZXF1ZXN0Eg4KBnBhcmVudBgBIAEoCSIwCg9MaXN0Vk1zUmVzcG9uc2USHQoDdm1zGAEgAygLMhAuc3ZjLmFkbWluLnYxLlZNIlEKDFZNU3RhdGVFdmVudBIKCgJ2bRgBIAEoCRINCgVzdGF0ZRgCIAEoCRITCgtzdG9wX3JlYXNvbhgDIAEoCRIRCgl0aW1lX3VuaXgYBCABKAMiXgoZUmVjb3JkVk1TdGF0ZUV2ZW50UmVxdWVzdBIKCgJ2bRgBIAEoCRINCgVzdGF0ZRgCIAEoCRITCgtzdG9wX3JlYXNvbhgDIAEoCRIRCgl0aW1lX3VuaXgYBCABKAMiJgoYTGlzdFZNU3RhdGVFdmVudHNSZXF1ZXN0EgoKAnZtGAEgASgJIkcKGUxpc3RWTVN0YXRlRXZlbnRzUmVzcG9uc2USKgoGZXZlbnRzGAEgAygLMhouc3ZjLmFkbWluLnYxLlZNU3RhdGVFdmVudCJuChFNYWludGVuYW5jZVdpbmRvdxIMCgRuYW1lGAEgASgJEgsKA3ZtcxgCIAMoCRIXCg9zdGFydF90aW1lX3VuaXgYAyABKAMSFQoNZW5kX3RpbWVfdW5peBgEIAEoAxIOCgZyZWFzb24YBSABKAkifQoeQ3JlYXRlTWFpbnRlbmFuY2VXaW5kb3dSZXF1ZXN0Eg4KBnBhcmVudBgBIAEoCRILCgN2bXMYAiADKAkSFwoPc3RhcnRfdGltZV91bml4GAMgASgDEhUKDWVuZF90aW1lX3VuaXgYBCABKAMSDgoGcmVhc29uGAUgASgJIi8KHUxpc3RNYWludGVuYW5jZVdpbmRvd3NSZXF1ZXN0Eg4KBnBhcmVudBgBIAEoCSJSCh5MaXN0TWFpbnRlbmFuY2VXaW5kb3dzUmVzcG9uc2USMAoHd2luZG93cxgBIAMoCzIfLnN2Yy5hZG1pbi52MS5NYWludGVuYW5jZVdpbmRvdzLnAwoOUHJvamVjdFNlcnZpY2USSgoNQ3JlYXRlUHJvamVjdBIiLnN2Yy5hZG1pbi52MS5DcmVhdGVQcm9qZWN0UmVxdWVzdBoVLnN2Yy5hZG1pbi52MS5Qcm9qZWN0EkQKCkdldFByb2plY3QSHy5zdmMuYWRtaW4udjEuR2V0UHJvamVjdFJlcXVlc3QaFS5zdmMuYWRtaW4udjEuUHJvamVjdBJVCgxMaXN0UHJvamVjdHMSIS5zdmMuYWRtaW4udjEuTGlzdFByb2plY3RzUmVxdWVzdBoiLnN2Yy5hZG1pbi52MS5MaXN0UHJvamVjdHNSZXNwb25zZRJBCglTZXRNZW1iZXISHi5zdmMuYWRtaW4udjEuU2V0TWVtYmVyUmVxdWVzdBoULnN2Yy5hZG1pbi52MS5NZW1iZXISVQoMUmVtb3ZlTWVtYmVyEiEuc3ZjLmFkbWluLnYxLlJlbW92ZU1lbWJlclJlcXVlc3QaIi5zdmMuYWRtaW4udjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2USUgoLTGlzdE1lbWJlcnMSIC5zdmMuYWRtaW4udjEuTGlzdE1lbWJlcnNSZXF1ZXN0GiEuc3ZjLmFkbWluLnYxLkxpc3RNZW1iZXJzUmVzcG9uc2UyngEKC1VzZXJTZXJ2aWNlEkEKCkNyZWF0ZVVzZXISHy5zdmMuYWRtaW4udjEuQ3JlYXRlVXNlclJlcXVlc3QaEi5zdmMuYWRtaW4udjEuVXNlchJMCglMaXN0VXNlcnMSHi5zdmMuYWRtaW4udjEuTGlzdFVzZXJzUmVxdWVzdBofLnN2Yy5hZG1pbi52MS5MaXN0VXNlcnNSZXNwb25zZTLeBQoJVk1TZXJ2aWNlEjsKCENyZWF0ZVZNEh0uc3ZjLmFkbWluLnYxLkNyZWF0ZVZNUmVxdWVzdBoQLnN2Yy5hZG1pbi52MS5WTRI1CgVHZXRWTRIaLnN2Yy5hZG1pbi52MS5HZXRWTVJlcXVlc3QaEC5zdmMuYWRtaW4udjEuVk0SOwoIVXBkYXRlVk0SHS5zdmMuYWRtaW4udjEuVXBkYXRlVk1SZXF1ZXN0GhAuc3ZjLmFkbWluLnYxLlZNEjgKCERlbGV0ZVZNEhouc3ZjLmFkbWluLnYxLkdldFZNUmVxdWVzdBoQLnN2Yy5hZG1pbi52MS5WTRJGCgdMaXN0Vk1zEhwuc3ZjLmFkbWluLnYxLkxpc3RWTXNSZXF1ZXN0Gh0uc3ZjLmFkbWluLnYxLkxpc3RWTXNSZXNwb25zZRJZChJSZWNvcmRWTVN0YXRlRXZlbnQSJy5zdmMuYWRtaW4udjEuUmVjb3JkVk1TdGF0ZUV2ZW50UmVxdWVzdBoaLnN2Yy5hZG1pbi52MS5WTVN0YXRlRXZlbnQSZAoRTGlzdFZNU3RhdGVFdmVudHMSJi5zdmMuYWRtaW4udjEuTGlzdFZNU3RhdGVFdmVudHNSZXF1ZXN0Gicuc3ZjLmFkbWluLnYxLkxpc3RWTVN0YXRlRXZlbnRzUmVzcG9uc2USaAoXQ3JlYXRlTWFpbnRlbmFuY2VXaW5kb3cSLC5zdmMuYWRtaW4udjEuQ3JlYXRlTWFpbnRlbmFuY2VXaW5kb3dSZXF1ZXN0Gh8uc3ZjLmFkbWluLnYxLk1haW50ZW5hbmNlV2luZG93EnMKFkxpc3RNYWludGVuYW5jZVdpbmRvd3MSKy5zdmMuYWRtaW4udjEuTGlzdE1haW50ZW5hbmNlV2luZG93c1JlcXVlc3QaLC5zdmMuYWRtaW4udjEuTGlzdE1haW50ZW5hbmNlV2luZG93c1Jlc3BvbnNlMqcCChFPcGVyYXRpb25zU2VydmljZRJDCgZCYWNrdXASGy5zdmMuYWRtaW4udjEuQmFja3VwUmVxdWVzdBocLnN2Yy5hZG1pbi52MS5CYWNrdXBSZXNwb25zZRJqChNMaXN0RGVsaXZlcnlCYWNrbG9nEiguc3ZjLmFkbWluLnYxLkxpc3REZWxpdmVyeUJhY2tsb2dSZXF1ZXN0Gikuc3ZjLmFkbWluLnYxLkxpc3REZWxpdmVyeUJhY2tsb2dSZXNwb25zZRJhChBMaXN0UHJvamVjdFVzYWdlEiUuc3ZjLmFkbWluLnYxLkxpc3RQcm9qZWN0VXNhZ2VSZXF1ZXN0GiYuc3ZjLmFkbWluLnYxLkxpc3RQcm9qZWN0VXNhZ2VSZXNwb25zZWIGcHJvdG8z", [file_svc_monitoring_v1_destinations]);
+
+/**
+ * @generated from message svc.admin.v1.ListProjectUsageRequest
+ */
+export type ListProjectUsageRequest = Message<"svc.admin.v1.ListProjectUsageRequest"> & {
+  /**
+   * How many projects (top N); 0 = 20, at most 1000.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * active_series (default) or samples_per_second.
+   *
+   * @generated from field: string order_by = 2;
+   */
+  orderBy: string;
+};
+
+/**
+ * Describes the message svc.admin.v1.ListProjectUsageRequest.
+ * Use `create(ListProjectUsageRequestSchema)` to create a new message.
+ */
+export const ListProjectUsageRequestSchema: GenMessage<ListProjectUsageRequest> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 0);
+
+/**
+ * @generated from message svc.admin.v1.ListProjectUsageResponse
+ */
+export type ListProjectUsageResponse = Message<"svc.admin.v1.ListProjectUsageResponse"> & {
+  /**
+   * The N heaviest projects, heaviest first; projects with no series are left out.
+   *
+   * @generated from field: repeated svc.admin.v1.ProjectUsage projects = 1;
+   */
+  projects: ProjectUsage[];
+
+  /**
+   * When the figures were read, Unix seconds.
+   *
+   * @generated from field: int64 time_unix = 2;
+   */
+  timeUnix: bigint;
+
+  /**
+   * Projects in the inventory, of which `projects` are the top.
+   *
+   * @generated from field: int64 total_projects = 3;
+   */
+  totalProjects: bigint;
+};
+
+/**
+ * Describes the message svc.admin.v1.ListProjectUsageResponse.
+ * Use `create(ListProjectUsageResponseSchema)` to create a new message.
+ */
+export const ListProjectUsageResponseSchema: GenMessage<ListProjectUsageResponse> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 1);
+
+/**
+ * @generated from message svc.admin.v1.ProjectUsage
+ */
+export type ProjectUsage = Message<"svc.admin.v1.ProjectUsage"> & {
+  /**
+   * projects/<p>
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * Series with a sample in the last 5 minutes (Prometheus' lookback).
+   *
+   * @generated from field: int64 active_series = 2;
+   */
+  activeSeries: bigint;
+
+  /**
+   * Samples stored over the last 5 minutes, per second (derived series included).
+   *
+   * @generated from field: double samples_per_second = 3;
+   */
+  samplesPerSecond: number;
+};
+
+/**
+ * Describes the message svc.admin.v1.ProjectUsage.
+ * Use `create(ProjectUsageSchema)` to create a new message.
+ */
+export const ProjectUsageSchema: GenMessage<ProjectUsage> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 2);
+
+/**
+ * @generated from message svc.admin.v1.ListDeliveryBacklogRequest
+ */
+export type ListDeliveryBacklogRequest = Message<"svc.admin.v1.ListDeliveryBacklogRequest"> & {
+  /**
+   * How many destinations and deliveries to return (top N); 0 = 20, at most 500.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message svc.admin.v1.ListDeliveryBacklogRequest.
+ * Use `create(ListDeliveryBacklogRequestSchema)` to create a new message.
+ */
+export const ListDeliveryBacklogRequestSchema: GenMessage<ListDeliveryBacklogRequest> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 3);
+
+/**
+ * @generated from message svc.admin.v1.ListDeliveryBacklogResponse
+ */
+export type ListDeliveryBacklogResponse = Message<"svc.admin.v1.ListDeliveryBacklogResponse"> & {
+  /**
+   * Deliveries waiting in the outbox (due now or scheduled for a retry).
+   *
+   * @generated from field: int64 pending = 1;
+   */
+  pending: bigint;
+
+  /**
+   * Of those, the ones whose attempt time has passed.
+   *
+   * @generated from field: int64 due = 2;
+   */
+  due: bigint;
+
+  /**
+   * How long the oldest due delivery has waited past its attempt time; absent when none is due.
+   *
+   * @generated from field: optional int64 oldest_due_age_seconds = 3;
+   */
+  oldestDueAgeSeconds?: bigint | undefined;
+
+  /**
+   * Destinations by pending deliveries, most first.
+   *
+   * @generated from field: repeated svc.admin.v1.DestinationBacklog destinations = 4;
+   */
+  destinations: DestinationBacklog[];
+
+  /**
+   * Pending deliveries, the one due longest first.
+   *
+   * @generated from field: repeated svc.monitoring.v1.Delivery deliveries = 5;
+   */
+  deliveries: Delivery[];
+};
+
+/**
+ * Describes the message svc.admin.v1.ListDeliveryBacklogResponse.
+ * Use `create(ListDeliveryBacklogResponseSchema)` to create a new message.
+ */
+export const ListDeliveryBacklogResponseSchema: GenMessage<ListDeliveryBacklogResponse> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 4);
+
+/**
+ * @generated from message svc.admin.v1.DestinationBacklog
+ */
+export type DestinationBacklog = Message<"svc.admin.v1.DestinationBacklog"> & {
+  /**
+   * projects/<p>/destinations/<d>
+   *
+   * @generated from field: string destination = 1;
+   */
+  destination: string;
+
+  /**
+   * EMAIL, WEBHOOK, SLACK, TEAMS, DISCORD, PAGERDUTY, OPSGENIE
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: int64 pending = 3;
+   */
+  pending: bigint;
+
+  /**
+   * @generated from field: int64 due = 4;
+   */
+  due: bigint;
+
+  /**
+   * The attempt time of its oldest pending delivery.
+   *
+   * @generated from field: int64 oldest_next_attempt_time_unix = 5;
+   */
+  oldestNextAttemptTimeUnix: bigint;
+};
+
+/**
+ * Describes the message svc.admin.v1.DestinationBacklog.
+ * Use `create(DestinationBacklogSchema)` to create a new message.
+ */
+export const DestinationBacklogSchema: GenMessage<DestinationBacklog> = /*@__PURE__*/
+  messageDesc(file_svc_admin_v1_admin, 5);
 
 /**
  * @generated from message svc.admin.v1.BackupRequest
@@ -29,7 +232,7 @@ export type BackupRequest = Message<"svc.admin.v1.BackupRequest"> & {
  * Use `create(BackupRequestSchema)` to create a new message.
  */
 export const BackupRequestSchema: GenMessage<BackupRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 0);
+  messageDesc(file_svc_admin_v1_admin, 6);
 
 /**
  * @generated from message svc.admin.v1.BackupResponse
@@ -92,7 +295,7 @@ export type BackupResponse = Message<"svc.admin.v1.BackupResponse"> & {
  * Use `create(BackupResponseSchema)` to create a new message.
  */
 export const BackupResponseSchema: GenMessage<BackupResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 1);
+  messageDesc(file_svc_admin_v1_admin, 7);
 
 /**
  * @generated from message svc.admin.v1.Project
@@ -121,7 +324,7 @@ export type Project = Message<"svc.admin.v1.Project"> & {
  * Use `create(ProjectSchema)` to create a new message.
  */
 export const ProjectSchema: GenMessage<Project> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 2);
+  messageDesc(file_svc_admin_v1_admin, 8);
 
 /**
  * @generated from message svc.admin.v1.CreateProjectRequest
@@ -145,7 +348,7 @@ export type CreateProjectRequest = Message<"svc.admin.v1.CreateProjectRequest"> 
  * Use `create(CreateProjectRequestSchema)` to create a new message.
  */
 export const CreateProjectRequestSchema: GenMessage<CreateProjectRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 3);
+  messageDesc(file_svc_admin_v1_admin, 9);
 
 /**
  * @generated from message svc.admin.v1.GetProjectRequest
@@ -162,7 +365,7 @@ export type GetProjectRequest = Message<"svc.admin.v1.GetProjectRequest"> & {
  * Use `create(GetProjectRequestSchema)` to create a new message.
  */
 export const GetProjectRequestSchema: GenMessage<GetProjectRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 4);
+  messageDesc(file_svc_admin_v1_admin, 10);
 
 /**
  * @generated from message svc.admin.v1.ListProjectsRequest
@@ -175,7 +378,7 @@ export type ListProjectsRequest = Message<"svc.admin.v1.ListProjectsRequest"> & 
  * Use `create(ListProjectsRequestSchema)` to create a new message.
  */
 export const ListProjectsRequestSchema: GenMessage<ListProjectsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 5);
+  messageDesc(file_svc_admin_v1_admin, 11);
 
 /**
  * @generated from message svc.admin.v1.ListProjectsResponse
@@ -192,7 +395,7 @@ export type ListProjectsResponse = Message<"svc.admin.v1.ListProjectsResponse"> 
  * Use `create(ListProjectsResponseSchema)` to create a new message.
  */
 export const ListProjectsResponseSchema: GenMessage<ListProjectsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 6);
+  messageDesc(file_svc_admin_v1_admin, 12);
 
 /**
  * @generated from message svc.admin.v1.User
@@ -226,7 +429,7 @@ export type User = Message<"svc.admin.v1.User"> & {
  * Use `create(UserSchema)` to create a new message.
  */
 export const UserSchema: GenMessage<User> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 7);
+  messageDesc(file_svc_admin_v1_admin, 13);
 
 /**
  * @generated from message svc.admin.v1.CreateUserRequest
@@ -255,7 +458,7 @@ export type CreateUserRequest = Message<"svc.admin.v1.CreateUserRequest"> & {
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 8);
+  messageDesc(file_svc_admin_v1_admin, 14);
 
 /**
  * @generated from message svc.admin.v1.ListUsersRequest
@@ -268,7 +471,7 @@ export type ListUsersRequest = Message<"svc.admin.v1.ListUsersRequest"> & {
  * Use `create(ListUsersRequestSchema)` to create a new message.
  */
 export const ListUsersRequestSchema: GenMessage<ListUsersRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 9);
+  messageDesc(file_svc_admin_v1_admin, 15);
 
 /**
  * @generated from message svc.admin.v1.ListUsersResponse
@@ -285,7 +488,7 @@ export type ListUsersResponse = Message<"svc.admin.v1.ListUsersResponse"> & {
  * Use `create(ListUsersResponseSchema)` to create a new message.
  */
 export const ListUsersResponseSchema: GenMessage<ListUsersResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 10);
+  messageDesc(file_svc_admin_v1_admin, 16);
 
 /**
  * @generated from message svc.admin.v1.Member
@@ -314,7 +517,7 @@ export type Member = Message<"svc.admin.v1.Member"> & {
  * Use `create(MemberSchema)` to create a new message.
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 11);
+  messageDesc(file_svc_admin_v1_admin, 17);
 
 /**
  * @generated from message svc.admin.v1.SetMemberRequest
@@ -341,7 +544,7 @@ export type SetMemberRequest = Message<"svc.admin.v1.SetMemberRequest"> & {
  * Use `create(SetMemberRequestSchema)` to create a new message.
  */
 export const SetMemberRequestSchema: GenMessage<SetMemberRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 12);
+  messageDesc(file_svc_admin_v1_admin, 18);
 
 /**
  * @generated from message svc.admin.v1.RemoveMemberRequest
@@ -363,7 +566,7 @@ export type RemoveMemberRequest = Message<"svc.admin.v1.RemoveMemberRequest"> & 
  * Use `create(RemoveMemberRequestSchema)` to create a new message.
  */
 export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 13);
+  messageDesc(file_svc_admin_v1_admin, 19);
 
 /**
  * @generated from message svc.admin.v1.RemoveMemberResponse
@@ -376,7 +579,7 @@ export type RemoveMemberResponse = Message<"svc.admin.v1.RemoveMemberResponse"> 
  * Use `create(RemoveMemberResponseSchema)` to create a new message.
  */
 export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 14);
+  messageDesc(file_svc_admin_v1_admin, 20);
 
 /**
  * @generated from message svc.admin.v1.ListMembersRequest
@@ -393,7 +596,7 @@ export type ListMembersRequest = Message<"svc.admin.v1.ListMembersRequest"> & {
  * Use `create(ListMembersRequestSchema)` to create a new message.
  */
 export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 15);
+  messageDesc(file_svc_admin_v1_admin, 21);
 
 /**
  * @generated from message svc.admin.v1.ListMembersResponse
@@ -410,7 +613,7 @@ export type ListMembersResponse = Message<"svc.admin.v1.ListMembersResponse"> & 
  * Use `create(ListMembersResponseSchema)` to create a new message.
  */
 export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 16);
+  messageDesc(file_svc_admin_v1_admin, 22);
 
 /**
  * @generated from message svc.admin.v1.VM
@@ -477,7 +680,7 @@ export type VM = Message<"svc.admin.v1.VM"> & {
  * Use `create(VMSchema)` to create a new message.
  */
 export const VMSchema: GenMessage<VM> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 17);
+  messageDesc(file_svc_admin_v1_admin, 23);
 
 /**
  * @generated from message svc.admin.v1.CreateVMRequest
@@ -538,7 +741,7 @@ export type CreateVMRequest = Message<"svc.admin.v1.CreateVMRequest"> & {
  * Use `create(CreateVMRequestSchema)` to create a new message.
  */
 export const CreateVMRequestSchema: GenMessage<CreateVMRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 18);
+  messageDesc(file_svc_admin_v1_admin, 24);
 
 /**
  * @generated from message svc.admin.v1.GetVMRequest
@@ -555,7 +758,7 @@ export type GetVMRequest = Message<"svc.admin.v1.GetVMRequest"> & {
  * Use `create(GetVMRequestSchema)` to create a new message.
  */
 export const GetVMRequestSchema: GenMessage<GetVMRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 19);
+  messageDesc(file_svc_admin_v1_admin, 25);
 
 /**
  * @generated from message svc.admin.v1.UpdateVMRequest
@@ -587,7 +790,7 @@ export type UpdateVMRequest = Message<"svc.admin.v1.UpdateVMRequest"> & {
  * Use `create(UpdateVMRequestSchema)` to create a new message.
  */
 export const UpdateVMRequestSchema: GenMessage<UpdateVMRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 20);
+  messageDesc(file_svc_admin_v1_admin, 26);
 
 /**
  * @generated from message svc.admin.v1.ListVMsRequest
@@ -604,7 +807,7 @@ export type ListVMsRequest = Message<"svc.admin.v1.ListVMsRequest"> & {
  * Use `create(ListVMsRequestSchema)` to create a new message.
  */
 export const ListVMsRequestSchema: GenMessage<ListVMsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 21);
+  messageDesc(file_svc_admin_v1_admin, 27);
 
 /**
  * @generated from message svc.admin.v1.ListVMsResponse
@@ -621,7 +824,7 @@ export type ListVMsResponse = Message<"svc.admin.v1.ListVMsResponse"> & {
  * Use `create(ListVMsResponseSchema)` to create a new message.
  */
 export const ListVMsResponseSchema: GenMessage<ListVMsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 22);
+  messageDesc(file_svc_admin_v1_admin, 28);
 
 /**
  * @generated from message svc.admin.v1.VMStateEvent
@@ -655,7 +858,7 @@ export type VMStateEvent = Message<"svc.admin.v1.VMStateEvent"> & {
  * Use `create(VMStateEventSchema)` to create a new message.
  */
 export const VMStateEventSchema: GenMessage<VMStateEvent> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 23);
+  messageDesc(file_svc_admin_v1_admin, 29);
 
 /**
  * @generated from message svc.admin.v1.RecordVMStateEventRequest
@@ -689,7 +892,7 @@ export type RecordVMStateEventRequest = Message<"svc.admin.v1.RecordVMStateEvent
  * Use `create(RecordVMStateEventRequestSchema)` to create a new message.
  */
 export const RecordVMStateEventRequestSchema: GenMessage<RecordVMStateEventRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 24);
+  messageDesc(file_svc_admin_v1_admin, 30);
 
 /**
  * @generated from message svc.admin.v1.ListVMStateEventsRequest
@@ -706,7 +909,7 @@ export type ListVMStateEventsRequest = Message<"svc.admin.v1.ListVMStateEventsRe
  * Use `create(ListVMStateEventsRequestSchema)` to create a new message.
  */
 export const ListVMStateEventsRequestSchema: GenMessage<ListVMStateEventsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 25);
+  messageDesc(file_svc_admin_v1_admin, 31);
 
 /**
  * @generated from message svc.admin.v1.ListVMStateEventsResponse
@@ -723,7 +926,7 @@ export type ListVMStateEventsResponse = Message<"svc.admin.v1.ListVMStateEventsR
  * Use `create(ListVMStateEventsResponseSchema)` to create a new message.
  */
 export const ListVMStateEventsResponseSchema: GenMessage<ListVMStateEventsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 26);
+  messageDesc(file_svc_admin_v1_admin, 32);
 
 /**
  * @generated from message svc.admin.v1.MaintenanceWindow
@@ -764,7 +967,7 @@ export type MaintenanceWindow = Message<"svc.admin.v1.MaintenanceWindow"> & {
  * Use `create(MaintenanceWindowSchema)` to create a new message.
  */
 export const MaintenanceWindowSchema: GenMessage<MaintenanceWindow> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 27);
+  messageDesc(file_svc_admin_v1_admin, 33);
 
 /**
  * @generated from message svc.admin.v1.CreateMaintenanceWindowRequest
@@ -801,7 +1004,7 @@ export type CreateMaintenanceWindowRequest = Message<"svc.admin.v1.CreateMainten
  * Use `create(CreateMaintenanceWindowRequestSchema)` to create a new message.
  */
 export const CreateMaintenanceWindowRequestSchema: GenMessage<CreateMaintenanceWindowRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 28);
+  messageDesc(file_svc_admin_v1_admin, 34);
 
 /**
  * @generated from message svc.admin.v1.ListMaintenanceWindowsRequest
@@ -818,7 +1021,7 @@ export type ListMaintenanceWindowsRequest = Message<"svc.admin.v1.ListMaintenanc
  * Use `create(ListMaintenanceWindowsRequestSchema)` to create a new message.
  */
 export const ListMaintenanceWindowsRequestSchema: GenMessage<ListMaintenanceWindowsRequest> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 29);
+  messageDesc(file_svc_admin_v1_admin, 35);
 
 /**
  * @generated from message svc.admin.v1.ListMaintenanceWindowsResponse
@@ -835,7 +1038,7 @@ export type ListMaintenanceWindowsResponse = Message<"svc.admin.v1.ListMaintenan
  * Use `create(ListMaintenanceWindowsResponseSchema)` to create a new message.
  */
 export const ListMaintenanceWindowsResponseSchema: GenMessage<ListMaintenanceWindowsResponse> = /*@__PURE__*/
-  messageDesc(file_svc_admin_v1_admin, 30);
+  messageDesc(file_svc_admin_v1_admin, 36);
 
 /**
  * @generated from service svc.admin.v1.ProjectService
@@ -1020,6 +1223,30 @@ export const OperationsService: GenService<{
     methodKind: "unary";
     input: typeof BackupRequestSchema;
     output: typeof BackupResponseSchema;
+  },
+  /**
+   * The notification backlog across every project (what the SvcNotificationBacklog runbook needs):
+   * totals, the destinations with the most pending deliveries, and the deliveries due longest, oldest
+   * first, with their attempts.
+   *
+   * @generated from rpc svc.admin.v1.OperationsService.ListDeliveryBacklog
+   */
+  listDeliveryBacklog: {
+    methodKind: "unary";
+    input: typeof ListDeliveryBacklogRequestSchema;
+    output: typeof ListDeliveryBacklogResponseSchema;
+  },
+  /**
+   * Per-project usage of the metrics store, to find the noisy tenant: the top N projects by active
+   * series or by samples stored per second, read from the metrics backend (embedded or remote) through
+   * each project's own tenant-scoped queries.
+   *
+   * @generated from rpc svc.admin.v1.OperationsService.ListProjectUsage
+   */
+  listProjectUsage: {
+    methodKind: "unary";
+    input: typeof ListProjectUsageRequestSchema;
+    output: typeof ListProjectUsageResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_svc_admin_v1_admin, 3);
