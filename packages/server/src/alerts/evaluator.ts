@@ -179,6 +179,8 @@ class EvaluatorImpl implements Evaluator {
   #lastCycleMs: number | undefined;
   #running: Promise<unknown> = Promise.resolve();
   #cycling = false;
+  /** A timer's cycle (of every shard held) runs or waits to. */
+  #ticking = false;
   #nudged = false;
   #lastPurge = 0;
   /** Instances flagged during the running cycle. */
@@ -219,9 +221,16 @@ class EvaluatorImpl implements Evaluator {
     const held = shards ? await shards.acquire(now()) : undefined;
     this.#held(held);
     // A cycle still running (longer than the interval) is not queued behind: the next tick evaluates.
-    if (this.#cycling || held?.size === 0) return undefined;
+    // One of shards just taken over (#keep) is short: this cycle waits for it rather than be skipped.
+    if (this.#ticking || held?.size === 0) return undefined;
+    this.#ticking = true;
     this.#lastCycleMs = performance.now();
-    const report = await this.#serial(() => this.#cycle(atMs ?? now(), held));
+    let report: CycleReport;
+    try {
+      report = await this.#serial(() => this.#cycle(atMs ?? now(), held));
+    } finally {
+      this.#ticking = false;
+    }
     this.#evaluated = held;
     // Shards beyond this replica's share (a replica joined) go back right after being evaluated, so
     // the replica taking them evaluates them well within a cycle of this one (cluster/shards.ts).
