@@ -7,6 +7,7 @@ import { DEFAULT_SHARDS, shardOf } from "../../packages/server/src/cluster/shard
 import { waitFor } from "../../packages/server/src/testing/assert.ts";
 import type { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { type EngineKind, engineSkipReason } from "../../packages/server/src/testing/engines.ts";
+import { cpuRuleSpec } from "../../packages/server/src/testing/rules.ts";
 import { type ReplicaCluster, startReplicaCluster } from "./cluster.ts";
 
 const S = 1000;
@@ -130,18 +131,7 @@ export function rollingSuite(kind: EngineKind, postgres: Awaited<ReturnType<type
           id: randomUUID(),
           requestId: randomUUID(),
           expectedVersion: "0",
-          spec: {
-            displayName: "CPU high",
-            metricId: "cpu_utilization_pct",
-            operator: "GREATER_THAN",
-            threshold: 90,
-            sustainedSeconds: 0,
-            severity: "WARNING",
-            allVms: true,
-            vmNames: [],
-            repeatIntervalSeconds: 0,
-            destinationNames: [],
-          },
+          spec: cpuRuleSpec(),
         });
       log = evaluationLog(c.databaseUrl);
       await log.start();

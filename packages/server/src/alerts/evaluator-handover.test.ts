@@ -6,6 +6,7 @@ import { createShardLeases, type ShardLeases, shardOf } from "../cluster/shards.
 import { waitFor } from "../testing/assert.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { startTestApp, type TestApp } from "../testing/harness.ts";
+import { cpuRuleSpec } from "../testing/rules.ts";
 import { createEvaluator, type Evaluator } from "./evaluator.ts";
 import { resolveAlertOptions } from "./options.ts";
 
@@ -31,18 +32,7 @@ for (const { dialect, skip } of await testDialects()) {
           id: randomUUID(),
           requestId: randomUUID(),
           expectedVersion: "0",
-          spec: {
-            displayName: "CPU high",
-            metricId: "cpu_utilization_pct",
-            operator: "GREATER_THAN",
-            threshold: 90,
-            sustainedSeconds: 0,
-            severity: "WARNING",
-            allVms: true,
-            vmNames: [],
-            repeatIntervalSeconds: 0,
-            destinationNames: [],
-          },
+          spec: cpuRuleSpec(),
         });
       }
     });
