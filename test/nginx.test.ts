@@ -128,6 +128,10 @@ describe("deploy/nginx.conf rides out quick successive restarts", {
     running = false;
     await Promise.all(clients);
     process.stderr.write(`nginx: ${answered} requests through 4 restarts, ${failures.length} failed\n`);
-    assert.deepEqual([...new Set(failures)].slice(0, 10), [], `${failures.length} of ${answered} requests failed`);
+    assert.deepEqual(
+      [...new Set(failures)].slice(0, 10),
+      [],
+      `${failures.length} of ${answered} requests failed`,
+    );
   });
 });

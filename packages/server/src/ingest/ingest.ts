@@ -307,11 +307,11 @@ export function createIngester(deps: {
     }
 
     let derivedSamples = 0;
-    let refusedUtilization: UtilizationRefusal[] | undefined;
+    const refusedUtilization: UtilizationRefusal[] = [];
     for (const ss of touched) {
       const batch = ss.batch;
       const d = derive(batch, ss.state, ss.vm.info!.vcpus);
-      for (const r of d.refusedUtilization) (refusedUtilization ??= []).push(r.reason);
+      for (const r of d.refusedUtilization) refusedUtilization.push(r.reason);
       derivedSamples +=
         appendDerived(app, ss, 0, d.cpuUtilizationPct) +
         appendDerived(app, ss, 1, d.memoryUsedBytes) +
@@ -356,7 +356,7 @@ export function createIngester(deps: {
       m.acceptedSeries.inc({ source: PRINCIPAL_KINDS[src] }, s.series - refusedSeries);
       m.acceptedSamples.inc({ source: PRINCIPAL_KINDS[src] }, result.acceptedSamples);
       m.derivedSamples.inc(derivedSamples);
-      for (const reason of s.refusedUtilization ?? []) m.refusedUtilization.inc({ reason });
+      for (const reason of s.refusedUtilization) m.refusedUtilization.inc({ reason });
       m.batchSamples.observe(s.samples);
     }
     return result;
@@ -425,7 +425,7 @@ interface Staged {
   readonly result: IngestResult;
   readonly derivedSamples: number;
   /** CPU utilizations derived but refused as impossible, by reason. */
-  readonly refusedUtilization: UtilizationRefusal[] | undefined;
+  readonly refusedUtilization: UtilizationRefusal[];
   readonly src: 0 | 1;
   readonly series: number;
   readonly samples: number;
