@@ -17,7 +17,7 @@ const ADMIN_TOKEN = `svcadmin_${randomUUID()}`;
 /**
  * The dispatcher's lease (SVC_NOTIFY_LEASE_SECONDS; notify/options.ts leaseMs, docs/notifications.md): a
  * killed attempt is retried after it. The shortest the options accept (twice the 10 s request timeout),
- * not the 60 s default, so the test waits less.
+ * not the 25 s default, so the test waits less.
  */
 const LEASE_MS = 20_000;
 

@@ -33,6 +33,10 @@ export interface ReplicaCluster {
   readonly collectorToken: string;
   /** SIGKILLs replica `i` and waits until it has exited. */
   kill(i: number): Promise<void>;
+  /** SIGTERMs replica `i` (a clean stop, as systemd or an orchestrator stops it) and waits until it has exited. */
+  stop(i: number): Promise<void>;
+  /** Starts replica `i` again on its port and data directory; resolves once it listens. */
+  start(i: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -46,7 +50,7 @@ export interface Replica {
 export async function startReplicaCluster(
   kind: EngineKind,
   postgres: TestDialect,
-  opts: { replicas?: number; caFile?: string } = {},
+  opts: { replicas?: number; caFile?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<ReplicaCluster> {
   const dir = mkdtempSync(join(tmpdir(), `svc-replicas-${kind}-`));
   const started: { engine?: RunningEngine; lb?: RoundRobinProxy; db?: { drop(): Promise<void> } } = {};
@@ -90,21 +94,22 @@ export async function startReplicaCluster(
       SVC_QUERY_WORKERS: "1",
       SVC_LOG_LEVEL: "warn",
       SVC_LOG_FORMAT: "json",
+      ...opts.env,
     };
     const base = { ...process.env };
     for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
     // Started together, as an orchestrator starts replicas: the migrations take a lock in PostgreSQL.
-    const starts = ports.map((port, i) =>
+    const startOne = (i: number) =>
       startServerProcess({
         env: {
           ...base,
           ...shared,
           HOST: "127.0.0.1",
-          PORT: String(port),
+          PORT: String(ports[i]),
           SVC_DATA_DIR: join(dir, `replica-${i}`),
         },
-      }),
-    );
+      });
+    const starts = ports.map((_, i) => startOne(i));
     const results = await Promise.allSettled(starts);
     for (const [i, r] of results.entries())
       if (r.status === "fulfilled")
@@ -125,6 +130,14 @@ export async function startReplicaCluster(
       async kill(i) {
         replicas[i].child.kill("SIGKILL");
         await replicas[i].exited;
+      },
+      async stop(i) {
+        replicas[i].child.kill("SIGTERM");
+        await replicas[i].exited;
+      },
+      async start(i) {
+        const r = await startOne(i);
+        replicas[i] = { origin: replicas[i].origin, child: r.child, exited: r.exited };
       },
       close,
     };

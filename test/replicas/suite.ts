@@ -22,6 +22,7 @@ import {
 import { pushAll, rwSeries } from "../../packages/server/src/testing/remote-write.ts";
 import { NOTIFY_LEASE_S, type ReplicaCluster, startReplicaCluster } from "./cluster.ts";
 import { startCollector } from "./collector.ts";
+import { rollingSuite } from "./rolling.ts";
 import { pidOfConnection } from "./sockets.ts";
 
 const S = 1000;
@@ -520,4 +521,6 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
       assert.equal(after.incidents.filter((i) => i.rule === open.rule).length, 1, show(after));
     });
   });
+
+  rollingSuite(kind, postgres);
 }

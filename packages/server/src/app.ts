@@ -173,7 +173,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       inventory: config.roles.has("ingest") ? db.db : undefined,
     });
   const ingestMetrics = instruments && createIngestMetrics(instruments);
-  const ingester = createIngester({ db: db.db, storage: remote?.storage ?? tsdb!, metrics: ingestMetrics });
+  const ingester = createIngester({
+    db: db.db,
+    storage: remote?.storage ?? tsdb!,
+    metrics: ingestMetrics,
+    readBack: metrics,
+  });
   if (instruments && queryPool) registerQueryPoolMetrics(instruments, queryPool);
   // Rate limits and the per-project query cap: across replicas on PostgreSQL, in process on SQLite.
   const limits = createLimits({ db, databaseUrl: config.databaseUrl, now });

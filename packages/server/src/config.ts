@@ -103,7 +103,7 @@ export interface Config {
   /** Notifications: SVC_SMTP_URL (smtp://… ; unset = emails are logged), SVC_EMAIL_FROM,
    * SVC_NOTIFY_ALLOW_HOSTS (comma-separated hosts allowed although loopback/private; off by default),
    * SVC_NOTIFY_CA_FILE (extra CA for webhook TLS, PEM), SVC_MAX_DESTINATIONS (5), SVC_DISPATCHER (true),
-   * SVC_NOTIFY_LEASE_SECONDS (60: how long a claimed delivery is held before another pass may retry it). */
+   * SVC_NOTIFY_LEASE_SECONDS (25: how long a claimed delivery is held before another pass may retry it). */
   readonly notify: {
     readonly smtpUrl?: string;
     readonly ca?: string;
@@ -335,7 +335,7 @@ function notifyFromEnv(env: NodeJS.ProcessEnv): Config["notify"] {
       .filter(Boolean);
   if (env.SVC_EMAIL_FROM) options.emailFrom = env.SVC_EMAIL_FROM;
   if (env.SVC_NOTIFY_LEASE_SECONDS)
-    options.leaseMs = positive(env.SVC_NOTIFY_LEASE_SECONDS, "SVC_NOTIFY_LEASE_SECONDS", 60) * 1000;
+    options.leaseMs = positive(env.SVC_NOTIFY_LEASE_SECONDS, "SVC_NOTIFY_LEASE_SECONDS", 25) * 1000;
   if (env.SVC_MAX_DESTINATIONS)
     options.maxDestinationsPerProject = positive(env.SVC_MAX_DESTINATIONS, "SVC_MAX_DESTINATIONS", 5);
   if (env.SVC_MAX_SILENCES)

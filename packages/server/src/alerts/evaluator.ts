@@ -171,8 +171,16 @@ interface RuleOutcome {
 class EvaluatorImpl implements Evaluator {
   readonly #deps: EvaluatorDeps;
   #timer: NodeJS.Timeout | undefined;
+  /** Renews the shard leases between cycles and evaluates shards taken over (issue 48). */
+  #keeper: NodeJS.Timeout | undefined;
+  /** The shards the last cycles evaluated (undefined before the first, or without shards). */
+  #evaluated: ReadonlySet<number> | undefined;
+  /** performance.now() when the last full cycle began. */
+  #lastCycleMs: number | undefined;
   #running: Promise<unknown> = Promise.resolve();
   #cycling = false;
+  /** A timer's cycle (of every shard held) runs or waits to. */
+  #ticking = false;
   #nudged = false;
   #lastPurge = 0;
   /** Instances flagged during the running cycle. */
@@ -186,23 +194,72 @@ class EvaluatorImpl implements Evaluator {
 
   start(): void {
     if (this.#timer) return;
-    this.#timer = setInterval(() => {
+    const tick = () =>
       void this.tick().catch((err: unknown) =>
         this.#deps.log.error({ err }, "alert evaluation cycle failed"),
       );
-    }, this.#deps.options.evaluationIntervalMs);
+    this.#timer = setInterval(tick, this.#deps.options.evaluationIntervalMs);
     this.#timer.unref();
+    // A starting replica takes its share and evaluates it at once, not a cycle later (issue 48).
+    setImmediate(tick);
+    const { shards } = this.#deps;
+    if (shards) {
+      this.#keeper = setInterval(
+        () =>
+          void this.#keep().catch((err: unknown) =>
+            this.#deps.log.error({ err }, "renewing the evaluator's shard leases failed"),
+          ),
+        shards.renewIntervalMs,
+      );
+      this.#keeper.unref();
+    }
   }
 
   async tick(atMs?: number): Promise<CycleReport | undefined> {
     const { shards, now } = this.#deps;
     // Leases are renewed even while a long cycle runs, so a slow cycle does not hand its shards over.
     const held = shards ? await shards.acquire(now()) : undefined;
-    const m = this.#deps.instruments;
-    if (m) m.state.holdsLease = held === undefined || held.size > 0;
+    this.#held(held);
     // A cycle still running (longer than the interval) is not queued behind: the next tick evaluates.
-    if (this.#cycling || held?.size === 0) return undefined;
-    return this.#serial(() => this.#cycle(atMs ?? now(), held));
+    // One of shards just taken over (#keep) is short: this cycle waits for it rather than be skipped.
+    if (this.#ticking || held?.size === 0) return undefined;
+    this.#ticking = true;
+    this.#lastCycleMs = performance.now();
+    let report: CycleReport;
+    try {
+      report = await this.#serial(() => this.#cycle(atMs ?? now(), held));
+    } finally {
+      this.#ticking = false;
+    }
+    this.#evaluated = held;
+    // Shards beyond this replica's share (a replica joined) go back right after being evaluated, so
+    // the replica taking them evaluates them well within a cycle of this one (cluster/shards.ts).
+    if (shards) this.#held(await shards.acquire(now(), { shed: true }));
+    return report;
+  }
+
+  /**
+   * Between cycles, every renewIntervalMs: renews the leases, takes free or expired shards (a replica
+   * stopped or died) and evaluates the ones taken at once rather than at the next cycle.
+   */
+  async #keep(): Promise<void> {
+    const { shards, now } = this.#deps;
+    if (!shards) return;
+    const held = await shards.acquire(now());
+    this.#held(held);
+    const fresh = new Set([...held].filter((s) => !this.#evaluated?.has(s)));
+    if (fresh.size === 0 || this.#cycling || !this.#timer) return;
+    await this.#serial(() => this.#cycle(now(), fresh));
+    this.#evaluated = new Set([...(this.#evaluated ?? []), ...fresh]);
+  }
+
+  #held(held: ReadonlySet<number> | undefined): void {
+    const m = this.#deps.instruments;
+    if (m) {
+      m.state.holdsLease = held === undefined || held.size > 0;
+      if (this.#deps.shards) m.state.shards = this.#deps.shards.status;
+    }
+    if (held && this.#evaluated) this.#evaluated = new Set([...this.#evaluated].filter((s) => held.has(s)));
   }
 
   nudge(): void {
@@ -220,9 +277,21 @@ class EvaluatorImpl implements Evaluator {
   }
 
   async stop(): Promise<void> {
+    const started = this.#timer !== undefined;
     clearInterval(this.#timer);
+    clearInterval(this.#keeper);
     this.#timer = undefined;
+    this.#keeper = undefined;
     await this.#running.catch(() => {});
+    // A stopping replica evaluates its shards once more when its last cycle began more than half a
+    // cycle ago, so whoever takes them over after the release evaluates them within a cycle.
+    const { shards, now } = this.#deps;
+    const last = this.#lastCycleMs;
+    const half = this.#deps.options.evaluationIntervalMs / 2;
+    if (started && shards && this.#evaluated?.size && last !== undefined && performance.now() - last > half)
+      await this.#serial(() => this.#cycle(now(), this.#evaluated)).catch((err: unknown) =>
+        this.#deps.log.error({ err }, "the last alert evaluation before stopping failed"),
+      );
   }
 
   /** One cycle or apply at a time: they write the same rows. */

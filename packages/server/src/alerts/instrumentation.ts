@@ -8,6 +8,8 @@ export function createAlertMetrics(registry: Registry, intervalSeconds: number) 
   // Set by the evaluator; read at scrape time for the lag.
   const state = {
     holdsLease: false,
+    /** The shard leases' last renewal (cluster/shards.ts), with several replicas. */
+    shards: undefined as { readonly held: number; readonly unowned: number | undefined } | undefined,
     lastCycleStartMs: undefined as number | undefined,
     now: () => Date.now(),
   };
@@ -20,6 +22,20 @@ export function createAlertMetrics(registry: Registry, intervalSeconds: number) 
     "svc_alerts_lease_held",
     "1 while this process holds at least one evaluator shard lease (evaluates those shards' projects), else 0.",
     () => (state.holdsLease ? 1 : 0),
+  );
+  observed(
+    registry,
+    "gauge",
+    "svc_alerts_shards_held",
+    "Evaluator shards whose lease this process holds (0 on a replica that evaluates nothing); absent before the first renewal.",
+    () => state.shards?.held,
+  );
+  observed(
+    registry,
+    "gauge",
+    "svc_alerts_shards_unowned",
+    "Evaluator shards without a live lease as this process's last renewal left them (their projects are not evaluated until one is taken).",
+    () => state.shards?.unowned,
   );
   observed(
     registry,

@@ -74,6 +74,33 @@ describe("derive()", () => {
     });
   }
 
+  it("refuses a utilization that cannot be real, naming why, and stores what is real (issue 48)", () => {
+    const refusals = (cpu: Point[], inventory: number, state: VmDeriveState = {}) => {
+      const d = derive({ ...emptyBatch(), cpuSeconds: cpu }, state, inventory);
+      return {
+        kept: d.cpuUtilizationPct.map((x) => [x.t, Math.round(x.v)]),
+        refused: d.refusedUtilization.map((r) => [r.t, r.reason]),
+      };
+    };
+    // 90 CPU-seconds in 30 s on 2 vCPUs: 150 %.
+    assert.deepEqual(refusals([p(0, 0), p(30 * S, 90)], 2), {
+      kept: [],
+      refused: [[30 * S, "over_capacity"]],
+    });
+    // Every vCPU busy the whole interval is real.
+    assert.deepEqual(refusals([p(0, 0), p(30 * S, 60)], 2), { kept: [[30 * S, 100]], refused: [] });
+    // Two writers for one VM: 1,000 then 500 s. Read as a reset, 500 s in 30 s on one vCPU is 1,667 %.
+    assert.deepEqual(refusals([p(0, 1000), p(30 * S, 500), p(60 * S, 1010)], 1), {
+      kept: [],
+      refused: [
+        [30 * S, "counter_backwards"],
+        [60 * S, "over_capacity"],
+      ],
+    });
+    // A genuine reset (a reboot) still counts its new value as the delta.
+    assert.deepEqual(refusals([p(0, 1000), p(30 * S, 6)], 1), { kept: [[30 * S, 20]], refused: [] });
+  });
+
   it("keeps state across batches so the next batch continues the series", () => {
     const state: VmDeriveState = {};
     derive({ ...emptyBatch(), cpuSeconds: [p(0, 0)] }, state, 1);

@@ -1,5 +1,5 @@
 /**
- * Series computed at ingest (DESIGN §6): CPU utilization per sampling interval with the vCPU count of
+ * Series computed at ingest (docs/ingest.md): CPU utilization per sampling interval with the vCPU count of
  * that interval, guest memory used = total − free, and the newest source observation time. Pure state
  * machine, no I/O: the ingest path feeds it one VM's samples of a batch and appends what it returns.
  */
@@ -28,8 +28,24 @@ export interface VmDeriveState {
   lastObservationT?: number;
 }
 
+/**
+ * Why a CPU utilization was not stored (issue 48): `over_capacity`, above 100 % of the VM's vCPUs;
+ * `counter_backwards`, the counter fell and the fall read as a reset is above it too (two writers
+ * sending different counters for one VM, not a restart).
+ */
+export type UtilizationRefusal = "over_capacity" | "counter_backwards";
+export const UTILIZATION_REFUSALS: readonly UtilizationRefusal[] = ["over_capacity", "counter_backwards"];
+
+/**
+ * Above this a utilization cannot be real: 100 % of the vCPUs, with room for timestamps rounded to the
+ * millisecond and a counter read a moment apart from its timestamp.
+ */
+export const MAX_UTILIZATION_PCT = 101;
+
 export interface Derived {
   readonly cpuUtilizationPct: Point[];
+  /** Utilizations refused, with why (not in cpuUtilizationPct). */
+  readonly refusedUtilization: { readonly t: number; readonly reason: UtilizationRefusal }[];
   readonly memoryUsedBytes: Point[];
   readonly lastObservation: Point[];
 }
@@ -65,6 +81,7 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
   };
 
   const cpuUtilizationPct: Point[] = [];
+  const refusedUtilization: { t: number; reason: UtilizationRefusal }[] = [];
   for (const p of sortedByTime(batch.cpuSeconds)) {
     if (p.stale) {
       cpuUtilizationPct.push({ t: p.t, v: Number.NaN, stale: true });
@@ -77,7 +94,10 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
       // A counter reset (restart) counts the new value as the delta, as Prometheus' rate() does.
       const delta = p.v >= last.v ? p.v - last.v : p.v;
       const n = vcpusAt(p.t);
-      cpuUtilizationPct.push({ t: p.t, v: (delta / (((p.t - last.t) / 1000) * n)) * 100, stale: false });
+      const pct = (delta / (((p.t - last.t) / 1000) * n)) * 100;
+      if (pct > MAX_UTILIZATION_PCT)
+        refusedUtilization.push({ t: p.t, reason: p.v >= last.v ? "over_capacity" : "counter_backwards" });
+      else cpuUtilizationPct.push({ t: p.t, v: pct, stale: false });
     }
     // In place: one object per VM for good, not a new one per sample to be promoted and collected.
     if (last) {
@@ -107,7 +127,7 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
     lastObservation.push({ t: batch.newestT, v: batch.newestT / 1000, stale: false });
     state.lastObservationT = batch.newestT;
   }
-  return { cpuUtilizationPct, memoryUsedBytes, lastObservation };
+  return { cpuUtilizationPct, refusedUtilization, memoryUsedBytes, lastObservation };
 }
 
 const byTime = (a: Point, b: Point) => a.t - b.t;

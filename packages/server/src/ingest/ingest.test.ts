@@ -1,12 +1,19 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { pushRemoteWrite, snappyCompress, type TimeSeries } from "@svc/remotewrite";
+import {
+  decodeWriteRequestCompact,
+  encodeWriteRequest,
+  pushRemoteWrite,
+  snappyCompress,
+  type TimeSeries,
+} from "@svc/remotewrite";
 import { parseVmName } from "../inventory/names.ts";
 import { type LabelMatcher, labelValue, staleNaN } from "../storage/interface.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { rwSeries } from "../testing/remote-write.ts";
 import { issueAgentToken } from "./credentials.ts";
+import { createIngester } from "./ingest.ts";
 
 const [sqlite] = await testDialects();
 const S = 1000;
@@ -66,6 +73,39 @@ describe("remote-write ingest", () => {
     assert.deepEqual([...obs[0].values], [(t0 + 60 * S) / 1000]);
     // Another project's reader sees nothing of it.
     assert.equal((await read("ing-other", "svc_vm_cpu_utilization_pct", vm)).length, 0);
+  });
+
+  it("a restarted replica or one a writer moved to reads the previous CPU sample back: no derived point is lost (issue 48)", async () => {
+    const vm = p.vms[1];
+    const cpu = (points: [number, number][]) =>
+      decodeWriteRequestCompact(
+        encodeWriteRequest({
+          timeseries: [rwSeries("svc_vm_cpu_seconds_total", { vm }, points)],
+          metadata: [],
+        }),
+      );
+    // The writer's first two samples reach the app's replica, the third a fresh one (a restart, or the
+    // balancer moved the writer) on the same store; a fresh one without the read loses that point.
+    const base = t0 + 120 * S;
+    await push(t.app.config.collectorToken, [
+      rwSeries("svc_vm_cpu_seconds_total", { vm }, [
+        [base, 10],
+        [base + 30 * S, 25],
+      ]),
+    ]);
+    const moved = createIngester({ db: t.app.db.db, storage: t.app.tsdb, readBack: t.app.metrics });
+    const res = await moved.ingest({ kind: "collector" }, cpu([[base + 60 * S, 55]]));
+    assert.deepEqual(res.refused, {});
+    const memoryOnly = createIngester({ db: t.app.db.db, storage: t.app.tsdb });
+    await memoryOnly.ingest({ kind: "collector" }, cpu([[base + 90 * S, 70]]));
+    const util = await read("ing", "svc_vm_cpu_utilization_pct", vm);
+    assert.deepEqual(
+      [...util[0].timestamps].map((x) => (x - base) / S),
+      [30, 60],
+      "the point after the move derived from the stored sample; without the read the next is lost",
+    );
+    // vm-b has 2 vCPUs: 15 s in 30 s is 25 %, 30 s in 30 s is 50 %.
+    assert.deepEqual([...util[0].values], [25, 50]);
   });
 
   it("keeps the valid part of a batch and says which series were refused and how many", async () => {

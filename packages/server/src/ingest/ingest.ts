@@ -1,6 +1,7 @@
 import { type CompactWriteRequest, labelsOfKeyBytes } from "@svc/remotewrite";
 import type { Db } from "../db/database.ts";
 import { parseVmName, type VmRef, vmName } from "../inventory/names.ts";
+import type { MetricsBackend } from "../metrics/backend.ts";
 import { type Source, seriesCatalog } from "../metrics/catalog.ts";
 import {
   type Appender,
@@ -12,7 +13,13 @@ import {
   staleNaN,
 } from "../storage/interface.ts";
 import type { IngestPrincipal } from "./credentials.ts";
-import { derive, type Point, type VmDeriveState } from "./derive.ts";
+import {
+  derive,
+  MAX_DERIVE_INTERVAL_MS,
+  type Point,
+  type UtilizationRefusal,
+  type VmDeriveState,
+} from "./derive.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
 import { dataView, SeriesCache } from "./series-cache.ts";
 
@@ -78,7 +85,13 @@ interface VmSlot {
  * labels, append the valid samples and the derived series, commit (durable in the WAL before the
  * promise resolves). Invalid series are refused and counted; the valid rest of the batch is kept.
  */
-export function createIngester(deps: { db: Db; storage: Storage; metrics?: IngestMetrics }): Ingester {
+export function createIngester(deps: {
+  db: Db;
+  storage: Storage;
+  metrics?: IngestMetrics;
+  /** Reads a VM's previous CPU counter sample back from the store (docs/ingest.md); absent: memory only. */
+  readBack?: Pick<MetricsBackend, "select">;
+}): Ingester {
   const state = new Map<string, VmDeriveState>();
 
   // Known VMs, re-read at most every VM_CACHE_TTL_MS: a collector sends every VM every 30 s, and one
@@ -121,6 +134,70 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
       const slot = vmSlots.get(name);
       if (slot && !found.has(name)) slot.info = undefined;
     }
+  }
+
+  /**
+   * The previous CPU counter sample of each VM in the request whose derive state does not hold the one
+   * just before it (this replica restarted, or the writer came from another replica), read back from
+   * the store, so its first utilization point is not lost (issue 48). Once per VM and move: the state
+   * holds it afterwards.
+   */
+  async function readBackPrevious(req: CompactWriteRequest, known: Known, src: 0 | 1): Promise<void> {
+    const readBack = deps.readBack;
+    if (!readBack) return;
+    const wanted = new Map<VmSourceSlot, number>();
+    for (let i = 0; i < req.seriesCount; i++) {
+      let ss: VmSourceSlot | undefined;
+      const hit = known.hits[i];
+      if (hit) {
+        if (hit.sink === hit.ss.batch.cpuSeconds) ss = hit.ss;
+      } else {
+        const labels = known.misses?.[i];
+        if (labels?.some((l) => l.name === "__name__" && l.value === CPU_SECONDS)) {
+          const slot = vmSlots.get(labels.find((l) => l.name === "vm")?.value ?? "");
+          if (slot?.info) ss = sourceSlot(slot, src);
+        }
+      }
+      if (!ss) continue;
+      let minT = Number.POSITIVE_INFINITY;
+      for (let k = req.sampleStart[i]; k < req.sampleStart[i + 1]; k++)
+        minT = Math.min(minT, req.timestampsMs[k]);
+      const last = ss.state.lastCpu;
+      if (last && (last.t >= minT || minT - last.t <= READ_BACK_AFTER_MS)) continue;
+      wanted.set(ss, Math.min(minT, wanted.get(ss) ?? minT));
+    }
+    await Promise.all(
+      [...wanted].map(async ([ss, minT]) => {
+        const ref = ss.vm.info?.ref;
+        if (!ref) return;
+        let newest: { t: number; v: number } | undefined;
+        try {
+          const series = await readBack.select(
+            ref.projectId,
+            [
+              { type: "=", name: "__name__", value: CPU_SECONDS },
+              { type: "=", name: "vm", value: ss.vm.name },
+              { type: "=", name: "source", value: SOURCES[src] },
+            ],
+            minT - MAX_DERIVE_INTERVAL_MS,
+            minT - 1,
+          );
+          for (const sd of series) {
+            const i = sd.timestamps.length - 1;
+            if (i < 0 || (newest && sd.timestamps[i] <= newest.t)) continue;
+            newest = { t: sd.timestamps[i], v: sd.values[i] };
+          }
+        } catch {
+          // The store unavailable: the utilization starts a sample later, as without the read.
+          return;
+        }
+        // A staleness marker ends the series: nothing to derive from. A newer state (another request
+        // derived meanwhile) wins.
+        if (!newest || Number.isNaN(newest.v)) return;
+        const last = ss.state.lastCpu;
+        if (!last || last.t < newest.t) ss.state.lastCpu = newest;
+      }),
+    );
   }
 
   const fresh = (slot: VmSlot | undefined, now: number): boolean =>
@@ -230,9 +307,11 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
     }
 
     let derivedSamples = 0;
+    const refusedUtilization: UtilizationRefusal[] = [];
     for (const ss of touched) {
       const batch = ss.batch;
       const d = derive(batch, ss.state, ss.vm.info!.vcpus);
+      for (const r of d.refusedUtilization) refusedUtilization.push(r.reason);
       derivedSamples +=
         appendDerived(app, ss, 0, d.cpuUtilizationPct) +
         appendDerived(app, ss, 1, d.memoryUsedBytes) +
@@ -244,7 +323,7 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
       batch.memTotal.length = 0;
       batch.memFree.length = 0;
     }
-    return { app, result, derivedSamples, src, series: n, samples: req.sampleCount };
+    return { app, result, derivedSamples, refusedUtilization, src, series: n, samples: req.sampleCount };
   }
 
   /** Commits a staged request (durable in the WAL) and completes its result. */
@@ -277,6 +356,7 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
       m.acceptedSeries.inc({ source: PRINCIPAL_KINDS[src] }, s.series - refusedSeries);
       m.acceptedSamples.inc({ source: PRINCIPAL_KINDS[src] }, result.acceptedSamples);
       m.derivedSamples.inc(derivedSamples);
+      for (const reason of s.refusedUtilization) m.refusedUtilization.inc({ reason });
       m.batchSamples.observe(s.samples);
     }
     return result;
@@ -323,6 +403,7 @@ export function createIngester(deps: { db: Db; storage: Storage; metrics?: Inges
       const now = Date.now();
       const known = lookUp(req, src, now);
       if (known.lookup) await refreshVms(known.lookup, now);
+      await readBackPrevious(req, known, src);
       if (seriesCaches[src].size > 1_000_000) seriesCaches[src].clear();
       // Staged synchronously, committed by another function: while the commit waits for the WAL, this
       // frame holds nothing, so the decoded request (its label keys and columns) dies young instead
@@ -343,10 +424,19 @@ interface Staged {
   readonly app: Appender;
   readonly result: IngestResult;
   readonly derivedSamples: number;
+  /** CPU utilizations derived but refused as impossible, by reason. */
+  readonly refusedUtilization: UtilizationRefusal[];
   readonly src: 0 | 1;
   readonly series: number;
   readonly samples: number;
 }
+
+const CPU_SECONDS = "svc_vm_cpu_seconds_total";
+/**
+ * A VM's previous CPU sample is read back from the store when the derive state's is older than this
+ * before the request's (three 30 s collections): a writer sending less often pays one read per batch.
+ */
+const READ_BACK_AFTER_MS = 90_000;
 
 /** How long a known VM is trusted without re-reading the inventory, ms. */
 export const VM_CACHE_TTL_MS = 10_000;

@@ -1,4 +1,5 @@
 import { counter, histogram, LATENCY_BUCKETS, type Registry } from "../instrument.ts";
+import { UTILIZATION_REFUSALS } from "./derive.ts";
 import type { IngestRefusal } from "./ingest.ts";
 
 /** Every refusal reason, so each series exists (at 0) before the first refusal. */
@@ -57,6 +58,13 @@ export function createIngestMetrics(registry: Registry) {
       registry,
       "svc_ingest_derived_samples_total",
       "Samples of the series svc derives on ingest (CPU utilisation, memory used, last observation).",
+    ),
+    refusedUtilization: counter(
+      registry,
+      "svc_ingest_cpu_utilization_refused_total",
+      "CPU utilizations derived on ingest and not stored because they cannot be real, by reason (over_capacity: above 100 % of the VM's vCPUs; counter_backwards: a counter that fell, two writers for one VM).",
+      ["reason"],
+      UTILIZATION_REFUSALS.map((reason) => ({ reason })),
     ),
     batchSamples: histogram(
       registry,

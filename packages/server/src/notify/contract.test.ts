@@ -18,6 +18,7 @@ import { createLogSender } from "./channels/email.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import { postJson } from "./http.ts";
 import { resolveNotifyOptions } from "./options.ts";
+import { fanout } from "./outbox.ts";
 import { createSealer } from "./seal.ts";
 
 /**
@@ -71,19 +72,30 @@ for (const { dialect, skip } of await testDialects()) {
         .sessionToken;
     };
     /** A dispatcher on the app's database with a fixed jitter (factor 1) and its own request timeout. */
-    function dispatcher(requestTimeoutMs = 10_000, log = pino({ level: "silent" })) {
-      const options = resolveNotifyOptions({ allowHosts: ["127.0.0.1"], requestTimeoutMs });
+    function dispatcher(
+      requestTimeoutMs = 10_000,
+      over: { pollIntervalMs?: number; delayMs?: number; log?: pino.Logger } = {},
+    ) {
+      const log = over.log ?? pino({ level: "silent" });
+      const options = resolveNotifyOptions({
+        allowHosts: ["127.0.0.1"],
+        requestTimeoutMs,
+        ...(over.pollIntervalMs ? { pollIntervalMs: over.pollIntervalMs } : {}),
+      });
       return createDispatcher({
         db: t.app.db.db,
         options,
         sealer: createSealer(t.app.config.secretKey),
         mailer: createLogSender(pino({ level: "silent" })),
-        post: (url, body, headers) =>
-          postJson(url, body, headers, {
+        post: async (url, body, headers) => {
+          // A slow receiver: the first request to a URL ending in /slow answers after delayMs.
+          if (over.delayMs && url.endsWith("/slow")) await new Promise((r) => setTimeout(r, over.delayMs));
+          return postJson(url, body, headers, {
             timeoutMs: requestTimeoutMs,
             allowHosts: ["127.0.0.1"],
             ca: tls.cert,
-          }),
+          });
+        },
         baseUrl: t.baseUrl,
         now: () => t.clock.ms,
         log,
@@ -176,6 +188,38 @@ for (const { dialect, skip } of await testDialects()) {
       await cleanup(rule.name, d);
     });
 
+    it("a pass kept open by a slow destination claims with the time of each claim: a lease that ran out meanwhile is taken (issue 48)", async () => {
+      const slow = await webhook("slow");
+      const other = await webhook("other");
+      const t0 = t.clock.ms + H;
+      t.clock.ms = t0;
+      // One rule sending to both; the other's delivery is held by a replica that died, its lease ending
+      // 300 ms into the pass that the slow destination keeps open for 3 s.
+      const rule = await owner().alerts.saveAlertRule({
+        projectName: p.projectName,
+        id: randomUUID(),
+        requestId: randomUUID(),
+        expectedVersion: "0",
+        spec: spec({ destinationNames: [slow, other] }),
+      });
+      await cpu(t0 - MIN, t0 + 30 * S, 97);
+      await t.app.evaluator.runCycle(t0);
+      const otherId = other.split("/").pop() ?? "";
+      await fanout({ db: t.app.db.db, baseUrl: t.baseUrl, messageTtlMs: 86_400_000 }, t0);
+      await t.app.db.db
+        .updateTable("deliveries")
+        .set({ lease_until: t0 + 300 })
+        .where("destination_id", "=", otherId)
+        .execute();
+      try {
+        const sent = await dispatcher(10_000, { pollIntervalMs: 50, delayMs: 3_000 }).runOnce(t0);
+        assert.equal(sent.sent, 2, "the slow one and, during its attempt, the one whose lease ran out");
+      } finally {
+        await cleanup(rule.name, slow);
+        await owner().destinations.deleteDestination({ name: other });
+      }
+    });
+
     it("an attempt that times out is a failure retried with the same DeliveryID, and sent once the endpoint answers", async () => {
       const d = await webhook("slow");
       const { t0, rule } = await fire(d);
@@ -219,7 +263,7 @@ for (const { dialect, skip } of await testDialects()) {
       const d = created.destination?.name ?? "";
       try {
         const { t0, rule } = await fire(d);
-        const disp = dispatcher(10_000, log);
+        const disp = dispatcher(10_000, { log });
         await disp.runOnce(t0);
         // The port closes: the retry is refused.
         await ssh.close();

@@ -212,7 +212,12 @@ class DispatcherImpl implements Dispatcher {
       });
       w();
     };
-    const released: string[] = [];
+    /** Claimed but not attempted: released at the end of the pass (each under the lease its claim wrote). */
+    const released: DeliveryTable[] = [];
+    // A pass may claim again long after it began (a slow destination keeps it open): each claim leases
+    // from its own time, so the lease it writes is as long as the one the attempts count from
+    // (claimedAt), and a lease that ran out meanwhile (a crashed replica's) is seen as free (issue 48).
+    const passStarted = performance.now();
     const refill = async () => {
       const fanned = await fanout(
         { db, baseUrl: this.#deps.baseUrl, messageTtlMs: options.messageTtlMs },
@@ -222,7 +227,9 @@ class DispatcherImpl implements Dispatcher {
       leftOut = new Set(
         [...open.values()].filter((q) => q.items.length - q.next >= share).map((q) => q.destinationId),
       );
-      const claimed = await this.#claim(atMs, batch, [...leftOut]);
+      const claimed = await this.#claim(atMs + Math.round(performance.now() - passStarted), batch, [
+        ...leftOut,
+      ]);
       exhausted = fanned < batch && claimed.length < batch;
       if (claimed.length === 0) return;
       const claimedAt = performance.now();
@@ -261,7 +268,7 @@ class DispatcherImpl implements Dispatcher {
         // No attempt starts in the second half of the lease, so every one ends (≤ requestTimeoutMs)
         // and is recorded while the lease still holds; the rest go back to the outbox at once.
         if (performance.now() - claimedAt > options.leaseMs / 2) {
-          released.push(d.id);
+          released.push(d);
           continue;
         }
         if (
@@ -301,7 +308,7 @@ class DispatcherImpl implements Dispatcher {
               waiting.unshift(q);
             } else {
               // Not attempted after a failure: due again at once, after this pass.
-              for (const i of q.items.slice(q.next)) released.push(i.d.id);
+              for (const i of q.items.slice(q.next)) released.push(i.d);
               open.delete(q.destinationId);
               // A destination the last claim left out may have more due: claim again.
               if (leftOut.has(q.destinationId)) exhausted = false;
@@ -341,14 +348,22 @@ class DispatcherImpl implements Dispatcher {
       await this.#recordsWritten();
     }
     // Claimed but not attempted (a failure, or the second half of the lease): due again at once.
-    for (const q of open.values()) for (const i of q.items.slice(q.next)) released.push(i.d.id);
-    for (let i = 0; i < released.length; i += UPDATE_CHUNK)
-      await db
-        .updateTable("deliveries")
-        .set({ lease_until: null })
-        .where("id", "in", released.slice(i, i + UPDATE_CHUNK))
-        .where("lease_until", "=", atMs + options.leaseMs)
-        .execute();
+    for (const q of open.values()) for (const i of q.items.slice(q.next)) released.push(i.d);
+    const byLease = new Map<number, string[]>();
+    for (const d of released) {
+      const lease = d.lease_until ?? 0;
+      const ids = byLease.get(lease);
+      if (ids) ids.push(d.id);
+      else byLease.set(lease, [d.id]);
+    }
+    for (const [lease, ids] of byLease)
+      for (let i = 0; i < ids.length; i += UPDATE_CHUNK)
+        await db
+          .updateTable("deliveries")
+          .set({ lease_until: null })
+          .where("id", "in", ids.slice(i, i + UPDATE_CHUNK))
+          .where("lease_until", "=", lease)
+          .execute();
     const writeError = this.#writeError;
     this.#writeError = undefined;
     if (failure) throw failure.err;

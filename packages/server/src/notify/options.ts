@@ -36,7 +36,8 @@ export const defaultNotifyOptions: NotifyOptions = {
   messageTtlMs: 86_400_000,
   minRetryAfter429Ms: 60_000,
   requestTimeoutMs: 10_000,
-  leaseMs: 60_000,
+  // Under a cycle (30 s): a crashed replica's claims are free again within one (issue 48).
+  leaseMs: 25_000,
   pollIntervalMs: 1_000,
   concurrency: 16,
   historyRetentionMs: 90 * 86_400_000,
