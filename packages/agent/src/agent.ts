@@ -1,14 +1,14 @@
 import {
   encodeWriteRequest,
+  httpPost,
   pushRemoteWrite,
   RemoteWritePushError,
+  Spool,
   snappyCompress,
   snappyDecompress,
 } from "@svc/remotewrite";
-import { httpPost } from "./http-post.ts";
 import { type AgentOptions, writeUrl } from "./options.ts";
 import { collect } from "./procfs/collect.ts";
-import { Spool } from "./spool.ts";
 
 /** Counters since start; batches are one collection each. */
 export interface AgentStats {

@@ -148,7 +148,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     metrics,
     limiter,
     now,
-    options: resolveMetricsOptions({ retentionMs: config.retentionMs }),
+    options: resolveMetricsOptions({ ...config.metrics, retentionMs: config.retentionMs }),
   };
   const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.

@@ -6,6 +6,7 @@ import { bearerToken } from "../iam/principal.ts";
 import { authenticateIngest } from "./credentials.ts";
 import { describeRefusals, type Ingester } from "./ingest.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
+import { registerVmStateRoute } from "./vm-states.ts";
 
 export interface IngestHttpDeps {
   readonly db: Db;
@@ -40,6 +41,7 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
         if (s && s.t0 > 0) m.duration.observe((performance.now() - s.t0) / 1000);
       });
     }
+    registerVmStateRoute(scope, deps);
     scope.post("/v1/ingest/prometheus/api/v1/write", async (req, reply) => {
       let principal: Awaited<ReturnType<typeof authenticateIngest>>;
       try {
