@@ -39,7 +39,7 @@ import {
 } from "../../packages/agent/src/testing/debian-root.ts";
 import { freePort } from "../../packages/server/src/net/free-port.ts";
 import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
-import { loadAverageLine, median, procCpuS as cpuS, procRssKiB as rssKiB } from "../common/measure.ts";
+import { procCpuS as cpuS, loadAverageLine, median, procRssKiB as rssKiB } from "../common/measure.ts";
 
 const quick = process.argv.includes("--quick");
 const intervalS = numberArg("--interval") ?? (quick ? 10 : 30);

@@ -366,7 +366,7 @@ describe("svc-collector on a real libvirt host", { skip, timeout: 300_000 }, () 
     const n0 = cycles.length;
     const restarting = t.restart(3 * INTERVAL);
     await sleep(200);
-    await cyclesFor(4, false);
+    await cyclesFor(3, false);
     assert.ok(
       collector.stats().spoolPending >= 3,
       `spooled during the outage: ${collector.stats().spoolPending}`,
