@@ -21,7 +21,7 @@ import {
   LIBVIRT_SOCKET,
   libvirtUnavailable,
   sleep,
-  startGuest,
+  startGuests,
   startLibvirt,
   stopLibvirt,
   stopLibvirtd,
@@ -72,9 +72,9 @@ describe("svc-collector on a real libvirt host", { skip, timeout: 300_000 }, () 
     );
     p = await t.seedProject("hyper", ["vm-1", "vm-2"]);
     const tag = process.pid % 1000;
-    [g1, g2] = await Promise.all([
-      startGuest({ name: `svc-hv1-${tag}`, svcVm: vm1(), tap: `svchv1x${tag}`, burnAfterS: 0 }),
-      startGuest({ name: `svc-hv2-${tag}`, svcVm: vm2() }),
+    [g1, g2] = await startGuests([
+      { name: `svc-hv1-${tag}`, svcVm: vm1(), tap: `svchv1x${tag}`, burnAfterS: 0 },
+      { name: `svc-hv2-${tag}`, svcVm: vm2() },
     ]);
     // A domain svc does not know: defined (inactive), no metadata element.
     const dir = mkdtempSync(join(tmpdir(), "svc-unmapped-"));
