@@ -1,9 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { Db } from "../db/database.ts";
 import { SvcError } from "../errors.ts";
-import { bearerToken } from "../iam/principal.ts";
 import { recordStateEvent } from "../inventory/vms.ts";
-import { authenticateIngest } from "./credentials.ts";
+import { ingestPrincipalOr401 } from "./credentials.ts";
 
 export const VM_STATES_PATH = "/v1/ingest/vm-states";
 const MAX_EVENTS = 10_000;
@@ -24,18 +23,8 @@ interface Deps {
  */
 export function registerVmStateRoute(scope: FastifyInstance, deps: Deps): void {
   scope.post(VM_STATES_PATH, async (req, reply) => {
-    let principal: Awaited<ReturnType<typeof authenticateIngest>>;
-    try {
-      principal = await authenticateIngest(
-        deps.db,
-        bearerToken(req.headers.authorization),
-        deps.collectorToken,
-        deps.now(),
-      );
-    } catch (err) {
-      if (err instanceof SvcError) return reply.code(401).type("text/plain").send(`${err.message}\n`);
-      throw err;
-    }
+    const principal = await ingestPrincipalOr401(req, reply, deps);
+    if (!principal) return reply;
     if (principal.kind !== "collector") {
       return reply
         .code(403)
