@@ -3,10 +3,10 @@
 // packages/collector/dist/svc-collector_<version>_all.deb and SHA256SUMS. Install and configuration:
 // docs/hypervisor.md. Skips the work when the sources are older than the package; `--force` always builds.
 import { spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
+import { dpkgBuild, newest, putter, serviceMaintainerScripts } from "./lib/deb.mjs";
 import { isMain } from "./lib/is-main.mjs";
 
 const root = join(import.meta.dirname, "..");
@@ -22,21 +22,12 @@ const sources = [
   join(root, "scripts", "build-collector.mjs"),
 ];
 
-function newest(path) {
-  if (!existsSync(path)) return 0;
-  const s = statSync(path);
-  if (!s.isDirectory()) return s.mtimeMs;
-  let m = s.mtimeMs;
-  for (const e of readdirSync(path)) {
-    if (!e.endsWith(".test.ts") && e !== "testing") m = Math.max(m, newest(join(path, e)));
-  }
-  return m;
-}
-
 export async function buildCollector({ force = false } = {}) {
-  const upToDate = () => !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
+  const upToDate = () =>
+    !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
   if (upToDate()) return;
-  if (spawnSync("dpkg-deb", ["--version"]).status !== 0) throw new Error("dpkg-deb is missing (apt-get install dpkg)");
+  if (spawnSync("dpkg-deb", ["--version"]).status !== 0)
+    throw new Error("dpkg-deb is missing (apt-get install dpkg)");
   await lockedBuild(dist, upToDate, buildInto);
 }
 
@@ -46,12 +37,7 @@ async function buildInto(out) {
   const { build } = await import("esbuild");
   process.stdout.write(`building the hypervisor collector package ${debName}…\n`);
   const pkgRoot = join(out, "root");
-  const put = (path, content, mode) => {
-    const full = join(pkgRoot, path);
-    mkdirSync(join(full, ".."), { recursive: true });
-    writeFileSync(full, content);
-    chmodSync(full, mode);
-  };
+  const put = putter(pkgRoot);
 
   const bundle = await build({
     entryPoints: [join(pkgDir, "src", "main.ts")],
@@ -61,12 +47,14 @@ async function buildInto(out) {
     target: "node18.19",
     write: false,
     legalComments: "none",
-    banner: { js: `// svc-collector ${version}: the svc hypervisor collector, bundled from packages/collector.` },
+    banner: {
+      js: `// svc-collector ${version}: the svc hypervisor collector, bundled from packages/collector.`,
+    },
   });
   put("usr/lib/svc-collector/svc-collector.mjs", bundle.outputFiles[0].contents, 0o644);
   put(
     "usr/bin/svc-collector",
-    "#!/bin/sh\nexec node --no-warnings --max-old-space-size=96 /usr/lib/svc-collector/svc-collector.mjs \"$@\"\n",
+    '#!/bin/sh\nexec node --no-warnings --max-old-space-size=96 /usr/lib/svc-collector/svc-collector.mjs "$@"\n',
     0o755,
   );
   // The collector reaches libvirtd's read-write socket as a member of the libvirt group (the guest
@@ -127,59 +115,15 @@ Description: svc hypervisor collector for KVM/libvirt hosts
 `,
     0o644,
   );
-  put(
-    "DEBIAN/postinst",
-    `#!/bin/sh
-set -e
-if [ "$1" = configure ]; then
-  mkdir -p /var/lib/svc-collector
-  if ! getent passwd svc-collector >/dev/null; then
-    adduser --system --group --home /var/lib/svc-collector --no-create-home --shell /usr/sbin/nologin svc-collector >/dev/null
-  fi
-  if getent group libvirt >/dev/null; then adduser svc-collector libvirt >/dev/null; fi
-  install -d -m 0750 -o root -g svc-collector /etc/svc-collector
-  install -d -m 0700 -o svc-collector -g svc-collector /var/lib/svc-collector /var/lib/svc-collector/spool
-  if [ -f /etc/svc-collector/token ]; then chown root:svc-collector /etc/svc-collector/token; chmod 0640 /etc/svc-collector/token; fi
-  if [ -d /run/systemd/system ]; then
-    systemctl daemon-reload >/dev/null 2>&1 || true
-    if [ -f /etc/svc-collector/collector.env ]; then systemctl try-restart svc-collector.service >/dev/null 2>&1 || true; fi
-  fi
-fi
-exit 0
-`,
-    0o755,
+  // Its user reaches libvirtd's read-write socket through the libvirt group (docs/hypervisor.md).
+  const scripts = serviceMaintainerScripts(
+    "svc-collector",
+    "collector.env",
+    "  if getent group libvirt >/dev/null; then adduser svc-collector libvirt >/dev/null; fi\n",
   );
-  put(
-    "DEBIAN/prerm",
-    `#!/bin/sh
-set -e
-if [ "$1" = remove ]; then
-  if [ -d /run/systemd/system ]; then systemctl stop svc-collector.service >/dev/null 2>&1 || true; fi
-  if command -v systemctl >/dev/null; then systemctl disable svc-collector.service >/dev/null 2>&1 || true; fi
-fi
-exit 0
-`,
-    0o755,
-  );
-  put(
-    "DEBIAN/postrm",
-    `#!/bin/sh
-set -e
-if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null 2>&1 || true; fi
-if [ "$1" = purge ]; then
-  rm -rf /etc/svc-collector /var/lib/svc-collector
-  if getent passwd svc-collector >/dev/null; then userdel svc-collector >/dev/null 2>&1 || true; fi
-  if getent group svc-collector >/dev/null; then groupdel svc-collector >/dev/null 2>&1 || true; fi
-fi
-exit 0
-`,
-    0o755,
-  );
-  const built = join(out, debName);
-  const r = spawnSync("dpkg-deb", ["--root-owner-group", "-Zxz", "--build", pkgRoot, built], { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`build-collector: dpkg-deb failed: ${r.stderr}`);
-  rmSync(pkgRoot, { recursive: true, force: true });
-  const sha = createHash("sha256").update(readFileSync(built)).digest("hex");
-  writeFileSync(join(out, "SHA256SUMS"), `${sha}  ${debName}\n`);
+  put("DEBIAN/postinst", scripts.postinst, 0o755);
+  put("DEBIAN/prerm", scripts.prerm, 0o755);
+  put("DEBIAN/postrm", scripts.postrm, 0o755);
+  const sha = dpkgBuild(pkgRoot, out, debName);
   process.stdout.write(`built ${deb} (sha256 ${sha})\n`);
 }
