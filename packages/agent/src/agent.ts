@@ -3,6 +3,7 @@ import {
   httpPost,
   pushRemoteWrite,
   RemoteWritePushError,
+  SendLoop,
   Spool,
   snappyCompress,
   snappyDecompress,
@@ -49,11 +50,8 @@ class AgentImpl implements Agent {
   readonly #spool: Spool;
   readonly #url: string;
   #tick: NodeJS.Timeout | undefined;
-  #retry: NodeJS.Timeout | undefined;
-  #sending: Promise<void> | undefined;
-  #backoffMs = 0;
-  #stopped = false;
-  readonly #s = { collected: 0, sentBatches: 0, rejectedBatches: 0, retries: 0 };
+  readonly #loop: SendLoop;
+  readonly #s = { collected: 0, sentBatches: 0, rejectedBatches: 0 };
 
   constructor(o: AgentOptions) {
     this.#o = o;
@@ -66,6 +64,12 @@ class AgentImpl implements Agent {
       now: o.now,
     });
     if (this.#spool.pending > 0) this.#o.logger.info("spool backlog found", { batches: this.#spool.pending });
+    this.#loop = new SendLoop(() => this.#drain(), {
+      minMs: o.retryMinMs,
+      maxMs: o.retryMaxMs,
+      // A local failure (disk, corrupt record): keep the backlog and try again later.
+      onError: (err) => this.#o.logger.error("sender failed", { reason: (err as Error).message }),
+    });
   }
 
   start(): void {
@@ -83,46 +87,32 @@ class AgentImpl implements Agent {
       if (!this.#spool.append(payload, ts)) this.#o.logger.error("batch larger than the spool; dropped");
       this.#o.logger.debug("collected", { timestampMs: ts, series: series.length });
     }
-    this.#kick();
+    this.#loop.kick();
     return ts;
   }
 
   async flush(): Promise<void> {
-    while (this.#sending) await this.#sending;
+    await this.#loop.flush();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
     clearInterval(this.#tick);
-    clearTimeout(this.#retry);
-    await this.flush();
+    await this.#loop.stop();
     this.#spool.close();
   }
 
   stats(): AgentStats {
     return {
       ...this.#s,
+      retries: this.#loop.retries,
       spoolPending: this.#spool.pending,
       spoolBytes: this.#spool.bytes,
       ...this.#spool.counters,
     };
   }
 
-  #kick(): void {
-    if (this.#sending || this.#retry || this.#stopped) return;
-    this.#sending = this.#drain()
-      .catch((err: unknown) => {
-        // A local failure (disk, corrupt record): keep the backlog and try again later.
-        this.#o.logger.error("sender failed", { reason: (err as Error).message });
-        this.#scheduleRetry();
-      })
-      .finally(() => {
-        this.#sending = undefined;
-      });
-  }
-
-  async #drain(): Promise<void> {
-    while (!this.#stopped && this.#spool.pending > 0) {
+  async #drain(): Promise<"done" | "retry"> {
+    while (!this.#loop.stopped && this.#spool.pending > 0) {
       const batch = this.#spool.peek(this.#o.maxSendBytes);
       const body = batch.length === 1 ? batch[0].payload : this.#merge(batch.map((r) => r.payload));
       let token: string;
@@ -130,8 +120,7 @@ class AgentImpl implements Agent {
         token = this.#o.token();
       } catch (err) {
         this.#o.logger.error("token unavailable; batches stay spooled", { reason: (err as Error).message });
-        this.#scheduleRetry();
-        return;
+        return "retry";
       }
       let status: number;
       let text: string;
@@ -144,13 +133,12 @@ class AgentImpl implements Agent {
       } catch (err) {
         if (!(err instanceof RemoteWritePushError)) throw err;
         this.#o.logger.warn("push failed; spooling", { reason: err.message, pending: this.#spool.pending });
-        this.#scheduleRetry();
-        return;
+        return "retry";
       }
       if (status >= 200 && status < 300) {
         this.#spool.ack(batch.length);
         this.#s.sentBatches += batch.length;
-        this.#backoffMs = 0;
+        this.#loop.succeeded();
         continue;
       }
       if (status === 429 || status >= 500) {
@@ -159,8 +147,7 @@ class AgentImpl implements Agent {
           response: text.slice(0, 200),
           pending: this.#spool.pending,
         });
-        this.#scheduleRetry();
-        return;
+        return "retry";
       }
       // Any other answer will not change on retry: drop these batches, count them, go on.
       this.#spool.ack(batch.length);
@@ -172,6 +159,7 @@ class AgentImpl implements Agent {
         oldestTimestampMs: batch[0].createdMs,
       });
     }
+    return "done";
   }
 
   /** Several spooled bodies as one: concatenated WriteRequest encodings are one WriteRequest in protobuf. */
@@ -184,17 +172,5 @@ class AgentImpl implements Agent {
       off += p.length;
     }
     return snappyCompress(out);
-  }
-
-  #scheduleRetry(): void {
-    this.#s.retries++;
-    this.#backoffMs = Math.min(
-      this.#o.retryMaxMs,
-      this.#backoffMs === 0 ? this.#o.retryMinMs : this.#backoffMs * 2,
-    );
-    this.#retry = setTimeout(() => {
-      this.#retry = undefined;
-      this.#kick();
-    }, this.#backoffMs);
   }
 }

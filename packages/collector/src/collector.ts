@@ -5,6 +5,7 @@ import {
   httpPost,
   pushRemoteWrite,
   RemoteWritePushError,
+  SendLoop,
   Spool,
   snappyCompress,
   type TimeSeries,
@@ -87,11 +88,8 @@ class CollectorImpl implements Collector {
   #client: LibvirtClient | undefined;
   #libvirtDown = false;
   #tick: NodeJS.Timeout | undefined;
-  #retry: NodeJS.Timeout | undefined;
-  #sending: Promise<void> | undefined;
+  readonly #loop: SendLoop;
   #collecting: Promise<void> | undefined;
-  #backoffMs = 0;
-  #stopped = false;
   readonly #s = {
     cycles: 0,
     failedCycles: 0,
@@ -99,7 +97,6 @@ class CollectorImpl implements Collector {
     mappedDomains: 0,
     sentBatches: 0,
     partiallyRefusedBatches: 0,
-    retries: 0,
     lastCycleCpuMs: 0,
   };
 
@@ -117,6 +114,12 @@ class CollectorImpl implements Collector {
     this.#statePath = join(o.spoolDir, "reported-states.json");
     this.#reported = readJson(this.#statePath) ?? {};
     if (this.#spool.pending > 0) o.logger.info("spool backlog found", { batches: this.#spool.pending });
+    this.#loop = new SendLoop(() => this.#drain(), {
+      minMs: o.retryMinMs,
+      maxMs: o.retryMaxMs,
+      onError: (err) =>
+        o.logger.error("sender failed; batches stay spooled", { reason: (err as Error).message }),
+    });
   }
 
   start(): void {
@@ -191,19 +194,18 @@ class CollectorImpl implements Collector {
     }
     const cpu = process.cpuUsage(cpu0);
     this.#s.lastCycleCpuMs = (cpu.user + cpu.system) / 1000;
-    this.#kick();
+    this.#loop.kick();
   }
 
   async flush(): Promise<void> {
     if (this.#collecting) await this.#collecting;
-    while (this.#sending) await this.#sending;
+    await this.#loop.flush();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
     clearInterval(this.#tick);
-    clearTimeout(this.#retry);
-    await this.flush();
+    if (this.#collecting) await this.#collecting;
+    await this.#loop.stop();
     this.#client?.close();
     this.#spool.close();
   }
@@ -211,6 +213,7 @@ class CollectorImpl implements Collector {
   stats(): CollectorStats {
     return {
       ...this.#s,
+      retries: this.#loop.retries,
       spoolPending: this.#spool.pending,
       droppedOverflow: this.#spool.counters.droppedOverflow,
       droppedExpired: this.#spool.counters.droppedExpired,
@@ -310,21 +313,9 @@ class CollectorImpl implements Collector {
       this.#o.logger.error("batch larger than the spool; dropped", { bytes: payload.length });
   }
 
-  #kick(): void {
-    if (this.#sending || this.#retry || this.#stopped) return;
-    this.#sending = this.#drain()
-      .catch((err: unknown) => {
-        this.#o.logger.error("sender failed; batches stay spooled", { reason: (err as Error).message });
-        this.#scheduleRetry();
-      })
-      .finally(() => {
-        this.#sending = undefined;
-      });
-  }
-
   /** Sends spooled records one at a time, oldest first; a record is acknowledged only once svc took it. */
-  async #drain(): Promise<void> {
-    while (!this.#stopped && this.#spool.pending > 0) {
+  async #drain(): Promise<"done" | "retry"> {
+    while (!this.#loop.stopped && this.#spool.pending > 0) {
       const [rec] = this.#spool.peek(1);
       const kind = rec.payload[0];
       const body = rec.payload.subarray(1);
@@ -335,8 +326,7 @@ class CollectorImpl implements Collector {
         this.#o.logger.error("collector token unavailable; batches stay spooled", {
           reason: (err as Error).message,
         });
-        this.#scheduleRetry();
-        return;
+        return "retry";
       }
       let status: number;
       let text: string;
@@ -348,8 +338,7 @@ class CollectorImpl implements Collector {
           reason: err.message,
           pending: this.#spool.pending,
         });
-        this.#scheduleRetry();
-        return;
+        return "retry";
       }
       if (status >= 200 && status < 300) {
         this.#ack();
@@ -372,15 +361,15 @@ class CollectorImpl implements Collector {
         response: text.slice(0, 300),
         pending: this.#spool.pending,
       });
-      this.#scheduleRetry();
-      return;
+      return "retry";
     }
+    return "done";
   }
 
   #ack(): void {
     this.#spool.ack(1);
     this.#s.sentBatches++;
-    this.#backoffMs = 0;
+    this.#loop.succeeded();
   }
 
   async #send(kind: number, body: Uint8Array, token: string): Promise<{ status: number; text: string }> {
@@ -412,19 +401,6 @@ class CollectorImpl implements Collector {
       throw new RemoteWritePushError(`state events not delivered: ${code}`);
     }
     return { status: res.status, text: (await res.text()).slice(0, 4096) };
-  }
-
-  #scheduleRetry(): void {
-    this.#s.retries++;
-    this.#backoffMs = Math.min(
-      this.#o.retryMaxMs,
-      this.#backoffMs === 0 ? this.#o.retryMinMs : this.#backoffMs * 2,
-    );
-    this.#retry = setTimeout(() => {
-      this.#retry = undefined;
-      this.#kick();
-    }, this.#backoffMs);
-    this.#retry.unref?.();
   }
 }
 
