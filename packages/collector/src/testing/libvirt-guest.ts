@@ -203,8 +203,13 @@ function guestAssets(log: (line: string) => void): { vmlinuz: string; kmod: stri
   const qga = join(cacheDir, "qga", "qemu-ga");
   mkdirSync(cacheDir, { recursive: true });
   if (!existsSync(vmlinuz) || !MODULES.every((m) => existsSync(join(kmod, `${m}.ko`)))) {
-    const deps = execFileSync("apt-cache", ["depends", "linux-image-amd64"], { encoding: "utf8" });
-    const pkg = /Depends: (linux-image-[0-9]\S*)/.exec(deps)?.[1];
+    const kernelPackage = () =>
+      /Depends: (linux-image-[0-9]\S*)/.exec(
+        spawnSync("apt-cache", ["depends", "linux-image-amd64"], { encoding: "utf8" }).stdout ?? "",
+      )?.[1];
+    // A fresh machine may have no package lists yet.
+    if (!kernelPackage()) execFileSync("apt-get", ["update", "-qq"], { stdio: "ignore" });
+    const pkg = kernelPackage();
     if (!pkg) throw new Error("cannot find the kernel package linux-image-amd64 depends on");
     log(`fetching ${pkg}`);
     const x = mkdtempSync(join(cacheDir, "kx-"));
