@@ -3,19 +3,10 @@
 // server publishes at /v1/agent/packages/. Skips the work when the sources are older than the package;
 // `--force` always builds. `npm start` runs it first, as it does for the console.
 import { spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
+import { dpkgBuild, newest, putter, serviceMaintainerScripts } from "./lib/deb.mjs";
 import { isMain } from "./lib/is-main.mjs";
 
 const root = join(import.meta.dirname, "..");
@@ -30,15 +21,6 @@ const sources = [
   join(root, "packages", "remotewrite", "src"),
   join(root, "scripts", "build-agent.mjs"),
 ];
-
-function newest(path) {
-  if (!existsSync(path)) return 0;
-  const s = statSync(path);
-  if (!s.isDirectory()) return s.mtimeMs;
-  let m = s.mtimeMs;
-  for (const e of readdirSync(path)) if (!e.endsWith(".test.ts")) m = Math.max(m, newest(join(path, e)));
-  return m;
-}
 
 // V8 flags of the installed agent (docs/agent.md "Footprint"): a young generation of 1 MiB and no optimizing
 // compiler (the agent runs a few ms of code every 30 s: compiling it costs more than it saves) took its RSS
@@ -82,12 +64,7 @@ async function buildInto(out) {
   const { build } = await import("esbuild");
   process.stdout.write(`building the guest agent package ${debName}…\n`);
   const pkgRoot = join(out, "root");
-  const put = (path, content, mode) => {
-    const full = join(pkgRoot, path);
-    mkdirSync(join(full, ".."), { recursive: true });
-    writeFileSync(full, content);
-    chmodSync(full, mode);
-  };
+  const put = putter(pkgRoot);
 
   // One file, no node_modules: the agent's only dependency (the remote-write codec) is bundled in.
   const bundle = await build({
@@ -159,66 +136,11 @@ Description: svc guest agent for expanded VM monitoring
   );
   // The home exists before adduser (which warns otherwise); install -d then sets owner and mode on
   // first install and again on upgrade, leaving what the directories hold (token, spool) alone.
-  put(
-    "DEBIAN/postinst",
-    `#!/bin/sh
-set -e
-if [ "$1" = configure ]; then
-  mkdir -p /var/lib/svc-agent
-  if ! getent passwd svc-agent >/dev/null; then
-    adduser --system --group --home /var/lib/svc-agent --no-create-home --shell /usr/sbin/nologin svc-agent >/dev/null
-  fi
-  install -d -m 0750 -o root -g svc-agent /etc/svc-agent
-  install -d -m 0700 -o svc-agent -g svc-agent /var/lib/svc-agent /var/lib/svc-agent/spool
-  if [ -f /etc/svc-agent/token ]; then chown root:svc-agent /etc/svc-agent/token; chmod 0640 /etc/svc-agent/token; fi
-  if [ -d /run/systemd/system ]; then
-    systemctl daemon-reload >/dev/null 2>&1 || true
-    if [ -f /etc/svc-agent/agent.env ]; then systemctl try-restart svc-agent.service >/dev/null 2>&1 || true; fi
-  fi
-fi
-exit 0
-`,
-    0o755,
-  );
-  // Disabling works without a running systemd (it removes the enable link), stopping needs one.
-  put(
-    "DEBIAN/prerm",
-    `#!/bin/sh
-set -e
-if [ "$1" = remove ]; then
-  if [ -d /run/systemd/system ]; then systemctl stop svc-agent.service >/dev/null 2>&1 || true; fi
-  if command -v systemctl >/dev/null; then systemctl disable svc-agent.service >/dev/null 2>&1 || true; fi
-fi
-exit 0
-`,
-    0o755,
-  );
-  // Purge removes the user and group too: everything they owned goes in the same step
-  // (docs/decisions.md).
-  put(
-    "DEBIAN/postrm",
-    `#!/bin/sh
-set -e
-if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null 2>&1 || true; fi
-if [ "$1" = purge ]; then
-  rm -rf /etc/svc-agent /var/lib/svc-agent
-  rm -f /etc/systemd/system/multi-user.target.wants/svc-agent.service
-  if getent passwd svc-agent >/dev/null; then userdel svc-agent >/dev/null 2>&1 || true; fi
-  if getent group svc-agent >/dev/null; then groupdel svc-agent >/dev/null 2>&1 || true; fi
-fi
-exit 0
-`,
-    0o755,
-  );
+  const scripts = serviceMaintainerScripts("svc-agent", "agent.env");
+  put("DEBIAN/postinst", scripts.postinst, 0o755);
+  put("DEBIAN/prerm", scripts.prerm, 0o755);
+  put("DEBIAN/postrm", scripts.postrm, 0o755);
 
-  // --root-owner-group: files belong to root in the package whoever builds it.
-  const built = join(out, debName);
-  const r = spawnSync("dpkg-deb", ["--root-owner-group", "-Zxz", "--build", pkgRoot, built], {
-    encoding: "utf8",
-  });
-  if (r.status !== 0) throw new Error(`build-agent: dpkg-deb failed: ${r.stderr}`);
-  rmSync(pkgRoot, { recursive: true, force: true });
-  const sha = createHash("sha256").update(readFileSync(built)).digest("hex");
-  writeFileSync(join(out, "SHA256SUMS"), `${sha}  ${debName}\n`);
+  const sha = dpkgBuild(pkgRoot, out, debName);
   process.stdout.write(`built ${deb} (sha256 ${sha})\n`);
 }

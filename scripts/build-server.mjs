@@ -1,5 +1,5 @@
 // The production build of the server: plain JavaScript, no tsx at run time. esbuild bundles
-// packages/server/src/main.ts with the workspace packages it imports (@svc/sdk, @svc/remotewrite, which
+// packages/server/src/main.ts with the workspace packages it imports (@svc/sdk, @svc/remotewrite, @svc/collector, which
 // are TypeScript sources) and its npm dependencies into packages/server/dist/server.cjs, and the PromQL
 // query worker into query-worker.cjs beside it. Start-up time is mostly module loading: resolving and
 // compiling ~1,000 files of node_modules took ~0.5 s of a 0.7–1.1 s start, one file takes a fraction,
@@ -35,6 +35,7 @@ const sources = [
   join(server, "package.json"),
   join(root, "packages", "sdk", "src"),
   join(root, "packages", "remotewrite", "src"),
+  join(root, "packages", "collector", "src"),
   join(root, "package-lock.json"),
   join(root, "scripts", "build-server.mjs"),
   join(root, "scripts", "lib", "server-entry.mjs"),

@@ -39,12 +39,11 @@ import {
 } from "../../packages/agent/src/testing/debian-root.ts";
 import { freePort } from "../../packages/server/src/net/free-port.ts";
 import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
-import { loadAverageLine, median } from "../common/measure.ts";
+import { procCpuS as cpuS, loadAverageLine, median, procRssKiB as rssKiB } from "../common/measure.ts";
 
 const quick = process.argv.includes("--quick");
 const intervalS = numberArg("--interval") ?? (quick ? 10 : 30);
 const durationS = numberArg("--duration") ?? (quick ? 120 : 600);
-const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s
 
 const exporter = spawnSync("sh", ["-c", "command -v prometheus-node-exporter"], { encoding: "utf8" });
 if (exporter.status !== 0) {
@@ -268,17 +267,6 @@ function matchingFamilies(text: string): string {
     .split("\n")
     .filter((l) => re.test(l))
     .join("\n");
-}
-
-function cpuS(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime
-}
-
-function rssKiB(pid: number): number {
-  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) : Number.NaN;
 }
 
 function installedSize(pkg: string): string {

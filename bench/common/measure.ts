@@ -1,8 +1,24 @@
 /**
  * Helpers shared by the benchmarks: a machine-speed probe, the load average, quantiles of paired
- * measurements and a CPU profile summary.
+ * measurements, a CPU profile summary, and a process's CPU time and RSS from /proc.
  */
+import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
+
+const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s
+
+/** A process's user + system CPU time so far, seconds (Linux /proc). */
+export function procCpuS(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime
+}
+
+/** A process's resident memory, KiB (Linux /proc); NaN when unreadable. */
+export function procRssKiB(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) : Number.NaN;
+}
 
 /**
  * Time (ms, best of 5) of a fixed CPU-bound workload, as bench/vm-query prints it: this machine's

@@ -7,9 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { decodeRemoteWriteBody, type WriteRequest } from "@svc/remotewrite";
+import { createLogger, decodeRemoteWriteBody, type WriteRequest } from "@svc/remotewrite";
 import { createAgent } from "./agent.ts";
-import { createLogger } from "./log.ts";
 import { resolveAgentOptions } from "./options.ts";
 
 // The agent's program: the sources through tsx, or (SVC_AGENT_TEST_BIN) the packaged bundle when the

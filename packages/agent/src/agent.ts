@@ -1,15 +1,16 @@
 import {
   encodeWriteRequest,
+  httpPost,
   type PushResult,
   pushRemoteWrite,
   RemoteWritePushError,
+  SendLoop,
+  Spool,
   snappyCompress,
   snappyDecompress,
 } from "@svc/remotewrite";
-import { httpPost } from "./http-post.ts";
 import { type AgentOptions, writeUrl } from "./options.ts";
 import { collect } from "./procfs/collect.ts";
-import { Spool } from "./spool.ts";
 
 /** Counters since start; batches are one collection each. */
 export interface AgentStats {
@@ -65,13 +66,12 @@ class AgentImpl implements Agent {
   readonly #spool: Spool;
   readonly #url: string;
   #tick: NodeJS.Timeout | undefined;
-  #retry: NodeJS.Timeout | undefined;
-  #sending: Promise<void> | undefined;
-  #backoffMs = 0;
+  readonly #loop: SendLoop;
+  /** Set while pushes fail, so the first success after them is logged. */
+  #failing = false;
   /** Payload bytes one push may carry; halved while a server or proxy answers 413 to a merged backlog. */
   #sendBytes: number;
-  #stopped = false;
-  readonly #s = { collected: 0, sentBatches: 0, rejectedBatches: 0, retries: 0 };
+  readonly #s = { collected: 0, sentBatches: 0, rejectedBatches: 0 };
   /** Spool drop counters as last logged. */
   #logged = { overflow: 0, expired: 0 };
 
@@ -87,6 +87,12 @@ class AgentImpl implements Agent {
       now: o.now,
     });
     if (this.#spool.pending > 0) this.#o.logger.info("spool backlog found", { batches: this.#spool.pending });
+    this.#loop = new SendLoop(() => this.#drain(), {
+      minMs: o.retryMinMs,
+      maxMs: o.retryMaxMs,
+      // A local failure (disk, corrupt record): keep the backlog and try again later.
+      onError: (err) => this.#o.logger.error("sender failed", { reason: (err as Error).message }),
+    });
   }
 
   start(): void {
@@ -105,25 +111,24 @@ class AgentImpl implements Agent {
       this.#reportDrops();
       this.#o.logger.debug("collected", { timestampMs: ts, series: series.length });
     }
-    this.#kick();
+    this.#loop.kick();
     return ts;
   }
 
   async flush(): Promise<void> {
-    while (this.#sending) await this.#sending;
+    await this.#loop.flush();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
     clearInterval(this.#tick);
-    clearTimeout(this.#retry);
-    await this.flush();
+    await this.#loop.stop();
     this.#spool.close();
   }
 
   stats(): AgentStats {
     return {
       ...this.#s,
+      retries: this.#loop.retries,
       spoolPending: this.#spool.pending,
       spoolBytes: this.#spool.bytes,
       ...this.#spool.counters,
@@ -145,21 +150,8 @@ class AgentImpl implements Agent {
     this.#logged = { overflow: droppedOverflow, expired: droppedExpired };
   }
 
-  #kick(): void {
-    if (this.#sending || this.#retry || this.#stopped) return;
-    this.#sending = this.#drain()
-      .catch((err: unknown) => {
-        // A local failure (disk, corrupt record): keep the backlog and try again later.
-        this.#o.logger.error("sender failed", { reason: (err as Error).message });
-        this.#scheduleRetry();
-      })
-      .finally(() => {
-        this.#sending = undefined;
-      });
-  }
-
-  async #drain(): Promise<void> {
-    while (!this.#stopped && this.#spool.pending > 0) {
+  async #drain(): Promise<"done" | "retry"> {
+    while (!this.#loop.stopped && this.#spool.pending > 0) {
       const batch = this.#spool.peek(this.#sendBytes);
       this.#reportDrops();
       const body = batch.length === 1 ? batch[0].payload : this.#merge(batch.map((r) => r.payload));
@@ -168,8 +160,8 @@ class AgentImpl implements Agent {
         token = this.#o.token();
       } catch (err) {
         this.#o.logger.error("token unavailable; batches stay spooled", { reason: (err as Error).message });
-        this.#scheduleRetry();
-        return;
+        this.#failing = true;
+        return "retry";
       }
       let res: PushResult;
       try {
@@ -181,8 +173,8 @@ class AgentImpl implements Agent {
       } catch (err) {
         if (!(err instanceof RemoteWritePushError)) throw err;
         this.#o.logger.warn("push failed; spooling", { reason: err.message, pending: this.#spool.pending });
-        this.#scheduleRetry();
-        return;
+        this.#failing = true;
+        return "retry";
       }
       const { status } = res;
       const detail = {
@@ -194,8 +186,9 @@ class AgentImpl implements Agent {
       if (status >= 200 && status < 300) {
         this.#spool.ack(batch.length);
         this.#s.sentBatches += batch.length;
-        if (this.#backoffMs > 0) this.#o.logger.info("server accepts batches again", { status });
-        this.#backoffMs = 0;
+        if (this.#failing) this.#o.logger.info("server accepts batches again", { status });
+        this.#failing = false;
+        this.#loop.succeeded();
         if (this.#spool.pending === 0) this.#sendBytes = this.#o.maxSendBytes;
         continue;
       }
@@ -230,9 +223,10 @@ class AgentImpl implements Agent {
         ...detail,
         pending: this.#spool.pending,
       });
-      this.#scheduleRetry();
-      return;
+      this.#failing = true;
+      return "retry";
     }
+    return "done";
   }
 
   /** Several spooled bodies as one: concatenated WriteRequest encodings are one WriteRequest in protobuf. */
@@ -245,17 +239,5 @@ class AgentImpl implements Agent {
       off += p.length;
     }
     return snappyCompress(out);
-  }
-
-  #scheduleRetry(): void {
-    this.#s.retries++;
-    this.#backoffMs = Math.min(
-      this.#o.retryMaxMs,
-      this.#backoffMs === 0 ? this.#o.retryMinMs : this.#backoffMs * 2,
-    );
-    this.#retry = setTimeout(() => {
-      this.#retry = undefined;
-      this.#kick();
-    }, this.#backoffMs);
   }
 }

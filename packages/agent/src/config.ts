@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { createLogger, type LogLevel } from "./log.ts";
+import { createLogger, type LogLevel } from "@svc/remotewrite";
 import { AgentConfigError, type AgentOptions, defaultAgentOptions, resolveAgentOptions } from "./options.ts";
 
 export const USAGE = `usage: svc-agent --server URL --vm NAME [options]

@@ -1,5 +1,5 @@
 import type { FetchLike } from "@svc/remotewrite";
-import { createLogger, type Logger } from "./log.ts";
+import { createLogger, type Logger } from "@svc/remotewrite";
 import type { CollectorSources } from "./procfs/collect.ts";
 
 /** Everything the agent needs; defaults in `defaultAgentOptions`, checked once by `resolveAgentOptions`. */

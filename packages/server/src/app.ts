@@ -187,7 +187,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     metrics,
     limiter,
     now,
-    options: resolveMetricsOptions({ retentionMs: config.retentionMs }),
+    options: resolveMetricsOptions({ ...config.metrics, retentionMs: config.retentionMs }),
   };
   const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // One limit on password guessing for the API's Login and the console's sign-in (iam/sign-in-limits.ts).

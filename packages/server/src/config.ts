@@ -8,6 +8,7 @@ import type { AlertOptions } from "./alerts/options.ts";
 import { DEFAULT_AUDIT_RETENTION_DAYS } from "./audit/events.ts";
 import { DEFAULT_SHARDS } from "./cluster/shards.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
+import type { MetricsOptions } from "./metrics/options.ts";
 import { parseHeaderList, type RemoteMetricsOptions } from "./metrics/remote/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
 
@@ -73,6 +74,11 @@ export interface Config {
   readonly maxBlockDurationMs: number;
   /** Out-of-order window for late samples, ms (SVC_OOO_WINDOW_MINUTES). Default 1 hour. */
   readonly outOfOrderWindowMs: number;
+  /**
+   * SVC_LIBVIRT_URI (e.g. qemu:///system): also run the hypervisor collector in this process against
+   * the host's libvirtd (docs/hypervisor.md); SVC_LIBVIRT_SOCKET names its socket. Unset: no collector.
+   */
+  readonly libvirt?: { readonly uri: string; readonly socket?: string };
   /** Run the hypervisor simulator for the inventory's VMs (SVC_SIMULATOR). Default: on with the demo. */
   readonly simulator: boolean;
   /** CI trust options (iam/ci/options.ts): SVC_CI_ISSUER (default issuer), SVC_CI_ALLOWED_ISSUERS
@@ -92,6 +98,8 @@ export interface Config {
   /** Alerts: SVC_EVALUATION_INTERVAL_SECONDS (30), SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES
    * (10,000) per project. */
   readonly alerts: Partial<AlertOptions>;
+  /** Options of the VM metrics services (tests shorten the sampling interval; no environment variable). */
+  readonly metrics?: Partial<MetricsOptions>;
   /** The built console served at / (SVC_CONSOLE_DIR). Default packages/console/dist of this checkout. */
   readonly consoleDir: string;
   /** The guest agent package published at /v1/agent/packages (SVC_AGENT_PACKAGE_DIR, holding SHA256SUMS
@@ -220,6 +228,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     evaluatorShards: overrides.evaluatorShards ?? shardsOf(env.SVC_EVALUATOR_SHARDS),
     notify: overrides.notify ?? notifyFromEnv(env),
     queryWorkers: overrides.queryWorkers ?? queryWorkersOf(env.SVC_QUERY_WORKERS),
+    metrics: overrides.metrics,
+    libvirt:
+      overrides.libvirt ??
+      (env.SVC_LIBVIRT_URI
+        ? { uri: env.SVC_LIBVIRT_URI, socket: env.SVC_LIBVIRT_SOCKET || undefined }
+        : undefined),
     alerts: overrides.alerts ?? {
       ...(env.SVC_EVALUATION_INTERVAL_SECONDS
         ? {

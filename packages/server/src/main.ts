@@ -115,9 +115,25 @@ async function main(): Promise<void> {
     const notifyLine = kit.demoNotifyLine(config.dataDir, mailbox?.dir);
     if (notifyLine) out(notifyLine);
   }
+  // The real collector first: with the demo it registers the host's domains as VMs, which the
+  // simulated collector must then leave alone.
+  const host = config.libvirt
+    ? await (await import("./ingest/host-collector.ts")).startHostCollector({
+        db: app.db.db,
+        baseUrl: `http://127.0.0.1:${url.port}`,
+        collectorToken: config.collectorToken,
+        dataDir: config.dataDir,
+        log: app.log,
+        libvirtUri: config.libvirt.uri,
+        libvirtSocket: config.libvirt.socket,
+        demo: config.demo,
+        onProgress: out,
+      })
+    : undefined;
   const collector =
     config.simulator && kit
       ? await kit.startDemoCollector({
+          excludeVmIds: host?.vmIds,
           db: app.db.db,
           baseUrl: `http://127.0.0.1:${url.port}`,
           collectorToken: config.collectorToken,
@@ -134,6 +150,7 @@ async function main(): Promise<void> {
     const force = setTimeout(() => process.exit(1), 15_000);
     force.unref();
     collector?.stop();
+    await host?.collector.stop();
     await app.close();
     await receivers?.close();
     await mailbox?.close();

@@ -50,7 +50,7 @@ export const ruleTemplates: readonly RuleTemplate[] = [
     id: "filesystem",
     displayName: "Filesystem almost full",
     description:
-      "A supported filesystem (ext2/3/4, xfs, btrfs, vfat) more than 90% full for 5 minutes, per mountpoint. Needs expanded monitoring; a missing reading is no data, never 0% full.",
+      "A supported filesystem (ext2/3/4, xfs, btrfs, vfat) more than 90% full for 5 minutes, per mountpoint. Needs a guest agent (expanded monitoring's, or the QEMU guest agent the hypervisor collector reads); a missing reading is no data, never 0% full.",
     spec: {
       ...base,
       displayName: "Filesystem almost full",

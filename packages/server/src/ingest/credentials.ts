@@ -1,6 +1,8 @@
 import { timingSafeEqual } from "node:crypto";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Db } from "../db/database.ts";
-import { unauthenticated } from "../errors.ts";
+import { SvcError, unauthenticated } from "../errors.ts";
+import { bearerToken } from "../iam/principal.ts";
 import { generateSecret, hashSecret, newId, parseSecret } from "../iam/secrets.ts";
 import type { VmRef } from "../inventory/names.ts";
 
@@ -38,6 +40,29 @@ export async function authenticateIngest(
   if (!vm || vm.state === "DELETED") throw unauthenticated("the guest-agent token's VM no longer exists");
   if (row.first_use_time === null) await firstUse(db, row, nowMs);
   return { kind: "agent", vm: { projectId: row.project_id, location: vm.location, vmId: row.vm_id } };
+}
+
+/**
+ * An ingest route's caller from its bearer token, or undefined after answering 401 in plain text (the
+ * message never echoes the token).
+ */
+export async function ingestPrincipalOr401(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  deps: { readonly db: Db; readonly collectorToken: string; readonly now: () => number },
+): Promise<IngestPrincipal | undefined> {
+  try {
+    return await authenticateIngest(
+      deps.db,
+      bearerToken(req.headers.authorization),
+      deps.collectorToken,
+      deps.now(),
+    );
+  } catch (err) {
+    if (!(err instanceof SvcError)) throw err;
+    await reply.code(401).type("text/plain").send(`${err.message}\n`);
+    return undefined;
+  }
 }
 
 /**

@@ -27,6 +27,8 @@ export interface DemoCollectorOptions {
   readonly backfillMs?: number;
   /** Sampling interval, ms. Default 30 s. */
   readonly intervalMs?: number;
+  /** VMs another collector reports for (SVC_LIBVIRT_URI's real domains): not simulated. */
+  readonly excludeVmIds?: ReadonlySet<string>;
   /** Progress lines during the backfill ("backfill 40% …"), and the hot VM's schedule after it. */
   readonly onProgress?: (line: string) => void;
 }
@@ -106,13 +108,15 @@ export async function startDemoCollector(opts: DemoCollectorOptions): Promise<{ 
     writeFileSync(statePath, `${JSON.stringify(state)}\n`);
   };
 
-  const rows = await opts.db
-    .selectFrom("vms")
-    .selectAll()
-    .where("state", "=", "RUNNING")
-    .orderBy("project_id")
-    .orderBy("vm_id")
-    .execute();
+  const rows = (
+    await opts.db
+      .selectFrom("vms")
+      .selectAll()
+      .where("state", "=", "RUNNING")
+      .orderBy("project_id")
+      .orderBy("vm_id")
+      .execute()
+  ).filter((r) => !(r.project_id === DEMO_PROJECT && opts.excludeVmIds?.has(r.vm_id)));
   const vms: SimVm[] = rows.map((r) => ({
     name: vmName({ projectId: r.project_id, location: r.location, vmId: r.vm_id }),
     vmId: r.vm_id,

@@ -1,11 +1,10 @@
 import { type DecodeLimits, decodeRemoteWriteBodyCompact, RemoteWriteDecodeError } from "@svc/remotewrite";
 import type { FastifyPluginAsync } from "fastify";
 import type { Db } from "../db/database.ts";
-import { SvcError } from "../errors.ts";
-import { bearerToken } from "../iam/principal.ts";
-import { authenticateIngest } from "./credentials.ts";
+import { ingestPrincipalOr401 } from "./credentials.ts";
 import { describeRefusals, type Ingester } from "./ingest.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
+import { registerVmStateRoute } from "./vm-states.ts";
 
 export interface IngestHttpDeps {
   readonly db: Db;
@@ -45,19 +44,10 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
         if (s && s.t0 > 0) m.duration.observe((performance.now() - s.t0) / 1000);
       });
     }
+    registerVmStateRoute(scope, deps);
     scope.post("/v1/ingest/prometheus/api/v1/write", async (req, reply) => {
-      let principal: Awaited<ReturnType<typeof authenticateIngest>>;
-      try {
-        principal = await authenticateIngest(
-          deps.db,
-          bearerToken(req.headers.authorization),
-          deps.collectorToken,
-          deps.now(),
-        );
-      } catch (err) {
-        if (err instanceof SvcError) return reply.code(401).type("text/plain").send(`${err.message}\n`);
-        throw err;
-      }
+      const principal = await ingestPrincipalOr401(req, reply, deps);
+      if (!principal) return reply;
       if (!Buffer.isBuffer(req.body)) {
         return reply
           .code(415)

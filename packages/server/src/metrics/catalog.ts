@@ -137,15 +137,15 @@ export const seriesCatalog: Readonly<Record<string, SeriesSpec>> = {
   svc_vm_filesystem_used_bytes: {
     type: "gauge",
     unit: "bytes",
-    help: "Bytes used on a mounted filesystem, as the guest reports it.",
-    writers: guest,
+    help: "Bytes used on a mounted filesystem, as the guest reports it (the guest agent, or the hypervisor collector through the QEMU guest agent).",
+    writers: both,
     labels: ["mountpoint", "fstype", "device"],
   },
   svc_vm_filesystem_size_bytes: {
     type: "gauge",
     unit: "bytes",
-    help: "Size of a mounted filesystem, as the guest reports it.",
-    writers: guest,
+    help: "Size of a mounted filesystem, as the guest reports it (the guest agent, or the hypervisor collector through the QEMU guest agent).",
+    writers: both,
     labels: ["mountpoint", "fstype", "device"],
   },
   svc_vm_filesystem_avail_bytes: {

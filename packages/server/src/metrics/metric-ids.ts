@@ -178,11 +178,13 @@ const defs: readonly MetricDef[] = [
     "svc_vm_filesystem_size_bytes",
     ["vm", "source", "mountpoint", "fstype", "device"],
     "guest_agent",
-    true,
+    // Not gated on expanded monitoring: the hypervisor collector reads filesystems through the QEMU guest
+    // agent at the baseline level (docs/hypervisor.md); a VM with neither agent has no reading.
+    false,
     "svc_vm_filesystem_avail_bytes",
   ),
-  gauge("filesystem_used_bytes", "svc_vm_filesystem_used_bytes", "bytes", "guest_agent", true),
-  gauge("filesystem_size_bytes", "svc_vm_filesystem_size_bytes", "bytes", "guest_agent", true),
+  gauge("filesystem_used_bytes", "svc_vm_filesystem_used_bytes", "bytes", "guest_agent"),
+  gauge("filesystem_size_bytes", "svc_vm_filesystem_size_bytes", "bytes", "guest_agent"),
   {
     id: "telemetry_last_observed",
     unit: "s",

@@ -26,8 +26,11 @@ export class TestClock {
 export interface TestApp {
   /** The running app (a new one after restart()). */
   readonly app: App;
-  /** Closes the app and opens a new one on the same data directory and database (state must survive). */
-  restart(): Promise<void>;
+  /**
+   * Closes the app and opens a new one on the same data directory and database (state must survive),
+   * after `downMs` with nothing listening (an outage).
+   */
+  restart(downMs?: number): Promise<void>;
   readonly baseUrl: string;
   readonly clock: TestClock;
   readonly admin: SvcClients["admin"];
@@ -82,8 +85,9 @@ export async function startTestApp(
     get app() {
       return app;
     },
-    async restart() {
+    async restart(downMs = 0) {
       await app.close();
+      if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
       app = await createApp(config, { now: clock.now, logger });
       await app.server.listen({ host: "127.0.0.1", port });
       // Let clients notice their keep-alive sockets to the old server closed before they reuse one.

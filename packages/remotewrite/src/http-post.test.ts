@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, describe, it } from "node:test";
-import { pushRemoteWrite, RemoteWritePushError } from "@svc/remotewrite";
+import { RemoteWritePushError } from "./errors.ts";
 import { httpPost } from "./http-post.ts";
+import { pushRemoteWrite } from "./push.ts";
 
 describe("httpPost (the agent's push through node:http)", () => {
   const server = createServer((req, res) => {

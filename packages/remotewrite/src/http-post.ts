@@ -1,6 +1,6 @@
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
-import type { FetchLike } from "@svc/remotewrite";
+import type { FetchLike } from "./push.ts";
 
 const MAX_ANSWER_BYTES = 64 * 1024;
 

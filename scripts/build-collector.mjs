@@ -1,0 +1,129 @@
+// Builds the hypervisor collector into one JavaScript file (esbuild) and a Debian package (dpkg-deb)
+// for Debian 12 / Ubuntu 24.04 hypervisor hosts, run by the distribution's Node.js (18.19 and later):
+// packages/collector/dist/svc-collector_<version>_all.deb and SHA256SUMS. Install and configuration:
+// docs/hypervisor.md. Skips the work when the sources are older than the package; `--force` always builds.
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { lockedBuild } from "./lib/build-lock.mjs";
+import { dpkgBuild, newest, putter, serviceMaintainerScripts } from "./lib/deb.mjs";
+import { isMain } from "./lib/is-main.mjs";
+
+const root = join(import.meta.dirname, "..");
+const pkgDir = join(root, "packages", "collector");
+const dist = join(pkgDir, "dist");
+const { version } = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8"));
+const debName = `svc-collector_${version}_all.deb`;
+const deb = join(dist, debName);
+const sources = [
+  join(pkgDir, "src"),
+  join(pkgDir, "package.json"),
+  join(root, "packages", "remotewrite", "src"),
+  join(root, "scripts", "build-collector.mjs"),
+];
+
+export async function buildCollector({ force = false } = {}) {
+  const upToDate = () =>
+    !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
+  if (upToDate()) return;
+  if (spawnSync("dpkg-deb", ["--version"]).status !== 0)
+    throw new Error("dpkg-deb is missing (apt-get install dpkg)");
+  await lockedBuild(dist, upToDate, buildInto);
+}
+
+if (isMain(import.meta.url)) await buildCollector({ force: process.argv.includes("--force") });
+
+async function buildInto(out) {
+  const { build } = await import("esbuild");
+  process.stdout.write(`building the hypervisor collector package ${debName}…\n`);
+  const pkgRoot = join(out, "root");
+  const put = putter(pkgRoot);
+
+  const bundle = await build({
+    entryPoints: [join(pkgDir, "src", "main.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node18.19",
+    write: false,
+    legalComments: "none",
+    banner: {
+      js: `// svc-collector ${version}: the svc hypervisor collector, bundled from packages/collector.`,
+    },
+  });
+  put("usr/lib/svc-collector/svc-collector.mjs", bundle.outputFiles[0].contents, 0o644);
+  put(
+    "usr/bin/svc-collector",
+    '#!/bin/sh\nexec node --no-warnings --max-old-space-size=96 /usr/lib/svc-collector/svc-collector.mjs "$@"\n',
+    0o755,
+  );
+  // The collector reaches libvirtd's read-write socket as a member of the libvirt group (the guest
+  // agent's filesystem info needs it; docs/hypervisor.md). Everything else is read-only to it.
+  put(
+    "lib/systemd/system/svc-collector.service",
+    `[Unit]
+Description=svc hypervisor collector (libvirt)
+After=network-online.target libvirtd.service virtqemud.service
+Wants=network-online.target
+ConditionPathExists=/etc/svc-collector/collector.env
+
+[Service]
+Type=simple
+User=svc-collector
+Group=svc-collector
+SupplementaryGroups=libvirt
+EnvironmentFile=/etc/svc-collector/collector.env
+Environment=SVC_COLLECTOR_TOKEN_FILE=/etc/svc-collector/token
+Environment=SVC_COLLECTOR_SPOOL_DIR=/var/lib/svc-collector/spool
+ExecStart=/usr/bin/svc-collector
+Restart=on-failure
+RestartSec=5
+NoNewPrivileges=true
+ProtectSystem=strict
+ProtectHome=true
+PrivateTmp=true
+PrivateDevices=true
+ProtectKernelTunables=true
+ProtectKernelModules=true
+ProtectControlGroups=true
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+RestrictNamespaces=true
+LockPersonality=true
+CapabilityBoundingSet=
+ReadWritePaths=/var/lib/svc-collector
+
+[Install]
+WantedBy=multi-user.target
+`,
+    0o644,
+  );
+  put(
+    "DEBIAN/control",
+    `Package: svc-collector
+Version: ${version}
+Architecture: all
+Maintainer: svc <svc@example.com>
+Depends: nodejs (>= 18.19), adduser
+Recommends: libvirt-daemon-system
+Section: admin
+Priority: optional
+Description: svc hypervisor collector for KVM/libvirt hosts
+ Reads every libvirt domain's CPU, memory, disk and network counters in one
+ bulk call per interval (and filesystems through the QEMU guest agent), maps
+ each domain to its svc VM, and sends the series and the domains' state
+ changes to svc, buffering on disk while svc is unreachable.
+`,
+    0o644,
+  );
+  // Its user reaches libvirtd's read-write socket through the libvirt group (docs/hypervisor.md).
+  const scripts = serviceMaintainerScripts(
+    "svc-collector",
+    "collector.env",
+    "  if getent group libvirt >/dev/null; then adduser svc-collector libvirt >/dev/null; fi\n",
+  );
+  put("DEBIAN/postinst", scripts.postinst, 0o755);
+  put("DEBIAN/prerm", scripts.prerm, 0o755);
+  put("DEBIAN/postrm", scripts.postrm, 0o755);
+  const sha = dpkgBuild(pkgRoot, out, debName);
+  process.stdout.write(`built ${deb} (sha256 ${sha})\n`);
+}

@@ -1,0 +1,102 @@
+// What the Debian packages of the guest agent and the hypervisor collector share: staleness by the
+// newest source, writing files into the package root, maintainer scripts for a service that runs as its
+// own system user, and dpkg-deb with a SHA256SUMS beside the package.
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { join } from "node:path";
+
+/** The newest modification time under `path` (tests and test helpers excluded), 0 when absent. */
+export function newest(path) {
+  if (!existsSync(path)) return 0;
+  const s = statSync(path);
+  if (!s.isDirectory()) return s.mtimeMs;
+  let m = s.mtimeMs;
+  for (const e of readdirSync(path)) {
+    if (!e.endsWith(".test.ts") && e !== "testing") m = Math.max(m, newest(join(path, e)));
+  }
+  return m;
+}
+
+/** `put(path, content, mode)` writing below the package root. */
+export function putter(pkgRoot) {
+  return (path, content, mode) => {
+    const full = join(pkgRoot, path);
+    mkdirSync(join(full, ".."), { recursive: true });
+    writeFileSync(full, content);
+    chmodSync(full, mode);
+  };
+}
+
+/**
+ * postinst, prerm and postrm of a service `name` run by its own system user: postinst creates the user
+ * (shell nologin, home /var/lib/<name>), /etc/<name> (0750 root:<name>), /var/lib/<name> and its spool
+ * (0700 <name>), keeps the token at 0640 root:<name> and restarts a running service after an upgrade;
+ * removal stops and disables it; purge removes /etc/<name>, /var/lib/<name>, the enable link, the user
+ * and the group. `extra` lines run in postinst right after the user exists.
+ */
+export function serviceMaintainerScripts(name, envFile, extra = "") {
+  return {
+    postinst: `#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+  mkdir -p /var/lib/${name}
+  if ! getent passwd ${name} >/dev/null; then
+    adduser --system --group --home /var/lib/${name} --no-create-home --shell /usr/sbin/nologin ${name} >/dev/null
+  fi
+${extra}  install -d -m 0750 -o root -g ${name} /etc/${name}
+  install -d -m 0700 -o ${name} -g ${name} /var/lib/${name} /var/lib/${name}/spool
+  if [ -f /etc/${name}/token ]; then chown root:${name} /etc/${name}/token; chmod 0640 /etc/${name}/token; fi
+  if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload >/dev/null 2>&1 || true
+    if [ -f /etc/${name}/${envFile} ]; then systemctl try-restart ${name}.service >/dev/null 2>&1 || true; fi
+  fi
+fi
+exit 0
+`,
+    // Disabling works without a running systemd (it removes the enable link), stopping needs one.
+    prerm: `#!/bin/sh
+set -e
+if [ "$1" = remove ]; then
+  if [ -d /run/systemd/system ]; then systemctl stop ${name}.service >/dev/null 2>&1 || true; fi
+  if command -v systemctl >/dev/null; then systemctl disable ${name}.service >/dev/null 2>&1 || true; fi
+fi
+exit 0
+`,
+    // Purge removes the user and group too: everything they owned goes in the same step
+    // (docs/decisions.md).
+    postrm: `#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then systemctl daemon-reload >/dev/null 2>&1 || true; fi
+if [ "$1" = purge ]; then
+  rm -rf /etc/${name} /var/lib/${name}
+  rm -f /etc/systemd/system/multi-user.target.wants/${name}.service
+  if getent passwd ${name} >/dev/null; then userdel ${name} >/dev/null 2>&1 || true; fi
+  if getent group ${name} >/dev/null; then groupdel ${name} >/dev/null 2>&1 || true; fi
+fi
+exit 0
+`,
+  };
+}
+
+/** dpkg-deb of `pkgRoot` into `out/debName` (files owned by root whoever builds), then SHA256SUMS. */
+export function dpkgBuild(pkgRoot, out, debName) {
+  const built = join(out, debName);
+  const r = spawnSync("dpkg-deb", ["--root-owner-group", "-Zxz", "--build", pkgRoot, built], {
+    encoding: "utf8",
+  });
+  if (r.status !== 0) throw new Error(`dpkg-deb failed: ${r.stderr}`);
+  rmSync(pkgRoot, { recursive: true, force: true });
+  const sha = createHash("sha256").update(readFileSync(built)).digest("hex");
+  writeFileSync(join(out, "SHA256SUMS"), `${sha}  ${debName}\n`);
+  return sha;
+}
