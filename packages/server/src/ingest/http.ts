@@ -4,6 +4,7 @@ import type { Db } from "../db/database.ts";
 import { SvcError } from "../errors.ts";
 import { bearerToken } from "../iam/principal.ts";
 import { authenticateIngest } from "./credentials.ts";
+import { createGuestSenders } from "./guest-senders.ts";
 import { describeRefusals, type Ingester } from "./ingest.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
 
@@ -24,6 +25,7 @@ export interface IngestHttpDeps {
  * batch is kept, 401 for a bad credential, 413 for an oversized body.
  */
 export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
+  const guests = createGuestSenders({ ingester: deps.ingester, metrics: deps.metrics });
   return async (scope) => {
     scope.addContentTypeParser(
       ["application/x-protobuf", "application/octet-stream"],
@@ -80,7 +82,11 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       // wait for the WAL, long enough to be promoted and kept until a full collection.
       req.body = undefined;
       if (m) mark.t0 = performance.now();
-      const ingesting = deps.ingester.ingest(principal, writeRequest);
+      // A guest-agent token's node_exporter series (vmagent, Prometheus agent…) are mapped first.
+      const ingesting =
+        principal.kind === "agent" && guests.needsMapping(writeRequest)
+          ? guests.ingestRemoteWrite(principal, writeRequest)
+          : deps.ingester.ingest(principal, writeRequest);
       writeRequest = undefined; // likewise: not held by this frame while the commit waits
       const result = await ingesting;
       if (Object.keys(result.refused).length > 0) {

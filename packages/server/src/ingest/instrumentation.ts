@@ -1,4 +1,5 @@
 import { counter, histogram, LATENCY_BUCKETS, type Registry } from "../instrument.ts";
+import type { LeaveOut } from "./guest-map.ts";
 import type { IngestRefusal } from "./ingest.ts";
 
 /** Every refusal reason, so each series exists (at 0) before the first refusal. */
@@ -12,7 +13,11 @@ const REASONS: readonly IngestRefusal[] = [
   "out_of_bounds",
   "duplicate_sample_for_timestamp",
   "invalid_labels",
+  "too_many_series",
 ];
+
+/** Why series of a mapped sender (node_exporter, OpenTelemetry) were left out by rule (guest-map.ts). */
+const LEFT_OUT: readonly LeaveOut[] = ["excluded_device", "excluded_filesystem", "late_part"];
 
 const SOURCES = ["collector", "agent"] as const;
 
@@ -52,6 +57,13 @@ export function createIngestMetrics(registry: Registry) {
       "Series of a write request refused whole, by reason, counted once per request.",
       ["reason"],
       REASONS.map((reason) => ({ reason })),
+    ),
+    leftOutSeries: counter(
+      registry,
+      "svc_ingest_series_left_out_total",
+      "Series of node_exporter or OpenTelemetry senders left out by rule (lo, tmpfs, partitions, parts arriving after their group), not refused.",
+      ["reason"],
+      LEFT_OUT.map((reason) => ({ reason })),
     ),
     derivedSamples: counter(
       registry,

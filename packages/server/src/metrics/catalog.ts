@@ -148,6 +148,13 @@ export const seriesCatalog: Readonly<Record<string, SeriesSpec>> = {
     writers: guest,
     labels: ["mountpoint", "fstype", "device"],
   },
+  svc_vm_filesystem_available_bytes: {
+    type: "gauge",
+    unit: "bytes",
+    help: "Bytes available to unprivileged users on a mounted filesystem (free minus the root reserve), as the guest reports it.",
+    writers: guest,
+    labels: ["mountpoint", "fstype", "device"],
+  },
   svc_vm_guest_cpu_seconds_total: {
     type: "counter",
     unit: "seconds",
