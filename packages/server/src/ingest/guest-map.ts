@@ -25,7 +25,10 @@ export interface Part {
   readonly kind: GroupKind;
   /** The device's identity: "" (cpu, memory), interface, disk, or mountpoint\0fstype\0device. */
   readonly dev: string;
-  /** cpu: "<cpu>\0<busy|idle>"; memory: total|free|cached|buffers|available|used; fs: size|free|avail|readonly; disk/network: the target series' name. */
+  /**
+   * cpu: "<cpu>\0<busy|idle>\0<mode>"; memory: total|free|cached|buffers|available|used|slab_reclaimable;
+   * fs: size|free|avail|readonly or otel_used|otel_free|otel_reserved; disk/network: the target series' name.
+   */
   readonly comp: string;
   readonly t: number;
   readonly v: number;
@@ -235,10 +238,10 @@ function compute(kind: GroupKind, dev: string, c: ReadonlyMap<string, number>): 
         cpus.add(cpu);
         if (which === "busy") busy += v;
       }
-      return [
-        ["svc_vm_guest_cpu_seconds_total", [], busy],
-        ["svc_vm_guest_vcpus", [], cpus.size],
-      ];
+      const out: Out[] = [["svc_vm_guest_cpu_seconds_total", [], busy]];
+      // A sender that sums over CPUs (no CPU attribute) does not say how many there are.
+      if (!cpus.has("")) out.push(["svc_vm_guest_vcpus", [], cpus.size]);
+      return out;
     }
     case "memory": {
       const out: Out[] = [];
@@ -267,9 +270,12 @@ function compute(kind: GroupKind, dev: string, c: ReadonlyMap<string, number>): 
         { name: "fstype", value: fstype },
         { name: "device", value: device },
       ];
-      const size = c.get("size");
-      const free = c.get("free");
-      const avail = c.get("avail");
+      // OpenTelemetry's states: used + free + reserved = size; free is what ordinary users may use.
+      const otel = c.has("otel_used") || c.has("otel_free");
+      const [oUsed, oFree, oReserved] = ["otel_used", "otel_free", "otel_reserved"].map((k) => c.get(k) ?? 0);
+      const size = otel ? oUsed! + oFree! + oReserved! : c.get("size");
+      const free = otel ? (c.has("otel_free") ? oFree! + oReserved! : undefined) : c.get("free");
+      const avail = otel ? c.get("otel_free") : c.get("avail");
       if (size === undefined || size === 0) return [];
       // As df: used = size − free (blocks not free, the root reserve included); usage = used ÷ (used + avail).
       const out: Out[] = [["svc_vm_filesystem_size_bytes", labels, size]];

@@ -7,6 +7,7 @@ import { authenticateIngest } from "./credentials.ts";
 import { createGuestSenders } from "./guest-senders.ts";
 import { describeRefusals, type Ingester } from "./ingest.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
+import { otlpRoutes } from "./otlp/routes.ts";
 
 export interface IngestHttpDeps {
   readonly db: Db;
@@ -22,7 +23,8 @@ export interface IngestHttpDeps {
 /**
  * Prometheus remote-write 1.0 receiver. Answers as Prometheus does, in plain text: 204 when every
  * sample was kept, 400 (do not retry) naming each refusal with its counts while the valid rest of the
- * batch is kept, 401 for a bad credential, 413 for an oversized body.
+ * batch is kept, 401 for a bad credential, 413 for an oversized body. OTLP/HTTP metrics from a guest
+ * agent's own sender are received beside it (otlp/routes.ts).
  */
 export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
   const guests = createGuestSenders({ ingester: deps.ingester, metrics: deps.metrics });
@@ -42,6 +44,15 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
         if (s && s.t0 > 0) m.duration.observe((performance.now() - s.t0) / 1000);
       });
     }
+    await scope.register(
+      otlpRoutes({
+        db: deps.db,
+        guests,
+        collectorToken: deps.collectorToken,
+        now: deps.now,
+        mark: m ? (req, source) => seen.set(req, { source, t0: 0 }) : undefined,
+      }),
+    );
     scope.post("/v1/ingest/prometheus/api/v1/write", async (req, reply) => {
       let principal: Awaited<ReturnType<typeof authenticateIngest>>;
       try {
