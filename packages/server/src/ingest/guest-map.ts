@@ -38,7 +38,7 @@ export interface Part {
 
 /** At most this many devices per kind and VM (as svc's agent: 32 interfaces, 64 mounts). */
 export const DEVICE_LIMITS: Readonly<Record<GroupKind, number>> = {
-  cpu: 1024, // logical CPUs
+  cpu: 1, // one group whatever the CPUs: they add parts to a sum, not series
   memory: 1,
   filesystem: 64,
   disk: 64,
