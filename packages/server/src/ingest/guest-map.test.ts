@@ -76,4 +76,26 @@ describe("guest-map: parts grouped per timestamp", () => {
     assert.deepEqual(byName.get("svc_vm_filesystem_available_bytes"), [{ value: 250, timestampMs: 1 }]);
     assert.equal(out.series.filter((s) => s.labels.some((l) => l.value === "/mnt")).length, 0);
   });
+
+  it("a device mounted twice (bind mounts) is reported once, under its shortest mount point", () => {
+    const fs = (dev: string, comp: string, v: number): Part => ({
+      kind: "filesystem",
+      dev,
+      comp,
+      t: 1,
+      v,
+      stale: false,
+    });
+    const hosts = "/etc/hosts\u0000ext4\u0000/dev/vda";
+    const root = "/\u0000ext4\u0000/dev/vda";
+    const { out } = emitted([
+      fs(hosts, "size", 1000),
+      fs(hosts, "free", 300),
+      fs(root, "size", 1000),
+      fs(root, "free", 300),
+    ]);
+    const mounts = out.series.map((s) => s.labels.find((l) => l.name === "mountpoint")?.value);
+    assert.deepEqual([...new Set(mounts)], ["/"]);
+    assert.equal(out.leftOut.get("excluded_filesystem"), 2);
+  });
 });

@@ -66,10 +66,18 @@ export interface GuestMapState {
   readonly pending: Map<string, Pending>;
   /** Devices seen per kind, with when last seen (ms). */
   readonly devices: Map<GroupKind, Map<string, number>>;
+  /** The one mount point reported per filesystem device (bind mounts repeat its usage): the shortest. */
+  readonly fsMount: Map<string, string>;
 }
 
 export function newGuestMapState(): GuestMapState {
-  return { expected: new Map(), emitted: new Map(), pending: new Map(), devices: new Map() };
+  return {
+    expected: new Map(),
+    emitted: new Map(),
+    pending: new Map(),
+    devices: new Map(),
+    fsMount: new Map(),
+  };
 }
 
 /** The mapped series, ready for the ingester, and what was refused or left out. */
@@ -149,7 +157,28 @@ export function emitGroups(
     string,
     { kind: GroupKind; dev: string; t: number; comps: Map<string, number>; stale: boolean }
   >();
+  // Each filesystem device once, as svc's agent: under its shortest mount point seen.
   for (const p of parts) {
+    if (p.kind !== "filesystem") continue;
+    const [mount, , device] = p.dev.split("\u0000") as [string, string, string];
+    const owner = state.fsMount.get(device);
+    if (
+      owner === undefined ||
+      mount.length < owner.length ||
+      (mount.length === owner.length && mount < owner)
+    ) {
+      if (state.fsMount.size < 4 * DEVICE_LIMITS.filesystem || owner !== undefined)
+        state.fsMount.set(device, mount);
+    }
+  }
+  for (const p of parts) {
+    if (p.kind === "filesystem") {
+      const [mount, , device] = p.dev.split("\u0000") as [string, string, string];
+      if (state.fsMount.get(device) !== mount) {
+        leaveOut(out, "excluded_filesystem");
+        continue;
+      }
+    }
     const gk = `${p.kind}\u0001${p.dev}`;
     if (!admitDevice(state, p.kind, p.dev, now)) {
       refuse(
