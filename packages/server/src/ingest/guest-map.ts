@@ -157,6 +157,13 @@ export function emitGroups(
     string,
     { kind: GroupKind; dev: string; t: number; comps: Map<string, number>; stale: boolean }
   >();
+  // First, so this request's parts already meet the lowered expectation.
+  for (const [key, p] of state.pending) {
+    if (now - p.first < GROUP_HOLD_MS) continue;
+    // Never completed: drop it (missing, not a partial sum) and expect as many parts as it had.
+    state.pending.delete(key);
+    state.expected.set(key.slice(0, key.indexOf("\u0002")), p.comps.size);
+  }
   // Each filesystem device once, as svc's agent: under its shortest mount point seen.
   for (const p of parts) {
     if (p.kind !== "filesystem") continue;
@@ -223,12 +230,6 @@ export function emitGroups(
     for (const [name, labels, v] of compute(g.kind, g.dev, g.comps)) {
       addSample(samples, name, labels, vm, g.t, stale ? staleNaN() : v);
     }
-  }
-  for (const [key, p] of state.pending) {
-    if (now - p.first < GROUP_HOLD_MS) continue;
-    // Never completed: drop it (missing, not a partial sum) and expect as many parts as it had.
-    state.pending.delete(key);
-    state.expected.set(key.slice(0, key.indexOf("\u0002")), p.comps.size);
   }
   for (const ts of samples.values()) {
     ts.samples.sort((a, b) => a.timestampMs - b.timestampMs);
