@@ -27,7 +27,7 @@ export function createIngestMetrics(registry: Registry) {
     requests: counter(
       registry,
       "svc_ingest_requests_total",
-      "Remote-write requests by writer kind and HTTP status code.",
+      "Remote-write and OTLP requests by writer kind and HTTP status code.",
       ["source", "code"],
     ),
     acceptedSamples: counter(
