@@ -26,6 +26,10 @@ import type { Ingester, IngestResult } from "./ingest.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
 import { nodeExporterParts } from "./node-exporter.ts";
 
+/** A Label's `name: "__name__"` field followed by its value's tag, as a WriteRequest carries it. */
+const NAME_FIELD = Buffer.from("\x0a\x08__name__\x12", "latin1");
+const SVC_PREFIX = Buffer.from("svc_", "latin1");
+
 export type AgentPrincipal = Extract<IngestPrincipal, { kind: "agent" }>;
 
 export interface GuestSenders {
@@ -83,10 +87,21 @@ export function createGuestSenders(deps: { ingester: Ingester; metrics?: IngestM
 
   return {
     needsMapping(req) {
+      // On svc's own agent's every request: a byte scan for each series' name, no label decoding.
+      const buf = Buffer.from(req.labelBytes.buffer, req.labelBytes.byteOffset, req.labelBytes.byteLength);
       for (let i = 0; i < req.seriesCount; i++) {
-        const labels = labelsOfKeyBytes(req.labelBytes, req.labelKeyStart[i], req.labelKeyEnd[i]);
-        const name = labels.find((l) => l.name === "__name__")?.value ?? "";
-        if (!name.startsWith("svc_")) return true;
+        const end = req.labelKeyEnd[i]!;
+        const at = buf.indexOf(NAME_FIELD, req.labelKeyStart[i]);
+        if (at < 0 || at >= end) return true;
+        let k = at + NAME_FIELD.length;
+        while (k < end && (buf[k]! & 0x80) !== 0) k++; // the value's length (a varint)
+        k++;
+        if (
+          k + SVC_PREFIX.length > end ||
+          buf.compare(SVC_PREFIX, 0, SVC_PREFIX.length, k, k + SVC_PREFIX.length) !== 0
+        ) {
+          return true;
+        }
       }
       return false;
     },

@@ -333,6 +333,8 @@ describe("node_exporter through real remote-write senders", { skip }, () => {
         rwSeries("node_memory_MemFree_bytes", { instance: "elsewhere:9100", job: "node" }, [[now, 1024]]),
         rwSeries("node_load1", { instance: "x:9100" }, [[now, 0.5]]),
         rwSeries("node_network_receive_bytes_total", { device: "lo" }, [[now, 5]]),
+        // svc's own series beside node_exporter's, as svc's agent would send them.
+        rwSeries("svc_vm_memory_cached_bytes", { vm }, [[now, 512]]),
         ...nics,
       ],
       metadata: [],
@@ -348,6 +350,7 @@ describe("node_exporter through real remote-write senders", { skip }, () => {
       "the valid rest is stored, used derived",
     );
     assert.equal((await read(vm, "svc_vm_guest_network_receive_bytes_total", now - S)).length, 32);
+    assert.equal((await read(vm, "svc_vm_memory_cached_bytes", now - S))[0]?.values[0], 512);
     assert.equal((await read(vm, "node_load1", now - S)).length, 0);
     // Another VM's token writes only its own VM: the memory above landed on the token's VM, never the other's.
     assert.equal(
