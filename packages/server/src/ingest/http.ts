@@ -2,8 +2,10 @@ import { type DecodeLimits, decodeRemoteWriteBodyCompact, RemoteWriteDecodeError
 import type { FastifyPluginAsync } from "fastify";
 import type { Db } from "../db/database.ts";
 import { ingestPrincipalOr401 } from "./credentials.ts";
+import { createGuestSenders } from "./guest-senders.ts";
 import { describeRefusals, type Ingester } from "./ingest.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
+import { otlpRoutes } from "./otlp/routes.ts";
 import { registerVmStateRoute } from "./vm-states.ts";
 
 export interface IngestHttpDeps {
@@ -24,10 +26,12 @@ export interface IngestHttpDeps {
  *
  * svc's own 400s carry `Svc-Ingest-Refused` (`samples`: these samples are refused, the rest stored;
  * `body`: the body is not a WriteRequest svc can decode), so the guest agent can tell a final answer
- * from a 400 of a proxy in between, which it keeps and retries (docs/agent.md).
+ * from a 400 of a proxy in between, which it keeps and retries (docs/agent.md). OTLP/HTTP metrics from a guest
+ * agent's own sender are received beside it (otlp/routes.ts).
  */
 export const REFUSED_HEADER = "Svc-Ingest-Refused";
 export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
+  const guests = createGuestSenders({ ingester: deps.ingester, metrics: deps.metrics });
   return async (scope) => {
     scope.addContentTypeParser(
       ["application/x-protobuf", "application/octet-stream"],
@@ -45,6 +49,15 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       });
     }
     registerVmStateRoute(scope, deps);
+    await scope.register(
+      otlpRoutes({
+        db: deps.db,
+        guests,
+        collectorToken: deps.collectorToken,
+        now: deps.now,
+        mark: m ? (req, source) => seen.set(req, { source, t0: 0 }) : undefined,
+      }),
+    );
     scope.post("/v1/ingest/prometheus/api/v1/write", async (req, reply) => {
       const principal = await ingestPrincipalOr401(req, reply, deps);
       if (!principal) return reply;
@@ -75,7 +88,11 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       // wait for the WAL, long enough to be promoted and kept until a full collection.
       req.body = undefined;
       if (m) mark.t0 = performance.now();
-      const ingesting = deps.ingester.ingest(principal, writeRequest);
+      // A guest-agent token's node_exporter series (vmagent, Prometheus agent…) are mapped first.
+      const ingesting =
+        principal.kind === "agent" && guests.needsMapping(writeRequest)
+          ? guests.ingestRemoteWrite(principal, writeRequest)
+          : deps.ingester.ingest(principal, writeRequest);
       writeRequest = undefined; // likewise: not held by this frame while the commit waits
       const result = await ingesting;
       if (Object.keys(result.refused).length > 0) {

@@ -30,7 +30,8 @@ export type IngestRefusal =
   | "unknown_metric" // a name outside the catalog
   | "bad_labels" // missing/invalid `vm`, or a label the metric does not carry
   | "not_permitted" // the writer may not write this VM or this metric
-  | "derived_series"; // a series svc computes itself
+  | "derived_series" // a series svc computes itself
+  | "too_many_series"; // more devices of one kind from one VM than svc keeps (guest-map.ts)
 
 export interface IngestResult {
   acceptedSamples: number;

@@ -1,5 +1,6 @@
 import { counter, histogram, LATENCY_BUCKETS, type Registry } from "../instrument.ts";
 import { UTILIZATION_REFUSALS } from "./derive.ts";
+import type { LeaveOut } from "./guest-map.ts";
 import type { IngestRefusal } from "./ingest.ts";
 
 /** Every refusal reason, so each series exists (at 0) before the first refusal. */
@@ -13,7 +14,11 @@ const REASONS: readonly IngestRefusal[] = [
   "out_of_bounds",
   "duplicate_sample_for_timestamp",
   "invalid_labels",
+  "too_many_series",
 ];
+
+/** Why series of a mapped sender (node_exporter, OpenTelemetry) were left out by rule (guest-map.ts). */
+const LEFT_OUT: readonly LeaveOut[] = ["excluded_device", "excluded_filesystem", "late_part"];
 
 const SOURCES = ["collector", "agent"] as const;
 
@@ -23,7 +28,7 @@ export function createIngestMetrics(registry: Registry) {
     requests: counter(
       registry,
       "svc_ingest_requests_total",
-      "Remote-write requests by writer kind and HTTP status code.",
+      "Remote-write and OTLP requests by writer kind and HTTP status code.",
       ["source", "code"],
     ),
     acceptedSamples: counter(
@@ -53,6 +58,13 @@ export function createIngestMetrics(registry: Registry) {
       "Series of a write request refused whole, by reason, counted once per request.",
       ["reason"],
       REASONS.map((reason) => ({ reason })),
+    ),
+    leftOutSeries: counter(
+      registry,
+      "svc_ingest_series_left_out_total",
+      "Series of node_exporter or OpenTelemetry senders left out by rule (lo, tmpfs, partitions, parts arriving after their group), not refused.",
+      ["reason"],
+      LEFT_OUT.map((reason) => ({ reason })),
     ),
     derivedSamples: counter(
       registry,
