@@ -207,7 +207,7 @@ describe("QueryVMMonitoring", () => {
   it("keeps stale, missing and failed metrics distinct", async () => {
     const r = await q(
       p.vms[1],
-      ["cpu_utilization_pct", "memory_used_bytes", "filesystem_used_pct"],
+      ["cpu_utilization_pct", "memory_used_bytes", "memory_available_bytes"],
       t0 / S,
       nowMs / S,
       30,
@@ -227,11 +227,11 @@ describe("QueryVMMonitoring", () => {
     const mem = quality.series.find((s) => s.metricId === "memory_used_bytes");
     assert.equal(mem?.presentPoints, 0);
     assert.ok(mem && mem.expectedPoints > 0 && mem.gaps.length === 1);
-    // Error: expanded-only metric on a BASELINE VM.
+    // Error: an expanded-only metric (the guest agent's view of memory) on a BASELINE VM.
     assert.equal(quality.partial, true);
     assert.deepEqual(
       quality.errors.map((e) => [e.metricId, e.code, e.reason]),
-      [["filesystem_used_pct", "failed_precondition", "EXPANDED_MONITORING_REQUIRED"]],
+      [["memory_available_bytes", "failed_precondition", "EXPANDED_MONITORING_REQUIRED"]],
     );
   });
 
