@@ -1,7 +1,7 @@
 import { csrfToken, sessionEnded } from "./session-api.ts";
 
 /**
- * The project's Prometheus-compatible query API (DESIGN §7), read with the console's session: the
+ * The project's Prometheus-compatible query API (docs/api.md#prometheus-compatible-query-api), read with the console's session: the
  * browser attaches the HttpOnly cookie, the call carries the CSRF token as every Connect call does.
  * Used where one PromQL expression reads what would otherwise be one RPC per VM.
  */

@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Key, KeyService } from "./gen/svc/iam/v1/key_pb.ts";
 
 /**
- * Lost-secret recovery (SPEC §5.6) for key create and rotate: one request id for every attempt, an
+ * Lost-secret recovery (docs/api.md, lost-secret recovery) for key create and rotate: one request id for every attempt, an
  * ambiguous failure retried with that same id, and a replay (the key exists but its secret never
  * arrived) recovered with RecoverLostKey, which revokes the lost key and issues its replacement in one
  * server step.

@@ -192,7 +192,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const ci = new CiAutomation({ db: db.db, now, options: config.ci, rateLimiters: limits.rateLimiters });
   // One limit on password guessing for the API's Login and the console's sign-in (iam/sign-in-limits.ts).
   const signInLimits = createSignInLimits(limits.rateLimiters);
-  // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, DESIGN §5), then dropped hourly.
+  // Idempotency records are kept IDEMPOTENCY_RETENTION_MS (≥ 24 h, docs/decisions.md), then dropped hourly.
   // Audit events past SVC_AUDIT_RETENTION_DAYS go on the same hourly round, in batches.
   const prune = async () => {
     await pruneIdempotency(db.db, now()).catch((err: unknown) =>
@@ -218,7 +218,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     now,
     log,
     options: alertOptions,
-    // Resolved and retired incidents and their events are kept 90 days (SPEC §8), then purged.
+    // Resolved and retired incidents and their events are kept 90 days (docs/api.md), then purged.
     purge: async (atMs) => {
       await purgeIncidentHistory(db.db, atMs, alertOptions.historyRetentionMs);
     },

@@ -30,7 +30,7 @@ export function baseLabels(vm: string): Label[] {
 
 /**
  * Reads /proc and statfs once and returns the agent's series at `timestampMs` (ms). Metric names:
- * memory and filesystem per DESIGN §6; the guest's own CPU, disk and network counters under
+ * memory and filesystem per docs/agent.md; the guest's own CPU, disk and network counters under
  * `svc_vm_guest_*` so they never add to the hypervisor's `svc_vm_*` series.
  */
 export function collect(vm: string, timestampMs: number, src: CollectorSources): Collection {

@@ -5,7 +5,7 @@ import { Badge, Button, Dialog, ErrorBanner, Pre } from "./ui.tsx";
 
 /** Building blocks shared by the access screens: keys, service accounts and CI trusts. */
 
-/** The capabilities svc knows (DESIGN §9), with what each allows, for people. */
+/** The capabilities svc knows (docs/api.md#capabilities), with what each allows, for people. */
 export const CAPABILITIES: { id: string; label: string; allows: string }[] = [
   {
     id: "monitoring.read",

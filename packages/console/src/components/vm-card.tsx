@@ -32,7 +32,7 @@ export interface CardView {
 export interface CardDef {
   key: string;
   title: string;
-  /** One line under the title: what the numbers mean (SPEC §2 "Meaning of measurements"). */
+  /** One line under the title: what the numbers mean (docs/api.md#queryvmmonitoring). */
   about: string;
   views: CardView[];
   /** Extra metricIds read for the header only (e.g. vcpus). */

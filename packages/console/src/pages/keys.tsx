@@ -377,7 +377,7 @@ interface Issued {
 }
 
 /**
- * Create and rotate carry a requestId (SPEC §5.6). One id per user action: the dialog keeps it across
+ * Create and rotate carry a requestId (docs/api.md, lost-secret recovery). One id per user action: the dialog keeps it across
  * retries, and after an uncertain failure (the answer was lost) the form is frozen so the retry is the
  * exact same request. A retry that answers `replayed` (metadata, no secret) means the key exists but its
  * secret never arrived: RecoverLostKey revokes it and issues a replacement in one step.

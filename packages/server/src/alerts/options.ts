@@ -6,7 +6,7 @@ export interface AlertOptions {
   readonly samplingIntervalMs: number;
   /**
    * Largest gap between samples that still counts as covered, and how old the newest sample may be
-   * for an evaluation to have data, ms (three sampling intervals: the "stale" rule of DESIGN §6).
+   * for an evaluation to have data, ms (three sampling intervals: the "stale" rule of docs/api.md#queryvmmonitoring).
    */
   readonly maxGapMs: number;
   /** Rules per project (deleted rules do not count). */

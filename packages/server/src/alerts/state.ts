@@ -1,7 +1,7 @@
 import type { Evaluation } from "./condition.ts";
 
 /**
- * The instance state machine (DESIGN §10): INACTIVE → PENDING → FIRING → RESOLVED, and RETIRED.
+ * The instance state machine (docs/alerts.md#instance-states): INACTIVE → PENDING → FIRING → RESOLVED, and RETIRED.
  * Pure: the live evaluator and the preview both run it, so they agree by construction.
  *
  * - A breach that holds fires (from INACTIVE, PENDING or RESOLVED); one that does not hold yet is PENDING.

@@ -15,7 +15,7 @@ const base = {
   destinationNames: [],
 } as const;
 
-/** The initial templates (SPEC §2): ready specs with sensible defaults, for every VM of the project. */
+/** The initial templates (docs/alerts.md#templates): ready specs with sensible defaults, for every VM of the project. */
 export const ruleTemplates: readonly RuleTemplate[] = [
   {
     id: "cpu",

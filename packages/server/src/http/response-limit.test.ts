@@ -44,7 +44,7 @@ const post = (app: FastifyInstance, length: number) =>
     payload: JSON.stringify({ trustName: String(length), assertion: "a" }),
   });
 
-describe("RPC answer size cap (SPEC §8: 4 MiB)", () => {
+describe("RPC answer size cap (4 MiB, docs/api.md)", () => {
   let app: FastifyInstance;
   let baseUrl: string;
   before(async () => {

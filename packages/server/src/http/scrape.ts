@@ -30,7 +30,7 @@ const statusOf: Record<string, number> = {
 };
 
 /**
- * Scrape discovery and export shards (DESIGN §8) in their own Fastify scope: bearer credential with
+ * Scrape discovery and export shards (docs/prometheus.md) in their own Fastify scope: bearer credential with
  * monitoring.read on the project in the path, checked before anything is read. Errors are JSON
  * `{code, message}` with the HTTP status of the Connect code, and 429 carries Retry-After.
  */

@@ -36,7 +36,7 @@ export const redactPaths = [
   "*.sessionToken",
 ];
 
-/** SPEC §8: the largest RPC answer, before compression. */
+/** The largest RPC answer, before compression (docs/api.md: 4 MiB). */
 export const MAX_RPC_RESPONSE_BYTES = 4 * 1024 * 1024;
 
 const jsonOptions = { alwaysEmitImplicit: true, ignoreUnknownFields: false } as const;

@@ -47,12 +47,12 @@ const keyOwner = { human: "keyOwner" } as const;
 /**
  * Where alerts go, and what was sent there (recipients' addresses, webhook URLs, delivery records), is for
  * the people of the project and for credentials that manage notifications, not for a read key pasted
- * into a dashboard (issue 35): monitoring.read is queries, previews and inventory (SPEC §5.8).
+ * into a dashboard (issue 35): monitoring.read is queries, previews and inventory (docs/api.md#capabilities).
  */
 export const notificationRead = { people: "monitoring.read", credentials: "notifications.write" } as const;
 
 export const methodAccess: Readonly<Record<string, MethodAccess>> = {
-  // Read rows, each with its reason (SPEC §5.8: monitoring.read = queries, previews, inventory listing).
+  // Read rows, each with its reason (docs/api.md#capabilities: monitoring.read = queries, previews, inventory listing).
   // Metric queries and the inventory: the capability's own definition.
   "svc.monitoring.v1.MonitoringService/QueryVMMonitoring": "monitoring.read",
   "svc.monitoring.v1.MonitoringService/ListVMMonitoring": "monitoring.read",
@@ -60,7 +60,7 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
 
   "svc.monitoring.v1.AlertService/SaveAlertRule": "monitoring.write",
   "svc.monitoring.v1.AlertService/DeleteAlertRule": "monitoring.write",
-  // Previews: named by SPEC §5.8. Rules and templates: what is being watched, a monitoring read (a rule
+  // Previews: named by docs/api.md#capabilities. Rules and templates: what is being watched, a monitoring read (a rule
   // shows the destinations it notifies by name only).
   "svc.monitoring.v1.AlertService/PreviewAlertRule": "monitoring.read",
   "svc.monitoring.v1.AlertService/GetAlertRule": "monitoring.read",
@@ -70,13 +70,13 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   // Incidents: the monitoring state of the VMs (in-app notifications); they hold no recipient or URL.
   "svc.monitoring.v1.IncidentService/ListIncidents": "monitoring.read",
   "svc.monitoring.v1.IncidentService/GetIncident": "monitoring.read",
-  // Human attention: keys and CI tokens are refused (SPEC §4, "human dashboard operations").
+  // Human attention: keys and CI tokens are refused (docs/api.md: human dashboard operations).
   "svc.monitoring.v1.IncidentService/AcknowledgeIncident": { human: "monitoring.write" },
   "svc.monitoring.v1.IncidentService/SnoozeIncident": { human: "monitoring.write" },
   "svc.monitoring.v1.IncidentService/UnsnoozeIncident": { human: "monitoring.write" },
 
   // Silences (issue 30): read keys list them. Muting the people who should be woken is not "saving alert
-  // rules" (SPEC §5.8) either (issue 41): creating, editing and expiring need silences.write, which owners'
+  // rules" (docs/api.md#capabilities) either (issue 41): creating, editing and expiring need silences.write, which owners'
   // and editors' roles grant and a key or CI token carries only when chosen explicitly (a key's silence
   // is bounded in length, notify/silences.ts).
   "svc.monitoring.v1.SilenceService/ListSilences": "monitoring.read",
@@ -85,7 +85,7 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.SilenceService/UpdateSilence": "silences.write",
   "svc.monitoring.v1.SilenceService/ExpireSilence": "silences.write",
 
-  // Where alerts go is not "saving alert rules" (SPEC §5.8): a rule-saving key must not redirect or
+  // Where alerts go is not "saving alert rules" (docs/api.md#capabilities): a rule-saving key must not redirect or
   // silence notifications, so these need their own capability, never implied by monitoring.write.
   "svc.monitoring.v1.DestinationService/CreateDestination": "notifications.write",
   "svc.monitoring.v1.DestinationService/UpdateDestination": "notifications.write",
@@ -99,7 +99,7 @@ export const methodAccess: Readonly<Record<string, MethodAccess>> = {
   "svc.monitoring.v1.DestinationService/GetDelivery": notificationRead,
   // Members' names and emails, to pick email recipients by name (issue 27): whoever reads destinations.
   "svc.monitoring.v1.DestinationService/ListMembers": notificationRead,
-  // Human dashboard operations (SPEC §4): a recipient verifies their own address; test sends.
+  // Human dashboard operations (docs/api.md): a recipient verifies their own address; test sends.
   "svc.monitoring.v1.DestinationService/VerifyDestination": member,
   "svc.monitoring.v1.DestinationService/SendTestNotification": { human: "notifications.write" },
   // A person vouches for a URL a key or CI token set (issue 34): a leaked key cannot start sending alone.
@@ -168,7 +168,7 @@ export const rolePermissions: Readonly<Record<Role, readonly Capability[]>> = {
 };
 
 /**
- * Service-account permission templates (DESIGN §9). `notifications.write` and `silences.write` come only
+ * Service-account permission templates (docs/api.md#capabilities). `notifications.write` and `silences.write` come only
  * from their own templates, chosen explicitly: the templates that existed before them never imply them.
  */
 export const serviceAccountTemplates: Readonly<Record<string, readonly Capability[]>> = {

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { Db } from "../db/database.ts";
 import { invalidArgument } from "../errors.ts";
 
-/** Records are kept at least this long (DESIGN §5). */
+/** Records are kept at least this long (docs/decisions.md: 48 hours, at least the 24 the API promises). */
 export const IDEMPOTENCY_RETENTION_MS = 48 * 3600 * 1000;
 
 const UUID_LIKE = /^[0-9A-Za-z][0-9A-Za-z._:-]{7,127}$/;

@@ -394,7 +394,7 @@ export interface RecoveredKey extends CreatedKey {
 const recoverableScopes = ["CreateKey", "RotateKey", "RecoverLostKey"] as const;
 
 /**
- * SPEC §5.6 in one server step: the key issued by the caller's earlier create, rotate or recovery with
+ * Lost-secret recovery (docs/api.md) in one server step: the key issued by the caller's earlier create, rotate or recovery with
  * `lostRequestId` is revoked and a replacement with the same parent, display name, capabilities,
  * lifetime and rotation lineage is issued, in one transaction (revocation first). Other keys of the
  * lineage keep their own end times. The recovery is itself idempotent on `requestId`.

@@ -6,7 +6,7 @@ import { rejectsWith } from "../testing/assert.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 
-/** SPEC §5.6: an uncertain create or rotate, recovered with the original request id and RecoverLostKey. */
+/** Lost-secret recovery (docs/api.md): an uncertain create or rotate, recovered with the original request id and RecoverLostKey. */
 for (const { dialect, skip } of await testDialects()) {
   describe(`lost-secret recovery (${dialect.name})`, { skip }, () => {
     let t: TestApp;

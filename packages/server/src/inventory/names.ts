@@ -1,7 +1,7 @@
 import { invalidArgument } from "../errors.ts";
 
 /**
- * Resource names (DESIGN §5). Clients use the names the API returns, whole; these parsers refuse
+ * Resource names (docs/api.md). Clients use the names the API returns, whole; these parsers refuse
  * anything else with a message naming the field.
  */
 export const PROJECT_ID = /^[a-z][a-z0-9-]{2,39}$/;

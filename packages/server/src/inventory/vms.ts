@@ -9,7 +9,7 @@ import { LOCATION, parseProjectName, parseVmName, VM_ID, type VmRef, vmName } fr
 export const vmStates = ["RUNNING", "STOPPED", "STARTING", "STOPPING", "DELETED"] as const;
 export const stopReasons = ["USER", "MAINTENANCE", "UNEXPECTED"] as const;
 export const monitoringLevels = ["BASELINE", "EXPANDED"] as const;
-/** Expanded guest monitoring: two distributions of one family, in DC-1 only (SPEC §1.5). */
+/** Expanded guest monitoring: two distributions of one family, in DC-1 only (docs/agent.md). */
 export const expandedDistributions = ["debian-12", "ubuntu-24.04"] as const;
 export const expandedLocations = ["dc-1"] as const;
 

@@ -1,6 +1,6 @@
 /**
  * The stored VM series: what each exported metric is, who may write it, and which per-device labels
- * it carries (DESIGN §6). Ingest refuses any other name or label, which keeps cardinality bounded and
+ * it carries (docs/ingest.md#what-a-series-must-look-like). Ingest refuses any other name or label, which keeps cardinality bounded and
  * tenants' series predictable; readers (RPCs, export, metadata API) use the same table.
  */
 export type Source = "hypervisor" | "guest_agent";

@@ -21,7 +21,7 @@ export interface ExpandedEnrollment {
 }
 
 /**
- * Opts one VM into expanded guest monitoring (SPEC §1.5): refused with failed_precondition
+ * Opts one VM into expanded guest monitoring (docs/agent.md): refused with failed_precondition
  * (EXPANDED_UNAVAILABLE) outside DC-1 or for an unsupported distribution. Sets the VM's monitoring
  * level and issues the agent's token. svc installs nothing and restarts nothing: the customer runs
  * the returned command inside the guest. Calling it again issues a new token; the old one keeps working until the

@@ -3,7 +3,7 @@ import type { Source } from "./catalog.ts";
 import { binaryOn, type LabeledSteps, orSteps, ratioOn } from "./windows.ts";
 
 /**
- * The metricIds of QueryVMMonitoring (DESIGN §6) as one table: the stored series each reads and the
+ * The metricIds of QueryVMMonitoring (docs/api.md#queryvmmonitoring) as one table: the stored series each reads and the
  * PromQL that computes it. Every reader (the RPC, the agreement test, docs) takes the expression from
  * here, so the Prometheus API given the same text returns the same values.
  *

@@ -3,7 +3,7 @@
  * defaults in one place and the unit beside each number. `resolveMetricsOptions` validates once.
  */
 export interface MetricsOptions {
-  /** Source sampling interval, ms (SPEC §8: 30 s). Staleness and step minimums derive from it. */
+  /** Source sampling interval, ms (30 s: docs/api.md#queryvmmonitoring). Staleness and step minimums derive from it. */
   readonly samplingIntervalMs: number;
   /** Hosted retention, ms; query bounds are clamped to it. */
   readonly retentionMs: number;

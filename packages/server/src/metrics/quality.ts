@@ -1,5 +1,5 @@
 /**
- * Data-quality arithmetic of QueryVMMonitoring (DESIGN §6), pure and in Unix seconds: which step
+ * Data-quality arithmetic of QueryVMMonitoring (docs/api.md#queryvmmonitoring), pure and in Unix seconds: which step
  * timestamps a series should have, which it has, and the runs it lacks. Missing is reported, never
  * filled.
  */

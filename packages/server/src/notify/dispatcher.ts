@@ -617,7 +617,7 @@ class DispatcherImpl implements Dispatcher {
     });
   }
 
-  /** Everything that may have changed since the transition is checked again before sending (SPEC §3). */
+  /** Everything that may have changed since the transition is checked again before sending (docs/notifications.md#the-recheck-before-every-attempt). */
   async #recheckAndSend(d: DeliveryTable, st: QueueState, attemptId: string, atMs: number): Promise<Outcome> {
     const dest = st.dest;
     if (!dest || dest.delete_time !== null) return skip("DESTINATION_DELETED", "the destination was deleted");

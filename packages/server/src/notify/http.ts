@@ -7,7 +7,7 @@ import { invalidArgument } from "../errors.ts";
 
 /**
  * The one outbound HTTP client of notifications: a JSON POST to a webhook or chat URL, guarded
- * against SSRF (DESIGN §11). HTTPS only; no redirects followed (a 3xx comes back as a response and
+ * against SSRF (docs/notifications.md#where-svc-may-send-ssrf). HTTPS only; no redirects followed (a 3xx comes back as a response and
  * the caller counts it as a failure); one deadline covers connect, TLS, request and response; at most
  * 64 KiB of the answer is read. Every address the host resolves to is checked when the socket
  * connects, inside the `lookup` of the connection pool's agent, so a name that resolves to a public

@@ -8,7 +8,7 @@ export interface NotifyOptions {
   readonly allowHosts: readonly string[];
   /** Retry delays after failed attempts, ms (jitter ±20 % is added). */
   readonly retryDelaysMs: readonly number[];
-  /** A message is not sent after this long, ms (SPEC: retries for up to 24 h). */
+  /** A message is not sent after this long, ms (retries for up to 24 h: docs/notifications.md#retries). */
   readonly messageTtlMs: number;
   /** At least this long after a 429, ms (longer when Retry-After says so). */
   readonly minRetryAfter429Ms: number;

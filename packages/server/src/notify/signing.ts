@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from "node:crypto";
 
 /**
- * Webhook secrets and the signature headers of one delivery attempt (DESIGN §11, docs/webhooks.md).
+ * Webhook secrets and the signature headers of one delivery attempt (docs/webhooks.md).
  *
  * - `webhook-id`, `webhook-timestamp`, `webhook-signature`: Standard Webhooks, so off-the-shelf verifiers work.
  * - `svc-attempt-id`, `svc-signature-v2`: svc's V2 signature, which also covers the attempt ID.

@@ -1,5 +1,5 @@
 /**
- * The Prometheus-compatible query API (DESIGN §7) as one Fastify scope: its own auth `onRequest`
+ * The Prometheus-compatible query API (docs/api.md#prometheus-compatible-query-api) as one Fastify scope: its own auth `onRequest`
  * hook (a bearer credential, or the console's session cookie with its CSRF header; monitoring.read
  * on the project in the path, checked before any body is read), requests read as Prometheus reads them (form.ts: a form body and the URL query; any other body
  * ignored, whatever its Content-Type), 405 for a served path's other methods, and a catch-all that

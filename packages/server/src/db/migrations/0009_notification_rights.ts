@@ -6,7 +6,7 @@ import type { Kysely } from "kysely";
  * credential set it (`unconfirmed_by`, "" once confirmed or when a person set it).
  *
  * Keys, service accounts and CI trusts are not rewritten: their stored capabilities keep exactly the
- * rights SPEC §5.8 defines (`monitoring.write` = saving alert rules). The destination-managing methods
+ * rights docs/api.md#capabilities defines (`monitoring.write` = saving alert rules). The destination-managing methods
  * moved to the new `notifications.write`, which no existing credential holds; a key that needs it is
  * created anew by someone who holds it (docs/decisions.md). Existing destinations were made under the
  * old rule by people or write keys alike and stay active (creator unknown: "").

@@ -1,6 +1,6 @@
 import { type NotificationMessage, webhookPayload } from "../message.ts";
 
-/** Receivers bound the raw body to 1 MiB (SPEC §6.2), so a body must never be larger. */
+/** Receivers bound the raw body to 1 MiB (docs/webhooks.md#a-complete-receiver), so a body must never be larger. */
 export const MAX_WEBHOOK_BODY_BYTES = 1024 * 1024;
 
 /**

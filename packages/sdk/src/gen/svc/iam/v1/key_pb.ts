@@ -386,7 +386,7 @@ export const KeyService: GenService<{
     output: typeof KeySchema;
   },
   /**
-   * Recovery of an uncertain create or rotate (SPEC §5.6) in one server step: the key issued by the
+   * Recovery of an uncertain create or rotate (docs/api.md, lost-secret recovery) in one server step: the key issued by the
    * earlier CreateKey, RotateKey or RecoverLostKey with lost_request_id (whose secret never reached the
    * caller) is revoked, and a replacement with the same parent, display name, capabilities, lifetime
    * and rotation lineage is issued, in one transaction. Call it after a retry of the lost request
