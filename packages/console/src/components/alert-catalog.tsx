@@ -63,7 +63,8 @@ export const RULE_METRICS: readonly RuleMetricInfo[] = [
     perMountpoint: true,
     charted: true,
     forecast: true,
-    description: "Per mountpoint; supported filesystems only, needs expanded monitoring.",
+    description:
+      "Per mountpoint; supported filesystems only, needs expanded monitoring or the QEMU guest agent read by the hypervisor collector.",
   },
   {
     id: "filesystem_used_bytes",
@@ -73,7 +74,8 @@ export const RULE_METRICS: readonly RuleMetricInfo[] = [
     perMountpoint: true,
     charted: true,
     forecast: true,
-    description: "Per mountpoint; supported filesystems only, needs expanded monitoring.",
+    description:
+      "Per mountpoint; supported filesystems only, needs expanded monitoring or the QEMU guest agent read by the hypervisor collector.",
   },
   {
     id: "disk_read_bytes_per_sec",

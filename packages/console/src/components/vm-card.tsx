@@ -100,6 +100,12 @@ export function MetricCard(props: {
   data: QueryVMMonitoringResponse;
   /** Shown instead of the chart when every metric of the card is EXPANDED_MONITORING_REQUIRED. */
   expandedExplanation?: ReactNode;
+  /**
+   * Also show expandedExplanation when the card has no points and no failure: its metrics are served at
+   * every level, but on this VM only expanded monitoring (or a collector that reads the QEMU guest agent)
+   * would give them, and neither did.
+   */
+  explainWhenEmpty?: boolean;
   /** Shown instead of an empty chart (e.g. "no readings from the guest agent yet"). */
   emptyExplanation?: ReactNode;
   /** This VM's full name, and the project's rules and this VM's incidents drawn on the chart. */
@@ -239,7 +245,7 @@ export function MetricCard(props: {
         <CardError key={`${e.metricId}-${e.reason}`} error={e} />
       ))}
 
-      {allNeedExpanded ? (
+      {allNeedExpanded || (props.explainWhenEmpty && !hasPoints && failures.length === 0) ? (
         <div className="vm-explain" data-testid={`explain-${def.key}`}>
           {props.expandedExplanation}
         </div>

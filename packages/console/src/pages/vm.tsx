@@ -125,7 +125,8 @@ const CARDS: CardDef[] = [
   {
     key: "filesystem",
     title: "Filesystem",
-    about: "Per mountpoint, as the guest agent reports it; a mount is not necessarily one disk.",
+    about:
+      "Per mountpoint, as the guest reports it (svc-agent, or the QEMU guest agent through the hypervisor); a mount is not necessarily one disk.",
     expanded: true,
     summary: (r) => {
       const used = r.series
@@ -396,6 +397,7 @@ export function VmPage(props: { location: string; vmId: string }) {
                   />
                 ) : undefined
               }
+              explainWhenEmpty={def.expanded && !expanded}
               emptyExplanation={
                 def.expanded && expanded
                   ? `No readings from the guest agent in this range. They start once svc-agent runs in the guest${
@@ -542,8 +544,10 @@ function ExpandedExplanation(props: {
     <div>
       <p>
         <strong>Needs expanded monitoring.</strong> Filesystem usage is reported by the guest agent, which
-        runs only with expanded monitoring. This VM uses baseline monitoring (the hypervisor), which cannot
-        see inside filesystems — so there is no reading here, which is not the same as 0 % full.
+        runs only with expanded monitoring, or by the QEMU guest agent where the provider's hypervisor
+        collector reads it; neither reported for this VM in this range. This VM uses baseline monitoring (the
+        hypervisor), which cannot see inside filesystems by itself — so there is no reading here, which is not
+        the same as 0 % full.
       </p>
       {!vm ? null : props.eligible && props.canWrite ? (
         <div className="row">
