@@ -57,11 +57,11 @@ for (const { dialect, skip } of await testDialects()) {
             [other, "WEBHOOK", 1n, 1n],
           ],
         );
-        // Top 3 of 4, the one due longest first, each with its failed attempt saying why.
+        // Top 3 of 4, the one due longest first, each with its failed attempt saying why (classified, as the tenant sees it; the raw error is in the log).
         assert.equal(res.deliveries.length, 3);
         for (const d of res.deliveries) {
           assert.equal(d.state, "PENDING");
-          assert.match(d.attempts.at(-1)?.detail ?? "", /ECONNREFUSED/);
+          assert.match(d.attempts.at(-1)?.detail ?? "", /^connection refused$/);
         }
         const next = res.deliveries.map((d) => d.nextAttemptTimeUnix);
         assert.deepEqual(
