@@ -48,6 +48,7 @@ import type { ProjectLimiter } from "./metrics/concurrency.ts";
 import { instrumentLimiter } from "./metrics/instrumentation.ts";
 import { latestVmMetrics } from "./metrics/latest.ts";
 import { resolveMetricsOptions } from "./metrics/options.ts";
+import { createQueryCpuMeter } from "./metrics/query-cpu.ts";
 import { openRemoteMetrics } from "./metrics/remote/open.ts";
 import { createLogSender, createSmtpSender } from "./notify/channels/email.ts";
 import { createDispatcher, type Dispatcher } from "./notify/dispatcher.ts";
@@ -59,7 +60,7 @@ import { buildInfo } from "./ops/build-info.ts";
 import { registerProcessMetrics } from "./ops/instrumentation.ts";
 import { createQueryMetrics } from "./promapi/instrumentation.ts";
 import { promApiFrameworkError, promApiRoutes } from "./promapi/plugin.ts";
-import { createQueryPool, type QueryPool, registerQueryPoolMetrics } from "./promql/index.ts";
+import { createQueryPool, type QueryPool, registerQueryPoolMetrics, TENANT_LABEL } from "./promql/index.ts";
 import { mergeRanges } from "./tsdb/compactor.ts";
 import { checkTsdbFormat, openTsdb, type Tsdb } from "./tsdb/index.ts";
 
@@ -118,11 +119,15 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const db = { ...opened, db: withAuditedTransactions(opened.db) };
   // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
   // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
-  const queryPool = config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers }) : undefined;
+  // Query CPU per project over the last 5 minutes (svc admin usage, the top-k usage metrics).
+  const queryCpu = createQueryCpuMeter({ now });
+  const chargeCpu = (projectId: string, seconds: number) => queryCpu.add(projectId, seconds);
+  const queryPool =
+    config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers, onCpu: chargeCpu }) : undefined;
   // SVC_METRICS_BACKEND=remote: a Prometheus-compatible engine holds the metrics; no TSDB is opened.
   const remote =
     config.metricsBackend === "remote" && config.remoteMetrics
-      ? openRemoteMetrics(config.remoteMetrics, { queryPool, log, registry: instruments })
+      ? openRemoteMetrics(config.remoteMetrics, { queryPool, log, registry: instruments, chargeCpu })
       : undefined;
   const tsdb = remote
     ? undefined
@@ -150,6 +155,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       storage: tsdb!,
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
+      chargeCpu,
     });
   if (instruments)
     registerProcessMetrics(instruments, {
@@ -271,6 +277,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       backup: { tsdb, db, dataDir: config.dataDir },
       backupMetrics,
       metrics,
+      usage: { queryCpu, storedBytes: tsdb && (() => tsdb.chunkBytesByLabel(TENANT_LABEL)) },
     });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {

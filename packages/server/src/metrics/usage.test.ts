@@ -1,13 +1,15 @@
 /**
  * `svc.admin.v1.OperationsService/ListProjectUsage`: three projects of different sizes (1, 2 and 4 VMs of
  * the same series) and one without data, on the embedded store (SQLite and PostgreSQL) and the remote
- * backend over VictoriaMetrics: sorted, top N, figures in proportion to the projects' sizes.
+ * backend over VictoriaMetrics: sorted, top N, figures in proportion to the projects' sizes; query CPU
+ * charged to the projects that queried (not to the operator's own reads); stored bytes on the embedded
+ * store, said to be unavailable on the remote one.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Config } from "../config.ts";
-import { loadProject } from "../promapi/testkit.ts";
+import { loadProject, scraperKey } from "../promapi/testkit.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { engineSkipReason, startEngine } from "../testing/engines.ts";
 import { startTestApp, type TestApp } from "../testing/harness.ts";
@@ -23,12 +25,14 @@ async function usageCase(t: TestApp): Promise<void> {
     ["usage-big", 4],
     ["usage-mid", 2],
   ];
+  const keys = new Map<string, string>();
   for (const [id, n] of sizes) {
     const p = await t.seedProject(
       id,
       Array.from({ length: n }, (_, i) => `vm-${i + 1}`),
     );
     await loadProject(t, p.vms, endMs, 1);
+    keys.set(id, await scraperKey(t, p));
   }
   await t.seedProject("usage-empty", ["vm-1"]);
 
@@ -59,6 +63,47 @@ async function usageCase(t: TestApp): Promise<void> {
     `${small.samplesPerSecond}`,
   );
 
+  // Before any tenant query: the operator's own reads above were not charged to anyone.
+  assert.deepEqual(
+    all.projects.map((p) => p.queryCpuSeconds),
+    [undefined, undefined, undefined],
+  );
+
+  // The big project asks 20 range queries over its 4 VMs, the small one 1 over its VM, the mid one none.
+  const ask = async (id: string, times: number) => {
+    for (let i = 0; i < times; i++) {
+      const res = await fetch(`${t.baseUrl}/v1/monitoring/projects/${id}/prometheus/api/v1/query_range`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${keys.get(id)}`,
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body: new URLSearchParams({
+          query: 'sum by (vm_id) (rate({__name__=~"svc_vm_.+_total"}[5m]))',
+          start: String((endMs - 1800 * S) / 1000),
+          end: String(endMs / 1000),
+          step: "30",
+        }).toString(),
+      });
+      assert.equal(res.status, 200, await res.text());
+    }
+  };
+  await ask("usage-big", 20);
+  await ask("usage-small", 1);
+  const byCpu = await t.admin.operations.listProjectUsage({ orderBy: "query_cpu_seconds" });
+  assert.deepEqual(
+    byCpu.projects.map((p) => p.project),
+    ["projects/usage-big", "projects/usage-small", "projects/usage-mid"],
+  );
+  const [bigCpu, smallCpu, midCpu] = byCpu.projects.map((p) => p.queryCpuSeconds);
+  assert.ok(bigCpu !== undefined && smallCpu !== undefined && bigCpu > smallCpu && smallCpu > 0, `${bigCpu}`);
+  assert.equal(midCpu, undefined); // it ran no query: missing, not zero
+  // Figures over the last 5 minutes: 6 minutes later, no project has query CPU left.
+  t.clock.ms = endMs + 360 * S;
+  const later = await t.admin.operations.listProjectUsage({ orderBy: "query_cpu_seconds" });
+  assert.ok(later.projects.every((p) => p.queryCpuSeconds === undefined));
+  t.clock.ms = endMs;
+
   const top = await t.admin.operations.listProjectUsage({ pageSize: 2, orderBy: "samples_per_second" });
   assert.deepEqual(
     top.projects.map((p) => p.project),
@@ -69,9 +114,27 @@ async function usageCase(t: TestApp): Promise<void> {
   await assert.rejects(t.admin.operations.listProjectUsage({ orderBy: "bytes" }), (e: unknown) => {
     assert.ok(e instanceof ConnectError);
     assert.equal(e.code, Code.InvalidArgument);
-    assert.match(e.message, /orderBy: must be one of active_series, samples_per_second/);
+    assert.match(e.message, /orderBy: must be one of active_series, samples_per_second, query_cpu_seconds/);
     return true;
   });
+}
+
+/** The embedded store: each project's chunk bytes, in the order of its size. */
+async function storedBytesCase(t: TestApp): Promise<void> {
+  const r = await t.admin.operations.listProjectUsage({ orderBy: "stored_bytes" });
+  assert.deepEqual(r.unavailable, []);
+  assert.deepEqual(
+    r.projects.map((p) => p.project),
+    ["projects/usage-big", "projects/usage-mid", "projects/usage-small"],
+  );
+  const [big, mid, small] = r.projects.map((p) => p.storedBytes ?? -1n);
+  // 61 samples of each series: compressed, under 16 bytes a sample and more than none.
+  const samples = 61n * r.projects[2].activeSeries;
+  assert.ok(small > 0n && small < 16n * samples, `${small}`);
+  assert.ok(big > mid && mid > small, `${big} ${mid} ${small}`);
+  // The same figure the store gives (head and blocks), not an estimate of an estimate.
+  const direct = t.app.tsdb.chunkBytesByLabel("project_id");
+  assert.equal(big, BigInt(direct.get("usage-big") ?? 0));
 }
 
 describe("per-project usage for the operator", () => {
@@ -80,6 +143,7 @@ describe("per-project usage for the operator", () => {
       const t = await startTestApp(dialect);
       try {
         await usageCase(t);
+        await storedBytesCase(t);
         const p = await t.seedProject("usage-tenant", []);
         await assert.rejects(
           t.clients(p.owner.session).admin.operations.listProjectUsage({}),
@@ -101,6 +165,18 @@ describe("per-project usage for the operator", () => {
     const t = await startTestApp(dialect, overrides);
     try {
       await usageCase(t);
+      // The engine's storage is not svc's to measure: said so, never 0.
+      const r = await t.admin.operations.listProjectUsage({});
+      assert.ok(r.projects.length === 3 && r.projects.every((p) => p.storedBytes === undefined));
+      assert.deepEqual(r.unavailable, [
+        "stored_bytes: not available from the engine (the remote backend's Prometheus API has no per-tenant storage size)",
+      ]);
+      await assert.rejects(t.admin.operations.listProjectUsage({ orderBy: "stored_bytes" }), (e: unknown) => {
+        assert.ok(e instanceof ConnectError);
+        assert.equal(e.code, Code.InvalidArgument);
+        assert.match(e.message, /orderBy: stored_bytes: not available from the engine/);
+        return true;
+      });
     } finally {
       await t.close();
       await engine.stop();

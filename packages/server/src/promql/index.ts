@@ -55,6 +55,7 @@ export {
 } from "./options.ts";
 export { parse } from "./parser.ts";
 export { registerQueryPoolMetrics } from "./pool/instrumentation.ts";
+export { chargingCpu, threadCpuSeconds } from "./pool/thread-cpu.ts";
 export {
   createQueryPool,
   defaultQueryPoolOptions,
