@@ -50,6 +50,7 @@ import { latestVmMetrics } from "./metrics/latest.ts";
 import { resolveMetricsOptions } from "./metrics/options.ts";
 import { createQueryCpuMeter } from "./metrics/query-cpu.ts";
 import { openRemoteMetrics } from "./metrics/remote/open.ts";
+import { registerProjectUsageMetrics } from "./metrics/usage-metrics.ts";
 import { createLogSender, createSmtpSender } from "./notify/channels/email.ts";
 import { createDispatcher, type Dispatcher } from "./notify/dispatcher.ts";
 import { closeIdleConnections, postJson } from "./notify/http.ts";
@@ -186,6 +187,16 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     readBack: metrics,
   });
   if (instruments && queryPool) registerQueryPoolMetrics(instruments, queryPool);
+  const usageSources = { queryCpu, storedBytes: tsdb && (() => tsdb.chunkBytesByLabel(TENANT_LABEL)) };
+  // The top-k noisy tenants, on the processes serving the operator's usage RPC.
+  if (instruments && config.roles.has("api"))
+    registerProjectUsageMetrics(instruments, {
+      db: db.db,
+      metrics,
+      sources: usageSources,
+      now,
+      topK: config.usageTopK,
+    });
   // Rate limits and the per-project query cap: across replicas on PostgreSQL, in process on SQLite.
   const limits = createLimits({ db, databaseUrl: config.databaseUrl, now });
   const limiter = instruments ? instrumentLimiter(limits.projectLimiter, instruments) : limits.projectLimiter;
@@ -277,7 +288,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       backup: { tsdb, db, dataDir: config.dataDir },
       backupMetrics,
       metrics,
-      usage: { queryCpu, storedBytes: tsdb && (() => tsdb.chunkBytesByLabel(TENANT_LABEL)) },
+      usage: usageSources,
     });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {

@@ -12,7 +12,7 @@ import type { Config } from "../config.ts";
 import { loadProject, scraperKey } from "../promapi/testkit.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { engineSkipReason, startEngine } from "../testing/engines.ts";
-import { startTestApp, type TestApp } from "../testing/harness.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
 
 const S = 1000;
 const dialects = await testDialects();
@@ -98,11 +98,6 @@ async function usageCase(t: TestApp): Promise<void> {
   const [bigCpu, smallCpu, midCpu] = byCpu.projects.map((p) => p.queryCpuSeconds);
   assert.ok(bigCpu !== undefined && smallCpu !== undefined && bigCpu > smallCpu && smallCpu > 0, `${bigCpu}`);
   assert.equal(midCpu, undefined); // it ran no query: missing, not zero
-  // Figures over the last 5 minutes: 6 minutes later, no project has query CPU left.
-  t.clock.ms = endMs + 360 * S;
-  const later = await t.admin.operations.listProjectUsage({ orderBy: "query_cpu_seconds" });
-  assert.ok(later.projects.every((p) => p.queryCpuSeconds === undefined));
-  t.clock.ms = endMs;
 
   const top = await t.admin.operations.listProjectUsage({ pageSize: 2, orderBy: "samples_per_second" });
   assert.deepEqual(
@@ -117,6 +112,58 @@ async function usageCase(t: TestApp): Promise<void> {
     assert.match(e.message, /orderBy: must be one of active_series, samples_per_second, query_cpu_seconds/);
     return true;
   });
+}
+
+/** `svc_project_usage_*` on /metrics with SVC_USAGE_TOP_K=2: name → project → value. */
+async function scrapeUsage(t: TestApp): Promise<Map<string, Map<string, number>>> {
+  const res = await fetch(`${t.baseUrl}/metrics`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+  assert.equal(res.status, 200);
+  const out = new Map<string, Map<string, number>>();
+  for (const m of (await res.text()).matchAll(/^(svc_project_usage_\w+)\{project="([^"]+)"\} (\S+)$/gm)) {
+    const byProject = out.get(m[1]) ?? new Map<string, number>();
+    byProject.set(m[2], Number(m[3]));
+    out.set(m[1], byProject);
+  }
+  return out;
+}
+
+/** At most k = 2 series per figure, the two heaviest projects, with the RPC's figures. */
+async function topKCase(t: TestApp, embedded: boolean): Promise<void> {
+  const got = await scrapeUsage(t);
+  const rpc = await t.admin.operations.listProjectUsage({});
+  const fig = (id: string) => rpc.projects.find((p) => p.project === `projects/${id}`);
+  assert.deepEqual(
+    [...(got.get("svc_project_usage_active_series") ?? [])],
+    [
+      ["usage-big", Number(fig("usage-big")?.activeSeries)],
+      ["usage-mid", Number(fig("usage-mid")?.activeSeries)],
+    ],
+  );
+  assert.deepEqual(
+    [...(got.get("svc_project_usage_samples_per_second")?.keys() ?? [])],
+    ["usage-big", "usage-mid"],
+  );
+  // Only the two projects that queried; the mid one ran none and has no series.
+  assert.deepEqual(
+    [...(got.get("svc_project_usage_query_cpu_seconds")?.keys() ?? [])],
+    ["usage-big", "usage-small"],
+  );
+  if (embedded)
+    assert.deepEqual(
+      [...(got.get("svc_project_usage_stored_bytes") ?? [])],
+      [
+        ["usage-big", Number(fig("usage-big")?.storedBytes)],
+        ["usage-mid", Number(fig("usage-mid")?.storedBytes)],
+      ],
+    );
+  else assert.equal(got.get("svc_project_usage_stored_bytes"), undefined);
+}
+
+/** Query CPU is over the last 5 minutes: 6 minutes later, no project has any left (last: moves the clock). */
+async function cpuWindowCase(t: TestApp): Promise<void> {
+  t.clock.ms += 360 * S;
+  const later = await t.admin.operations.listProjectUsage({ orderBy: "query_cpu_seconds" });
+  assert.ok(later.projects.length > 0 && later.projects.every((p) => p.queryCpuSeconds === undefined));
 }
 
 /** The embedded store: each project's chunk bytes, in the order of its size. */
@@ -140,10 +187,12 @@ async function storedBytesCase(t: TestApp): Promise<void> {
 describe("per-project usage for the operator", () => {
   for (const { dialect, skip } of dialects) {
     it(`embedded store (${dialect.name})`, { skip }, async () => {
-      const t = await startTestApp(dialect);
+      const t = await startTestApp(dialect, { usageTopK: 2 });
       try {
         await usageCase(t);
         await storedBytesCase(t);
+        await topKCase(t, true);
+        await cpuWindowCase(t);
         const p = await t.seedProject("usage-tenant", []);
         await assert.rejects(
           t.clients(p.owner.session).admin.operations.listProjectUsage({}),
@@ -160,11 +209,13 @@ describe("per-project usage for the operator", () => {
     const [{ dialect }] = dialects;
     const overrides: Partial<Config> = {
       metricsBackend: "remote",
+      usageTopK: 2,
       remoteMetrics: { remoteWriteUrl: engine.remoteWriteUrl, queryUrl: engine.queryUrl, headers: {} },
     };
     const t = await startTestApp(dialect, overrides);
     try {
       await usageCase(t);
+      await topKCase(t, false);
       // The engine's storage is not svc's to measure: said so, never 0.
       const r = await t.admin.operations.listProjectUsage({});
       assert.ok(r.projects.length === 3 && r.projects.every((p) => p.storedBytes === undefined));

@@ -70,6 +70,50 @@ export async function listProjectUsage(
   if (order === "stored_bytes" && !sources.storedBytes)
     throw invalidArgument("orderBy", STORED_BYTES_UNAVAILABLE);
   const top = req.pageSize || DEFAULT_TOP;
+  const { rows: all, totalProjects, unavailable } = await readProjectUsage(db, metrics, sources, nowMs);
+  return {
+    projects: heaviest(all, order as UsageOrder, top),
+    timeUnix: BigInt(Math.floor(nowMs / 1000)),
+    totalProjects: BigInt(totalProjects),
+    unavailable,
+  };
+}
+
+/** A usage figure of a row as a number; a figure the row lacks counts as none. */
+export function figureOf(u: ProjectUsageView, order: UsageOrder): number {
+  switch (order) {
+    case "active_series":
+      return Number(u.activeSeries);
+    case "samples_per_second":
+      return u.samplesPerSecond;
+    case "query_cpu_seconds":
+      return u.queryCpuSeconds ?? 0;
+    case "stored_bytes":
+      return Number(u.storedBytes ?? 0n);
+  }
+}
+
+/** The `top` rows heaviest by `order`, ties by project name. */
+export function heaviest(
+  rows: readonly ProjectUsageView[],
+  order: UsageOrder,
+  top: number,
+): ProjectUsageView[] {
+  return [...rows]
+    .sort((a, b) => figureOf(b, order) - figureOf(a, order) || a.project.localeCompare(b.project))
+    .slice(0, top);
+}
+
+/**
+ * Every project's usage row (projects without any figure left out), the inventory's project count and
+ * the figures this backend cannot give. One tenant-scoped query per project and figure.
+ */
+export async function readProjectUsage(
+  db: Db,
+  metrics: MetricsBackend,
+  sources: UsageSources,
+  nowMs: number,
+): Promise<{ rows: ProjectUsageView[]; totalProjects: number; unavailable: string[] }> {
   const cpu = sources.queryCpu.recent();
   const bytes = sources.storedBytes?.();
   const ids = (await db.selectFrom("projects").select("id").orderBy("id").execute()).map((r) => r.id);
@@ -95,18 +139,5 @@ export async function listProjectUsage(
       storedBytes: bytes ? BigInt(stored ?? 0) : undefined,
     });
   }
-  const key = (u: ProjectUsageView): number =>
-    ({
-      active_series: Number(u.activeSeries),
-      samples_per_second: u.samplesPerSecond,
-      query_cpu_seconds: u.queryCpuSeconds ?? 0,
-      stored_bytes: Number(u.storedBytes ?? 0n),
-    })[order as UsageOrder];
-  all.sort((a, b) => key(b) - key(a) || a.project.localeCompare(b.project));
-  return {
-    projects: all.slice(0, top),
-    timeUnix: BigInt(Math.floor(nowMs / 1000)),
-    totalProjects: BigInt(ids.length),
-    unavailable: bytes ? [] : [STORED_BYTES_UNAVAILABLE],
-  };
+  return { rows: all, totalProjects: ids.length, unavailable: bytes ? [] : [STORED_BYTES_UNAVAILABLE] };
 }

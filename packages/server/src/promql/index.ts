@@ -55,7 +55,6 @@ export {
 } from "./options.ts";
 export { parse } from "./parser.ts";
 export { registerQueryPoolMetrics } from "./pool/instrumentation.ts";
-export { chargingCpu, threadCpuSeconds } from "./pool/thread-cpu.ts";
 export {
   createQueryPool,
   defaultQueryPoolOptions,
@@ -65,6 +64,7 @@ export {
   type QueryPoolStats,
 } from "./pool/pool.ts";
 export type { AnswerEncoding, EncodedAnswer } from "./pool/protocol.ts";
+export { chargingCpu } from "./pool/thread-cpu.ts";
 export { print } from "./printer.ts";
 export { type FunctionSignature, functionSignature } from "./signatures.ts";
 export { injectTenant, TENANT_LABEL, withoutTenant } from "./tenant.ts";
