@@ -48,7 +48,9 @@ import type { ProjectLimiter } from "./metrics/concurrency.ts";
 import { instrumentLimiter } from "./metrics/instrumentation.ts";
 import { latestVmMetrics } from "./metrics/latest.ts";
 import { resolveMetricsOptions } from "./metrics/options.ts";
+import { createQueryCpuMeter } from "./metrics/query-cpu.ts";
 import { openRemoteMetrics } from "./metrics/remote/open.ts";
+import { registerProjectUsageMetrics } from "./metrics/usage-metrics.ts";
 import { createLogSender, createSmtpSender } from "./notify/channels/email.ts";
 import { createDispatcher, type Dispatcher } from "./notify/dispatcher.ts";
 import { closeIdleConnections, postJson } from "./notify/http.ts";
@@ -59,7 +61,7 @@ import { buildInfo } from "./ops/build-info.ts";
 import { registerProcessMetrics } from "./ops/instrumentation.ts";
 import { createQueryMetrics } from "./promapi/instrumentation.ts";
 import { promApiFrameworkError, promApiRoutes } from "./promapi/plugin.ts";
-import { createQueryPool, type QueryPool, registerQueryPoolMetrics } from "./promql/index.ts";
+import { createQueryPool, type QueryPool, registerQueryPoolMetrics, TENANT_LABEL } from "./promql/index.ts";
 import { mergeRanges } from "./tsdb/compactor.ts";
 import { checkTsdbFormat, openTsdb, type Tsdb } from "./tsdb/index.ts";
 
@@ -118,11 +120,15 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const db = { ...opened, db: withAuditedTransactions(opened.db) };
   // Prometheus-API queries run in worker threads (started on first use), so a heavy one never holds
   // the event loop; SVC_QUERY_WORKERS=0 keeps them inline.
-  const queryPool = config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers }) : undefined;
+  // Query CPU per project over the last 5 minutes (svc admin usage, the top-k usage metrics).
+  const queryCpu = createQueryCpuMeter({ now });
+  const chargeCpu = (projectId: string, seconds: number) => queryCpu.add(projectId, seconds);
+  const queryPool =
+    config.queryWorkers > 0 ? createQueryPool({ workers: config.queryWorkers, onCpu: chargeCpu }) : undefined;
   // SVC_METRICS_BACKEND=remote: a Prometheus-compatible engine holds the metrics; no TSDB is opened.
   const remote =
     config.metricsBackend === "remote" && config.remoteMetrics
-      ? openRemoteMetrics(config.remoteMetrics, { queryPool, log, registry: instruments })
+      ? openRemoteMetrics(config.remoteMetrics, { queryPool, log, registry: instruments, chargeCpu })
       : undefined;
   const tsdb = remote
     ? undefined
@@ -150,6 +156,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       storage: tsdb!,
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
+      chargeCpu,
     });
   if (instruments)
     registerProcessMetrics(instruments, {
@@ -180,6 +187,16 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     readBack: metrics,
   });
   if (instruments && queryPool) registerQueryPoolMetrics(instruments, queryPool);
+  const usageSources = { queryCpu, storedBytes: tsdb && (() => tsdb.chunkBytesByLabel(TENANT_LABEL)) };
+  // The top-k noisy tenants, on the processes serving the operator's usage RPC.
+  if (instruments && config.roles.has("api"))
+    registerProjectUsageMetrics(instruments, {
+      db: db.db,
+      metrics,
+      sources: usageSources,
+      now,
+      topK: config.usageTopK,
+    });
   // Rate limits and the per-project query cap: across replicas on PostgreSQL, in process on SQLite.
   const limits = createLimits({ db, databaseUrl: config.databaseUrl, now });
   const limiter = instruments ? instrumentLimiter(limits.projectLimiter, instruments) : limits.projectLimiter;
@@ -271,6 +288,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       backup: { tsdb, db, dataDir: config.dataDir },
       backupMetrics,
       metrics,
+      usage: usageSources,
     });
     registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
     registerAlertService(router, {

@@ -53,6 +53,17 @@ describe("remote metrics configuration", () => {
     );
   });
 
+  it("reads how many projects the usage metrics name (SVC_USAGE_TOP_K)", () => {
+    assert.equal(loadConfig(env({})).usageTopK, 10);
+    assert.equal(loadConfig(env({ SVC_USAGE_TOP_K: "0" })).usageTopK, 0);
+    assert.equal(loadConfig(env({ SVC_USAGE_TOP_K: "25" })).usageTopK, 25);
+    for (const bad of ["-1", "2.5", "ten", "1001"])
+      assert.throws(
+        () => loadConfig(env({ SVC_USAGE_TOP_K: bad })),
+        /SVC_USAGE_TOP_K: ".*" is not a number of projects \(0–1000\)/,
+      );
+  });
+
   it("names a malformed header entry by position, never its value", () => {
     assert.throws(
       () => parseHeaderList("X-Scope-OrgID: a, secret-without-colon", "SVC_REMOTE_HEADERS"),

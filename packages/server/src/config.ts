@@ -92,6 +92,8 @@ export interface Config {
   readonly evaluatorAutoStart: boolean;
   /** Shards the projects are hashed into for evaluation across replicas (SVC_EVALUATOR_SHARDS, 60). */
   readonly evaluatorShards: number;
+  /** Projects per `svc_project_usage_*` family on /metrics (SVC_USAGE_TOP_K, 10; 0: none). */
+  readonly usageTopK: number;
   /** Worker threads evaluating Prometheus-API queries off the event loop (SVC_QUERY_WORKERS). Default:
    * the machine's available parallelism; 0 evaluates on the event loop (no threads). */
   readonly queryWorkers: number;
@@ -226,6 +228,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     roles: overrides.roles ?? rolesOf(env.SVC_ROLES),
     evaluatorAutoStart: overrides.evaluatorAutoStart ?? env.SVC_EVALUATOR !== "false",
     evaluatorShards: overrides.evaluatorShards ?? shardsOf(env.SVC_EVALUATOR_SHARDS),
+    usageTopK: overrides.usageTopK ?? usageTopKOf(env.SVC_USAGE_TOP_K),
     notify: overrides.notify ?? notifyFromEnv(env),
     queryWorkers: overrides.queryWorkers ?? queryWorkersOf(env.SVC_QUERY_WORKERS),
     metrics: overrides.metrics,
@@ -307,6 +310,14 @@ function queryWorkersOf(raw: string | undefined): number {
   const n = Number(raw);
   if (!Number.isSafeInteger(n) || n < 0 || n > 256)
     throw new Error(`SVC_QUERY_WORKERS: "${raw}" is not a number of threads (0–256)`);
+  return n;
+}
+
+function usageTopKOf(raw: string | undefined): number {
+  if (raw === undefined || raw === "") return 10;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0 || n > 1000)
+    throw new Error(`SVC_USAGE_TOP_K: "${raw}" is not a number of projects (0–1000)`);
   return n;
 }
 

@@ -112,10 +112,21 @@ describe("svc admin backup and restore", async () => {
     assert.match(r.out, /\tprojects\/clidlv\/destinations\/[^\t]+\ttest\tPENDING\t/);
     const usage = await run(["admin", "usage", "--top", "3"], env);
     assert.equal(usage.code, 0, usage.err);
-    assert.match(usage.out, /^\d+ of \d+ projects at \S+\nproject\tactive series\tsamples\/s\n/);
+    assert.match(
+      usage.out,
+      /^\d+ of \d+ projects at \S+\nproject\tactive series\tsamples\/s\tquery CPU s\tstored bytes\n/,
+    );
+    const byBytes = await run(["admin", "usage", "--sort", "stored_bytes", "--json"], env);
+    assert.equal(byBytes.code, 0, byBytes.err);
+    assert.deepEqual(JSON.parse(byBytes.out).unavailable ?? [], []);
+    const byCpu = await run(["admin", "usage", "--sort", "query_cpu_seconds"], env);
+    assert.equal(byCpu.code, 0, byCpu.err);
     const badSort = await run(["admin", "usage", "--sort", "bytes"], env);
     assert.equal(badSort.code, 3);
-    assert.match(badSort.err, /orderBy: must be one of active_series, samples_per_second/);
+    assert.match(
+      badSort.err,
+      /orderBy: must be one of active_series, samples_per_second, query_cpu_seconds, stored_bytes/,
+    );
     const json = await run(["admin", "deliveries", "--json"], env);
     assert.equal(JSON.parse(json.out).pending, "1");
     const bad = await run(["admin", "deliveries", "--top", "0"], env);

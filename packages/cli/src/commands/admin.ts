@@ -165,10 +165,14 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
   admin
     .command("usage")
     .description(
-      "the projects using the metrics store most: active series and samples stored per second over the last 5 minutes, heaviest first (operator token in SVC_TOKEN)",
+      "the projects using the metrics store most: active series, samples stored per second and query CPU seconds over the last 5 minutes, and stored bytes, heaviest first (operator token in SVC_TOKEN)",
     )
     .option("--top <n>", "how many projects (at most 1000)", "20")
-    .option("--sort <figure>", "active_series or samples_per_second", "active_series")
+    .option(
+      "--sort <figure>",
+      "active_series, samples_per_second, query_cpu_seconds or stored_bytes",
+      "active_series",
+    )
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
       const top = Number(opts.top);
@@ -181,9 +185,13 @@ export function registerAdminCommands(program: Command, io: CliIo = {}): void {
       if (opts.json || outputFormat() !== "table")
         return printStructured(out, jsonOf(ListProjectUsageResponseSchema, res));
       out(`${res.projects.length} of ${res.totalProjects} projects at ${iso(res.timeUnix)}\n`);
-      out("project\tactive series\tsamples/s\n");
+      out("project\tactive series\tsamples/s\tquery CPU s\tstored bytes\n");
+      // A figure the backend cannot give, or a project without queries, prints "-", never 0.
       for (const p of res.projects)
-        out(`${p.project}\t${p.activeSeries}\t${p.samplesPerSecond.toFixed(2)}\n`);
+        out(
+          `${p.project}\t${p.activeSeries}\t${p.samplesPerSecond.toFixed(2)}\t${p.queryCpuSeconds?.toFixed(3) ?? "-"}\t${p.storedBytes ?? "-"}\n`,
+        );
+      for (const u of res.unavailable) out(`unavailable: ${u}\n`);
     });
 }
 

@@ -182,6 +182,8 @@ export function createIngester(deps: {
             ],
             minT - MAX_DERIVE_INTERVAL_MS,
             minT - 1,
+            // Ingest's own read, not a query of the tenant's: not in its query CPU.
+            { charge: false },
           );
           for (const sd of series) {
             const i = sd.timestamps.length - 1;

@@ -1,5 +1,6 @@
 import {
   type AnswerEncoding,
+  chargingCpu,
   createEngine,
   type EncodedAnswer,
   type Engine,
@@ -91,12 +92,16 @@ export interface MetricsBackend {
     encoding: AnswerEncoding,
     opts?: QueryOptions,
   ): Promise<EncodedAnswer>;
-  /** Raw samples of the project's series matching all matchers in [startMs, endMs]. */
+  /**
+   * Raw samples of the project's series matching all matchers in [startMs, endMs]. `opts.charge`
+   * false: not charged to the project's query CPU (svc's own reads, such as ingest's).
+   */
   select(
     projectId: string,
     matchers: readonly LabelMatcher[],
     startMs: number,
     endMs: number,
+    opts?: Pick<QueryOptions, "charge">,
   ): Promise<SeriesData[]>;
   /** Label sets of the project's series matching any matcher set, sorted, de-duplicated. */
   series(
@@ -198,8 +203,19 @@ export function createMetricsBackend(deps: {
    * loop; absent: the engine runs inline (tests, tools).
    */
   queryPool?: QueryPool;
+  /**
+   * Told the CPU seconds of each read evaluated on this thread (an inline query, windowAggregates,
+   * select, latest) with its project; the pool tells its own queries' (QueryPoolOptions.onCpu).
+   */
+  chargeCpu?: (projectId: string, seconds: number) => void;
 }): MetricsBackend {
   const rollupMs = deps.rollupResolutionMs ?? 0;
+  // Every read below is synchronous, so the thread's CPU around it is the read's own.
+  const charged = <T>(projectId: string, opts: QueryOptions | undefined, fn: () => T): T =>
+    chargingCpu(
+      deps.chargeCpu && opts?.charge !== false ? (s) => deps.chargeCpu?.(projectId, s) : undefined,
+      fn,
+    );
   const engine = deps.engine ?? createEngine();
   const now = deps.now ?? (() => performance.now());
   const pool = deps.queryPool;
@@ -209,14 +225,14 @@ export function createMetricsBackend(deps: {
       const ast = injectTenant(parse(expr), projectId);
       const r = pool
         ? await pool.instantQuery(deps.storage, ast, timeMs, { ...opts, tenant: projectId })
-        : engine.instantQuery(deps.storage, ast, timeMs, opts);
+        : charged(projectId, opts, () => engine.instantQuery(deps.storage, ast, timeMs, opts));
       return { value: withoutTenant(r.value), annotations: r.annotations, stats: r.stats };
     },
     async rangeQuery(projectId, expr, startMs, endMs, stepMs, opts) {
       const ast = injectTenant(parse(expr), projectId);
       const r = pool
         ? await pool.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, { ...opts, tenant: projectId })
-        : engine.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, opts);
+        : charged(projectId, opts, () => engine.rangeQuery(deps.storage, ast, startMs, endMs, stepMs, opts));
       return { value: withoutTenant(r.value), annotations: r.annotations, stats: r.stats };
     },
     ...(pool && {
@@ -228,11 +244,13 @@ export function createMetricsBackend(deps: {
           : pool.rangeQueryEncoded(deps.storage, ast, at.startMs, at.endMs, at.stepMs, encoding, o);
       },
     }),
-    async select(projectId, matchers, startMs, endMs) {
-      const q = deps.storage.querier();
-      return q
-        .select(scoped(projectId, matchers), startMs, endMs)
-        .map((s) => ({ ...s, labels: stripTenant(s.labels) }));
+    async select(projectId, matchers, startMs, endMs, opts) {
+      return charged(projectId, opts, () =>
+        deps.storage
+          .querier()
+          .select(scoped(projectId, matchers), startMs, endMs)
+          .map((s) => ({ ...s, labels: stripTenant(s.labels) })),
+      );
     },
     async series(projectId, matcherSets, startMs, endMs) {
       const q = deps.storage.querier();
@@ -262,102 +280,125 @@ export function createMetricsBackend(deps: {
       return [...values].sort();
     },
     async latest(projectId, matchers, atMs, lookbackMs) {
-      const q = deps.storage.querier();
-      const out: LatestSample[] = [];
-      const sel = scoped(projectId, matchers);
-      if (q.selectLatest) {
-        const l = q.selectLatest(sel, atMs - lookbackMs, atMs);
-        for (let i = 0; i < l.labels.length; i++) {
-          if (isStaleMarker(l.values, i)) continue;
-          out.push({ labels: stripTenant(l.labels[i]), timestampMs: l.timestamps[i], value: l.values[i] });
-        }
-        return out;
-      }
-      for (const s of q.select(sel, atMs - lookbackMs, atMs)) {
-        const i = s.timestamps.length - 1;
-        if (i < 0 || isStaleMarker(s.values, i)) continue;
-        out.push({ labels: stripTenant(s.labels), timestampMs: s.timestamps[i], value: s.values[i] });
-      }
-      return out;
+      return charged(projectId, undefined, () => latestOf(projectId, matchers, atMs, lookbackMs));
     },
     async windowAggregates(projectId, matchers, requests, startMs, endMs, stepMs, opts) {
-      const deadline = opts?.timeoutMs === undefined ? Number.POSITIVE_INFINITY : now() + opts.timeoutMs;
-      const grid = {
-        startMs,
-        stepMs,
-        points: endMs >= startMs ? Math.floor((endMs - startMs) / stepMs) + 1 : 0,
-      };
-      const lastStep = startMs + (grid.points - 1) * stepMs;
-      // One select for every requested metric (the store tests the name alternation against the
-      // VM's few series per block), from the earliest sample any window needs.
-      let widest = 0;
-      for (const r of requests) widest = Math.max(widest, r.windowMs);
-      const names = [...new Set(requests.map((r) => r.metric))];
-      const byName = new Map<string, RollupSeriesData[]>(names.map((n) => [n, []]));
-      let readError: Error | undefined;
-      if (requests.length > 0 && now() > deadline)
-        readError = new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
-      else if (requests.length > 0) {
-        try {
-          const q = deps.storage.querier();
-          const sel = scoped(projectId, [
-            ...matchers,
-            { type: "=~", name: "__name__", value: names.map(regexQuote).join("|") },
-          ]);
-          // Rollups stand for the raw samples when every window is a union of whole buckets.
-          const viaRollups =
-            q.selectRollups !== undefined && requests.every((r) => rollupsServe(grid, r.windowMs, rollupMs));
-          // Each metric's series are decoded only in the bucket columns its functions read.
-          const columns = new Map<string, number>();
-          for (const r of requests)
-            columns.set(r.metric, (columns.get(r.metric) ?? 0) | rollupColumnsFor(r.fn));
-          const columnsOf = (labels: Labels) =>
-            columns.get(labelValue(labels, "__name__")) ?? ALL_ROLLUP_COLUMNS;
-          const data: RollupSeriesData[] = viaRollups
-            ? (q.selectRollups?.(sel, startMs - widest, lastStep, rollupMs, columnsOf) ?? [])
-            : q.select(sel, startMs - widest + 1, lastStep);
-          for (const s of data) {
-            const labels = stripTenant(s.labels);
-            const entry = byName.get(labelValue(s.labels, "__name__"));
-            if (s.rollups)
-              entry?.push({ labels, timestamps: s.timestamps, values: s.values, rollups: s.rollups });
-            else {
-              const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
-              entry?.push({ labels, timestamps: t, values: v });
-            }
-          }
-        } catch (err) {
-          readError = err instanceof Error ? err : new Error(String(err));
-        }
-      }
-      const out: WindowOutcome[] = [];
-      for (const r of requests) {
-        // Past the deadline (during the read or the sweeps before), the rest is stopped and said so.
-        if (!readError && now() > deadline)
-          readError = new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
-        if (readError) {
-          out.push({ ok: false, error: readError });
-          continue;
-        }
-        try {
-          const data = byName.get(r.metric) ?? [];
-          const keepName = r.fn === "last_over_time";
-          const series: RangeSeries[] = [];
-          for (const s of data) {
-            // The cursors skip samples older than this request's own (possibly narrower) window.
-            const steps = s.rollups
-              ? rollupStepAggregate(s.rollups, grid, r.windowMs, r.fn)
-              : stepAggregate(s.timestamps, s.values, grid, r.windowMs, r.fn);
-            if (steps.timestamps.length === 0) continue;
-            const metric = keepName ? s.labels : s.labels.filter((l) => l.name !== "__name__");
-            series.push({ metric, timestamps: steps.timestamps, values: steps.values });
-          }
-          out.push({ ok: true, series });
-        } catch (err) {
-          out.push({ ok: false, error: err instanceof Error ? err : new Error(String(err)) });
-        }
-      }
-      return out;
+      return charged(projectId, opts, () =>
+        windowAggregatesOf(projectId, matchers, requests, startMs, endMs, stepMs, opts),
+      );
     },
   };
+
+  function latestOf(
+    projectId: string,
+    matchers: readonly LabelMatcher[],
+    atMs: number,
+    lookbackMs: number,
+  ): LatestSample[] {
+    const q = deps.storage.querier();
+    const out: LatestSample[] = [];
+    const sel = scoped(projectId, matchers);
+    if (q.selectLatest) {
+      const l = q.selectLatest(sel, atMs - lookbackMs, atMs);
+      for (let i = 0; i < l.labels.length; i++) {
+        if (isStaleMarker(l.values, i)) continue;
+        out.push({ labels: stripTenant(l.labels[i]), timestampMs: l.timestamps[i], value: l.values[i] });
+      }
+      return out;
+    }
+    for (const s of q.select(sel, atMs - lookbackMs, atMs)) {
+      const i = s.timestamps.length - 1;
+      if (i < 0 || isStaleMarker(s.values, i)) continue;
+      out.push({ labels: stripTenant(s.labels), timestampMs: s.timestamps[i], value: s.values[i] });
+    }
+    return out;
+  }
+
+  function windowAggregatesOf(
+    projectId: string,
+    matchers: readonly LabelMatcher[],
+    requests: readonly WindowRequest[],
+    startMs: number,
+    endMs: number,
+    stepMs: number,
+    opts: QueryOptions | undefined,
+  ): WindowOutcome[] {
+    const deadline = opts?.timeoutMs === undefined ? Number.POSITIVE_INFINITY : now() + opts.timeoutMs;
+    const grid = {
+      startMs,
+      stepMs,
+      points: endMs >= startMs ? Math.floor((endMs - startMs) / stepMs) + 1 : 0,
+    };
+    const lastStep = startMs + (grid.points - 1) * stepMs;
+    // One select for every requested metric (the store tests the name alternation against the
+    // VM's few series per block), from the earliest sample any window needs.
+    let widest = 0;
+    for (const r of requests) widest = Math.max(widest, r.windowMs);
+    const names = [...new Set(requests.map((r) => r.metric))];
+    const byName = new Map<string, RollupSeriesData[]>(names.map((n) => [n, []]));
+    let readError: Error | undefined;
+    if (requests.length > 0 && now() > deadline)
+      readError = new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
+    else if (requests.length > 0) {
+      try {
+        const q = deps.storage.querier();
+        const sel = scoped(projectId, [
+          ...matchers,
+          { type: "=~", name: "__name__", value: names.map(regexQuote).join("|") },
+        ]);
+        // Rollups stand for the raw samples when every window is a union of whole buckets.
+        const viaRollups =
+          q.selectRollups !== undefined && requests.every((r) => rollupsServe(grid, r.windowMs, rollupMs));
+        // Each metric's series are decoded only in the bucket columns its functions read.
+        const columns = new Map<string, number>();
+        for (const r of requests)
+          columns.set(r.metric, (columns.get(r.metric) ?? 0) | rollupColumnsFor(r.fn));
+        const columnsOf = (labels: Labels) =>
+          columns.get(labelValue(labels, "__name__")) ?? ALL_ROLLUP_COLUMNS;
+        const data: RollupSeriesData[] = viaRollups
+          ? (q.selectRollups?.(sel, startMs - widest, lastStep, rollupMs, columnsOf) ?? [])
+          : q.select(sel, startMs - widest + 1, lastStep);
+        for (const s of data) {
+          const labels = stripTenant(s.labels);
+          const entry = byName.get(labelValue(s.labels, "__name__"));
+          if (s.rollups)
+            entry?.push({ labels, timestamps: s.timestamps, values: s.values, rollups: s.rollups });
+          else {
+            const { t, v } = withoutStaleMarkers(s.timestamps, s.values);
+            entry?.push({ labels, timestamps: t, values: v });
+          }
+        }
+      } catch (err) {
+        readError = err instanceof Error ? err : new Error(String(err));
+      }
+    }
+    const out: WindowOutcome[] = [];
+    for (const r of requests) {
+      // Past the deadline (during the read or the sweeps before), the rest is stopped and said so.
+      if (!readError && now() > deadline)
+        readError = new QueryTimeoutError(`query timed out after ${opts?.timeoutMs} ms`);
+      if (readError) {
+        out.push({ ok: false, error: readError });
+        continue;
+      }
+      try {
+        const data = byName.get(r.metric) ?? [];
+        const keepName = r.fn === "last_over_time";
+        const series: RangeSeries[] = [];
+        for (const s of data) {
+          // The cursors skip samples older than this request's own (possibly narrower) window.
+          const steps = s.rollups
+            ? rollupStepAggregate(s.rollups, grid, r.windowMs, r.fn)
+            : stepAggregate(s.timestamps, s.values, grid, r.windowMs, r.fn);
+          if (steps.timestamps.length === 0) continue;
+          const metric = keepName ? s.labels : s.labels.filter((l) => l.name !== "__name__");
+          series.push({ metric, timestamps: steps.timestamps, values: steps.values });
+        }
+        out.push({ ok: true, series });
+      } catch (err) {
+        out.push({ ok: false, error: err instanceof Error ? err : new Error(String(err)) });
+      }
+    }
+    return out;
+  }
 }

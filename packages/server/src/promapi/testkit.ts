@@ -113,7 +113,7 @@ export async function loadProject(t: TestApp, vms: readonly string[], endMs: num
   if (res.status !== 204) throw new Error(`ingest refused the fixture: ${res.status} ${res.body}`);
 }
 
-async function scraperKey(t: TestApp, p: SeededProject): Promise<string> {
+export async function scraperKey(t: TestApp, p: SeededProject): Promise<string> {
   const owner = t.clients(p.owner.session);
   const sa = await owner.serviceAccounts.createServiceAccount({
     parent: p.projectName,

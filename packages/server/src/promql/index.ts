@@ -64,6 +64,7 @@ export {
   type QueryPoolStats,
 } from "./pool/pool.ts";
 export type { AnswerEncoding, EncodedAnswer } from "./pool/protocol.ts";
+export { chargingCpu } from "./pool/thread-cpu.ts";
 export { print } from "./printer.ts";
 export { type FunctionSignature, functionSignature } from "./signatures.ts";
 export { injectTenant, TENANT_LABEL, withoutTenant } from "./tenant.ts";

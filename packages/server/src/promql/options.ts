@@ -52,4 +52,9 @@ export interface QueryOptions {
   readonly signal?: AbortSignal;
   /** Overrides the engine's timeout for this query, ms (0 disables). */
   readonly timeoutMs?: number;
+  /**
+   * false: the query's CPU is not charged to its project's usage (the operator's own reads of
+   * usage, metrics/usage.ts); default: charged.
+   */
+  readonly charge?: boolean;
 }

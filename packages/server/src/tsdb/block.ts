@@ -668,6 +668,15 @@ export class Block implements PostingsIndex {
     return this.#all;
   }
 
+  /** Bytes of the chunks file held by the series `ids` (their chunks and each one's CRC). */
+  chunkBytesOf(ids: PostingsList): number {
+    let n = 0;
+    for (let i = 0; i < ids.length; i++)
+      for (let c = this.#chunkStart[ids[i]]; c < this.#chunkStart[ids[i] + 1]; c++)
+        n += this.#cLen[c] + this.#crc;
+    return n;
+  }
+
   /** Size of the rollups file (0 when the block has none). */
   rollupsBytes(): number {
     return this.#withRollups ? fstatSync(this.#rollupsFd()).size : 0;

@@ -316,3 +316,30 @@ describe("tsdb persistence", () => {
     assert.ok(existsSync(join(dir, "blocks", remaining[0], "meta.json")));
   });
 });
+
+describe("chunk bytes per project", () => {
+  it("attributes the head's and the blocks' chunk bytes by the tenant label", async () => {
+    const { db } = await open();
+    const series = [
+      L({ __name__: "m", project_id: "one", vm: "a" }),
+      ...["a", "b", "c"].map((vm) => L({ __name__: "m", project_id: "three", vm })),
+    ];
+    const samples: [Labels, number, number][] = [];
+    // The same values in every series: the same encoded bytes.
+    for (let t = T0 - 4 * HOUR; t <= T0; t += 30_000)
+      for (const l of series) samples.push([l, t, (t / 1000) % 97]);
+    await write(db, samples);
+    const head = db.chunkBytesByLabel("project_id");
+    assert.ok((head.get("one") ?? 0) > 0);
+    assert.equal(head.get("three"), 3 * (head.get("one") ?? 0));
+    assert.equal((head.get("one") ?? 0) + (head.get("three") ?? 0), db.stats().headChunkBytes);
+    assert.equal(db.chunkBytesByLabel("nothing").size, 0);
+
+    await db.compact();
+    assert.ok(db.stats().blocks >= 1, "a block was cut");
+    const both = db.chunkBytesByLabel("project_id");
+    // Blocks are counted too (with each chunk's CRC), not only what is left in the head.
+    assert.ok((both.get("one") ?? 0) > db.stats().headChunkBytes / 4, JSON.stringify([...both]));
+    assert.equal(both.get("three"), 3 * (both.get("one") ?? 0));
+  });
+});

@@ -116,6 +116,8 @@ export interface Tsdb extends Storage {
   /** Resolves when every commit issued so far is durable and applied. */
   flush(): Promise<void>;
   stats(): TsdbStats;
+  /** Encoded chunk bytes (head and blocks) per value of label `name`; values without any are absent. */
+  chunkBytesByLabel(name: string): Map<string, number>;
   /**
    * Writes a consistent image of the store into `dest` (created; must not exist) while appends go
    * on: blocks as hard links (copies across file systems), the latest checkpoint and the WAL up to
@@ -808,6 +810,23 @@ export class TsdbImpl implements Tsdb {
       oldestSampleMs: Number.isFinite(oldest) ? oldest : undefined,
       newestSampleMs: empty ? undefined : head.dataMaxT,
     };
+  }
+
+  /**
+   * Encoded chunk bytes per value of label `name` (the tenant label: per project), in the head's
+   * memory and the blocks' chunks files. Index, rollups and WAL are not attributed: they are shared
+   * or short-lived; docs/operations.md says what the figure is. One pass over the label's postings.
+   */
+  chunkBytesByLabel(name: string): Map<string, number> {
+    const out = new Map<string, number>();
+    const add = (v: string, n: number) => {
+      if (n > 0) out.set(v, (out.get(v) ?? 0) + n);
+    };
+    for (const v of this.head.reg.labelValues(name))
+      add(v, this.head.chunkBytesOf(this.head.reg.postings(name, v)));
+    for (const b of this.#blocks)
+      for (const v of b.labelValues(name)) add(v, b.chunkBytesOf(b.postings(name, v)));
+    return out;
   }
 
   stats(): TsdbStats {

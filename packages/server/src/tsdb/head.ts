@@ -13,6 +13,7 @@ import { bitsToBytes, MAX_SAMPLE_BITS, type XorState, xorAppendBits, xorDecodeIn
 import { ClosedChunks, SLOT_BYTES, SlotPool } from "./chunkstore.ts";
 import { OooStore } from "./ooo.ts";
 import type { TsdbOptions } from "./options.ts";
+import type { PostingsList } from "./postings.ts";
 import { grow, SeriesRegistry } from "./series.ts";
 
 const SLOT_BITS = SLOT_BYTES * 8;
@@ -436,6 +437,21 @@ export class Head {
       if (this.#slot[refs[i]] >= 0) open += bitsToBytes(this.#ocBits[refs[i]]);
     }
     return this.#chunks.liveBytes + open;
+  }
+
+  /**
+   * Bytes of encoded chunk data (closed + open) of the series `refs`; out-of-order samples, whose
+   * chunks are kept apart until the next cut, are not counted.
+   */
+  chunkBytesOf(refs: PostingsList): number {
+    let n = 0;
+    const ch = this.#chunks;
+    for (let i = 0; i < refs.length; i++) {
+      const ref = refs[i];
+      if (this.#slot[ref] >= 0) n += bitsToBytes(this.#ocBits[ref]);
+      for (let id = this.#lastClosed[ref]; id >= 0; id = ch.prev[id]) n += ch.len[id];
+    }
+    return n;
   }
 
   #grow(cap: number): void {

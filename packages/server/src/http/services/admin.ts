@@ -11,7 +11,7 @@ import type { Db } from "../../db/database.ts";
 import * as projects from "../../inventory/projects.ts";
 import * as vms from "../../inventory/vms.ts";
 import type { MetricsBackend } from "../../metrics/backend.ts";
-import { listProjectUsage } from "../../metrics/usage.ts";
+import { listProjectUsage, type UsageSources } from "../../metrics/usage.ts";
 import { listDeliveryBacklog } from "../../notify/backlog.ts";
 
 /** svc.admin.v1: provider-side inventory. Thin: the operator check is in the guard (http/auth.ts). */
@@ -23,6 +23,7 @@ export function registerAdminServices(
     backup: BackupSources;
     backupMetrics?: BackupMetrics;
     metrics: MetricsBackend;
+    usage: UsageSources;
   },
 ): void {
   const { db, now } = deps;
@@ -47,7 +48,7 @@ export function registerAdminServices(
       };
     },
     listDeliveryBacklog: (r) => listDeliveryBacklog(db, now(), r),
-    listProjectUsage: (r) => listProjectUsage(db, deps.metrics, now(), r),
+    listProjectUsage: (r) => listProjectUsage(db, deps.metrics, deps.usage, now(), r),
   });
   router.service(ProjectService, {
     createProject: (r) => projects.createProject(db, r, now()),

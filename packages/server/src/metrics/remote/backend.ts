@@ -1,9 +1,11 @@
 import type { Logger } from "pino";
 import {
+  chargingCpu,
   createEngine,
   type Engine,
   injectTenant,
   parse,
+  type QueryOptions,
   type QueryPool,
   type QueryResult,
   TENANT_LABEL,
@@ -44,6 +46,8 @@ export function createRemoteMetricsBackend(deps: {
   /** Warns once about an engine configured in a way svc cannot answer consistently over. */
   log?: Logger;
   instruments?: RemoteMetrics;
+  /** Told the CPU seconds of each query evaluated inline with its project (the pool tells its own). */
+  chargeCpu?: (projectId: string, seconds: number) => void;
 }): RemoteMetricsBackend {
   const o = deps.options;
   const engine = deps.engine ?? createEngine({ maxSamples: o.maxSamples });
@@ -54,6 +58,8 @@ export function createRemoteMetricsBackend(deps: {
     instruments: deps.instruments,
   });
   const origin = safeOrigin(o.queryUrl);
+  const charge = (projectId: string, opts: QueryOptions | undefined) =>
+    deps.chargeCpu && opts?.charge !== false ? (s: number) => deps.chargeCpu?.(projectId, s) : undefined;
 
   // Learnt on first use and kept; a failed probe (engine down) is retried by the next read.
   let traits: Promise<{ reader: RawSampleReader; bounds: WindowBounds }> | undefined;
@@ -148,7 +154,7 @@ export function createRemoteMetricsBackend(deps: {
         async (q) =>
           pool
             ? pool.instantQuery(q, ast, timeMs, { ...opts, tenant: projectId })
-            : engine.instantQuery(q, ast, timeMs, opts),
+            : chargingCpu(charge(projectId, opts), () => engine.instantQuery(q, ast, timeMs, opts)),
         deadline(opts),
       );
     },
@@ -165,7 +171,9 @@ export function createRemoteMetricsBackend(deps: {
         async (q) =>
           pool
             ? pool.rangeQuery(q, ast, startMs, endMs, stepMs, { ...opts, tenant: projectId })
-            : engine.rangeQuery(q, ast, startMs, endMs, stepMs, opts),
+            : chargingCpu(charge(projectId, opts), () =>
+                engine.rangeQuery(q, ast, startMs, endMs, stepMs, opts),
+              ),
         deadline(opts),
       );
     },

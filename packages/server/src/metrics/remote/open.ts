@@ -16,7 +16,12 @@ import { type RemoteMetricsOptions, resolveRemoteMetricsOptions } from "./option
 export function openRemoteMetrics(
   config: Pick<RemoteMetricsOptions, "remoteWriteUrl" | "queryUrl" | "headers"> &
     Partial<RemoteMetricsOptions>,
-  deps: { queryPool?: QueryPool; log?: Logger; registry?: Registry },
+  deps: {
+    queryPool?: QueryPool;
+    log?: Logger;
+    registry?: Registry;
+    chargeCpu?: (projectId: string, seconds: number) => void;
+  },
 ): { metrics: RemoteMetricsBackend; storage: Storage } {
   const options = resolveRemoteMetricsOptions(config);
   deps.log?.info(
@@ -30,7 +35,13 @@ export function openRemoteMetrics(
   );
   const instruments = deps.registry && createRemoteMetrics(deps.registry);
   return {
-    metrics: createRemoteMetricsBackend({ options, queryPool: deps.queryPool, log: deps.log, instruments }),
+    metrics: createRemoteMetricsBackend({
+      options,
+      queryPool: deps.queryPool,
+      log: deps.log,
+      instruments,
+      chargeCpu: deps.chargeCpu,
+    }),
     storage: createRemoteWriteStorage({ ...options, log: deps.log, instruments }),
   };
 }

@@ -297,3 +297,26 @@ describe("createQueryPool()", () => {
     }
   });
 });
+
+describe("query CPU of the pool's queries", () => {
+  it("tells each finished query's CPU with its tenant, unless asked not to charge it", async () => {
+    const told: [string, number][] = [];
+    const pool = createQueryPool({ workers: 1, onCpu: (tenant, s) => told.push([tenant, s]) });
+    try {
+      const data = store(20, 2_000);
+      const ast = injectTenant(parse("sum(rate(m_total[5m]))"), "p");
+      await pool.rangeQuery(data, ast, 0, 2_000 * STEP, STEP, { tenant: "p" });
+      await pool.rangeQuery(data, ast, 0, 2_000 * STEP, STEP, { tenant: "q", charge: false });
+      await pool.instantQuery(data, ast, 1_000 * STEP);
+      assert.equal(told[0]?.[0], "p");
+      assert.ok(told[0][1] > 0 && told[0][1] < 60, `${told[0][1]}`);
+      // Not charged: "q" (charge: false) and the query without a tenant.
+      assert.ok(
+        told.every(([t]) => t !== "q" && t !== ""),
+        JSON.stringify(told),
+      );
+    } finally {
+      await pool.close();
+    }
+  });
+});

@@ -34,6 +34,7 @@ import {
   type WorkerInit,
   type WorkerMessage,
 } from "./protocol.ts";
+import { threadCpuSeconds } from "./thread-cpu.ts";
 
 /**
  * Series whose labels one worker keeps per store (a select's labels cross once per worker, not once
@@ -54,6 +55,11 @@ export interface QueryPoolOptions {
   readonly retryAfterSeconds: number;
   /** The engine's own options in each worker (its deadline is the pool's). */
   readonly engine: WorkerEngineOptions;
+  /**
+   * Told each finished query's CPU seconds (its worker thread's, plus the event loop's reads for it)
+   * and its tenant, unless the query asked not to be charged (`charge: false`).
+   */
+  readonly onCpu?: (tenant: string, seconds: number) => void;
 }
 
 export const defaultQueryPoolOptions: QueryPoolOptions = Object.freeze({
@@ -162,6 +168,10 @@ interface Job {
   slot?: Slot;
   /** Samples handed to the worker so far. */
   loaded: number;
+  /** CPU seconds spent on the query so far (the event loop's reads; the worker's comes at the end). */
+  cpuSeconds: number;
+  /** Whether its CPU is told to onCpu. */
+  readonly charged: boolean;
   /** An error raised here (a failed read) that the worker's failure stands for. */
   failure?: unknown;
   /** Lets the store delete the blocks lent to the worker for this query (Querier.selectParts). */
@@ -316,6 +326,8 @@ class QueryPoolImpl implements QueryPool {
         resolve,
         reject,
         loaded: 0,
+        cpuSeconds: 0,
+        charged: opts?.charge !== false && opts?.tenant !== undefined,
         done: false,
         timers: [],
         releases: [],
@@ -393,6 +405,8 @@ class QueryPoolImpl implements QueryPool {
         if (q.length === 0) this.#queues.delete(job.tenant);
       }
     }
+    // A worker terminated at the deadline reports nothing: only the event loop's part is charged.
+    if (job.charged && job.cpuSeconds > 0) this.#o.onCpu?.(job.tenant, job.cpuSeconds);
     if (result) job.resolve(result);
     else job.reject(err);
   }
@@ -504,6 +518,7 @@ class QueryPoolImpl implements QueryPool {
       case "error": {
         const job = slot.job;
         if (!job || job.msg.id !== m.id) return;
+        job.cpuSeconds += m.cpuSeconds ?? 0;
         if (m.type === "done") this.#settle(job, undefined, unpackResult(m.result));
         else if (m.type === "encoded") this.#settle(job, undefined, m.answer);
         else this.#settle(job, job.failure ?? fromWire(m.error));
@@ -521,6 +536,7 @@ class QueryPoolImpl implements QueryPool {
    */
   #select(slot: Slot, m: Extract<WorkerMessage, { type: "select" }>): void {
     const job = slot.job;
+    const cpuFrom = this.#o.onCpu && job?.charged ? threadCpuSeconds() : undefined;
     let reply: SelectReply;
     let transfer: ArrayBuffer[] = [];
     try {
@@ -552,6 +568,7 @@ class QueryPoolImpl implements QueryPool {
       if (job) job.failure = err;
       reply = { ok: false, error: toWire(err) };
     }
+    if (job && cpuFrom !== undefined) job.cpuSeconds += Math.max(0, threadCpuSeconds() - cpuFrom);
     if (job?.done) return;
     slot.replies.postMessage(reply, transfer);
     Atomics.store(slot.flag, 0, 1);

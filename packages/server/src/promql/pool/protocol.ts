@@ -91,9 +91,19 @@ export type WorkerMessage =
       readonly maxtMs: number;
       readonly hints?: SelectHints;
     }
-  | { readonly type: "done"; readonly id: number; readonly result: PackedResult }
-  | { readonly type: "encoded"; readonly id: number; readonly answer: EncodedAnswer }
-  | { readonly type: "error"; readonly id: number; readonly error: WireError };
+  | {
+      readonly type: "done";
+      readonly id: number;
+      readonly result: PackedResult;
+      readonly cpuSeconds?: number;
+    }
+  | {
+      readonly type: "encoded";
+      readonly id: number;
+      readonly answer: EncodedAnswer;
+      readonly cpuSeconds?: number;
+    }
+  | { readonly type: "error"; readonly id: number; readonly error: WireError; readonly cpuSeconds?: number };
 
 /**
  * Main → worker on the reply port: the samples of one select, packed, or why there are none. With

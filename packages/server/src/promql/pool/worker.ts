@@ -24,6 +24,7 @@ import {
   type WorkerInit,
   type WorkerMessage,
 } from "./protocol.ts";
+import { threadCpuSeconds } from "./thread-cpu.ts";
 import { lowerThreadPriority } from "./thread-priority.ts";
 
 const init = workerData as WorkerInit;
@@ -94,6 +95,9 @@ port.on("message", (job: JobMessage) => {
   current = job.id;
   loaded = 0;
   const opts = { timeoutMs: 0, lookbackDeltaMs: job.lookbackDeltaMs };
+  // This thread's CPU for the query (evaluation, block reads, encoding), charged to its project.
+  const cpuFrom = threadCpuSeconds();
+  const cpu = () => Math.max(0, threadCpuSeconds() - cpuFrom);
   try {
     const r =
       job.kind === "instant"
@@ -101,15 +105,15 @@ port.on("message", (job: JobMessage) => {
         : engine.rangeQuery(queryable, job.expr, job.startMs, job.endMs, job.stepMs, opts);
     if (job.encode) {
       const answer = encodeAnswer(r, job.encode);
-      const encoded: WorkerMessage = { type: "encoded", id: job.id, answer };
+      const encoded: WorkerMessage = { type: "encoded", id: job.id, answer, cpuSeconds: cpu() };
       port.postMessage(encoded, [answer.body.buffer as ArrayBuffer]);
     } else {
       const { packed, transfer } = packResult(r);
-      const done: WorkerMessage = { type: "done", id: job.id, result: packed };
+      const done: WorkerMessage = { type: "done", id: job.id, result: packed, cpuSeconds: cpu() };
       port.postMessage(done, transfer);
     }
   } catch (err) {
-    const failed: WorkerMessage = { type: "error", id: job.id, error: toWire(err) };
+    const failed: WorkerMessage = { type: "error", id: job.id, error: toWire(err), cpuSeconds: cpu() };
     port.postMessage(failed);
   } finally {
     blocks.endQuery();
