@@ -4,6 +4,13 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page, Request } from "playwright-core";
+import {
+  otelCollectorYaml,
+  prometheusAgentYaml,
+  tokenFileCommand,
+  vmagentFlags,
+  vmagentScrapeYaml,
+} from "../../packages/console/src/guest-sender-configs.ts";
 import { scrapeConfigYaml } from "../../packages/console/src/scrape-config.ts";
 import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
 import {
@@ -278,11 +285,8 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     seen.length = 0;
     await page.goto(vmUrl(vmA));
     await page.getByTestId("chart-cpu").locator("canvas").first().waitFor();
-    // The filesystem card's button: the card's explanation goes once the level changes, the dialog stays.
-    await page
-      .getByTestId("explain-filesystem")
-      .getByRole("button", { name: "Install expanded monitoring" })
-      .click();
+    // The page's button (the filesystem card no longer explains: the hypervisor collector reads it).
+    await page.getByRole("button", { name: "Install expanded monitoring" }).first().click();
     const confirm = page.getByTestId("expanded-confirm");
     await confirm.waitFor();
     assert.match((await confirm.textContent()) ?? "", /svc installs nothing and restarts nothing/);
@@ -307,6 +311,24 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
       `JSON.stringify([localStorage, sessionStorage, location.href])`,
     )) as string;
     assert.ok(!stored.includes(token), "the token is kept nowhere but on the screen");
+
+    // The three ways, each with docs/agent.md's configuration for this server, the token by file only.
+    const origin = new URL(t.baseUrl).origin;
+    const text = async (id: string) => (await result.getByTestId(id).textContent()) ?? "";
+    await result.getByLabel("node_exporter + vmagent or Prometheus agent").check();
+    await result.getByTestId("way-node-exporter").waitFor();
+    assert.equal(await text("token-file-command"), tokenFileCommand("vmagent"));
+    assert.equal(await text("vmagent-scrape"), vmagentScrapeYaml());
+    assert.equal(await text("vmagent-flags"), vmagentFlags(origin));
+    assert.equal(await text("prometheus-agent"), prometheusAgentYaml(origin));
+    assert.ok(!(await result.getByTestId("way-node-exporter").textContent())?.includes(token));
+    await result.getByLabel("OpenTelemetry Collector").check();
+    await result.getByTestId("way-otel").waitFor();
+    assert.equal(await text("token-file-command"), tokenFileCommand("otelcol-contrib"));
+    assert.equal(await text("otel-collector"), otelCollectorYaml(origin));
+    assert.ok(!(await result.getByTestId("way-otel").textContent())?.includes(token));
+    await result.getByLabel("svc-agent", { exact: true }).check();
+    assert.equal(await text("install-command"), command);
 
     // The token is the guest agent's: it writes this VM's filesystem series.
     const ms = Date.now();
@@ -337,6 +359,11 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.equal(await page.getByTestId("expanded-result").count(), 0);
     assert.ok(!rpcs().includes("EnableExpandedMonitoring"), "a reload enables nothing");
     assert.match((await page.getByTestId("monitoring-level").textContent()) ?? "", /Expanded/);
+    // The sender that fed the guest series (svc's own series with the agent token: svc-agent).
+    assert.match(
+      (await page.getByTestId("guest-sender").textContent()) ?? "",
+      /^svc-agent, last seen \d+s ago$/,
+    );
     const fs = page.getByTestId("card-filesystem");
     assert.match((await fs.locator(".u-legend").textContent()) ?? "", /\/ used/);
     if (SHOTS) await page.screenshot({ path: join(SHOTS, "vm-expanded.png"), fullPage: true });

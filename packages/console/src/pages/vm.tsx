@@ -1,4 +1,8 @@
-import type { QueryVMMonitoringResponse, VMMonitoring } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
+import type {
+  GuestSender,
+  QueryVMMonitoringResponse,
+  VMMonitoring,
+} from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link, useSearchParams } from "wouter";
@@ -344,7 +348,13 @@ export function VmPage(props: { location: string; vmId: string }) {
             <Loading what="the VM" />
           ) : null}
         </section>
-        <DataQuality fresh={freshness.data} data={data} range={range} expanded={expanded} />
+        <DataQuality
+          fresh={freshness.data}
+          data={data}
+          range={range}
+          expanded={expanded}
+          sender={vm?.guestSender}
+        />
       </div>
 
       <div className="vm-toolbar">
@@ -433,6 +443,7 @@ function DataQuality(props: {
   data?: QueryVMMonitoringResponse;
   range: VmRange;
   expanded: boolean;
+  sender?: GuestSender;
 }) {
   const q = nowQuality(props.fresh, props.data);
   const cpu = props.data?.quality?.series.find((s) => s.metricId === "cpu_utilization_pct");
@@ -474,6 +485,21 @@ function DataQuality(props: {
               </span>
             ))}
           </dd>
+          {props.expanded || props.sender ? (
+            <>
+              <dt>Guest agent</dt>
+              <dd data-testid="guest-sender">
+                {props.sender ? (
+                  <>
+                    {props.sender.name}
+                    <span className="muted">, last seen {fmtAgo(props.sender.lastSeenUnix)}</span>
+                  </>
+                ) : (
+                  <span className="muted">no sender yet</span>
+                )}
+              </dd>
+            </>
+          ) : null}
           <dt>Coverage</dt>
           <dd>
             {cpu && cpu.expectedPoints > 0

@@ -133,6 +133,9 @@ export interface VmTable {
   memory_bytes: number;
   create_time: number;
   delete_time: number | null;
+  /** The sender that last fed the VM's guest series (ingest/guest-seen.ts), null before any. */
+  guest_sender: string | null;
+  guest_seen_time: number | null;
 }
 
 export interface VmStateEventTable {

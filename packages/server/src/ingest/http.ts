@@ -2,6 +2,7 @@ import { type DecodeLimits, decodeRemoteWriteBodyCompact, RemoteWriteDecodeError
 import type { FastifyPluginAsync } from "fastify";
 import type { Db } from "../db/database.ts";
 import { ingestPrincipalOr401 } from "./credentials.ts";
+import { createGuestSeen, guestSenderName } from "./guest-seen.ts";
 import { createGuestSenders } from "./guest-senders.ts";
 import { describeRefusals, type Ingester } from "./ingest.ts";
 import type { IngestMetrics } from "./instrumentation.ts";
@@ -32,6 +33,7 @@ export interface IngestHttpDeps {
 export const REFUSED_HEADER = "Svc-Ingest-Refused";
 export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
   const guests = createGuestSenders({ ingester: deps.ingester, metrics: deps.metrics });
+  const guestSeen = createGuestSeen(deps.db);
   return async (scope) => {
     scope.addContentTypeParser(
       ["application/x-protobuf", "application/octet-stream"],
@@ -53,6 +55,7 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       otlpRoutes({
         db: deps.db,
         guests,
+        guestSeen,
         collectorToken: deps.collectorToken,
         now: deps.now,
         mark: m ? (req, source) => seen.set(req, { source, t0: 0 }) : undefined,
@@ -89,12 +92,18 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       req.body = undefined;
       if (m) mark.t0 = performance.now();
       // A guest-agent token's node_exporter series (vmagent, Prometheus agent…) are mapped first.
-      const ingesting =
-        principal.kind === "agent" && guests.needsMapping(writeRequest)
-          ? guests.ingestRemoteWrite(principal, writeRequest)
-          : deps.ingester.ingest(principal, writeRequest);
+      const mapped = principal.kind === "agent" && guests.needsMapping(writeRequest);
+      const ingesting = mapped
+        ? guests.ingestRemoteWrite(principal, writeRequest)
+        : deps.ingester.ingest(principal, writeRequest);
       writeRequest = undefined; // likewise: not held by this frame while the commit waits
       const result = await ingesting;
+      if (principal.kind === "agent" && result.acceptedSamples > 0) {
+        const sender = guestSenderName(mapped ? "node_exporter" : "svc-agent", req.headers["user-agent"]);
+        await guestSeen.record(principal.vm, sender, deps.now(), (err) =>
+          req.log.warn({ err }, "could not record the VM's guest sender"),
+        );
+      }
       if (Object.keys(result.refused).length > 0) {
         return reply
           .code(400)

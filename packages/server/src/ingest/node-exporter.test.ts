@@ -164,6 +164,18 @@ describe("node_exporter through real remote-write senders", { skip }, () => {
     assert.fail(`fewer than ${n} scrapes of ${vm} (or none before a 30 s step) stored within 120 s`);
   }
 
+  /** The VM's page names the sender and when svc last took its samples (docs/agent.md). */
+  async function checkSender(vm: string, name: string, fromMs: number): Promise<void> {
+    const list = await t.clients(p.owner.session).monitoring.listVMMonitoring({
+      projectName: p.projectName,
+      inventoryOnly: true,
+    });
+    const sender = list.vms.find((v) => v.name === vm)?.guestSender;
+    assert.equal(sender?.name, name);
+    const seen = Number(sender.lastSeenUnix) * S;
+    assert.ok(seen >= fromMs - S && seen <= Date.now(), `last seen ${seen} after the sender started`);
+  }
+
   /** The checks against /proc and df, the same for every sender. */
   async function checkAgainstHost(vm: string, fromMs: number): Promise<void> {
     const nowS = Math.floor(Date.now() / S);
@@ -284,6 +296,7 @@ describe("node_exporter through real remote-write senders", { skip }, () => {
     );
     await waitForScrapes(p.vms[0]!, from, 3);
     await checkAgainstHost(p.vms[0]!, from);
+    await checkSender(p.vms[0]!, "node_exporter via vmagent", from);
     assert.equal(
       (await read(p.vms[2]!, "svc_vm_guest_cpu_seconds_total", from)).length,
       0,
@@ -316,6 +329,7 @@ describe("node_exporter through real remote-write senders", { skip }, () => {
     );
     await waitForScrapes(p.vms[1]!, from, 3);
     await checkAgainstHost(p.vms[1]!, from);
+    await checkSender(p.vms[1]!, "node_exporter via Prometheus", from);
   });
 
   it("refuses unknown series and exploding interfaces with reasons, stores the valid rest", async () => {

@@ -109,6 +109,8 @@ export async function createVm(db: Db, input: CreateVmInput, nowMs: number): Pro
     memory_bytes: Number(input.memoryBytes),
     create_time: nowMs,
     delete_time: null,
+    guest_sender: null,
+    guest_seen_time: null,
   };
   noteCreated(vmName({ projectId, location: input.location, vmId: input.vmId }));
   await db.insertInto("vms").values(row).execute();

@@ -22,6 +22,8 @@ export interface VmMonitoringView {
   memoryUsedBytes?: number;
   memoryTotalBytes?: number;
   quality?: { lastObservedUnix: bigint; stale: boolean; error: boolean };
+  /** The sender that last fed the guest series (ingest/guest-seen.ts); absent before any. */
+  guestSender?: { name: string; lastSeenUnix: bigint };
 }
 
 /** Latest metric values for a page of VMs, read in one round trip to the metrics store. */
@@ -29,7 +31,10 @@ export type LatestVmMetrics = (
   projectId: string,
   vms: readonly VmTable[],
 ) => Promise<
-  Map<string, Omit<VmMonitoringView, "name" | "displayName" | "state" | "location" | "monitoringLevel">>
+  Map<
+    string,
+    Omit<VmMonitoringView, "name" | "displayName" | "state" | "location" | "monitoringLevel" | "guestSender">
+  >
 >;
 
 /**
@@ -67,6 +72,10 @@ export async function listVmMonitoring(
       state: r.state,
       location: r.location,
       monitoringLevel: r.monitoring_level,
+      guestSender:
+        r.guest_sender !== null && r.guest_seen_time !== null
+          ? { name: r.guest_sender, lastSeenUnix: BigInt(Math.floor(Number(r.guest_seen_time) / 1000)) }
+          : undefined,
       ...metrics?.get(name),
     };
   });

@@ -227,6 +227,15 @@ describe("OTLP/HTTP metrics from the OpenTelemetry JS SDK", () => {
       0,
       "nothing on another VM",
     );
+    // The VM's page names the sender (by the exporter's User-Agent) and when svc last took its samples.
+    const list = await t.clients(p.owner.session).monitoring.listVMMonitoring({
+      projectName: p.projectName,
+      inventoryOnly: true,
+    });
+    const sender = list.vms.find((v) => v.name === vm)?.guestSender;
+    assert.equal(sender?.name, "OpenTelemetry JavaScript SDK (OTLP)");
+    const seen = Number(sender.lastSeenUnix) * S;
+    assert.ok(seen >= from - S && seen <= Date.now(), `last seen ${seen} after the exporter started`);
   });
 
   it("a delta-temporality export is answered 400 naming it, the SDK does not retry, the cumulative rest is stored", async () => {

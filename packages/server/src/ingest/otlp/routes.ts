@@ -5,6 +5,7 @@ import { SvcError } from "../../errors.ts";
 import { bearerToken } from "../../iam/principal.ts";
 import { authenticateIngest } from "../credentials.ts";
 import { newMapResult } from "../guest-map.ts";
+import { type GuestSeen, guestSenderName } from "../guest-seen.ts";
 import type { GuestSenders } from "../guest-senders.ts";
 import { describeRefusals } from "../ingest.ts";
 import { ExportMetricsServiceResponseSchema } from "./gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts";
@@ -17,6 +18,8 @@ export const OTLP_MAX_INFLATED_BYTES = 16 * 1024 * 1024;
 export interface OtlpRouteDeps {
   readonly db: Db;
   readonly guests: GuestSenders;
+  /** Records the VM's sender and last-seen time (guest-seen.ts). */
+  readonly guestSeen: GuestSeen;
   readonly collectorToken: string;
   readonly now: () => number;
   /** Tells the ingest listener's request metrics who wrote (and when decoding finished). */
@@ -89,6 +92,12 @@ export function otlpRoutes(deps: OtlpRouteDeps): FastifyPluginAsync {
       const out = newMapResult();
       const { parts, deltaPoints, deltaExample } = otlpParts(parsed, out);
       const result = await deps.guests.ingestParts(principal, parts, out);
+      if (result.acceptedSamples > 0) {
+        const sender = guestSenderName("otlp", req.headers["user-agent"]);
+        await deps.guestSeen.record(principal.vm, sender, deps.now(), (err) =>
+          req.log.warn({ err }, "could not record the VM's guest sender"),
+        );
+      }
       let rejected = deltaPoints;
       for (const r of Object.values(result.refused)) rejected += r.samples;
       if (deltaPoints > 0) {
