@@ -421,21 +421,22 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
       return out;
     }
 
-    it("a writer moved between replicas: no derived CPU point is missing across the move", async () => {
+    it("a writer moved between replicas and back: no derived CPU point is missing or averaged across the moves", async () => {
       const vm = await createVm("vm-moved");
-      // A collector every 30 s, its timestamps in the recent past; samples 0–3 through replica 0, then
-      // 4–7 through replica 1, which has never seen the VM: it reads the previous sample back.
+      // A collector every 30 s, its timestamps in the recent past; samples 0–3 through replica 0, 4–5
+      // through replica 1, which has never seen the VM (it reads the previous sample back), and 6–7
+      // through replica 0 again, whose memory holds sample 3, 90 s old: it reads sample 5 back too.
       const step = 30 * S;
       const t0 = Math.floor(Date.now() / S) * S - 10 * step;
       const pct = (i: number) => 10 + 5 * i;
-      const MOVE = 4;
+      const via = (i: number) => (i >= 4 && i < 6 ? 1 : 0);
       let counter = 100;
       for (let i = 0; i < 8; i++) {
         if (i > 0) counter += pct(i) * 0.01 * (step / S) * 2;
         // The 30 s a collector waits between two batches, compressed: VictoriaMetrics serves a sample
-        // about a second after it acknowledged it (docs/deploy.md); what the move reads back is older.
-        if (i === MOVE) await c.engine.flush();
-        await cpuVia(i < MOVE ? 0 : 1, vm, t0 + i * step, counter);
+        // about a second after it acknowledged it (docs/deploy.md); what a move reads back is older.
+        if (i > 0 && via(i) !== via(i - 1)) await c.engine.flush();
+        await cpuVia(via(i), vm, t0 + i * step, counter);
       }
       await c.engine.flush();
       const points = await stored("svc_vm_cpu_utilization_pct", vm, t0);
