@@ -1,22 +1,19 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { createSvcClients } from "@svc/sdk";
+import { createSvcClients, type SvcClients } from "@svc/sdk";
 import pg from "pg";
 import { DEFAULT_SHARDS, shardOf } from "../../packages/server/src/cluster/shards.ts";
 import { waitFor } from "../../packages/server/src/testing/assert.ts";
 import type { testDialects } from "../../packages/server/src/testing/dialects.ts";
 import { type EngineKind, engineSkipReason } from "../../packages/server/src/testing/engines.ts";
 import { cpuRuleSpec } from "../../packages/server/src/testing/rules.ts";
-import { type ReplicaCluster, startReplicaCluster } from "./cluster.ts";
+import { EVALUATION_INTERVAL_S, type ReplicaCluster, startReplicaCluster } from "./cluster.ts";
+import { startCollector } from "./collector.ts";
 
 const S = 1000;
-/**
- * The evaluation cycle here: 30 s shortened to 6 s, the same proportions (leases of 4 s renewed every
- * 1 s), long enough that a loaded CI machine's pauses do not cost a lease.
- */
-const INTERVAL_S = 6;
-const I = INTERVAL_S * S;
+/** The evaluation cycle (cluster.ts: 6 s), ms. */
+const I = EVALUATION_INTERVAL_S * S;
 const PROJECTS = 24;
 const REPLICAS = 3;
 
@@ -81,6 +78,50 @@ async function holders(db: pg.Client): Promise<Map<number, string>> {
 const pidOf = (holder: string) => Number(holder.split(":")[1]);
 
 /**
+ * Traffic through the balancer while replicas restart: three collectors writing (each from its own
+ * address, so the balancer spreads them) and a reader querying one VM after another over the RPC API.
+ */
+function startLoad(c: ReplicaCluster, reader: SvcClients, vms: readonly string[]) {
+  const collectors = ["127.0.0.2", "127.0.0.3", "127.0.0.4"].map((localAddress, i) =>
+    startCollector({
+      url: c.lb.url,
+      token: c.collectorToken,
+      localAddress,
+      metric: "svc_vm_memory_total_bytes",
+      vm: vms[i],
+    }),
+  );
+  const queries = { answered: 0, failed: [] as string[] };
+  let running = true;
+  const querying = (async () => {
+    for (let k = 0; running; k++) {
+      const now = Math.floor(Date.now() / S);
+      await reader.monitoring
+        .queryVMMonitoring({
+          name: vms[k % vms.length],
+          metricIds: ["cpu_utilization_pct", "memory_used_pct"],
+          startTimeUnix: BigInt(now - 600),
+          endTimeUnix: BigInt(now),
+          stepSeconds: 30,
+        })
+        .then(
+          () => queries.answered++,
+          (err: Error) => queries.failed.push(err.message),
+        );
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  return {
+    collectors,
+    queries,
+    async stop() {
+      running = false;
+      await Promise.all([querying, ...collectors.map((w) => w.stop())]);
+    },
+  };
+}
+
+/**
  * Issue 48: three replicas sharing the evaluator's shards, every project with a rule. A rolling restart
  * (SIGTERM, start, next) misses no cycle of any project; a kill -9 costs its shards at most one cycle.
  */
@@ -93,20 +134,21 @@ export function rollingSuite(kind: EngineKind, postgres: Awaited<ReturnType<type
     let c: ReplicaCluster;
     let log: ReturnType<typeof evaluationLog>;
     let db: pg.Client;
+    let owner: SvcClients;
+    /** Stops the traffic of the rolling restart: the test does, or after() when the test failed. */
+    let stopLoad = async () => {};
+    const vms: string[] = [];
     const projectIds = Array.from({ length: PROJECTS }, (_, i) => `roll-${i}`);
 
     before(async () => {
-      c = await startReplicaCluster(kind, postgres.dialect, {
-        replicas: REPLICAS,
-        env: { SVC_EVALUATION_INTERVAL_SECONDS: String(INTERVAL_S) },
-      });
+      c = await startReplicaCluster(kind, postgres.dialect, { replicas: REPLICAS });
       const clients = createSvcClients({ baseUrl: c.lb.url, token: c.adminToken, maxRetries: 0 });
       const email = "roller@example.com";
       const password = `pw-${randomUUID()}`;
       const user = await clients.admin.users.createUser({ email, password, displayName: "Roller" });
       for (const projectId of projectIds) {
         await clients.admin.projects.createProject({ projectId, displayName: projectId });
-        await clients.admin.vms.createVM({
+        const vm = await clients.admin.vms.createVM({
           parent: `projects/${projectId}`,
           vmId: "vm-1",
           location: "dc-1",
@@ -114,6 +156,7 @@ export function rollingSuite(kind: EngineKind, postgres: Awaited<ReturnType<type
           vcpus: 2,
           memoryBytes: 4n << 30n,
         });
+        vms.push(vm.name);
         await clients.admin.projects.setMember({
           project: `projects/${projectId}`,
           user: user.name,
@@ -124,7 +167,7 @@ export function rollingSuite(kind: EngineKind, postgres: Awaited<ReturnType<type
         email,
         password,
       });
-      const owner = createSvcClients({ baseUrl: c.lb.url, token: sessionToken, maxRetries: 0 });
+      owner = createSvcClients({ baseUrl: c.lb.url, token: sessionToken, maxRetries: 0 });
       for (const projectId of projectIds)
         await owner.alerts.saveAlertRule({
           projectName: `projects/${projectId}`,
@@ -146,16 +189,25 @@ export function rollingSuite(kind: EngineKind, postgres: Awaited<ReturnType<type
       );
     });
     after(async () => {
+      await stopLoad();
       await log?.close();
       await db?.end();
       await c?.close();
     });
 
-    it("a rolling restart (SIGTERM, start, the next) misses no evaluation cycle of any project", async () => {
+    it("a rolling restart (SIGTERM, start, the next) under remote write and queries misses no evaluation cycle of any project", async () => {
+      const load = startLoad(c, owner, vms);
+      stopLoad = load.stop;
+      await waitFor("the load to be under way", 10 * I, async () =>
+        load.queries.answered > 0 && load.collectors.every((w) => w.acked.length > 0) ? true : undefined,
+      );
       const from = Date.now();
       const shareAfter: number[] = [];
       const events: string[] = [];
+      const ackedAt = (w: (typeof load.collectors)[number]) => w.acked.length;
+      const progress: string[] = [];
       for (let i = 0; i < REPLICAS; i++) {
+        const before = { writes: load.collectors.map(ackedAt), queries: load.queries.answered };
         events.push(`stop ${i} at ${Date.now() - from}`);
         await c.stop(i);
         events.push(`stopped ${i} at ${Date.now() - from}`);
@@ -171,15 +223,25 @@ export function rollingSuite(kind: EngineKind, postgres: Awaited<ReturnType<type
             : undefined,
         );
         shareAfter.push(Date.now() - ready);
+        // The load went on through this replica's restart: every writer acknowledged, queries answered.
+        const writes = load.collectors.map((w, k) => ackedAt(w) - before.writes[k]);
+        const queries = load.queries.answered - before.queries;
+        progress.push(`restart ${i}: ${writes.join("/")} batches acknowledged, ${queries} queries answered`);
+        assert.ok(writes.every((n) => n > 0) && queries > 0, progress.at(-1));
       }
       // One more cycle after the last start, so its shards' next evaluations are in the log.
       await new Promise((r) => setTimeout(r, 2 * I));
+      await load.stop();
       const to = Date.now() - I;
       const gaps = log.gaps(from, to);
       const worst = Math.max(...gaps.values());
       process.stderr.write(
-        `rolling restart (${kind}): longest time without an evaluation ${worst} ms (cycle ${I} ms); a started replica held its share after ${shareAfter.join(", ")} ms\n`,
+        `rolling restart (${kind}): longest time without an evaluation ${worst} ms (cycle ${I} ms); a started replica held its share after ${shareAfter.join(", ")} ms; load: ${progress.join("; ")}; ${load.queries.failed.length} queries failed, ${load.collectors.map((w) => w.retried()).join("/")} write attempts retried\n`,
       );
+      // Clients see no error: writers retry what a stopping replica did not answer (as remote-write
+      // clients do) and none is refused; the balancer sends a query a stopped replica refused to the next.
+      for (const w of load.collectors) assert.equal(w.refusal(), undefined, "a batch was refused");
+      assert.deepEqual(load.queries.failed, [], "queries failed during the roll");
       assert.equal(gaps.size, PROJECTS);
       // A missed cycle is a gap of two cycles; jitter of a timer and a cycle's length stay far below half.
       for (const [p, gap] of gaps)

@@ -24,6 +24,11 @@ export interface VmBatch {
 
 export interface VmDeriveState {
   lastCpu?: { t: number; v: number };
+  /**
+   * The interval between the last two CPU samples derived from, ms: a longer wait for the next one means
+   * the writer skipped this replica meanwhile (it wrote through another), so ingest reads back.
+   */
+  lastCpuIntervalMs?: number;
   lastVcpus?: number;
   lastObservationT?: number;
 }
@@ -99,6 +104,7 @@ export function derive(batch: VmBatch, state: VmDeriveState, inventoryVcpus: num
         refusedUtilization.push({ t: p.t, reason: p.v >= last.v ? "over_capacity" : "counter_backwards" });
       else cpuUtilizationPct.push({ t: p.t, v: pct, stale: false });
     }
+    if (last) state.lastCpuIntervalMs = p.t - last.t;
     // In place: one object per VM for good, not a new one per sample to be promoted and collected.
     if (last) {
       last.t = p.t;

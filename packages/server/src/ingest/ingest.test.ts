@@ -39,6 +39,14 @@ describe("remote-write ingest", () => {
     pushRemoteWrite(url, token, { timeseries: ts, metadata: [] });
   const read = (projectId: string, name: string, vm: string) =>
     t.app.metrics.select(projectId, [eq("__name__", name), eq("vm", vm)], t0 - 3600 * S, t.clock.now());
+  /** A decoded remote-write request of `vm`'s CPU counter, for an ingester called directly. */
+  const cpuRequest = (vm: string, points: [number, number][]) =>
+    decodeWriteRequestCompact(
+      encodeWriteRequest({
+        timeseries: [rwSeries("svc_vm_cpu_seconds_total", { vm }, points)],
+        metadata: [],
+      }),
+    );
 
   it("stores hypervisor series with the VM labels and derives utilization and memory used", async () => {
     const vm = p.vms[0];
@@ -77,13 +85,7 @@ describe("remote-write ingest", () => {
 
   it("a restarted replica or one a writer moved to reads the previous CPU sample back: no derived point is lost (issue 48)", async () => {
     const vm = p.vms[1];
-    const cpu = (points: [number, number][]) =>
-      decodeWriteRequestCompact(
-        encodeWriteRequest({
-          timeseries: [rwSeries("svc_vm_cpu_seconds_total", { vm }, points)],
-          metadata: [],
-        }),
-      );
+    const cpu = (points: [number, number][]) => cpuRequest(vm, points);
     // The writer's first two samples reach the app's replica, the third a fresh one (a restart, or the
     // balancer moved the writer) on the same store; a fresh one without the read loses that point.
     const base = t0 + 120 * S;
@@ -106,6 +108,23 @@ describe("remote-write ingest", () => {
     );
     // vm-b has 2 vCPUs: 15 s in 30 s is 25 %, 30 s in 30 s is 50 %.
     assert.deepEqual([...util[0].values], [25, 50]);
+  });
+
+  it("a replica a writer comes back to after writing through another reads the newer sample back: the point is the interval's own", async () => {
+    const vm = p.vms[1];
+    const cpu = (points: [number, number][]) => cpuRequest(vm, points);
+    const base = t0 + 400 * S;
+    const here = createIngester({ db: t.app.db.db, storage: t.app.tsdb, readBack: t.app.metrics });
+    const elsewhere = createIngester({ db: t.app.db.db, storage: t.app.tsdb, readBack: t.app.metrics });
+    await here.ingest({ kind: "collector" }, cpu([[base, 10]]));
+    await here.ingest({ kind: "collector" }, cpu([[base + 30 * S, 25]]));
+    await elsewhere.ingest({ kind: "collector" }, cpu([[base + 60 * S, 55]]));
+    // Back here 60 s after its last sample here, within 90 s: memory alone would average 60 s.
+    await here.ingest({ kind: "collector" }, cpu([[base + 90 * S, 70]]));
+    const util = await read("ing", "svc_vm_cpu_utilization_pct", vm);
+    const at = (s: number) => util[0].values[[...util[0].timestamps].indexOf(base + s * S)];
+    // vm-b has 2 vCPUs: 15 s, 30 s and 15 s of CPU in 30 s.
+    assert.deepEqual([at(30), at(60), at(90)], [25, 50, 25]);
   });
 
   it("keeps the valid part of a batch and says which series were refused and how many", async () => {

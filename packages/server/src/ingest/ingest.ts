@@ -164,7 +164,7 @@ export function createIngester(deps: {
       for (let k = req.sampleStart[i]; k < req.sampleStart[i + 1]; k++)
         minT = Math.min(minT, req.timestampsMs[k]);
       const last = ss.state.lastCpu;
-      if (last && (last.t >= minT || minT - last.t <= READ_BACK_AFTER_MS)) continue;
+      if (last && (last.t >= minT || !skipped(ss.state, minT - last.t))) continue;
       wanted.set(ss, Math.min(minT, wanted.get(ss) ?? minT));
     }
     await Promise.all(
@@ -440,6 +440,17 @@ const CPU_SECONDS = "svc_vm_cpu_seconds_total";
  * before the request's (three 30 s collections): a writer sending less often pays one read per batch.
  */
 const READ_BACK_AFTER_MS = 90_000;
+
+/**
+ * Whether the writer may have sent a CPU sample elsewhere since the state's last one, `gapMs` before the
+ * request's: a gap over READ_BACK_AFTER_MS, or over one and a half of its last interval here (it wrote
+ * through another replica and came back: without the read its point would average the time away). A
+ * steady writer's jitter stays below that; an irregular one pays a read when its interval grows.
+ */
+function skipped(state: VmDeriveState, gapMs: number): boolean {
+  const interval = state.lastCpuIntervalMs;
+  return gapMs > READ_BACK_AFTER_MS || (interval !== undefined && gapMs > 1.5 * interval);
+}
 
 /** How long a known VM is trusted without re-reading the inventory, ms. */
 export const VM_CACHE_TTL_MS = 10_000;
