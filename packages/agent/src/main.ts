@@ -1,3 +1,4 @@
+import { stopOnSignals } from "@svc/remotewrite";
 import { createAgent } from "./agent.ts";
 import { configFromArgs, USAGE } from "./config.ts";
 import { AgentConfigError, writeUrl } from "./options.ts";
@@ -24,20 +25,4 @@ opts.logger.info("svc-agent started", {
 });
 agent.start();
 
-let stopping = false;
-const shutdown = (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  agent.stop().then(
-    () => {
-      opts.logger.info("svc-agent stopped", { signal, ...agent.stats() });
-      process.exit(0);
-    },
-    (err: unknown) => {
-      opts.logger.error("stop failed", { reason: (err as Error).message });
-      process.exit(1);
-    },
-  );
-};
-process.on("SIGTERM", () => shutdown("SIGTERM"));
-process.on("SIGINT", () => shutdown("SIGINT"));
+stopOnSignals("svc-agent", agent, opts.logger);

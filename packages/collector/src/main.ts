@@ -1,3 +1,4 @@
+import { stopOnSignals } from "@svc/remotewrite";
 import { createCollector } from "./collector.ts";
 import { configFromEnv, USAGE } from "./config.ts";
 import { CollectorConfigError } from "./options.ts";
@@ -26,20 +27,4 @@ opts.logger.info("svc-collector started", {
 });
 collector.start();
 
-let stopping = false;
-const shutdown = (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  collector.stop().then(
-    () => {
-      opts.logger.info("svc-collector stopped", { signal, ...collector.stats() });
-      process.exit(0);
-    },
-    (err: unknown) => {
-      opts.logger.error("stop failed", { reason: (err as Error).message });
-      process.exit(1);
-    },
-  );
-};
-process.on("SIGTERM", () => shutdown("SIGTERM"));
-process.on("SIGINT", () => shutdown("SIGINT"));
+stopOnSignals("svc-collector", collector, opts.logger);

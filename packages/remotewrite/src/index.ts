@@ -26,6 +26,7 @@ export { createLogger, type Logger, type LogLevel } from "./log.ts";
 export { type DecodeLimits, defaultDecodeLimits, resolveDecodeLimits } from "./options.ts";
 export { type FetchLike, type PushOptions, type PushResult, pushRemoteWrite } from "./push.ts";
 export { SendLoop, type SendLoopOptions } from "./send-loop.ts";
+export { stopOnSignals } from "./shutdown.ts";
 export { readSnappyLength, snappyCompress, snappyDecompress, snappyImplementation } from "./snappy.ts";
 export { Spool, type SpoolCounters, type SpoolOptions, type SpoolRecord } from "./spool.ts";
 export {
