@@ -137,6 +137,14 @@ export async function silencesInForce(db: Db, projectIds: readonly string[], atM
 }
 
 /**
+ * Housekeeping: deletes the silences that ended before `beforeMs`. Ended silences are history, kept as
+ * long as the deliveries they skipped (deliveries.ts purgeDeliveryHistory calls this in its transaction).
+ */
+export async function purgeEndedSilences(db: Db, beforeMs: number): Promise<void> {
+  await db.deleteFrom("silences").where("end_time", "<", beforeMs).execute();
+}
+
+/**
  * `silencedBy` of each of a project's incidents at `atMs` (names of the silences muting it, by
  * {@link silencesMutingIncident}), in one read whatever their number.
  */
