@@ -12,26 +12,14 @@ import { channelOf, channels } from "./registry.ts";
 import { renderSlack } from "./slack.ts";
 import { renderWebhook } from "./webhook.ts";
 
+/** A test send: what the requests carry, not what the message says (channels.test.ts has the bodies). */
 const message: NotificationMessage = {
-  type: "incident.opened",
+  type: "test",
   deliveryId: "dlv_1",
-  timeUnix: 1_767_225_600,
-  project: "projects/demo",
-  incident: {
-    name: "projects/demo/incidents/i-1",
-    state: "OPEN",
-    severity: "CRITICAL",
-    metricId: "cpu_utilization",
-    operator: "GREATER_THAN",
-    threshold: 90,
-    firingValue: 96.1,
-    lastValue: 97.5,
-    openTimeUnix: 1_767_225_600,
-  },
-  rule: { name: "projects/demo/alertRules/r-1", displayName: "High CPU", version: "3" },
-  vm: { name: "projects/demo/vms/web-2" },
-  summary: "FIRING: High CPU on web-2",
-  link: "https://svc.example/projects/demo/incidents/i-1",
+  timeUnix: 1,
+  project: "projects/p",
+  summary: "x",
+  link: "",
 };
 const atMs = 1_767_225_601_234;
 const ok: HttpOutcome = { kind: "response", status: 202, durationMs: 3 };
