@@ -57,6 +57,16 @@ function outbox(due: Item[], o: { batch: number; ms?: (key: string) => number })
   return { hooks, log };
 }
 
+/** A promise opened by hand, or by a guard after 10 s so that a test fails instead of hanging. */
+function gate() {
+  let open = () => {};
+  const promise = new Promise<void>((r) => {
+    open = r;
+  });
+  const guard = setTimeout(open, 10_000);
+  return { promise, open: () => open(), close: () => clearTimeout(guard) };
+}
+
 const items = (key: string, n: number, from = 1) =>
   Array.from({ length: n }, (_, i) => ({ key, n: from + i }));
 const of = (attempts: string[], key: string) => attempts.filter((a) => a.startsWith(key));
@@ -78,24 +88,47 @@ describe("DestinationQueues", () => {
 
   it("a slow destination holds up only itself", async () => {
     const due = [...items("slow", 3), ...items("fast", 20)];
-    const { hooks, log } = outbox(due, { batch: 8, ms: (k) => (k === "slow" ? 40 : 0) });
+    const { hooks, log } = outbox(due, { batch: 8 });
+    // The slow destination's first attempt ends only once every fast one did (or after a guard, so a
+    // pool that waits for it fails the assertion instead of hanging).
+    const slow = gate();
+    const attempt = hooks.attempt;
+    hooks.attempt = async (q, item) => {
+      if (item.key === "slow" && item.n === 1) await slow.promise;
+      const r = await attempt(q, item);
+      if (of(log.attempts, "fast").length === 20) slow.open();
+      return r;
+    };
     await new DestinationQueues(hooks, { concurrency: 2, share: 4, pollIntervalMs: 1_000 }).run();
+    slow.close();
     assert.equal(log.attempts.length, 23);
-    assert.ok(
-      log.attempts.indexOf("fast20") < log.attempts.indexOf("slow2"),
+    assert.equal(
+      log.attempts[20],
+      "slow1",
       `the fast destination waited for the slow one: ${log.attempts.join(" ")}`,
     );
   });
 
   it("leaves a destination whose queue holds a full share out of the next claim, and claims for it again once it is done", async () => {
     const due = [...items("slow", 6), ...items("b", 3)];
-    const { hooks, log } = outbox(due, { batch: 4, ms: (k) => (k === "slow" ? 10 : 0) });
+    const { hooks, log } = outbox(due, { batch: 4 });
+    // The slow destination's first attempt waits for the second claim (or a guard).
+    const second = gate();
+    const claim = hooks.claim;
+    hooks.claim = async (leaveOut) => {
+      const r = await claim(leaveOut);
+      if (log.leftOut.length === 2) second.open();
+      return r;
+    };
+    const attempt = hooks.attempt;
+    hooks.attempt = async (q, item) => {
+      if (item.key === "slow" && item.n === 1) await second.promise;
+      return attempt(q, item);
+    };
     await new DestinationQueues(hooks, { concurrency: 2, share: 2, pollIntervalMs: 1_000 }).run();
+    second.close();
     assert.deepEqual(log.leftOut[0], [], "nothing is open at the first claim");
-    assert.ok(
-      log.leftOut.some((l) => l.includes("slow")),
-      `slow was never left out: ${JSON.stringify(log.leftOut)}`,
-    );
+    assert.deepEqual(log.leftOut[1], ["slow"], "a queue holding a full share is left out");
     assert.deepEqual(
       of(log.attempts, "slow"),
       items("slow", 6).map((i) => `slow${i.n}`),
@@ -105,20 +138,26 @@ describe("DestinationQueues", () => {
 
   it("a claim for an open queue appends to it and refreshes its state instead of starting another", async () => {
     const due = [...items("a", 3), ...items("b", 1), ...items("a", 3, 4)];
-    const { hooks, log } = outbox(due, { batch: 4, ms: (k) => (k === "a" ? 10 : 0) });
+    const { hooks, log } = outbox(due, { batch: 4 });
+    // a's first attempt waits until the second claim appended to its queue (or a guard).
+    const appended = gate();
+    const refresh = hooks.refresh;
+    hooks.refresh = (st, fresh) => {
+      refresh(st, fresh);
+      appended.open();
+    };
     const states: State[] = [];
     const attempt = hooks.attempt;
     hooks.attempt = async (q, item) => {
-      if (!states.includes(q.state)) states.push(q.state);
+      if (item.key === "a" && item.n === 1) await appended.promise;
+      if (q.key === "a" && !states.includes(q.state)) states.push(q.state);
       return attempt(q, item);
     };
     await new DestinationQueues(hooks, { concurrency: 2, share: 8, pollIntervalMs: 1_000 }).run();
+    appended.close();
     assert.deepEqual(of(log.attempts, "a"), ["a1", "a2", "a3", "a4", "a5", "a6"]);
-    assert.ok(log.refreshed >= 1, "the open queue's state was not refreshed");
-    assert.ok(
-      states.some((s) => s.reads >= 2),
-      "the appended claim's state did not reach the queue",
-    );
+    assert.equal(log.refreshed, 1, "the open queue's state was not refreshed");
+    assert.deepEqual(states, [{ reads: 2 }], "one queue for a, its state brought up to the second read");
   });
 
   it("an item the attempt declines is released, the rest go on", async () => {
@@ -159,18 +198,22 @@ describe("DestinationQueues", () => {
 
   it("an idle worker claims again after a poll interval while a slow queue holds the pass", async () => {
     const due = items("slow", 1);
-    const { hooks, log } = outbox(due, { batch: 8, ms: (k) => (k === "slow" ? 200 : 0) });
-    // Becomes due while the slow attempt runs, after the pass found nothing more.
-    setTimeout(() => due.push({ key: "late", n: 1 }), 30);
-    const started = performance.now();
-    let lateAt = 0;
+    const { hooks, log } = outbox(due, { batch: 8 });
+    // The slow attempt ends only once the late item was attempted (or after a guard).
+    const slow = gate();
     const attempt = hooks.attempt;
     hooks.attempt = async (q, item) => {
-      if (item.key === "late") lateAt = performance.now() - started;
-      return attempt(q, item);
+      if (item.key === "slow") {
+        // Becomes due while the slow attempt runs, after the pass found nothing more.
+        due.push({ key: "late", n: 1 });
+        await slow.promise;
+      }
+      const r = await attempt(q, item);
+      if (item.key === "late") slow.open();
+      return r;
     };
-    await new DestinationQueues(hooks, { concurrency: 2, share: 8, pollIntervalMs: 50 }).run();
+    await new DestinationQueues(hooks, { concurrency: 2, share: 8, pollIntervalMs: 20 }).run();
+    slow.close();
     assert.deepEqual(log.attempts, ["late1", "slow1"]);
-    assert.ok(lateAt < 190, `the late item waited for the slow queue (${lateAt} ms)`);
   });
 });
