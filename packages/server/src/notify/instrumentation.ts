@@ -3,7 +3,10 @@ import { counter, histogram, LATENCY_BUCKETS, observed, perScrape, type Registry
 
 const KINDS = ["email", "webhook", "slack", "teams", "discord"] as const;
 const OUTCOMES = ["sent", "failed", "retried", "skipped"] as const;
-/** The recheck's reasons (dispatcher.ts); a delivery skipped for another reason is counted as "other". */
+/**
+ * The recheck's reasons (recheck.ts, and the email channel's NO_VERIFIED_RECIPIENT); a delivery skipped for
+ * another reason is counted as "other".
+ */
 export const SKIP_REASONS = [
   "destination_deleted",
   "destination_paused",

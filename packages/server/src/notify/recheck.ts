@@ -12,7 +12,7 @@ export interface IncidentState {
   readonly destinations: ReadonlySet<string> | null;
 }
 
-/** What a delivery is rechecked against, read from the database (dispatcher.ts #readStates). */
+/** What a delivery is rechecked against, read from the database (queue-state.ts readQueueStates). */
 export interface RecheckState {
   /** The destination's row; undefined when it no longer exists. */
   readonly dest: DestinationTable | undefined;
