@@ -1,12 +1,14 @@
 import type { Logger } from "pino";
 import type { ShardLeases } from "../cluster/shards.ts";
+import { BackgroundWorker, Periodic } from "../lifecycle/background.ts";
 import type { AlertMetrics } from "./instrumentation.ts";
 
 /**
  * When the evaluator runs (Prometheus' seam: the rule manager's group loop, apart from what a cycle
  * does): the cycle timer, the shard leases' keeper between cycles, nudges to apply saved revisions, the
  * stop, and one cycle or apply at a time. The cycle and the apply themselves are the evaluator's
- * (evaluator.ts). The timer skeleton is kept here alone so a shared background-worker helper can replace it.
+ * (evaluator.ts). The timers, nudges and one-run-at-a-time are lifecycle/background.ts's helper, as the
+ * dispatcher's are.
  */
 
 /** What the schedule runs, over the shards held (undefined: every project). */
@@ -27,45 +29,50 @@ export interface ScheduleDeps {
 export class CycleSchedule<R> {
   readonly #deps: ScheduleDeps;
   readonly #work: ScheduledWork<R>;
-  #timer: NodeJS.Timeout | undefined;
+  /** The cycle timer, nudges (applies) and one cycle or apply at a time (lifecycle/background.ts). */
+  readonly #worker: BackgroundWorker;
   /** Renews the shard leases between cycles and evaluates shards taken over (issue 48). */
-  #keeper: NodeJS.Timeout | undefined;
+  readonly #keeper: BackgroundWorker | undefined;
   /** The shards the last cycles evaluated (undefined before the first, or without shards). */
   #evaluated: ReadonlySet<number> | undefined;
   /** performance.now() when the last full cycle began. */
   #lastCycleMs: number | undefined;
-  #running: Promise<unknown> = Promise.resolve();
   #cycling = false;
   /** A timer's cycle (of every shard held) runs or waits to. */
   #ticking = false;
-  #nudged = false;
 
   constructor(deps: ScheduleDeps, work: ScheduledWork<R>) {
     this.#deps = deps;
     this.#work = work;
+    const { log, shards } = deps;
+    this.#worker = new BackgroundWorker({
+      intervalMs: deps.intervalMs,
+      onTimer: () => this.#tickLogged(),
+      onNudge: () => this.#apply(),
+      onError: (err) => log.error({ err }, "applying alert rule revisions failed"),
+    });
+    // The keeper's runs are not serialised with the cycles: it renews leases while a long cycle runs.
+    // Its timer runs #keep at once (not on a nudge's next turn), so none starts after stop().
+    const keepFailed = (err: unknown) => log.error({ err }, "renewing the evaluator's shard leases failed");
+    this.#keeper =
+      shards &&
+      new BackgroundWorker({
+        intervalMs: shards.renewIntervalMs,
+        onTimer: () => void this.#keep().catch(keepFailed),
+        onNudge: () => this.#keep(),
+        onError: keepFailed,
+      });
   }
 
   start(): void {
-    if (this.#timer) return;
-    const tick = () =>
-      void this.tick().catch((err: unknown) =>
-        this.#deps.log.error({ err }, "alert evaluation cycle failed"),
-      );
-    this.#timer = setInterval(tick, this.#deps.intervalMs);
-    this.#timer.unref();
+    if (!this.#worker.start()) return;
     // A starting replica takes its share and evaluates it at once, not a cycle later (issue 48).
-    setImmediate(tick);
-    const { shards } = this.#deps;
-    if (shards) {
-      this.#keeper = setInterval(
-        () =>
-          void this.#keep().catch((err: unknown) =>
-            this.#deps.log.error({ err }, "renewing the evaluator's shard leases failed"),
-          ),
-        shards.renewIntervalMs,
-      );
-      this.#keeper.unref();
-    }
+    setImmediate(() => this.#tickLogged());
+    this.#keeper?.start();
+  }
+
+  #tickLogged(): void {
+    void this.tick().catch((err: unknown) => this.#deps.log.error({ err }, "alert evaluation cycle failed"));
   }
 
   /**
@@ -105,7 +112,7 @@ export class CycleSchedule<R> {
     const held = await shards.acquire(now());
     this.#held(held);
     const fresh = new Set([...held].filter((s) => !this.#evaluated?.has(s)));
-    if (fresh.size === 0 || this.#cycling || !this.#timer) return;
+    if (fresh.size === 0 || this.#cycling || !this.#worker.started) return;
     await this.cycle(now(), fresh);
     this.#evaluated = new Set([...(this.#evaluated ?? []), ...fresh]);
   }
@@ -121,27 +128,23 @@ export class CycleSchedule<R> {
 
   /** Asks for pending revisions to be applied soon, without waiting for the next cycle. */
   nudge(): void {
-    if (this.#nudged) return;
-    this.#nudged = true;
-    setImmediate(() => {
-      this.#nudged = false;
-      // Revisions are applied by their project's shard holder; another replica's save waits for it.
-      const { shards, now } = this.#deps;
-      const held = shards ? shards.acquire(now()) : Promise.resolve(undefined);
-      void held
-        .then((h) => (h?.size === 0 ? 0 : this.serial(() => this.#work.apply(now(), h))))
-        .catch((err: unknown) => this.#deps.log.error({ err }, "applying alert rule revisions failed"));
-    });
+    this.#worker.nudge();
+  }
+
+  /** Revisions are applied by their project's shard holder; another replica's save waits for it. */
+  async #apply(): Promise<number> {
+    const { shards, now } = this.#deps;
+    const held = shards ? await shards.acquire(now()) : undefined;
+    return held?.size === 0 ? 0 : this.serial(() => this.#work.apply(now(), held));
   }
 
   /** Stops the timers and waits for a running cycle. */
   async stop(): Promise<void> {
-    const started = this.#timer !== undefined;
-    clearInterval(this.#timer);
-    clearInterval(this.#keeper);
-    this.#timer = undefined;
-    this.#keeper = undefined;
-    await this.#running.catch(() => {});
+    const started = this.#worker.started;
+    // Both timers end before anything is awaited.
+    const keeper = this.#keeper?.stop();
+    await this.#worker.stop();
+    await keeper;
     // A stopping replica evaluates its shards once more when its last cycle began more than half a
     // cycle ago, so whoever takes them over after the release evaluates them within a cycle.
     const { shards, now } = this.#deps;
@@ -167,9 +170,7 @@ export class CycleSchedule<R> {
 
   /** One cycle or apply at a time: they write the same rows. */
   serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.#running.catch(() => {}).then(fn);
-    this.#running = run;
-    return run;
+    return this.#worker.serial(fn);
   }
 }
 
@@ -183,14 +184,6 @@ export function periodic(
   log: Logger,
   what: string,
 ): (atMs: number) => Promise<void> {
-  let last = 0;
-  return async (atMs) => {
-    if (atMs - last < periodMs) return;
-    last = atMs;
-    try {
-      await run(atMs);
-    } catch (err) {
-      log.warn({ err }, `${what} failed`);
-    }
-  };
+  const p = new Periodic(periodMs, (err) => log.warn({ err }, `${what} failed`));
+  return (atMs) => p.run(atMs, () => run(atMs));
 }
