@@ -562,6 +562,7 @@ function RuleEditor(props: { ruleId: string }) {
           .map(([k, v]) => `${fieldLabel(k)} ${v}`)
           .join("; ")}
         vmLabel={vmLabel}
+        rule={isNew ? undefined : r}
       />
 
       {!isNew && r ? (
