@@ -469,7 +469,9 @@ function ChartText(props: {
                 :{" "}
                 {avg
                   ? `latest ${stepName(props.stepSeconds ?? 0)} average ${show(s.latest)}, min ${show(s.min)} and max ${show(s.max)} of ${avg}, average over the range ${show(s.average)}`
-                  : `latest sample ${show(s.latest)}, min ${show(s.min)}, max ${show(s.max)}, average over the range ${show(s.average)}`}
+                  : props.stepSeconds
+                    ? `latest sample ${show(s.latest)}, min ${show(s.min)}, max ${show(s.max)}, average over the range ${show(s.average)}`
+                    : `latest ${show(s.latest)}, min ${show(s.min)}, max ${show(s.max)}, average ${show(s.average)}`}
               </>
             )}
             {s.gaps > 0 && props.coverage === undefined ? (

@@ -282,7 +282,10 @@ function CpuSparkline(props: { values?: (number | null)[] }) {
   );
 }
 
-/** A VM's open incidents: firing (unattended) and acknowledged, linking to the incident list. */
+/**
+ * A VM's open incidents: unacknowledged and acknowledged (open-incidents.ts), linking to the incident
+ * list. "Unacknowledged" is what the navigation's badge counts, over every VM.
+ */
 function VmIncidents(props: {
   counts?: { firing: number; acknowledged: number; silenced: number };
   vmId: string;
@@ -292,7 +295,7 @@ function VmIncidents(props: {
   if (c.firing === 0 && c.acknowledged === 0) return <span className="muted">none</span>;
   return (
     <Link href="/incidents" className="vm-incidents" data-testid="vm-incidents">
-      {c.firing > 0 ? <Badge tone="bad">{c.firing} firing</Badge> : null}
+      {c.firing > 0 ? <Badge tone="bad">{c.firing} unacknowledged</Badge> : null}
       {c.firing > 0 && c.acknowledged > 0 ? " " : null}
       {c.acknowledged > 0 ? <Badge tone="warn">{c.acknowledged} acknowledged</Badge> : null}
       {c.silenced > 0 ? (
