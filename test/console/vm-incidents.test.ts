@@ -268,7 +268,9 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
     assert.ok(to - from > 15 * 60 && to - from < 21 * 60, `${to - from} s`);
     // After a reload the page asks for exactly that window.
     const asked = page.waitForRequest(
-      (r) => r.url().endsWith("/QueryVMMonitoring") && JSON.parse(r.postData() ?? "{}").metricIds?.length > 1,
+      (r) =>
+        r.url().endsWith("/QueryVMMonitoring") &&
+        JSON.parse(r.postData() ?? "{}").metricIds?.includes("disk_read_bytes_per_sec"),
     );
     await page.reload();
     const body = JSON.parse((await asked).postData() ?? "{}");

@@ -234,7 +234,12 @@ export function Chart(props: ChartProps) {
             ? {
                 splits: (_u: uPlot, _i: number, min: number, max: number) =>
                   axisTicks(unit, min, max, target),
-                values: (_u: uPlot, ticks: number[]) => formatTicks(unit, ticks),
+                values: (_u: uPlot, ticks: number[]) => {
+                  // Kept on the element too: the canvas draws them, a test reads them (data-y-ticks).
+                  const labels = formatTicks(unit, ticks);
+                  el.dataset.yTicks = JSON.stringify(labels);
+                  return labels;
+                },
               }
             : { values: (_u: uPlot, ticks: number[]) => ticks.map((t) => format(t)) }),
         },
