@@ -669,6 +669,35 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.deepEqual(problems, []);
   });
 
+  it("an expanded VM whose guest agent never sent says it is silent, and since its token (issue 43, item 6)", async () => {
+    const quiet = await t.admin.vms.createVM({
+      parent: p.projectName,
+      vmId: "a-quiet",
+      location: "dc-1",
+      distribution: "debian-12",
+      vcpus: 1,
+      memoryBytes: 1n << 30n,
+    });
+    const enabledAt = Date.now() / 1000;
+    await t.clients(p.owner.session).monitoring.enableExpandedMonitoring({ name: quiet.name });
+    // The list (first page, by name): "Expanded", and that the agent is silent.
+    await page.goto(`${t.baseUrl}/projects/vmpage/vms`);
+    const row = page
+      .getByTestId("vm-table")
+      .locator("tbody tr", { has: page.getByRole("link", { name: "a-quiet", exact: true }) });
+    await row.getByText("Expanded").waitFor();
+    assert.equal(await row.getByTestId("agent-silent").textContent(), "guest agent silent: no data yet");
+    // The page: silent, and since when (the token's issue, from the audit log), in words.
+    await page.goto(vmUrl(quiet.name));
+    const sender = page.getByTestId("guest-sender");
+    await sender.getByText(/the agent token was issued/).waitFor();
+    const text = (await sender.textContent()) ?? "";
+    assert.match(text, /^silent no guest-agent data yet; the agent token was issued .+ \((\d+)s ago\)$/);
+    const ago = Number(/\((\d+)s ago\)$/.exec(text)?.[1]);
+    assert.ok(ago <= Date.now() / 1000 - enabledAt + 2, `${ago} s ago`);
+    assert.deepEqual(problems, []);
+  });
+
   it("Connect your tools shows the query base URL the server serves, and the scrape configuration", async () => {
     await page.goto(`${t.baseUrl}/projects/vmpage/connect`);
     const base = (await page.getByTestId("query-base-url").textContent()) ?? "";

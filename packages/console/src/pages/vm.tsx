@@ -13,6 +13,7 @@ import { type CardDef, cardMetricIds, latest, MetricCard, sourceName } from "../
 import { ExpandedButton, ExpandedDialog, expandedEligible } from "../components/vm-expanded.tsx";
 import { customRange, RangePicker, rangeByKey, type VmRange } from "../components/vm-ranges.tsx";
 import { fmtAgo, fmtBytes, fmtTime, MISSING, timeZoneName } from "../format.ts";
+import { agentSilent } from "../guest-agent.ts";
 import { useProject } from "../session.tsx";
 
 /**
@@ -299,6 +300,24 @@ export function VmPage(props: { location: string; vmId: string }) {
     enabled: !!inventory.data,
   });
 
+  // Expanded but no guest data yet: since when (issue 43, item 6). The newest successful enabling or token
+  // reissue in the audit log; a role without audit.read just goes without the time.
+  const tokenIssued = useQuery({
+    queryKey: ["vm-expanded-since", vmName],
+    enabled: inventory.data?.monitoringLevel === "EXPANDED" && !inventory.data?.guestSender,
+    retry: false,
+    queryFn: async () => {
+      const r = await api.audit.listAuditEvents({
+        projectName: project.name,
+        method: "svc.monitoring.v1.MonitoringService/EnableExpandedMonitoring",
+        resource: vmName,
+        pageSize: 20,
+      });
+      const ok = r.events.find((e) => e.outcome === "ok");
+      return ok ? Math.floor(Number(ok.timeUnixMs) / 1000) : 0;
+    },
+  });
+
   // The install dialog, opened from the header or the filesystem card (null: closed).
   const [install, setInstall] = useState<{ reissue: boolean } | null>(null);
 
@@ -367,6 +386,7 @@ export function VmPage(props: { location: string; vmId: string }) {
           range={range}
           expanded={expanded}
           sender={vm?.guestSender}
+          tokenIssued={tokenIssued.data}
         />
       </div>
 
@@ -458,6 +478,8 @@ function DataQuality(props: {
   range: VmRange;
   expanded: boolean;
   sender?: GuestSender;
+  /** When the newest agent token was issued (Unix s), for an expanded VM no sender fed yet. */
+  tokenIssued?: number;
 }) {
   const q = nowQuality(props.fresh, props.data);
   // The CPU chart's coverage statement, word for word (coverage.ts: defined once).
@@ -516,10 +538,30 @@ function DataQuality(props: {
                 {props.sender ? (
                   <>
                     {props.sender.name}
-                    <span className="muted">, last seen {fmtAgo(props.sender.lastSeenUnix)}</span>
+                    {agentSilent(props.sender) ? (
+                      <>
+                        {" "}
+                        <Badge tone="warn">silent</Badge>
+                        <span className="muted">
+                          {" "}
+                          since {fmtTime(props.sender.lastSeenUnix)} ({fmtAgo(props.sender.lastSeenUnix)})
+                        </span>
+                      </>
+                    ) : (
+                      <span className="muted">, last seen {fmtAgo(props.sender.lastSeenUnix)}</span>
+                    )}
                   </>
                 ) : (
-                  <span className="muted">no sender yet</span>
+                  <>
+                    <Badge tone="warn">silent</Badge>
+                    <span className="muted">
+                      {" "}
+                      no guest-agent data yet
+                      {props.tokenIssued
+                        ? `; the agent token was issued ${fmtTime(props.tokenIssued)} (${fmtAgo(props.tokenIssued)})`
+                        : ""}
+                    </span>
+                  </>
                 )}
               </dd>
             </>

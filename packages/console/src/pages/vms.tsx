@@ -4,7 +4,8 @@ import { useState } from "react";
 import { Link, useSearchParams } from "wouter";
 import { api } from "../api.ts";
 import { Badge, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
-import { fmtAgo, fmtBytes, fmtNumber, lastSegment, MISSING } from "../format.ts";
+import { fmtAgo, fmtBytes, fmtDuration, fmtNumber, fmtTime, lastSegment, MISSING } from "../format.ts";
+import { agentSilent } from "../guest-agent.ts";
 import { incidentsOfVm, type OpenIncidents, useOpenIncidents } from "../open-incidents.ts";
 import { exactRegex, queryRange } from "../prom-api.ts";
 import { useProject } from "../session.tsx";
@@ -167,6 +168,7 @@ export function VmsPage() {
                   <td data-label="Location">{v.location}</td>
                   <td data-label="Monitoring">
                     {v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}
+                    {v.monitoringLevel === "EXPANDED" ? <AgentSilence sender={v.guestSender} /> : null}
                   </td>
                   <td className="num" data-label="CPU">
                     <span className="cpu-cell">
@@ -307,6 +309,23 @@ function VmIncidents(props: {
         </>
       ) : null}
     </Link>
+  );
+}
+
+/** An expanded VM whose guest agent is silent says so, and for how long (issue 43, item 6). */
+function AgentSilence(props: { sender?: VMMonitoring["guestSender"] }) {
+  const s = props.sender;
+  if (!agentSilent(s)) return null;
+  return (
+    <div
+      className="muted small"
+      data-testid="agent-silent"
+      title={s ? `last heard ${fmtTime(s.lastSeenUnix)}` : undefined}
+    >
+      {s
+        ? `guest agent silent for ${fmtDuration(Math.max(0, Math.round(Date.now() / 1000 - Number(s.lastSeenUnix))))}`
+        : "guest agent silent: no data yet"}
+    </div>
   );
 }
 
