@@ -334,7 +334,7 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
       );
       assert.match(
         (await headline.getAttribute("title")) ?? "",
-        /latest 30 s sample, whatever the chart's range/,
+        /latest 30 s sample \(.+\), whatever the chart's range/,
       );
     }
     assert.deepEqual(problems, []);
@@ -495,7 +495,10 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     if (SHOTS) await page.screenshot({ path: join(SHOTS, "vm-expanded.png"), fullPage: true });
     assert.match((await fs.textContent()) ?? "", /Guest agent/);
     // The headline is the latest sample, and says so (issue 43, item 1).
-    assert.match((await fs.locator(".vm-card-summary").textContent()) ?? "", /^\/ 30 % latest sample, /);
+    assert.match(
+      (await fs.getByTestId("headline-filesystem").textContent()) ?? "",
+      /^\/ 30 % latest sample, /,
+    );
     // The action is now "a new token", still explicit.
     await page.getByRole("button", { name: "Issue a new agent token" }).waitFor();
     assert.deepEqual(problems, []);

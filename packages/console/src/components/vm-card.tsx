@@ -233,12 +233,15 @@ export function MetricCard(props: {
         <div className="vm-card-side">
           {summary ? (
             <span
-              className="vm-card-summary"
+              className="vm-card-headline"
               data-testid={`headline-${def.key}`}
-              title="The latest 30 s sample, whatever the chart's range"
+              title={`The latest 30 s sample${latestAt ? ` (${fmtTime(latestAt)})` : ""}, whatever the chart's range`}
             >
-              {summary}
-              <span className="muted small"> latest sample{latestAt ? `, ${fmtTime(latestAt)}` : ""}</span>
+              <span className="vm-card-summary">{summary}</span>{" "}
+              <span className="muted small">
+                latest sample
+                {latestAt ? `, ${new Date(latestAt * 1000).toLocaleTimeString()}` : ""}
+              </span>
             </span>
           ) : null}
           {def.views.length > 1 && !allNeedExpanded ? (
