@@ -373,7 +373,7 @@ function PreviewChart(props: {
     const out: ChartMarker[] = [];
     if (created >= start && created <= end)
       out.push({ time: created, label: `This rule was created ${fmtWhen(BigInt(created))}` });
-    if (changed > created && changed >= start && changed <= end)
+    if (changed > created + 60 && changed >= start && changed <= end)
       out.push({ time: changed, label: `This rule was last changed ${fmtWhen(BigInt(changed))}` });
     return out;
   }, [created, changed, start, end]);

@@ -198,7 +198,8 @@ export function MetricCard(props: {
           time: created,
           label: `${sp.displayName} created ${fmtTime(created)}: no incident before it`,
         });
-      if (changed > created && changed >= start && changed <= end)
+      // A change within a minute of the creation (a set-up's second write) is not marked twice.
+      if (changed > created + 60 && changed >= start && changed <= end)
         out.push({ time: changed, label: `${sp.displayName} last changed ${fmtTime(changed)}` });
     }
     return out;
