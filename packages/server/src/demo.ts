@@ -205,9 +205,10 @@ export async function ensureDemo(
     made.push({ method: "svc.monitoring.v1.AlertService/SaveAlertRule", resource: rule.name });
   }
   // The server did it, on the operator's authority (svc's own start), not the demo owner.
-  for (const m of made)
+  for (const [i, m] of made.entries())
     await insertAuditEvent(db, {
-      time: nowMs,
+      // A millisecond apart, in the order they were made: Activity lists them newest first, in order.
+      time: nowMs + i,
       // A user exists outside every project; the rest is the demo project's.
       projectId: m.resource.startsWith("users/") ? "" : DEMO_PROJECT,
       actor: { kind: "OPERATOR", name: "operator", detail: { via: "demo set-up (npm start)" } },
