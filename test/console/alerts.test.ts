@@ -197,6 +197,24 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     );
     await shot(page, "rule");
 
+    // The saved rule's preview (issue 43, item 6): its firings all came before the rule existed, and its
+    // chart marks the moment it was created.
+    const saved = page.getByTestId("alert-preview");
+    await saved.getByRole("button", { name: "Preview", exact: true }).click();
+    await saved
+      .getByTestId("preview-firing-count")
+      .getByText(/^Would have fired 2 times/)
+      .waitFor();
+    assert.equal(
+      (await saved.getByTestId("preview-before-rule").textContent())?.trim(),
+      "(2 before this rule existed)",
+    );
+    // Its chart marks when the rule was created (at the right edge when newer than the window's last step).
+    await saved
+      .getByTestId("chart-marker")
+      .getByText(/This rule was created /)
+      .waitFor();
+
     // The list: name, condition in words, version and sync status.
     await page.getByRole("link", { name: "Alert rules" }).first().click();
     const row = page.getByTestId("alert-rules").locator(`tr[data-rule="${ruleId}"]`);

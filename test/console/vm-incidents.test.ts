@@ -155,6 +155,11 @@ describe("console in Chromium: incidents beside the VMs", { skip }, () => {
       .getByTestId("chart-threshold")
       .getByText(/CPU high: > 90/)
       .waitFor();
+    // When the rule was created is marked (issue 43, item 6): a crossing before it had no incident.
+    await cpu
+      .getByTestId("chart-marker")
+      .getByText(/CPU high created .+: no incident before it$/)
+      .waitFor();
     const band = cpu.getByTestId("chart-band");
     await band.waitFor();
     assert.equal(await band.count(), 1);

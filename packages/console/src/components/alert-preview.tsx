@@ -371,12 +371,17 @@ function PreviewChart(props: {
   const before = created ? inst.firingIntervals.filter((f) => Number(f.startTimeUnix) < created).length : 0;
   const markers: ChartMarker[] = useMemo(() => {
     const out: ChartMarker[] = [];
-    if (created >= start && created <= end)
-      out.push({ time: created, label: `This rule was created ${fmtWhen(BigInt(created))}` });
-    if (changed > created + 60 && changed >= start && changed <= end)
-      out.push({ time: changed, label: `This rule was last changed ${fmtWhen(BigInt(changed))}` });
+    // The window ends on its last whole step: a rule saved since is drawn at the right edge.
+    const within = (t: number) => t >= start && t < end + step;
+    if (within(created))
+      out.push({ time: Math.min(created, end), label: `This rule was created ${fmtWhen(BigInt(created))}` });
+    if (changed > created + 60 && within(changed))
+      out.push({
+        time: Math.min(changed, end),
+        label: `This rule was last changed ${fmtWhen(BigInt(changed))}`,
+      });
     return out;
-  }, [created, changed, start, end]);
+  }, [created, changed, start, end, step]);
   const chart = useMemo(() => {
     const r = history.data;
     // The response's own bounds and step, which are aligned and clamped to retention.

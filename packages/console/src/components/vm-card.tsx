@@ -193,17 +193,22 @@ export function MetricCard(props: {
       if (!sp.allVms && !sp.vmNames.includes(props.vmName ?? "")) continue;
       const created = Number(r.createTimeUnix);
       const changed = Number(r.updateTimeUnix);
-      if (created >= start && created <= end)
+      // The answer ends on its last whole step: a rule made since is drawn at the right edge.
+      const within = (t: number) => t >= start && t < end + step;
+      if (within(created))
         out.push({
-          time: created,
+          time: Math.min(created, end),
           label: `${sp.displayName} created ${fmtTime(created)}: no incident before it`,
         });
       // A change within a minute of the creation (a set-up's second write) is not marked twice.
-      if (changed > created + 60 && changed >= start && changed <= end)
-        out.push({ time: changed, label: `${sp.displayName} last changed ${fmtTime(changed)}` });
+      if (changed > created + 60 && within(changed))
+        out.push({
+          time: Math.min(changed, end),
+          label: `${sp.displayName} last changed ${fmtTime(changed)}`,
+        });
     }
     return out;
-  }, [props.rules, props.vmName, viewIds, start, end]);
+  }, [props.rules, props.vmName, viewIds, start, end, step]);
   const bands = useMemo((): ChartBand[] => {
     const out: ChartBand[] = [];
     for (const i of props.incidents ?? []) {
