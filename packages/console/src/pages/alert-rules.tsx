@@ -145,7 +145,10 @@ function RuleRow(props: { rule: AlertRule }) {
         <div className="alert-counts" data-testid="alert-rule-counts">
           <Badge tone={c?.firing ? "bad" : "muted"}>{c?.firing ?? 0} firing</Badge>
           <Badge tone={c?.pending ? "warn" : "muted"}>{c?.pending ?? 0} pending</Badge>
-          <Badge tone={c?.noData ? "warn" : "muted"} title="instances whose last evaluation had no data">
+          <Badge
+            tone={c?.noData ? "warn" : "muted"}
+            title="instances whose last evaluation had no data (a stopped VM's are not counted: it sends nothing)"
+          >
             {c?.noData ?? 0} no data
           </Badge>
           {c?.error ? (
@@ -562,6 +565,7 @@ function RuleEditor(props: { ruleId: string }) {
           .map(([k, v]) => `${fieldLabel(k)} ${v}`)
           .join("; ")}
         vmLabel={vmLabel}
+        rule={isNew ? undefined : r}
       />
 
       {!isNew && r ? (
@@ -586,6 +590,7 @@ function RuleEditor(props: { ruleId: string }) {
             unit={metricInfo(r.appliedSpec?.metricId ?? r.spec?.metricId ?? "")?.unit ?? ""}
             perMountpoint={!!metricInfo(r.appliedSpec?.metricId ?? r.spec?.metricId ?? "")?.perMountpoint}
             vmLabel={vmLabel}
+            vmState={(n) => vms.data?.find((v) => v.name === n)?.state}
           />
         </section>
       ) : null}
