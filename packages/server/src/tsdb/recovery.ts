@@ -6,7 +6,7 @@
 import { existsSync, readdirSync, rmSync } from "node:fs";
 import { basename, join } from "node:path";
 import type { Logger } from "pino";
-import type { Block } from "./block.ts";
+import type { Block, BlockMeta } from "./block.ts";
 import { blockBytes, blockSamples, type DamageKind, type DamageSink } from "./damage.ts";
 import type { Head } from "./head.ts";
 import type { TsdbMetrics } from "./instrumentation.ts";
@@ -66,7 +66,10 @@ export function loadBlocks(
 }
 
 /** Samples of WAL segment `seg` below this time are already in one of `blocks`. */
-export function skipBefore(blocks: readonly Block[], seg: number): number {
+export function skipBefore(
+  blocks: readonly { readonly meta: Pick<BlockMeta, "walSegment" | "coversBefore"> }[],
+  seg: number,
+): number {
   let t = Number.NEGATIVE_INFINITY;
   for (const b of blocks) if (b.meta.walSegment >= seg && b.meta.coversBefore > t) t = b.meta.coversBefore;
   return t;
