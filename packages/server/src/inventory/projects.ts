@@ -1,4 +1,4 @@
-import { noteCreated } from "../audit/transactions.ts";
+import { noteCreated } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { checkFreeText, MAX_DISPLAY_NAME, MAX_EMAIL, MAX_PASSWORD } from "../free-text.ts";

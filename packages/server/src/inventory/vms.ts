@@ -1,4 +1,4 @@
-import { noteCreated } from "../audit/transactions.ts";
+import { noteCreated } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import type { VmTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { noteCreated } from "../../audit/transactions.ts";
+import { noteCreated } from "../../call-notes.ts";
 import type { Db } from "../../db/database.ts";
 import type { CiTrustTable } from "../../db/schema.ts";
 import { invalidArgument, notFound } from "../../errors.ts";
