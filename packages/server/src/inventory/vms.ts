@@ -3,7 +3,7 @@ import type { Db } from "../db/database.ts";
 import type { VmTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { checkFreeText, MAX_COMMENT, MAX_DISPLAY_NAME } from "../free-text.ts";
-import { newId } from "../iam/secrets.ts";
+import { newId } from "../ids.ts";
 import { LOCATION, parseProjectName, parseVmName, VM_ID, type VmRef, vmName } from "./names.ts";
 
 export const vmStates = ["RUNNING", "STOPPED", "STARTING", "STOPPING", "DELETED"] as const;
