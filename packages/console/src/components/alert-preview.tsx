@@ -8,14 +8,9 @@ import { useMutation, useQuery } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
-import {
-  conditionText,
-  fmtMetricValue,
-  fmtSeconds,
-  InstanceStateBadge,
-  metricInfo,
-} from "./alert-catalog.tsx";
+import { conditionText, fmtMetricValue, fmtSeconds, InstanceStateBadge } from "./alert-catalog.tsx";
 import { alignPoints, Chart, type ChartInterval, type ChartMarker } from "./chart.tsx";
+import { metricInfo } from "./rule-metrics.ts";
 import { Badge, Button, ErrorBanner, Loading } from "./ui.tsx";
 
 export type SpecInit = MessageInitShape<typeof AlertRuleSpecSchema>;

@@ -3,13 +3,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { Link, useLocation, useSearch } from "wouter";
 import { api, describeError, type ErrorView } from "../api.ts";
-import {
-  conditionText,
-  fmtSeconds,
-  metricInfo,
-  SeverityBadge,
-  SyncBadge,
-} from "../components/alert-catalog.tsx";
+import { conditionText, fmtSeconds, SeverityBadge, SyncBadge } from "../components/alert-catalog.tsx";
 import {
   BLANK_FORM,
   type FieldErrors,
@@ -25,6 +19,7 @@ import { AlertInstances } from "../components/alert-instances.tsx";
 import { AlertPreview } from "../components/alert-preview.tsx";
 import { RecentActivity } from "../components/audit-events.tsx";
 import { useProjectVms } from "../components/paged-list.tsx";
+import { metricInfo } from "../components/rule-metrics.ts";
 import {
   Badge,
   Button,
