@@ -77,6 +77,7 @@ async function addData(c: DemoCredentials): Promise<void> {
     projectName: c.projectName,
   })) as { silences?: unknown[] };
   if (!silences.silences?.length) {
+    // The demo's write key (Alert manager) may not carry silences.write: then the walk goes on without one.
     await rpc(c, "svc.monitoring.v1.SilenceService/CreateSilence", {
       projectName: c.projectName,
       requestId: randomUUID(),
@@ -85,7 +86,7 @@ async function addData(c: DemoCredentials): Promise<void> {
       comment: "Walk: planned maintenance of the web tier",
       ruleNames: [walk.name],
       vmNames: [],
-    });
+    }).catch((e: Error) => findings.push(`no silence made: ${e.message.slice(0, 120)}`));
   }
   // The evaluator opens the incidents within a cycle or two.
   for (let i = 0; i < 90; i++) {

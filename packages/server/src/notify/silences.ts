@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { noteCreated } from "../audit/transactions.ts";
+import { noteCreated } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import type { SilenceTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
