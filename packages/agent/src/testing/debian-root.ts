@@ -38,9 +38,12 @@ const INCLUDE = `${STOCK},${SENDERS}`;
 const HOOK = `chroot "$1" sh -c 'apt-get clean && apt-get install --download-only -y -o APT::Install-Recommends=true nodejs'`;
 // force-unsafe-io: dpkg skips its fsyncs, here and in the root's later installs; a throwaway root needs
 // no crash safety, and on a busy disk the fsyncs took minutes.
+// path-exclude: Prometheus's web UI pulls libjs-moment-timezone, whose 223 MB of time-zone data no test
+// reads; without it the tar is 570 MB instead of 790 MB, and each extraction takes that much less.
 const ARGS = [
   "--variant=apt",
   "--dpkgopt=force-unsafe-io",
+  "--dpkgopt=path-exclude=/usr/share/javascript/moment-timezone/data/*",
   `--include=${INCLUDE}`,
   "--skip=cleanup/apt/lists",
   "--skip=cleanup/apt/cache",
