@@ -1,6 +1,7 @@
 /**
  * A minimal Debian 12 root made by mmdebstrap from Debian's own archive, for the guest agent's package
- * life-cycle test and its footprint bench. The root is what a stock Debian 12 guest has that the agent's
+ * life-cycle test and its footprint bench, and for the senders a customer may run instead of the agent
+ * (test/node-exporter-senders.test.ts). The root is what a stock Debian 12 guest has that the agent's
  * install touches (apt, adduser, sudo, curl, ca-certificates, systemd) and no Node.js: installing the
  * package has apt resolve `nodejs` from the archive. The archive's package lists and the .debs of that
  * dependency closure are kept in the root, so installing needs no network once the root is built.
