@@ -191,6 +191,7 @@ async function startVmagentPair() {
   const nePort = await freePort("127.0.0.1");
   const exporter2 = startNodeExporter(nePort);
   const cfg = join(work, "scrape.yml");
+  const httpPort = await freePort("127.0.0.1");
   writeFileSync(
     cfg,
     vmagentScrapeYaml()
@@ -204,7 +205,7 @@ async function startVmagentPair() {
       `-remoteWrite.url=${rxUrl}/vmagent/api/v1/write`,
       `-remoteWrite.bearerTokenFile=${join(work, "token")}`,
       `-remoteWrite.tmpDataPath=${join(work, "vmagent-data")}`,
-      `-httpListenAddr=127.0.0.1:${await freePort("127.0.0.1")}`,
+      `-httpListenAddr=127.0.0.1:${httpPort}`,
       "-loggerLevel=ERROR",
     ],
     { stdio: ["ignore", "ignore", "inherit"] },
@@ -214,7 +215,12 @@ async function startVmagentPair() {
     encoding: "utf8",
   });
   const version = `vmagent of victoria-metrics ${v.status === 0 ? v.stdout : "(not from a Debian package)"}`;
-  return { exporter: exporter2, vmagent, version };
+  /** vmagent's successful scrapes so far (its own counter: a scrape may go out in more than one push). */
+  const scrapesDone = async (): Promise<number> => {
+    const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+    return Number(/^vm_promscrape_scrapes_total\{status_code="200"\} (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+  };
+  return { exporter: exporter2, vmagent, version, scrapesDone };
 }
 
 // The OpenTelemetry JS SDK with @opentelemetry/host-metrics, exporting OTLP/HTTP protobuf at the interval.
@@ -288,7 +294,7 @@ const scraper = setInterval(
 );
 await scrape();
 await sleep(intervalS * 1000 - 1000);
-const cpuNow = () => ({
+const cpuNow = async () => ({
   agent: cpuS(agent.pid),
   ne: cpuS(ne.pid!),
   pair: pair ? cpuS(pair.exporter.pid!) + cpuS(pair.vmagent.pid!) : 0,
@@ -296,12 +302,13 @@ const cpuNow = () => ({
   pushes: pushes.length,
   scrapes: scrapes.length,
   vmagentPushes: vmagentPushes.length,
+  vmagentScrapes: pair ? await pair.scrapesDone() : 0,
   otelPushes: otelPushes.length,
 });
-const cpu0 = cpuNow();
+const cpu0 = await cpuNow();
 for (const l of Object.values(rss)) l.length = 0;
 await sleep(durationS * 1000);
-const cpu1 = cpuNow();
+const cpu1 = await cpuNow();
 clearInterval(scraper);
 clearInterval(sampler);
 stopping = true;
@@ -360,7 +367,8 @@ const sender = (
   `${name.padEnd(34)}${`${n}`.padStart(6)}${cpuMs.toFixed(1).padStart(9)}${(cpuMs / cpuPer.ne).toFixed(2).padStart(7)}x` +
   `${med.toFixed(1).padStart(9)}${(med / rssMed.ne).toFixed(2).padStart(7)}x${peak.toFixed(1).padStart(9)}` +
   `${`${Math.round(bytes)}`.padStart(9)} ${wire}\n`;
-const pairN = cpu1.vmagentPushes - cpu0.vmagentPushes;
+const pairN = cpu1.vmagentScrapes - cpu0.vmagentScrapes;
+const sum = (l: number[]) => l.reduce((a, b) => a + b, 0);
 const otelN = cpu1.otelPushes - cpu0.otelPushes;
 const mib = (l: number[]) => ({ med: median(l) / 1024, peak: Math.max(...l) / 1024 });
 process.stdout.write(
@@ -391,7 +399,7 @@ process.stdout.write(
           pairN,
           mib(rss.pair).med,
           mib(rss.pair).peak,
-          median(vmagentPushes.slice(cpu0.vmagentPushes)),
+          sum(vmagentPushes.slice(cpu0.vmagentPushes, cpu1.vmagentPushes)) / pairN,
           `remote write, snappy (docs/agent.md's keep rule; ${pair.version})`,
         )
       : "") +
