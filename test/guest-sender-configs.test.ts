@@ -13,8 +13,8 @@ import {
 
 /**
  * The console's "Install expanded monitoring" shows, for each sender, exactly docs/agent.md's
- * configuration for the same base URL (packages/server/src/ingest/node-exporter.test.ts runs the docs'
- * vmagent and Prometheus blocks with the real tools; test/console/vm.test.ts holds the dialog to these
+ * configuration for the same base URL (test/node-exporter-senders.test.ts runs the docs' vmagent and
+ * Prometheus blocks with the real tools in the Debian 12 root; test/console/vm.test.ts holds the dialog to these
  * functions).
  */
 const root = resolve(fileURLToPath(import.meta.url), "../..");

@@ -11,11 +11,19 @@
  *   diskstats, netdev; no exporter self-metrics), scraped by this process at the interval with
  *   `Accept-Encoding: gzip`, as Prometheus scrapes.
  *
+ * - The senders a guest may already run instead (docs/agent.md, "Use the agent you already run"), a row
+ *   each in a second table: node_exporter + vmagent (a second node_exporter with the same collectors,
+ *   scraped by Debian's vmagent with docs/agent.md's scrape configuration and its keep rule, remote-writing
+ *   to the receiver), and the OpenTelemetry JS SDK with @opentelemetry/host-metrics exporting OTLP/HTTP
+ *   protobuf with gzip (bench/agent/otel-host-metrics.mjs, run by node directly). Both at the same
+ *   interval; their CPU and RSS are their processes' together.
+ *
  * Figures: resident memory (median and peak of samples every 2 s), CPU per collection (the process's
  * user + system time between the end of the first interval and the end of the run, divided by the
  * collections in between: idle time between collections is part of the cost), bytes per collection
- * (remote-write body, snappy; the scrape's body gzip'd and plain, and the plain scrape cut to the
- * families that match the agent's series). Ratios are agent ÷ node_exporter.
+ * (remote-write or OTLP body as sent; the scrape's body gzip'd and plain, and the plain scrape cut to the
+ * families that match the agent's series). Ratios are agent ÷ node_exporter in the first table, each
+ * sender ÷ node_exporter alone in the second. `--duration S` and `--interval S` shorten a smoke run.
  */
 import { spawn, spawnSync } from "node:child_process";
 import {
@@ -37,6 +45,7 @@ import {
   debianRootImage,
   debianRootUnavailable,
 } from "../../packages/agent/src/testing/debian-root.ts";
+import { vmagentScrapeYaml } from "../../packages/console/src/guest-sender-configs.ts";
 import { freePort } from "../../packages/server/src/net/free-port.ts";
 import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
 import { procCpuS as cpuS, loadAverageLine, median, procRssKiB as rssKiB } from "../common/measure.ts";
@@ -64,16 +73,20 @@ const nodeArgs = (
   .filter(Boolean);
 const bundle = join(work, "pkg/usr/lib/svc-agent/svc-agent.mjs");
 
-// Receiver: counts the agent's remote-write bodies.
+// Receiver: counts the bodies of each pusher (by path: vmagent's and the OpenTelemetry exporter's
+// under their own prefixes, the agent's at its default write path).
 const pushes: number[] = [];
+const vmagentPushes: number[] = [];
+const otelPushes: number[] = [];
 const rx = createServer((req, res) => {
   let n = 0;
   req.on("data", (c: Buffer) => {
     n += c.length;
   });
   req.on("end", () => {
-    pushes.push(n);
-    res.statusCode = 204;
+    const url = req.url ?? "";
+    (url.startsWith("/vmagent/") ? vmagentPushes : url.startsWith("/otlp/") ? otelPushes : pushes).push(n);
+    res.statusCode = url.startsWith("/otlp/") ? 200 : 204;
     res.end();
   });
 });
@@ -148,20 +161,78 @@ async function agentInRoot(): Promise<{ pid: number; node: string; stop(): Promi
   };
 }
 
+/** node_exporter with the collectors of the agent's families only, no exporter self-metrics. */
+function startNodeExporter(port: number) {
+  return spawn(
+    exporter.stdout.trim(),
+    [
+      `--web.listen-address=127.0.0.1:${port}`,
+      "--collector.disable-defaults",
+      "--collector.meminfo",
+      "--collector.filesystem",
+      "--collector.cpu",
+      "--collector.diskstats",
+      "--collector.netdev",
+      "--web.disable-exporter-metrics",
+    ],
+    { stdio: ["ignore", "ignore", "ignore"] },
+  );
+}
 const port = await freePort("127.0.0.1");
-const ne = spawn(
-  exporter.stdout.trim(),
+const ne = startNodeExporter(port);
+
+// node_exporter + vmagent: a second node_exporter, scraped by vmagent with docs/agent.md's scrape
+// configuration (its keep rule) at the interval, remote-writing to the receiver with the token by file.
+const vmagentBin = spawnSync("sh", ["-c", "command -v vmagent"], { encoding: "utf8" }).stdout.trim();
+const pair = vmagentBin ? await startVmagentPair() : undefined;
+if (!pair) process.stdout.write("no vmagent (apt-get install victoria-metrics): its row is left out\n");
+
+async function startVmagentPair() {
+  const nePort = await freePort("127.0.0.1");
+  const exporter2 = startNodeExporter(nePort);
+  const cfg = join(work, "scrape.yml");
+  const httpPort = await freePort("127.0.0.1");
+  writeFileSync(
+    cfg,
+    vmagentScrapeYaml()
+      .replace("127.0.0.1:9100", `127.0.0.1:${nePort}`)
+      .replace("scrape_interval: 30s", `scrape_interval: ${intervalS}s`),
+  );
+  const vmagent = spawn(
+    vmagentBin,
+    [
+      `-promscrape.config=${cfg}`,
+      `-remoteWrite.url=${rxUrl}/vmagent/api/v1/write`,
+      `-remoteWrite.bearerTokenFile=${join(work, "token")}`,
+      `-remoteWrite.tmpDataPath=${join(work, "vmagent-data")}`,
+      `-httpListenAddr=127.0.0.1:${httpPort}`,
+      "-loggerLevel=ERROR",
+    ],
+    { stdio: ["ignore", "ignore", "inherit"] },
+  );
+  // Debian's build prints no version of its own: the package's.
+  const v = spawnSync("dpkg-query", ["-W", "-f", "$" + "{Version}", "victoria-metrics"], {
+    encoding: "utf8",
+  });
+  const version = `vmagent of victoria-metrics ${v.status === 0 ? v.stdout : "(not from a Debian package)"}`;
+  /** vmagent's successful scrapes so far (its own counter: a scrape may go out in more than one push). */
+  const scrapesDone = async (): Promise<number> => {
+    const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+    return Number(/^vm_promscrape_scrapes_total\{status_code="200"\} (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+  };
+  return { exporter: exporter2, vmagent, version, scrapesDone };
+}
+
+// The OpenTelemetry JS SDK with @opentelemetry/host-metrics, exporting OTLP/HTTP protobuf at the interval.
+const otel = spawn(
+  "node",
   [
-    `--web.listen-address=127.0.0.1:${port}`,
-    "--collector.disable-defaults",
-    "--collector.meminfo",
-    "--collector.filesystem",
-    "--collector.cpu",
-    "--collector.diskstats",
-    "--collector.netdev",
-    "--web.disable-exporter-metrics",
+    join(import.meta.dirname, "otel-host-metrics.mjs"),
+    `${rxUrl}/otlp/v1/metrics`,
+    join(work, "token"),
+    String(intervalS * 1000),
   ],
-  { stdio: ["ignore", "ignore", "ignore"] },
+  { stdio: ["ignore", "ignore", "inherit"] },
 );
 const neVersionRun = spawnSync(exporter.stdout.trim(), ["--version"], { encoding: "utf8" });
 const neVersion = (neVersionRun.stdout || neVersionRun.stderr).split("\n")[0].trim();
@@ -181,10 +252,35 @@ async function scrape(): Promise<void> {
   });
 }
 
-const rss = { agent: [] as number[], ne: [] as number[] };
+// Every child ends with this process, however it ends (a failed sampler included).
+const children = [ne, otel, ...(pair ? [pair.exporter, pair.vmagent] : [])];
+let stopping = false;
+process.on("exit", () => {
+  for (const c of children) c.kill("SIGTERM");
+  if (stopping) return;
+  try {
+    process.kill(agent.pid, "SIGTERM");
+  } catch {}
+});
+for (const [name, c] of [
+  ["node_exporter", ne],
+  ["the OpenTelemetry exporter", otel],
+  ["vmagent", pair?.vmagent],
+] as const) {
+  c?.on("exit", (code, signal) => {
+    if (!stopping) {
+      process.stderr.write(`bench:agent: ${name} exited (${code ?? signal}) before the end\n`);
+      process.exit(1);
+    }
+  });
+}
+
+const rss = { agent: [] as number[], ne: [] as number[], pair: [] as number[], otel: [] as number[] };
 const sampler = setInterval(() => {
   rss.agent.push(rssKiB(agent.pid));
   rss.ne.push(rssKiB(ne.pid!));
+  if (pair) rss.pair.push(rssKiB(pair.exporter.pid!) + rssKiB(pair.vmagent.pid!));
+  rss.otel.push(rssKiB(otel.pid!));
 }, 2000);
 
 process.stdout.write(
@@ -198,15 +294,29 @@ const scraper = setInterval(
 );
 await scrape();
 await sleep(intervalS * 1000 - 1000);
-const cpu0 = { agent: cpuS(agent.pid), ne: cpuS(ne.pid!), pushes: pushes.length, scrapes: scrapes.length };
-rss.agent.length = 0;
-rss.ne.length = 0;
+const cpuNow = async () => ({
+  agent: cpuS(agent.pid),
+  ne: cpuS(ne.pid!),
+  pair: pair ? cpuS(pair.exporter.pid!) + cpuS(pair.vmagent.pid!) : 0,
+  otel: cpuS(otel.pid!),
+  pushes: pushes.length,
+  scrapes: scrapes.length,
+  vmagentPushes: vmagentPushes.length,
+  vmagentScrapes: pair ? await pair.scrapesDone() : 0,
+  otelPushes: otelPushes.length,
+});
+const cpu0 = await cpuNow();
+for (const l of Object.values(rss)) l.length = 0;
 await sleep(durationS * 1000);
-const cpu1 = { agent: cpuS(agent.pid), ne: cpuS(ne.pid!), pushes: pushes.length, scrapes: scrapes.length };
+const cpu1 = await cpuNow();
 clearInterval(scraper);
 clearInterval(sampler);
+stopping = true;
 await agent.stop();
 ne.kill("SIGTERM");
+pair?.vmagent.kill("SIGTERM");
+pair?.exporter.kill("SIGTERM");
+otel.kill("SIGTERM");
 rx.close();
 
 const collections = { agent: cpu1.pushes - cpu0.pushes, ne: cpu1.scrapes - cpu0.scrapes };
@@ -240,7 +350,69 @@ process.stdout.write(
     row("  vs the plain scrape", `${agentBytes}`, `${nePlain}`, agentBytes / nePlain) +
     row("  vs its matching families, plain", `${agentBytes}`, `${neMatching}`, agentBytes / neMatching) +
     `package: ${debKiB.toFixed(0)} KiB (.deb); node_exporter: ${installedSize("prometheus-node-exporter")}\n` +
-    `goals: CPU per collection <= 1.0x, RSS <= 2x node_exporter, package <= 5 MB\n${loadAverageLine()}\n`,
+    `goals: CPU per collection <= 1.0x, RSS <= 2x node_exporter, package <= 5 MB\n`,
+);
+
+// The senders a guest may already run instead, one row each, beside the two above (ratios to
+// node_exporter alone, the scraped reference): CPU and RSS are the sender's processes together.
+const sender = (
+  name: string,
+  cpuMs: number,
+  n: number,
+  med: number,
+  peak: number,
+  bytes: number,
+  wire: string,
+) =>
+  `${name.padEnd(34)}${`${n}`.padStart(6)}${cpuMs.toFixed(1).padStart(9)}${(cpuMs / cpuPer.ne).toFixed(2).padStart(7)}x` +
+  `${med.toFixed(1).padStart(9)}${(med / rssMed.ne).toFixed(2).padStart(7)}x${peak.toFixed(1).padStart(9)}` +
+  `${`${Math.round(bytes)}`.padStart(9)} ${wire}\n`;
+const pairN = cpu1.vmagentScrapes - cpu0.vmagentScrapes;
+const sum = (l: number[]) => l.reduce((a, b) => a + b, 0);
+const otelN = cpu1.otelPushes - cpu0.otelPushes;
+const mib = (l: number[]) => ({ med: median(l) / 1024, peak: Math.max(...l) / 1024 });
+process.stdout.write(
+  `\n${"sender".padEnd(34)}${"n".padStart(6)}${"CPU ms".padStart(9)}${"÷ne".padStart(8)}${"RSS MiB".padStart(9)}` +
+    `${"÷ne".padStart(8)}${"peak".padStart(9)}${"bytes".padStart(9)} per collection on the wire\n` +
+    sender(
+      "svc-agent",
+      cpuPer.agent,
+      collections.agent,
+      rssMed.agent,
+      rssMax.agent,
+      agentBytes,
+      "remote write, snappy",
+    ) +
+    sender(
+      "node_exporter alone (scraped)",
+      cpuPer.ne,
+      collections.ne,
+      rssMed.ne,
+      rssMax.ne,
+      neGzip,
+      "scrape, gzip",
+    ) +
+    (pair
+      ? sender(
+          "node_exporter + vmagent",
+          ((cpu1.pair - cpu0.pair) / pairN) * 1000,
+          pairN,
+          mib(rss.pair).med,
+          mib(rss.pair).peak,
+          sum(vmagentPushes.slice(cpu0.vmagentPushes, cpu1.vmagentPushes)) / pairN,
+          `remote write, snappy (docs/agent.md's keep rule; ${pair.version})`,
+        )
+      : "") +
+    sender(
+      "OpenTelemetry JS host-metrics",
+      ((cpu1.otel - cpu0.otel) / otelN) * 1000,
+      otelN,
+      mib(rss.otel).med,
+      mib(rss.otel).peak,
+      median(otelPushes.slice(cpu0.otelPushes)),
+      `OTLP protobuf, gzip (${otelVersions()}; CPU, memory, network and process metrics only)`,
+    ) +
+    `n = collections measured; ÷ne = ratio to node_exporter alone; ${loadAverageLine()}\n`,
 );
 rmSync(work, { recursive: true, force: true });
 process.exit(0);
@@ -267,6 +439,16 @@ function matchingFamilies(text: string): string {
     .split("\n")
     .filter((l) => re.test(l))
     .join("\n");
+}
+
+/** The OpenTelemetry packages' versions, from their package.json. */
+function otelVersions(): string {
+  return ["sdk-metrics", "host-metrics", "exporter-metrics-otlp-proto"]
+    .map((p) => {
+      const pkg = join(import.meta.dirname, "../../node_modules/@opentelemetry", p, "package.json");
+      return `${p} ${(JSON.parse(readFileSync(pkg, "utf8")) as { version: string }).version}`;
+    })
+    .join(", ");
 }
 
 function installedSize(pkg: string): string {

@@ -13,6 +13,10 @@
  *                                     svc with SVC_METRICS_BACKEND=remote in front of VictoriaMetrics
  *                                     against VictoriaMetrics alone, interleaved (bench/ingest/remote.ts):
  *                                     CPU per million samples of svc + engine ÷ engine alone
+ *   npm run bench:ingest -- --guest [--quick]
+ *                                     guests sending with their guest-agent tokens: ingest CPU per stored
+ *                                     sample of OTLP/HTTP ÷ remote write of node_exporter's series
+ *                                     (bench/ingest/guest.ts; goal <= 1.3x)
  *
  * Env: BENCH_SERIES, BENCH_HOURS, BENCH_CONCURRENCY, BENCH_TARGETS (comma list), BENCH_CHURN (share
  * of VMs replaced every 15 min, default 0.02), BENCH_SVC_NODE_ARGS (extra node flags for the svc process,
@@ -25,6 +29,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { backendArg } from "../common/args.ts";
 import { loadAverageLine, median, quantile } from "../common/measure.ts";
+import { compareGuestFormats } from "./guest.ts";
 import { cpuSeconds, duBytes, freePort, rssBytes } from "./proc.ts";
 import { compareRemote } from "./remote.ts";
 import { probeAnswers, startTarget, stopTarget, type TargetSpec, targets } from "./targets.ts";
@@ -139,6 +144,11 @@ async function timeScrapes(
   const cpuMsEach = ((cpuSeconds(pid) - cpu0) * 1000) / n;
   ms.sort((a, b) => a - b);
   return { p50Ms: quantile(ms, 0.5), p99Ms: quantile(ms, 0.99), bytes, count: n, cpuMsEach };
+}
+
+if (process.argv.includes("--guest")) {
+  await compareGuestFormats({ quick, concurrency });
+  process.exit(0);
 }
 
 const w = buildWorkload({

@@ -37,7 +37,7 @@ export interface TargetSpec {
   readonly selfScrape?: { readonly path: string; readonly token: string };
 }
 
-const ADMIN_TOKEN = "bench-operator-token-0123456789";
+export const ADMIN_TOKEN = "bench-operator-token-0123456789";
 const COLLECTOR_TOKEN = "bench-collector-token-0123456789";
 const MAIN = resolve(import.meta.dirname, "../../packages/server/src/main.ts");
 // BENCH_SVC_PROD=1 runs the production build (`npm run build`) instead of the sources through tsx.

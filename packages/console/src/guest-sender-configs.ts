@@ -3,7 +3,7 @@
  * console's "Install expanded monitoring": node_exporter scraped by vmagent or by Prometheus in agent
  * mode (remote write), and an OpenTelemetry Collector (OTLP/HTTP). The token is always read from a
  * file, never given on a command line. Plain functions of svc's base URL, so test/guest-sender-configs.test.ts
- * holds them equal to the docs' blocks (node-exporter.test.ts runs those blocks with the real tools).
+ * holds them equal to the docs' blocks (test/node-exporter-senders.test.ts runs those blocks with the real tools).
  */
 
 /** Where each configuration reads the VM's guest-agent token. */
