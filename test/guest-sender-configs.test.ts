@@ -44,6 +44,6 @@ describe("the configurations of the senders a customer already runs", () => {
       assert.match(text, /\/etc\/svc-agent\/token/);
       assert.doesNotMatch(text, /svca_|Bearer /);
     }
-    assert.match(tokenFileCommand("vmagent"), /read -rs SVC_AGENT_TOKEN/);
+    assert.match(tokenFileCommand("_victoria-metrics"), /read -rs SVC_AGENT_TOKEN/);
   });
 });

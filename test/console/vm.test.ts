@@ -443,7 +443,7 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     const text = async (id: string) => (await result.getByTestId(id).textContent()) ?? "";
     await result.getByLabel("node_exporter + vmagent or Prometheus agent").check();
     await result.getByTestId("way-node-exporter").waitFor();
-    assert.equal(await text("token-file-command"), tokenFileCommand("vmagent"));
+    assert.equal(await text("token-file-command"), tokenFileCommand("_victoria-metrics"));
     assert.equal(await text("vmagent-scrape"), vmagentScrapeYaml());
     assert.equal(await text("vmagent-flags"), vmagentFlags(origin));
     assert.equal(await text("prometheus-agent"), prometheusAgentYaml(origin));

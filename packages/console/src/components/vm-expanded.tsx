@@ -174,7 +174,7 @@ function SenderWays(props: { installCommand: string }) {
             For a guest that runs node_exporter on 127.0.0.1:9100. First the token, into a file the sender
             reads (use the group your vmagent or Prometheus runs as):
           </p>
-          {block("Token file command", tokenFileCommand("vmagent"), "token-file-command")}
+          {block("Token file command", tokenFileCommand("_victoria-metrics"), "token-file-command")}
           {block("vmagent scrape configuration", vmagentScrapeYaml(), "vmagent-scrape")}
           {block("vmagent flags", vmagentFlags(base), "vmagent-flags")}
           <p className="small">or, with the same keep rule, Prometheus in agent mode:</p>
