@@ -301,7 +301,7 @@ async function walk(browser: Browser, c: DemoCredentials, v: (typeof WIDTHS)[num
     await shot(page, dir, "16-ci-trust-new", false);
     // Through to the verification step: the copy-paste workflow with the server's origin.
     await dialog.getByLabel("Repository").fill(`acme/deploy-${dir}`);
-    await dialog.getByLabel("Workflow file").fill(".github/workflows/deploy.yml");
+    await dialog.getByLabel("Workflow file").fill(".github/workflows/svc-monitoring.yml");
     await dialog.getByRole("button", { name: "Start setup" }).click();
     await dialog
       .waitFor({ state: "hidden", timeout: 10_000 })

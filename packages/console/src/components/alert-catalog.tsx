@@ -21,6 +21,11 @@ export interface RuleMetricInfo {
   description: string;
 }
 
+/** The metric picker's text: the label with its unit, once ("Guest memory used (bytes)", "CPU utilization (%)"). */
+export function metricOptionLabel(m: RuleMetricInfo): string {
+  return m.label.endsWith(`(${m.unit})`) ? m.label : `${m.label} (${m.unit})`;
+}
+
 /** The server's bounds of a forecast (packages/server/src/alerts/spec.ts), seconds. */
 export const FORECAST_HORIZON = { min: 60, max: 7 * 86_400 } as const;
 export const FORECAST_LOOKBACK = { min: 300, max: 86_400 } as const;

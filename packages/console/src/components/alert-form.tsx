@@ -11,6 +11,7 @@ import {
   fmtMetricValue,
   fmtSeconds,
   metricInfo,
+  metricOptionLabel,
   OPERATORS,
   RULE_METRICS,
   SEVERITIES,
@@ -229,7 +230,7 @@ export function RuleFormFields(props: {
             <select name="metricId" value={form.metricId} onChange={(e) => set("metricId", e.target.value)}>
               {RULE_METRICS.map((x) => (
                 <option key={x.id} value={x.id}>
-                  {x.label} ({x.unit})
+                  {metricOptionLabel(x)}
                 </option>
               ))}
               {m ? null : <option value={form.metricId}>{form.metricId}</option>}

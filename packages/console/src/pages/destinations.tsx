@@ -10,6 +10,7 @@ import {
   CreateDestinationDialog,
   DeleteDestinationDialog,
   EditDestinationDialog,
+  isIncidentApiKind,
   kindLabel,
   RotateSecretDialog,
   VerifyEmailCard,
@@ -25,6 +26,8 @@ const kindTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {
   SLACK: "info",
   TEAMS: "info",
   DISCORD: "info",
+  PAGERDUTY: "info",
+  OPSGENIE: "info",
 };
 
 function StateBadge(props: { destination: Destination }) {
@@ -369,10 +372,12 @@ export function DestinationPage(props: { destinationId: string }) {
             </>
           ) : (
             <>
-              <dt>{d.kind === "WEBHOOK" ? "Endpoint" : "Webhook"}</dt>
+              <dt>{d.kind === "WEBHOOK" || isIncidentApiKind(d.kind) ? "Endpoint" : "Webhook"}</dt>
               <dd>
                 <code className="url">{d.url}</code>
-                {d.kind !== "WEBHOOK" ? (
+                {isIncidentApiKind(d.kind) ? (
+                  <div className="muted small">The integration key is sealed at rest and never shown.</div>
+                ) : d.kind !== "WEBHOOK" ? (
                   <div className="muted small">
                     The URL is a secret: sealed at rest, only its host is shown.
                   </div>
