@@ -129,7 +129,7 @@ export function CiTrustsPage() {
         </Empty>
       ) : (
         <div className="access-table-wrap">
-          <table className="table access-table" data-testid="trust-table">
+          <table className="table access-table table-cards" data-testid="trust-table">
             <thead>
               <tr>
                 <th>Repository and workflow</th>
@@ -148,7 +148,7 @@ export function CiTrustsPage() {
                     <div>{t.intended?.repository}</div>
                     <div className="muted small mono">{t.intended?.workflow}</div>
                   </td>
-                  <td>
+                  <td data-label="Runs from">
                     {t.intended?.branch ? (
                       <>
                         branch <code>{t.intended.branch}</code>
@@ -159,17 +159,17 @@ export function CiTrustsPage() {
                       </>
                     )}
                   </td>
-                  <td>
+                  <td data-label="Event">
                     <code>{t.intended?.event}</code>
                   </td>
-                  <td>{accountName(t.serviceAccount)}</td>
-                  <td>
+                  <td data-label="Service account">{accountName(t.serviceAccount)}</td>
+                  <td data-label="Permissions">
                     <CapabilityBadges capabilities={t.permissions} />
                   </td>
-                  <td>
+                  <td data-label="State">
                     <TrustState state={t.state} />
                   </td>
-                  <td className="access-actions-col">
+                  <td className="access-actions-col" data-label="">
                     <Button
                       className={selected === t.name ? "selected" : ""}
                       aria-label={`${selected === t.name ? "Close" : "Open"} trust ${lastSegment(t.name)}`}

@@ -605,7 +605,9 @@ function EventItem(props: { event: IncidentEvent; incident: Incident }) {
 
 function DeliveryItem(props: { delivery: Delivery; label?: string }) {
   const d = props.delivery;
-  const [expanded, setExpanded] = useState(d.state !== "SENT");
+  // Open by default only when it failed: a skipped delivery has no attempt to show, and an empty box per
+  // delivery and repeat is what made one incident page 3,599 px tall on a phone (issue 43, item 5).
+  const [expanded, setExpanded] = useState(d.state === "FAILED" && d.attempts.length > 0);
   const [detail, setDetail] = useState(false);
   const dest = lastSegment(d.destination);
   return (
@@ -618,14 +620,18 @@ function DeliveryItem(props: { delivery: Delivery; label?: string }) {
           <Link href={`/destinations/${dest}`}>{props.label ?? dest}</Link>
         </span>
         <DeliveryStateBadge delivery={d} />
-        <button
-          type="button"
-          className="linklike small"
-          aria-expanded={expanded}
-          onClick={() => setExpanded(!expanded)}
-        >
-          {d.attempts.length} attempt{d.attempts.length === 1 ? "" : "s"} {expanded ? "▾" : "▸"}
-        </button>
+        {d.attempts.length > 0 ? (
+          <button
+            type="button"
+            className="linklike small"
+            aria-expanded={expanded}
+            onClick={() => setExpanded(!expanded)}
+          >
+            {d.attempts.length} attempt{d.attempts.length === 1 ? "" : "s"} {expanded ? "▾" : "▸"}
+          </button>
+        ) : (
+          <span className="muted small">no attempt</span>
+        )}
         <button type="button" className="linklike small" onClick={() => setDetail(true)}>
           Details
         </button>
@@ -640,7 +646,7 @@ function DeliveryItem(props: { delivery: Delivery; label?: string }) {
           Next attempt <Time unix={d.nextAttemptTimeUnix} />
         </div>
       ) : null}
-      {expanded ? (
+      {expanded && d.attempts.length > 0 ? (
         <div className="tl-body">
           <AttemptsTable attempts={d.attempts} />
         </div>

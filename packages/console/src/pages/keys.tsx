@@ -193,7 +193,7 @@ export function KeyList(props: {
         </p>
       ) : (
         <div className="access-table-wrap">
-          <table className="table access-table">
+          <table className="table access-table table-cards">
             <thead>
               <tr>
                 <th>Name</th>
@@ -226,13 +226,13 @@ export function KeyList(props: {
                         </div>
                       ) : null}
                     </td>
-                    <td>
+                    <td data-label="Capabilities">
                       <CapabilityBadges capabilities={k.capabilities} />
                     </td>
-                    <td>
+                    <td data-label="Created">
                       <Time unix={k.createTimeUnix} />
                     </td>
-                    <td>
+                    <td data-label="Expires">
                       {k.stopTimeUnix > 0n ? (
                         // A rotation's overlap ends before the expiry: that end is when it stops working.
                         <div data-testid="key-stops">
@@ -247,7 +247,7 @@ export function KeyList(props: {
                         <Time unix={k.expireTimeUnix} />
                       )}
                     </td>
-                    <td>
+                    <td data-label="Last used">
                       {k.lastUsedTimeUnix > 0n ? (
                         <>
                           <Time unix={k.lastUsedTimeUnix} />
@@ -264,7 +264,7 @@ export function KeyList(props: {
                         </div>
                       ) : null}
                     </td>
-                    <td>
+                    <td data-label="State">
                       <Badge tone={st.tone} title={st.title}>
                         {st.label}
                       </Badge>
@@ -275,7 +275,7 @@ export function KeyList(props: {
                       ) : null}
                     </td>
                     {props.canManage ? (
-                      <td className="access-actions-col">
+                      <td className="access-actions-col" data-label="Actions">
                         {k.state === "ACTIVE" ? (
                           <div className="row access-row-actions">
                             <Button
