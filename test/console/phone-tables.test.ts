@@ -21,7 +21,7 @@ const skip = browserUnavailable();
 const PHONE = { width: 390, height: 844 };
 
 /** The control is drawn inside the window's width: seen without scrolling sideways. */
-async function onScreen(page: Page, what: Locator, name: string): Promise<void> {
+async function onScreen(what: Locator, name: string): Promise<void> {
   await what.waitFor();
   // Scrolls the window only up or down (never a box sideways, as scrollIntoView would), then asks what
   // is drawn at the control's centre: the control itself unless a box scrolling sideways clips it.
@@ -107,16 +107,8 @@ describe("console in Chromium at 390×844: key columns on screen (issue 43, item
     });
     await page.goto(`${base}/keys`);
     for (const key of ["laptop", "prometheus"]) {
-      await onScreen(
-        page,
-        page.getByRole("button", { name: new RegExp(`^Rotate ${key} `) }),
-        `Rotate ${key}`,
-      );
-      await onScreen(
-        page,
-        page.getByRole("button", { name: new RegExp(`^Revoke ${key} `) }),
-        `Revoke ${key}`,
-      );
+      await onScreen(page.getByRole("button", { name: new RegExp(`^Rotate ${key} `) }), `Rotate ${key}`);
+      await onScreen(page.getByRole("button", { name: new RegExp(`^Revoke ${key} `) }), `Revoke ${key}`);
     }
     await noSidewaysScroll(page, "keys");
     // The cards still work: Rotate opens its dialog.
@@ -132,8 +124,8 @@ describe("console in Chromium at 390×844: key columns on screen (issue 43, item
     await owner.alerts.saveAlertRule(newCpuRule(p.projectName));
     await page.goto(`${base}/alerts`);
     const row = page.getByTestId("alert-rule-row").first();
-    await onScreen(page, row.getByTestId("alert-rule-counts").getByText(/firing/), "the rule's firing count");
-    await onScreen(page, row.getByTestId("alert-rule-sync"), "the rule's sync state");
+    await onScreen(row.getByTestId("alert-rule-counts").getByText(/firing/), "the rule's firing count");
+    await onScreen(row.getByTestId("alert-rule-sync"), "the rule's sync state");
     await noSidewaysScroll(page, "alert rules");
 
     const sa = (await owner.serviceAccounts.listServiceAccounts({ parent: p.projectName }))
@@ -150,8 +142,8 @@ describe("console in Chromium at 390×844: key columns on screen (issue 43, item
     });
     await page.goto(`${base}/ci-trusts`);
     const trust = page.getByTestId("trust-table").locator("tbody tr").first();
-    await onScreen(page, trust.getByText("waiting for verification", { exact: true }), "the trust's state");
-    await onScreen(page, trust.getByRole("button", { name: /^Open trust / }), "the trust's Open button");
+    await onScreen(trust.getByText("waiting for verification", { exact: true }), "the trust's state");
+    await onScreen(trust.getByRole("button", { name: /^Open trust / }), "the trust's Open button");
     await noSidewaysScroll(page, "CI trusts");
     assert.deepEqual(await seriousViolations(page, "ci-trusts at 390"), []);
     assert.deepEqual(problems, []);
