@@ -27,7 +27,8 @@ export function timeZoneLabel(atMs = Date.now()): string {
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
   const off = -new Date(atMs).getTimezoneOffset();
   const p = (n: number) => String(Math.floor(Math.abs(n))).padStart(2, "0");
-  return `${zone} (UTC${off < 0 ? "−" : "+"}${p(off / 60)}:${p(off % 60)})`;
+  const utc = `UTC${off < 0 ? "−" : "+"}${p(off / 60)}:${p(off % 60)}`;
+  return zone === "UTC" || zone === "Etc/UTC" ? "UTC" : `${zone} (${utc})`;
 }
 
 /** Tomorrow at 09:00 in the browser's zone. */
