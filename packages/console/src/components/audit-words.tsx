@@ -128,6 +128,7 @@ export function useResourceNames(
   const keys = useKeyNames(keyNames);
   return (name: string): string | undefined => {
     if (!name) return undefined;
+    if (/^projects\/[^/]+$/.test(name)) return `project ${lastSegment(name)}`;
     if (name.includes("/keys/")) {
       const k = keys.get(name);
       return k ? `${k.displayName} (${k.secretHint})` : undefined;
