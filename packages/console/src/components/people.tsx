@@ -37,8 +37,10 @@ export function usePeople(): (user: string) => PersonInfo {
     const full = m ? [m.displayName, m.email && `<${m.email}>`].filter(Boolean).join(" ") : user;
     if (user === session.user) return { label: "you", full: full || user };
     if (m) return { label: name, full };
-    if (user.startsWith("users/"))
-      return { label: members.isPending ? "…" : "a former member", full: `${user} (no longer a member)` };
+    // Only a member list that was read may say someone is no longer a member; while it loads, or if it
+    // could not be read, the id is all there is.
+    if (user.startsWith("users/") && members.data)
+      return { label: "a former member", full: `${user} (no longer a member)` };
     return { label: user, full: user };
   };
 }
