@@ -4,7 +4,7 @@ import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
 import { useProject } from "../session.tsx";
 import { useProjectRules } from "./paged-list.tsx";
-import { useServiceAccountNames } from "./people.tsx";
+import { usePeople, useServiceAccountNames } from "./people.tsx";
 
 /**
  * Activity in words (issue 43, item 4): "Saved alert rule 'High CPU'" with the RPC method as detail,
@@ -150,4 +150,24 @@ export function useResourceNames(
     }
     return undefined;
   };
+}
+
+/** Who did something, by name: a person, a key ("routes (svcs_AbC1…)") or a service account; the id on hover. */
+export function ActorName(props: { name: string }) {
+  const people = usePeople();
+  const nameOf = useResourceNames([{ resource: props.name, actorDetail: {} }]);
+  if (props.name.startsWith("users/") && !props.name.includes("/keys/")) {
+    const who = people(props.name);
+    return (
+      <span className="person" title={who.full}>
+        {who.label}
+      </span>
+    );
+  }
+  const label = nameOf(props.name);
+  return (
+    <span className="person" title={props.name}>
+      {label ? `${props.name.includes("/keys/") ? "key " : ""}${label}` : <code>{props.name}</code>}
+    </span>
+  );
 }

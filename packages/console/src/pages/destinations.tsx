@@ -5,6 +5,7 @@ import { useState } from "react";
 import { Link, useLocation, useSearch } from "wouter";
 import { api } from "../api.ts";
 import { RecentActivity } from "../components/audit-events.tsx";
+import { ActorName } from "../components/audit-words.tsx";
 import { DeliveriesTable, DeliveryFacts } from "../components/destination-deliveries.tsx";
 import {
   CreateDestinationDialog,
@@ -304,12 +305,12 @@ export function DestinationPage(props: { destinationId: string }) {
       {d.awaitingConfirmation ? (
         <div className="banner banner-warn" data-testid="confirm-destination">
           <p>
-            <strong>Awaiting confirmation.</strong> <code>{d.confirmationRequestedBy}</code> pointed this
-            destination at <strong>{hostOf(d.url)}</strong>
+            <strong>Awaiting confirmation.</strong> <ActorName name={d.confirmationRequestedBy} /> pointed
+            this destination at <strong>{hostOf(d.url)}</strong>
             {d.creator && d.creator !== d.confirmationRequestedBy ? (
               <>
                 {" "}
-                (created by <code>{d.creator}</code>)
+                (created by <ActorName name={d.creator} />)
               </>
             ) : null}
             . Nothing is sent there until a person confirms it (DESTINATION_UNCONFIRMED).
