@@ -130,7 +130,7 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     assert.ok(Number(await chart.getAttribute("data-points")) > 60, "the metric's history is drawn");
     assert.equal(
       await preview.getByTestId("preview-firing-count").textContent(),
-      `Would fire ${rpcA.firingIntervals.length} times`,
+      `Would have fired ${rpcA.firingIntervals.length} times`,
     );
     assert.equal(await preview.getByTestId("preview-intervals").locator("li").count(), 2);
     assert.equal(await preview.getByTestId("preview-firing-instances").textContent(), "1 of 2 instances");
@@ -150,7 +150,7 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
 
     // Switch to web-b: nothing shaded.
     await preview.getByLabel("Preview instance").selectOption(`${vmB}|`);
-    await preview.getByTestId("preview-firing-count").getByText("Would fire 0 times").waitFor();
+    await preview.getByTestId("preview-firing-count").getByText("Would have fired 0 times").waitFor();
     assert.equal(await preview.getByTestId("preview-chart").getAttribute("data-intervals"), "0");
 
     // Changing the form marks the preview outdated.
@@ -159,7 +159,7 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
     await form.locator("input[name=threshold]").fill("90");
     // A new run opens on the instance that fires most again, not on the one looked at last.
     await preview.getByRole("button", { name: "Preview again", exact: true }).click();
-    await preview.getByTestId("preview-firing-count").getByText("Would fire 2 times").waitFor();
+    await preview.getByTestId("preview-firing-count").getByText("Would have fired 2 times").waitFor();
     assert.equal(await preview.getByLabel("Preview instance").inputValue(), `${vmA}|`);
     assert.equal(await rows.first().getAttribute("data-vm"), vmA);
 
@@ -196,6 +196,24 @@ describe("console in Chromium: alert rules, the preview on the chart, versions a
       /^2 instances$/,
     );
     await shot(page, "rule");
+
+    // The saved rule's preview (issue 43, item 6): its firings all came before the rule existed, and its
+    // chart marks the moment it was created.
+    const saved = page.getByTestId("alert-preview");
+    await saved.getByRole("button", { name: "Preview", exact: true }).click();
+    await saved
+      .getByTestId("preview-firing-count")
+      .getByText(/^Would have fired 2 times/)
+      .waitFor();
+    assert.equal(
+      (await saved.getByTestId("preview-before-rule").textContent())?.trim(),
+      "(2 before this rule existed)",
+    );
+    // Its chart marks when the rule was created (at the right edge when newer than the window's last step).
+    await saved
+      .getByTestId("chart-marker")
+      .getByText(/This rule was created /)
+      .waitFor();
 
     // The list: name, condition in words, version and sync status.
     await page.getByRole("link", { name: "Alert rules" }).first().click();

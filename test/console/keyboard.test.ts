@@ -124,18 +124,18 @@ describe("console by keyboard: skip link, focus after navigation, chart tables, 
     const summary = (await card.getByTestId("chart-summary").textContent()) ?? "";
     const pct = (v: number) => `${v.toFixed(v < 10 ? 1 : 0)} %`;
     const mean = present.reduce((a, b) => a + b, 0) / present.length;
-    assert.match(summary, new RegExp(`latest ${pct(present[present.length - 1])}`));
+    assert.match(summary, new RegExp(`latest sample ${pct(present[present.length - 1])}`));
     assert.match(summary, new RegExp(`min ${pct(Math.min(...present))}, max ${pct(Math.max(...present))}`));
-    assert.match(summary, new RegExp(`average ${pct(mean)}`));
-    // The same gaps the card's footer counts (the missing 5 minutes).
-    const gaps = /(\d+) gaps? \(shaded\)/.exec(
-      (await card.getByTestId("coverage-cpu").textContent()) ?? "",
-    )?.[1];
-    assert.ok(gaps);
-    assert.match(
-      summary,
-      new RegExp(`${gaps} gaps? \\(\\d+ of ${cpu.values.length} steps without a sample\\)`),
+    assert.match(summary, new RegExp(`average over the range ${pct(mean)}`));
+    // The one coverage statement (issue 43, item 1): the steps with a sample are the plotted points, and
+    // the gaps are runs of missing steps (the missing 5 minutes).
+    const coverage = (await card.getByTestId("chart-coverage").textContent()) ?? "";
+    const m = /Coverage: (\d+) of (\d+) steps \(30 s each\) have a sample · (\d+) gaps? \(shaded\)/.exec(
+      coverage,
     );
+    assert.ok(m, coverage);
+    assert.equal(Number(m[1]), present.length);
+    assert.ok(Number(m[3]) >= 1);
     // The canvas is hidden from screen readers; its text alternative is not.
     assert.equal(await card.getByTestId("chart-cpu").getAttribute("aria-hidden"), "true");
 

@@ -182,7 +182,10 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     const present = cpu.values.filter((v) => v !== null) as number[];
     assert.ok(present.length >= 90, `${present.length} points`);
     for (const v of present) assert.ok(v >= 19.9 && v <= 50.1, `utilization ${v}`);
-    assert.match((await page.getByTestId("coverage-cpu").textContent()) ?? "", /gap/);
+    assert.match(
+      (await page.getByTestId("card-cpu").getByTestId("chart-coverage").textContent()) ?? "",
+      /1 gap \(shaded\)/,
+    );
 
     // Hovering inside the gap shows a dash in the legend, not a number.
     const over = await page.getByTestId("chart-cpu").locator(".u-over").boundingBox();
@@ -250,6 +253,129 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     }
     assert.ok(!rpcs().includes("EnableExpandedMonitoring"));
     assert.deepEqual(problems, []);
+  });
+
+  it("one number, one meaning: coverage and the headline say what the API answers, at 1 h and at 7 d (issue 43, item 1)", async () => {
+    const api = t.clients(p.owner.session).monitoring;
+    for (const range of ["1h", "7d"]) {
+      const asked = page.waitForRequest(
+        (r) =>
+          r.url().endsWith(`${RPC}QueryVMMonitoring`) &&
+          JSON.parse(r.postData() ?? "{}").metricIds?.includes("disk_read_bytes_per_sec"),
+      );
+      const askedNow = page.waitForRequest(
+        (r) =>
+          r.url().endsWith(`${RPC}QueryVMMonitoring`) &&
+          JSON.parse(r.postData() ?? "{}").metricIds?.includes("telemetry_last_observed"),
+      );
+      await page.goto(`${vmUrl(vmA)}?range=${range}`);
+      const body = JSON.parse((await asked).postData() ?? "{}");
+      const nowBody = JSON.parse((await askedNow).postData() ?? "{}");
+      const card = page.getByTestId("card-cpu");
+      await card.locator(".vm-chart").waitFor();
+      // The API's answer for the same window, and for the headline's last hour at 30 s.
+      const r = await api.queryVMMonitoring({
+        name: vmA,
+        metricIds: ["cpu_utilization_pct"],
+        startTimeUnix: BigInt(body.startTimeUnix),
+        endTimeUnix: BigInt(body.endTimeUnix),
+        stepSeconds: body.stepSeconds,
+      });
+      const q = r.quality?.series.find((s) => s.metricId === "cpu_utilization_pct");
+      assert.ok(q && q.expectedPoints > 0, `${range}: the API counts steps`);
+      const rangeSteps = (Number(r.endTimeUnix) - Number(r.startTimeUnix)) / r.stepSeconds + 1;
+
+      // One coverage statement: the data-quality card's and the chart's are the same words and numbers,
+      // and those are the API's present and expected points, its gaps, and the steps the VM did not exist.
+      const quality = (await page.getByTestId("quality-coverage").textContent()) ?? "";
+      const chart = ((await card.getByTestId("chart-coverage").textContent()) ?? "").replace(
+        /^Coverage: /,
+        "",
+      );
+      assert.equal(quality, chart, `${range}: the quality card and the chart say the same`);
+      const m =
+        /^(\d+) of (\d+) steps \(([^)]+) each\) have a sample · (no gaps|(\d+) gaps? \(shaded\))/.exec(chart);
+      assert.ok(m, `${range}: ${chart}`);
+      assert.equal(Number(m[1]), q.presentPoints, `${range}: present`);
+      assert.equal(Number(m[2]), q.expectedPoints, `${range}: expected`);
+      assert.equal(m[4] === "no gaps" ? 0 : Number(m[5]), q.gaps.length, `${range}: gaps`);
+      const before = rangeSteps - q.expectedPoints;
+      if (before > 0)
+        assert.match(chart, new RegExp(`${before} more steps? (is|are) from when the VM did not exist`));
+      else assert.doesNotMatch(chart, /did not exist/);
+      // No other count of steps anywhere on the card: the footer and the summary's lines say none.
+      assert.doesNotMatch(
+        ((await card.textContent()) ?? "").replace(chart, ""),
+        /steps without a sample|missing points|of \d+ steps/,
+      );
+      // The summary says what each figure is: averages of the step above 30 s, samples at 30 s.
+      const summary = (await card.getByTestId("chart-summary").textContent()) ?? "";
+      if (r.stepSeconds > 30)
+        assert.match(summary, /latest 30-min average .*of 30-min averages, average over the range/);
+      else assert.match(summary, /latest sample .*average over the range/);
+
+      // The headline is the latest 30 s sample, the same at 1 h and at 7 d.
+      assert.equal(nowBody.stepSeconds, 30);
+      const now = await api.queryVMMonitoring({
+        name: vmA,
+        metricIds: ["cpu_utilization_pct", "vcpus"],
+        startTimeUnix: BigInt(nowBody.startTimeUnix),
+        endTimeUnix: BigInt(nowBody.endTimeUnix),
+        stepSeconds: 30,
+      });
+      const pts = now.series.find((s) => s.metricId === "cpu_utilization_pct")?.points ?? [];
+      const last = pts[pts.length - 1];
+      assert.ok(last);
+      const headline = page.getByTestId("headline-cpu");
+      await headline.waitFor();
+      assert.match(
+        (await headline.textContent()) ?? "",
+        new RegExp(`^${last.value.toFixed(1)} % .*latest sample`),
+      );
+      assert.match(
+        (await headline.getAttribute("title")) ?? "",
+        /latest 30 s sample \(.+\), whatever the chart's range/,
+      );
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  it("charts tick at round values, show the values at the pointer and on a tap, and name the time zone (issue 43, item 7)", async () => {
+    const ctx = await browser.newContext({
+      viewport: { width: 390, height: 844 },
+      hasTouch: true,
+      isMobile: true,
+      timezoneId: "Europe/Berlin",
+    });
+    const phone = await ctx.newPage();
+    await signIn(phone, t.baseUrl, p.owner.email, p.owner.password);
+    await phone.goto(vmUrl(vmA));
+    const card = phone.getByTestId("card-memory");
+    await card.locator("canvas").first().waitFor();
+    // Memory is 4 GiB: the axis reads whole (or half) GiB, never 3.7 GiB.
+    const labels = JSON.parse(
+      (await card.getByTestId("chart-memory").getAttribute("data-y-ticks")) ?? "[]",
+    ) as string[];
+    assert.ok(labels.length >= 3, labels.join(" | "));
+    for (const l of labels) assert.match(l, /^(0 B|(\d+|\d+\.5) GiB|\d+00 MiB)$/, `tick ${l}`);
+    // The time zone is named beside the range.
+    assert.match(
+      (await phone.getByTestId("refresh-status").textContent()) ?? "",
+      /times in Europe\/Berlin \(GMT\+\d+\)/,
+    );
+    // A tap on the chart shows the time and each series' value there.
+    const over = card.locator(".u-over");
+    await over.scrollIntoViewIfNeeded();
+    const box = await over.boundingBox();
+    assert.ok(box);
+    await phone.touchscreen.tap(box.x + box.width * 0.25, box.y + box.height / 2);
+    const tip = card.getByTestId("chart-tooltip");
+    await tip.waitFor();
+    const text = (await tip.textContent()) ?? "";
+    assert.match(text, /Europe\/Berlin/);
+    assert.match(text, /used: \d+(\.\d)? GiB/);
+    assert.match(text, /total: 4\.0 GiB/);
+    await ctx.close();
   });
 
   it("shows a metric's error (QUERY_TIMEOUT) on its own card and the rest of the answer", async () => {
@@ -368,7 +494,11 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
     assert.match((await fs.locator(".u-legend").textContent()) ?? "", /\/ used/);
     if (SHOTS) await page.screenshot({ path: join(SHOTS, "vm-expanded.png"), fullPage: true });
     assert.match((await fs.textContent()) ?? "", /Guest agent/);
-    assert.equal(await fs.locator(".vm-card-summary").textContent(), "/ 30 %");
+    // The headline is the latest sample, and says so (issue 43, item 1).
+    assert.match(
+      (await fs.getByTestId("headline-filesystem").textContent()) ?? "",
+      /^\/ 30 % latest sample, /,
+    );
     // The action is now "a new token", still explicit.
     await page.getByRole("button", { name: "Issue a new agent token" }).waitFor();
     assert.deepEqual(problems, []);
@@ -408,7 +538,7 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
       if (rpcMethod(r.url()) !== "QueryVMMonitoring") return;
       const b = JSON.parse(r.postData() ?? "{}");
       // The VM page's query (several metrics at once).
-      if (b.metricIds.includes("cpu_utilization_pct") && b.metricIds.length > 1) steps.push(b.stepSeconds);
+      if (b.metricIds.includes("disk_read_bytes_per_sec")) steps.push(b.stepSeconds);
     });
     await signIn(own.page, t.baseUrl, p.owner.email, p.owner.password);
     await own.page.goto(vmUrl(vmA));
@@ -539,6 +669,35 @@ describe("console in Chromium: a VM's monitoring page and Connect your tools", {
       .filter((x) => rpcMethod(x.url) === "ListVMMonitoring")
       .map((x) => JSON.parse(x.body ?? "{}"));
     assert.ok(pages.length >= 2 && pages.some((b) => b.pageToken), "the second page was read");
+    assert.deepEqual(problems, []);
+  });
+
+  it("an expanded VM whose guest agent never sent says it is silent, and since its token (issue 43, item 6)", async () => {
+    const quiet = await t.admin.vms.createVM({
+      parent: p.projectName,
+      vmId: "a-quiet",
+      location: "dc-1",
+      distribution: "debian-12",
+      vcpus: 1,
+      memoryBytes: 1n << 30n,
+    });
+    const enabledAt = Date.now() / 1000;
+    await t.clients(p.owner.session).monitoring.enableExpandedMonitoring({ name: quiet.name });
+    // The list (first page, by name): "Expanded", and that the agent is silent.
+    await page.goto(`${t.baseUrl}/projects/vmpage/vms`);
+    const row = page
+      .getByTestId("vm-table")
+      .locator("tbody tr", { has: page.getByRole("link", { name: "a-quiet", exact: true }) });
+    await row.getByText("Expanded").waitFor();
+    assert.equal(await row.getByTestId("agent-silent").textContent(), "guest agent silent: no data yet");
+    // The page: silent, and since when (the token's issue, from the audit log), in words.
+    await page.goto(vmUrl(quiet.name));
+    const sender = page.getByTestId("guest-sender");
+    await sender.getByText(/the agent token was issued/).waitFor();
+    const text = (await sender.textContent()) ?? "";
+    assert.match(text, /^silent no guest-agent data yet; the agent token was issued .+ \((\d+)s ago\)$/);
+    const ago = Number(/\((\d+)s ago\)$/.exec(text)?.[1]);
+    assert.ok(ago <= Date.now() / 1000 - enabledAt + 2, `${ago} s ago`);
     assert.deepEqual(problems, []);
   });
 

@@ -55,3 +55,13 @@ export function lastSegment(name: string): string {
 export function newRequestId(): string {
   return crypto.randomUUID();
 }
+
+/** The browser's time zone, named as the console shows every time in it: "Europe/Berlin (GMT+1)", "UTC". */
+export function timeZoneName(at = new Date()): string {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
+  const offset =
+    new Intl.DateTimeFormat("en-US", { timeZoneName: "shortOffset" })
+      .formatToParts(at)
+      .find((p) => p.type === "timeZoneName")?.value ?? "";
+  return zone === "UTC" || !offset || offset === zone ? zone : `${zone} (${offset})`;
+}

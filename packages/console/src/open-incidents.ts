@@ -5,8 +5,14 @@ import { api } from "./api.ts";
 /** Pages read at most: open incidents are few; past this the counts say "or more". */
 const MAX_PAGES = 10;
 
+/**
+ * What the counts count (issue 43, item 2; docs/console.md#alerts-beside-the-metrics): every incident
+ * here is open (firing). `firing` holds those nobody acknowledged yet, shown as "unacknowledged" in the
+ * navigation's badge and in the VM list; `acknowledged` the others. Both views read this one query, and
+ * an acknowledgement in the console refreshes it at once.
+ */
 export interface OpenIncidents {
-  /** Open incidents nobody acknowledged yet: firing and unattended. */
+  /** Open incidents nobody acknowledged yet: "unacknowledged". */
   readonly firing: Incident[];
   readonly acknowledged: Incident[];
   /** More open incidents exist than were read. */

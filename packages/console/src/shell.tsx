@@ -116,11 +116,15 @@ function NavIncidentCount(props: { projectName: string; testId?: string }) {
   const n = open.data?.firing.length ?? 0;
   if (n === 0) return null;
   return (
-    <span className="nav-count" data-testid={props.testId ?? "nav-incident-count"}>
+    <span
+      className="nav-count"
+      data-testid={props.testId ?? "nav-incident-count"}
+      title={`${n}${open.data?.truncated ? " or more" : ""} open incident${n === 1 ? "" : "s"} nobody has acknowledged`}
+    >
       {" "}
       {n}
       {open.data?.truncated ? "+" : ""}
-      <span className="sr-only"> firing</span>
+      <span className="sr-only"> unacknowledged</span>
     </span>
   );
 }

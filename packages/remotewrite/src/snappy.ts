@@ -30,13 +30,22 @@ function loadNative(): NativeSnappy | undefined {
   }
 }
 
-const native = loadNative();
+// Loaded on first use, not at import: dlopen of the addon cost ~10 ms of a server's start-up, before its first
+// remote-write body (docs/performance.md "Start-up").
+let loaded: NativeSnappy | null | undefined;
+function nativeSnappy(): NativeSnappy | undefined {
+  if (loaded === undefined) loaded = loadNative() ?? null;
+  return loaded ?? undefined;
+}
 
-/** Which snappy this process uses ("javascript" when the native binary did not load). */
-export const snappyImplementation: "native" | "javascript" = native ? "native" : "javascript";
+/** Which snappy this process uses ("javascript" when the native binary did not load). Loads it if not yet. */
+export function snappyImplementation(): "native" | "javascript" {
+  return nativeSnappy() ? "native" : "javascript";
+}
 
 /** Snappy-compresses `data` (block format). Returns a new array owned by the caller. */
 export function snappyCompress(data: Uint8Array): Uint8Array {
+  const native = nativeSnappy();
   return native ? native.compressSync(data, COPY) : snappyjs.compress(data);
 }
 
@@ -74,6 +83,7 @@ const MAX_EXPANSION_DEN = 3;
  */
 export function snappyDecompress(body: Uint8Array, maxDecompressedBytes: number): Uint8Array {
   const [declared, start] = checkDeclared(body, maxDecompressedBytes);
+  const native = nativeSnappy();
   if (native) {
     let out: Buffer | undefined;
     try {

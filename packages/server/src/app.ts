@@ -43,6 +43,7 @@ import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
 import { createIngestMetrics } from "./ingest/instrumentation.ts";
 import { createRegistry, type Registry } from "./instrument.ts";
+import { BackgroundWorker } from "./lifecycle/background.ts";
 import { createMetricsBackend, type MetricsBackend } from "./metrics/backend.ts";
 import type { ProjectLimiter } from "./metrics/concurrency.ts";
 import { instrumentLimiter } from "./metrics/instrumentation.ts";
@@ -219,8 +220,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       log.warn({ err }, "audit event purge failed"),
     );
   };
-  const pruneTimer = setInterval(prune, 3_600_000);
-  pruneTimer.unref();
+  // On the shared helper's timer (lifecycle/background.ts): one round at a time, and close() waits for
+  // a round in flight before closing the database. prune catches its own errors.
+  const housekeeping: BackgroundWorker = new BackgroundWorker({
+    intervalMs: 3_600_000,
+    onNudge: () => housekeeping.serial(prune),
+    onError: (err) => log.warn({ err }, "hourly housekeeping failed"),
+  });
+  housekeeping.start();
   const alertOptions = resolveAlertOptions({ ...config.alerts, metricsRetentionMs: config.retentionMs });
   // Projects are hashed into shards, each evaluated by the replica holding its lease (cluster/shards.ts).
   const shards = createShardLeases({
@@ -422,7 +429,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     registry,
     metricsPort: metricsListener?.port,
     async close() {
-      clearInterval(pruneTimer);
+      const housekept = housekeeping.stop();
       await metricsListener?.close();
       await evaluator.stop();
       // A clean stop hands its shards over at once instead of after their leases expire.
@@ -433,6 +440,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       await queryPool?.close();
       await limits.close();
       await tsdb?.close();
+      await housekept;
       await db.close();
     },
   };

@@ -7,11 +7,13 @@ import { readRawBody, verifyWebhook, WebhookVerificationError } from "@svc/sdk";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import { saveAlertRule } from "./alerts/rules.ts";
 import { ruleTemplates } from "./alerts/templates.ts";
+import { insertAuditEvent } from "./audit/events.ts";
 import type { Db } from "./db/database.ts";
 import { createKey } from "./iam/keys.ts";
 import { createServiceAccount } from "./iam/service-accounts.ts";
+import { createUser, setMember } from "./iam/users.ts";
 import { DEMO_PROJECT } from "./ingest/demo-collector.ts";
-import { createProject, createUser, setMember } from "./inventory/projects.ts";
+import { createProject } from "./inventory/projects.ts";
 import { createVm } from "./inventory/vms.ts";
 import { writeSelfSignedCertificate } from "./net/self-signed.ts";
 import { createDestination, type DestinationsDeps, updateDestination } from "./notify/destinations.ts";
@@ -120,7 +122,11 @@ export async function ensureDemo(
     return { created: false, credentials };
   }
   const projectName = `projects/${DEMO_PROJECT}`;
+  // What the set-up creates, recorded in the project's audit log once done (issue 43, item 6): Activity
+  // then starts with the demo's accounts, keys, destinations and rules, not with "nothing recorded".
+  const made: { method: string; resource: string }[] = [];
   await createProject(db, { projectId: DEMO_PROJECT, displayName: "Demo project" }, nowMs);
+  made.push({ method: "svc.admin.v1.ProjectService/CreateProject", resource: projectName });
   const consoleEmail = "demo@example.com";
   const consolePassword = randomBytes(12).toString("base64url");
   const user = await createUser(
@@ -128,8 +134,13 @@ export async function ensureDemo(
     { email: consoleEmail, displayName: "Demo owner", password: consolePassword },
     nowMs,
   );
+  made.push({ method: "svc.admin.v1.UserService/CreateUser", resource: user.name });
   await setMember(db, { project: projectName, user: user.name, role: "owner" }, nowMs);
-  for (const vm of demoVms) await createVm(db, { parent: projectName, ...vm }, nowMs);
+  made.push({ method: "svc.admin.v1.ProjectService/SetMember", resource: projectName });
+  for (const vm of demoVms) {
+    const v = await createVm(db, { parent: projectName, ...vm }, nowMs);
+    made.push({ method: "svc.admin.v1.VMService/CreateVM", resource: v.name });
+  }
   const actor = { userId: user.name.slice("users/".length) };
   const scraper = await createServiceAccount(
     db,
@@ -143,6 +154,8 @@ export async function ensureDemo(
     { parent: projectName, displayName: "demo-alerts", template: "Alert manager" },
     nowMs,
   );
+  for (const sa of [scraper, manager])
+    made.push({ method: "svc.iam.v1.ServiceAccountService/CreateServiceAccount", resource: sa.name });
   const read = await createKey(
     db,
     actor,
@@ -167,14 +180,18 @@ export async function ensureDemo(
     },
     nowMs,
   );
+  for (const k of [read, write])
+    made.push({ method: "svc.iam.v1.KeyService/CreateKey", resource: k.key.name });
   // Two rules from the templates, so the demo VM that runs hot on schedule (demo-collector.ts) opens an
   // incident within a few minutes of the first start. The CPU rule notifies the demo's destinations.
   const owner = { kind: "HUMAN_SESSION" as const, userId: actor.userId, sessionId: "" };
   const destinationNames = notify ? await createDemoDestinations(db, dataDir, notify, actor.userId) : [];
+  for (const d of destinationNames)
+    made.push({ method: "svc.monitoring.v1.DestinationService/CreateDestination", resource: d });
   for (const id of DEMO_RULE_TEMPLATES) {
     const template = ruleTemplates.find((t) => t.id === id);
     if (!template) continue;
-    await saveAlertRule(
+    const rule = await saveAlertRule(
       { db, options: resolveAlertOptions() },
       owner,
       {
@@ -186,7 +203,24 @@ export async function ensureDemo(
       },
       nowMs,
     );
+    made.push({ method: "svc.monitoring.v1.AlertService/SaveAlertRule", resource: rule.name });
   }
+  // The server did it, on the operator's authority (svc's own start), not the demo owner.
+  for (const [i, m] of made.entries())
+    await insertAuditEvent(db, {
+      // A millisecond apart, in the order they were made: Activity lists them newest first, in order.
+      time: nowMs + i,
+      // A user exists outside every project; the rest is the demo project's.
+      projectId: m.resource.startsWith("users/") ? "" : DEMO_PROJECT,
+      actor: { kind: "OPERATOR", name: "operator", detail: { via: "demo set-up (npm start)" } },
+      method: m.method,
+      resource: m.resource,
+      requestId: "",
+      outcome: "ok",
+      clientAddress: "",
+      userAgent: "svc demo set-up",
+      changedFields: [],
+    });
   const credentials: DemoCredentials = {
     baseUrl,
     projectName,

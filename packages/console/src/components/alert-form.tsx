@@ -5,18 +5,9 @@ import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
-import {
-  FORECAST_HORIZON,
-  FORECAST_LOOKBACK,
-  fmtMetricValue,
-  fmtSeconds,
-  metricInfo,
-  metricOptionLabel,
-  OPERATORS,
-  RULE_METRICS,
-  SEVERITIES,
-} from "./alert-catalog.tsx";
+import { fmtMetricValue, fmtSeconds, metricOptionLabel, OPERATORS, SEVERITIES } from "./alert-catalog.tsx";
 import type { SpecInit } from "./alert-preview.tsx";
+import { FORECAST_HORIZON, FORECAST_LOOKBACK, metricInfo, RULE_METRICS } from "./rule-metrics.ts";
 import { Badge, Field } from "./ui.tsx";
 
 /** The editable form of a rule spec; numbers stay text until saved so a half-typed value is kept. */

@@ -21,6 +21,8 @@ export function AlertInstances(props: {
   unit: string;
   perMountpoint: boolean;
   vmLabel: (name: string) => string;
+  /** A VM's inventory state: a stopped VM's "no data" is expected, not a warning (issue 43, item 6). */
+  vmState?: (name: string) => string | undefined;
 }) {
   const [page, setPage] = useState(0);
   const stored = new Set(props.instances.map((i) => i.vmName));
@@ -102,7 +104,11 @@ export function AlertInstances(props: {
                 </td>
                 <td data-label="Data">
                   <div>
-                    {i.flag === "NO_DATA" ? (
+                    {i.flag === "NO_DATA" && props.vmState?.(i.vmName) === "STOPPED" ? (
+                      <Badge tone="muted" title="a stopped VM sends nothing: no data is expected">
+                        no data: VM stopped
+                      </Badge>
+                    ) : i.flag === "NO_DATA" ? (
                       <Badge tone="warn" title={i.flagMessage}>
                         no data
                       </Badge>

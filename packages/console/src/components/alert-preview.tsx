@@ -8,14 +8,9 @@ import { useMutation, useQuery } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
-import {
-  conditionText,
-  fmtMetricValue,
-  fmtSeconds,
-  InstanceStateBadge,
-  metricInfo,
-} from "./alert-catalog.tsx";
-import { alignPoints, Chart, type ChartInterval } from "./chart.tsx";
+import { conditionText, fmtMetricValue, fmtSeconds, InstanceStateBadge } from "./alert-catalog.tsx";
+import { alignPoints, Chart, type ChartInterval, type ChartMarker } from "./chart.tsx";
+import { metricInfo } from "./rule-metrics.ts";
 import { Badge, Button, ErrorBanner, Loading } from "./ui.tsx";
 
 export type SpecInit = MessageInitShape<typeof AlertRuleSpecSchema>;
@@ -57,6 +52,8 @@ export function AlertPreview(props: {
   spec: SpecInit | undefined;
   invalidReason?: string;
   vmLabel: (name: string) => string;
+  /** The saved rule, if any: its creation and last change are marked on the chart (issue 43, item 6). */
+  rule?: { createTimeUnix: bigint; updateTimeUnix: bigint };
 }) {
   const [windowS, setWindowS] = useState(6 * 3600);
   const [ranKey, setRanKey] = useState<string>();
@@ -126,6 +123,7 @@ export function AlertPreview(props: {
           selected={selected}
           onSelect={setSelected}
           vmLabel={props.vmLabel}
+          rule={props.rule}
         />
       ) : !preview.isPending && !preview.error ? (
         <p className="empty small">Press Preview to see when this rule would have fired.</p>
@@ -140,6 +138,7 @@ function PreviewResult(props: {
   selected?: string;
   onSelect: (k: string) => void;
   vmLabel: (name: string) => string;
+  rule?: { createTimeUnix: bigint; updateTimeUnix: bigint };
 }) {
   const { pv, spec } = props;
   const coverage =
@@ -168,7 +167,7 @@ function PreviewResult(props: {
           <span className="muted small">every {pv.evaluationIntervalSeconds} s</span>
         </div>
         <div>
-          <span className="muted small">Would fire</span>
+          <span className="muted small">Would have fired</span>
           <strong data-testid="preview-firing-instances">
             {pv.firingInstances} of {pv.instances.length} instance{pv.instances.length === 1 ? "" : "s"}
           </strong>
@@ -212,7 +211,9 @@ function PreviewResult(props: {
               </select>
             </label>
           </div>
-          {inst ? <PreviewChart pv={pv} inst={inst} spec={spec} title={label(inst)} /> : null}
+          {inst ? (
+            <PreviewChart pv={pv} inst={inst} spec={spec} title={label(inst)} rule={props.rule} />
+          ) : null}
           <PreviewInstances pv={pv} label={label} selected={props.selected} onSelect={props.onSelect} />
         </>
       )}
@@ -267,7 +268,7 @@ function PreviewInstances(props: {
       <thead>
         <tr>
           <th>Instance</th>
-          <th className="num">Would fire</th>
+          <th className="num">Would have fired</th>
           <th>State at the end</th>
           <th className="num">No-data evaluations</th>
           <th className="num">Error evaluations</th>
@@ -327,6 +328,7 @@ function PreviewChart(props: {
   inst: PreviewInstance;
   spec: SpecInit;
   title: string;
+  rule?: { createTimeUnix: bigint; updateTimeUnix: bigint };
 }) {
   const { pv, inst, spec } = props;
   const metricId = spec.metricId ?? "";
@@ -352,12 +354,29 @@ function PreviewChart(props: {
       inst.firingIntervals.map((f) => ({
         start: Number(f.startTimeUnix),
         end: f.endTimeUnix === 0n ? end : Number(f.endTimeUnix),
-        label: "would fire",
+        label: "would have fired",
       })),
     [inst, end],
   );
   const unit = m?.unit ?? "";
   const threshold = spec.threshold ?? 0;
+  // The saved rule's creation and last change inside the window: what fired before them never paged.
+  const created = props.rule ? Number(props.rule.createTimeUnix) : 0;
+  const changed = props.rule ? Number(props.rule.updateTimeUnix) : 0;
+  const before = created ? inst.firingIntervals.filter((f) => Number(f.startTimeUnix) < created).length : 0;
+  const markers: ChartMarker[] = useMemo(() => {
+    const out: ChartMarker[] = [];
+    // The window ends on its last whole step: a rule saved since is drawn at the right edge.
+    const within = (t: number) => t >= start && t < end + step;
+    if (within(created))
+      out.push({ time: Math.min(created, end), label: `This rule was created ${fmtWhen(BigInt(created))}` });
+    if (changed > created + 60 && within(changed))
+      out.push({
+        time: Math.min(changed, end),
+        label: `This rule was last changed ${fmtWhen(BigInt(changed))}`,
+      });
+    return out;
+  }, [created, changed, start, end, step]);
   const chart = useMemo(() => {
     const r = history.data;
     // The response's own bounds and step, which are aligned and clamped to retention.
@@ -414,13 +433,19 @@ function PreviewChart(props: {
             {m ? <span className="muted small"> ({unit})</span> : null}
           </h3>
           <span className="chart-legend">
-            <span className="alert-swatch alert-swatch-fire" /> would fire{" "}
+            <span className="alert-swatch alert-swatch-fire" /> would have fired{" "}
             <span className="alert-swatch alert-swatch-threshold" /> threshold{" "}
             {fmtMetricValue(unit, threshold)}
           </span>
         </div>
         <strong data-testid="preview-firing-count" data-count={inst.firingIntervals.length}>
-          Would fire {inst.firingIntervals.length} time{inst.firingIntervals.length === 1 ? "" : "s"}
+          Would have fired {inst.firingIntervals.length} time{inst.firingIntervals.length === 1 ? "" : "s"}
+          {before > 0 ? (
+            <span className="muted small" data-testid="preview-before-rule">
+              {" "}
+              ({before} before this rule existed)
+            </span>
+          ) : null}
         </strong>
       </header>
       <ErrorBanner error={history.error} title="Could not read the metric's history" />
@@ -444,6 +469,8 @@ function PreviewChart(props: {
             x={chart.x}
             series={chart.series}
             format={format}
+            unit={unit}
+            markers={markers}
             intervals={intervals}
             threshold={threshold}
             yRange={chart.yRange}

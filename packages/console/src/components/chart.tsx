@@ -2,7 +2,9 @@ import { useEffect, useMemo, useRef, useState } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { Link, useLocation } from "wouter";
-import { fmtTime, MISSING } from "../format.ts";
+import { fmtTime, MISSING, timeZoneName } from "../format.ts";
+import { axisTicks, formatTicks, roundUp } from "./chart-axis.ts";
+import { stepName } from "./coverage.ts";
 
 /**
  * A time-series chart on uPlot. Missing samples are `null` and drawn as gaps, never joined and never
@@ -24,6 +26,12 @@ export interface ChartInterval {
 /** A threshold line drawn across the chart (e.g. an alert rule's), named in the text alternative. */
 export interface ChartThreshold {
   value: number;
+  label: string;
+}
+
+/** A moment marked by a dotted vertical line (e.g. "rule created"), named in the text alternative. */
+export interface ChartMarker {
+  time: number;
   label: string;
 }
 
@@ -60,6 +68,74 @@ export interface ChartProps {
   /** A drag across the chart selects [from, to] (Unix seconds) for the caller instead of zooming in place. */
   onZoom?: (from: number, to: number) => void;
   testId?: string;
+  /**
+   * The values' unit ("%", "bytes", "bytes/s", "ops/s", …): the y axis then ticks at 1, 2, 5 × 10^n in
+   * the unit's scale (chart-axis.ts). Without it uPlot's own ticks, formatted by `format`.
+   */
+  unit?: string;
+  /** Seconds per point: above the 30 s sampling interval a point is an average, and the summary says so. */
+  stepSeconds?: number;
+  /** The one coverage statement (coverage.ts): replaces the summary's own count of missing steps. */
+  coverage?: string;
+  /** Moments drawn as dotted vertical lines and listed under the chart (when a rule was created, changed). */
+  markers?: ChartMarker[];
+}
+
+/** Where the pointer (or a finger) is: the time and every series' value there, beside the pointer. */
+function tooltipPlugin(format: (v: number) => string): uPlot.Plugin {
+  let tip: HTMLDivElement | null = null;
+  const show = (u: uPlot) => {
+    if (!tip) return;
+    const i = u.cursor.idx;
+    const left = u.cursor.left ?? -1;
+    if (i === null || i === undefined || left < 0) {
+      tip.hidden = true;
+      return;
+    }
+    // Built node by node: the CSP refuses inline style attributes, not styles set through the DOM.
+    const time = document.createElement("div");
+    time.className = "chart-tip-time";
+    time.textContent = `${fmtTime(u.data[0][i])} ${timeZoneName()}`;
+    const rows = u.series.slice(1).map((s, k) => {
+      const v = u.data[k + 1][i];
+      const row = document.createElement("div");
+      const key = document.createElement("span");
+      key.className = "chart-tip-key";
+      key.style.background = String(s.stroke);
+      const value = document.createElement("strong");
+      value.textContent = v === null || v === undefined ? MISSING : format(v);
+      row.append(key, `${String(s.label ?? "")}: `, value);
+      return row;
+    });
+    tip.replaceChildren(time, ...rows);
+    tip.hidden = false;
+    const w = tip.offsetWidth;
+    const overW = u.over.clientWidth;
+    // Right of the pointer, or left of it near the right edge: never past the chart.
+    const x = left + 12 + w > overW ? Math.max(0, left - 12 - w) : left + 12;
+    tip.style.transform = `translate(${Math.round(x)}px, 4px)`;
+  };
+  return {
+    hooks: {
+      init: (u) => {
+        tip = document.createElement("div");
+        tip.className = "chart-tip";
+        tip.hidden = true;
+        tip.setAttribute("data-testid", "chart-tooltip");
+        u.over.appendChild(tip);
+        // A tap (or a drag of a finger) on a phone moves the cursor there, as the pointer does.
+        const touch = (e: TouchEvent) => {
+          const t = e.touches[0];
+          if (!t) return;
+          const r = u.over.getBoundingClientRect();
+          u.setCursor({ left: t.clientX - r.left, top: t.clientY - r.top });
+        };
+        u.over.addEventListener("touchstart", touch, { passive: true });
+        u.over.addEventListener("touchmove", touch, { passive: true });
+      },
+      setCursor: (u) => show(u),
+    },
+  };
 }
 
 const PALETTE = ["#2f6fed", "#e8590c", "#2b8a3e", "#ae3ec9", "#0c8599", "#c92a2a", "#5f3dc4", "#d9480f"];
@@ -120,17 +196,29 @@ export function Chart(props: ChartProps) {
     const bands = props.bands ?? [];
     const onZoom = zoomable ? (from: number, to: number) => zoomRef.current?.(from, to) : undefined;
     const yMin = props.yMin;
+    const unit = props.unit;
+    const markers = props.markers ?? [];
+    // With a unit, the axis ends on a round tick (the next one up), as Grafana's does.
+    const top = (lo: number, hi: number) => (unit ? roundUp(unit, lo, hi, target) : hi);
+    // About one tick per 45 px of height: 4 or 5 on a 200 px chart.
+    const target = Math.max(2, Math.floor((props.height ?? 220) / 45));
     const opts: uPlot.Options = {
       width: Math.max(el.clientWidth, 300),
       height: props.height ?? 220,
       legend: { show: true, live: true },
+      plugins: [tooltipPlugin(format)],
       cursor: { drag: { x: true, y: false, setScale: !onZoom } },
       scales: {
         x: { time: true },
         y: props.yRange
           ? { range: props.yRange }
           : yMin !== undefined
-            ? { range: (_u, _min, max) => [yMin, max > yMin ? yMin + (max - yMin) * 1.08 : yMin + 1] }
+            ? {
+                range: (_u, _min, max) => [
+                  yMin,
+                  top(yMin, max > yMin ? yMin + (max - yMin) * 1.08 : yMin + 1),
+                ],
+              }
             : { auto: true },
       },
       axes: [
@@ -142,7 +230,18 @@ export function Chart(props: ChartProps) {
           // Wide enough for the longest tick label ("953.7 MiB/s"), at least 70 px.
           size: (_u, values) =>
             Math.max(70, Math.ceil(Math.max(0, ...(values ?? []).map((v) => String(v).length)) * 7.2) + 18),
-          values: (_u, ticks) => ticks.map((t) => format(t)),
+          ...(unit
+            ? {
+                splits: (_u: uPlot, _i: number, min: number, max: number) =>
+                  axisTicks(unit, min, max, target),
+                values: (_u: uPlot, ticks: number[]) => {
+                  // Kept on the element too: the canvas draws them, a test reads them (data-y-ticks).
+                  const labels = formatTicks(unit, ticks);
+                  el.dataset.yTicks = JSON.stringify(labels);
+                  return labels;
+                },
+              }
+            : { values: (_u: uPlot, ticks: number[]) => ticks.map((t) => format(t)) }),
         },
       ],
       series: [
@@ -186,6 +285,20 @@ export function Chart(props: ChartProps) {
         ],
         draw: [
           (u) => {
+            for (const m of markers) {
+              const x = u.valToPos(m.time, "x", true);
+              if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+              const ctx = u.ctx;
+              ctx.save();
+              ctx.strokeStyle = "#5f3dc4";
+              ctx.setLineDash([2, 3]);
+              ctx.lineWidth = 1.5;
+              ctx.beginPath();
+              ctx.moveTo(x, u.bbox.top);
+              ctx.lineTo(x, u.bbox.top + u.bbox.height);
+              ctx.stroke();
+              ctx.restore();
+            }
             for (const threshold of lines) {
               const y = u.valToPos(threshold, "y", true);
               if (y < u.bbox.top || y > u.bbox.top + u.bbox.height) continue;
@@ -207,14 +320,14 @@ export function Chart(props: ChartProps) {
     const data: uPlot.AlignedData = [props.x, ...props.series.map((s) => s.values)];
     // The threshold lines stay in view: the y axis reaches them.
     if (lines.length > 0 && !props.yRange) {
-      const top = Math.max(...lines);
+      const highest = Math.max(...lines);
       opts.scales = {
         ...opts.scales,
         y: {
           range: (_u, min, max) => {
-            const lo = yMin ?? Math.min(min, top);
-            const hi = Math.max(max, top);
-            return [lo, hi > lo ? lo + (hi - lo) * 1.08 : lo + 1];
+            const lo = yMin ?? Math.min(min, highest);
+            const hi = Math.max(max, highest);
+            return [lo, top(lo, hi > lo ? lo + (hi - lo) * 1.08 : lo + 1)];
           },
         },
       };
@@ -252,6 +365,8 @@ export function Chart(props: ChartProps) {
     props.yMin,
     props.thresholds,
     props.bands,
+    props.unit,
+    props.markers,
     zoomable,
     navigate,
   ]);
@@ -261,12 +376,26 @@ export function Chart(props: ChartProps) {
   return (
     <figure className="chart-figure">
       <div ref={ref} className="chart" data-testid={props.testId} aria-hidden="true" />
-      <ChartText title={props.title} x={props.x} series={props.series} format={props.format} />
-      {(props.thresholds?.length ?? 0) > 0 || (props.bands?.length ?? 0) > 0 ? (
+      <ChartText
+        title={props.title}
+        x={props.x}
+        series={props.series}
+        format={props.format}
+        stepSeconds={props.stepSeconds}
+        coverage={props.coverage}
+      />
+      {(props.thresholds?.length ?? 0) > 0 ||
+      (props.bands?.length ?? 0) > 0 ||
+      (props.markers?.length ?? 0) > 0 ? (
         <ul className="chart-alerts small" data-testid="chart-alerts">
           {(props.thresholds ?? []).map((t) => (
             <li key={`t-${t.label}-${t.value}`} data-testid="chart-threshold">
               <span className="chart-threshold-key" aria-hidden="true" /> {t.label}
+            </li>
+          ))}
+          {(props.markers ?? []).map((m) => (
+            <li key={`m-${m.time}-${m.label}`} data-testid="chart-marker">
+              <span className="chart-marker-key" aria-hidden="true" /> {m.label}
             </li>
           ))}
           {(props.bands ?? []).map((b) => (
@@ -320,7 +449,11 @@ function ChartText(props: {
   x: number[];
   series: ChartSeries[];
   format?: (v: number) => string;
+  stepSeconds?: number;
+  coverage?: string;
 }) {
+  // Above the 30 s sampling interval each point is the step's average: every figure says so.
+  const avg = props.stepSeconds && props.stepSeconds > 30 ? `${stepName(props.stepSeconds)} averages` : "";
   const format = props.format ?? ((v: number) => v.toFixed(1));
   const show = (v: number | undefined) => (v === undefined ? MISSING : format(v));
   const summaries = useMemo(() => props.series.map(summarize), [props.series]);
@@ -338,10 +471,15 @@ function ChartText(props: {
               <> no samples in this range</>
             ) : (
               <>
-                : latest {show(s.latest)}, min {show(s.min)}, max {show(s.max)}, average {show(s.average)}
+                :{" "}
+                {avg
+                  ? `latest ${stepName(props.stepSeconds ?? 0)} average ${show(s.latest)}, min ${show(s.min)} and max ${show(s.max)} of ${avg}, average over the range ${show(s.average)}`
+                  : props.stepSeconds
+                    ? `latest sample ${show(s.latest)}, min ${show(s.min)}, max ${show(s.max)}, average over the range ${show(s.average)}`
+                    : `latest ${show(s.latest)}, min ${show(s.min)}, max ${show(s.max)}, average ${show(s.average)}`}
               </>
             )}
-            {s.gaps > 0 ? (
+            {s.gaps > 0 && props.coverage === undefined ? (
               <>
                 {" "}
                 · {s.gaps} gap{s.gaps === 1 ? "" : "s"} ({s.missing} of {props.x.length} steps without a
@@ -350,6 +488,9 @@ function ChartText(props: {
             ) : null}
           </li>
         ))}
+        {props.coverage !== undefined ? (
+          <li data-testid="chart-coverage">Coverage: {props.coverage}</li>
+        ) : null}
       </ul>
       <details className="chart-table" onToggle={(e) => setOpen(e.currentTarget.open)}>
         <summary>View {props.title} as a table</summary>
@@ -362,7 +503,8 @@ function ChartText(props: {
           >
             <table className="table">
               <caption>
-                {props.title} from {fmtTime(first)} to {fmtTime(last)}; a dash is a step without a sample
+                {props.title} from {fmtTime(first)} to {fmtTime(last)} ({timeZoneName()}); a dash is a step
+                without a sample
               </caption>
               <thead>
                 <tr>

@@ -1,6 +1,7 @@
 import type { Incident } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import { fmtDuration, lastSegment, MISSING } from "../format.ts";
-import { fmtMetricValue, metricInfo } from "./alert-catalog.tsx";
+import { fmtMetricValue } from "./alert-catalog.tsx";
+import { metricInfo } from "./rule-metrics.ts";
 
 /** Small display pieces shared by the incident and destination screens. */
 

@@ -76,6 +76,7 @@ export function IncidentMetric(props: { incident: Incident }) {
               },
             ]}
             yMin={0}
+            unit={unit}
             height={200}
             testId="incident-chart"
           />

@@ -1,15 +1,17 @@
 import type { AlertRule, Incident } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import type { QueryError, QueryVMMonitoringResponse, Series } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { type ReactNode, useMemo, useState } from "react";
-import { fmtBytes, fmtDuration, MISSING } from "../format.ts";
+import { fmtBytes, fmtTime, MISSING } from "../format.ts";
 import {
   alignPoints,
   Chart,
   type ChartBand,
   type ChartInterval,
+  type ChartMarker,
   type ChartSeries,
   type ChartThreshold,
 } from "./chart.tsx";
+import { coverageOf, coverageText } from "./coverage.ts";
 import { Badge } from "./ui.tsx";
 
 /**
@@ -39,7 +41,10 @@ export interface CardDef {
   extra?: string[];
   /** Served only with expanded monitoring (the guest agent). */
   expanded?: boolean;
-  /** A short "now" line from the answer, e.g. "3.1 GiB of 4.0 GiB". */
+  /**
+   * A short "now" line, e.g. "3.1 GiB of 4.0 GiB", from the latest 30 s samples (the page's last-hour
+   * read), whatever the chart's range: the headline does not change with the range (issue 43, item 1).
+   */
   summary?: (r: QueryVMMonitoringResponse) => string | undefined;
 }
 
@@ -114,6 +119,8 @@ export function MetricCard(props: {
   onZoom?: (from: number, to: number) => void;
   rules?: AlertRule[];
   incidents?: Incident[];
+  /** The last hour at 30 s (the page's freshness read): the header's latest samples come from it. */
+  now?: QueryVMMonitoringResponse;
 }) {
   const { def, data } = props;
   const [viewKey, setViewKey] = useState(def.views[0].key);
@@ -151,34 +158,16 @@ export function MetricCard(props: {
     return { x: aligned.x, series, sources };
   }, [data.series, viewIds, view, start, end, step]);
 
-  // Missing steps of the view's series (quality.gaps: first and last missing step), shaded grey.
+  // Missing steps of the view's series (quality.gaps), shaded grey, and the one coverage statement.
   const gapInfo = useMemo(() => {
     const qs = (data.quality?.series ?? []).filter((s) => viewIds.has(s.metricId));
-    const intervals: ChartInterval[] = [];
-    const seen = new Set<string>();
-    for (const s of qs) {
-      for (const g of s.gaps) {
-        const key = `${g.startTimeUnix}-${g.endTimeUnix}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
-        intervals.push({
-          start: Number(g.startTimeUnix) - step / 2,
-          end: Number(g.endTimeUnix) + step / 2,
-        });
-      }
-    }
-    // Steps missing in the view (the union of its series' gaps) out of the steps the range expects.
-    const missingSteps = intervals.reduce((n, iv) => n + Math.round((iv.end - iv.start) / step), 0);
-    const expectedSteps = qs.reduce((m, s) => Math.max(m, s.expectedPoints), 0);
-    const longest = intervals.reduce((m, iv) => Math.max(m, iv.end - iv.start), 0);
-    return {
-      intervals,
-      missing: Math.min(missingSteps, expectedSteps),
-      expected: expectedSteps,
-      longest,
-      sources: [...new Set(qs.map((s) => s.source))],
-    };
-  }, [data.quality, viewIds, step]);
+    const coverage = coverageOf(qs, start, end, step);
+    const intervals: ChartInterval[] = (coverage?.gaps ?? []).map((g) => ({
+      start: g.start - step / 2,
+      end: g.end + step / 2,
+    }));
+    return { intervals, coverage, sources: [...new Set(qs.map((s) => s.source))] };
+  }, [data.quality, viewIds, start, end, step]);
 
   const sources = chart.sources.length > 0 ? chart.sources : gapInfo.sources;
   // Issue 27, item 7: the enabled rules watching this view's metrics and this VM draw their thresholds;
@@ -194,6 +183,32 @@ export function MetricCard(props: {
     }
     return out;
   }, [props.rules, props.vmName, viewIds, format]);
+  // Issue 43, item 6: when each of those rules was created or last changed, marked on the chart, so a
+  // crossing before it explains itself (no incident: the rule did not exist, or watched otherwise).
+  const markers = useMemo((): ChartMarker[] => {
+    const out: ChartMarker[] = [];
+    for (const r of props.rules ?? []) {
+      const sp = r.spec;
+      if (!sp || !viewIds.has(sp.metricId) || sp.enabled === false) continue;
+      if (!sp.allVms && !sp.vmNames.includes(props.vmName ?? "")) continue;
+      const created = Number(r.createTimeUnix);
+      const changed = Number(r.updateTimeUnix);
+      // The answer ends on its last whole step: a rule made since is drawn at the right edge.
+      const within = (t: number) => t >= start && t < end + step;
+      if (within(created))
+        out.push({
+          time: Math.min(created, end),
+          label: `${sp.displayName} created ${fmtTime(created)}: no incident before it`,
+        });
+      // A change within a minute of the creation (a set-up's second write) is not marked twice.
+      if (changed > created + 60 && within(changed))
+        out.push({
+          time: Math.min(changed, end),
+          label: `${sp.displayName} last changed ${fmtTime(changed)}`,
+        });
+    }
+    return out;
+  }, [props.rules, props.vmName, viewIds, start, end, step]);
   const bands = useMemo((): ChartBand[] => {
     const out: ChartBand[] = [];
     for (const i of props.incidents ?? []) {
@@ -210,7 +225,8 @@ export function MetricCard(props: {
     }
     return out;
   }, [props.incidents, props.vmName, viewIds, start, end]);
-  const summary = def.summary?.(data);
+  const summary = props.now ? def.summary?.(props.now) : undefined;
+  const latestAt = props.now ? latestTime(props.now, def) : undefined;
   const hasPoints = chart.series.some((s) => s.values.some((v) => v !== null));
 
   return (
@@ -221,7 +237,19 @@ export function MetricCard(props: {
           <div className="muted small">{def.about}</div>
         </div>
         <div className="vm-card-side">
-          {summary ? <span className="vm-card-summary">{summary}</span> : null}
+          {summary ? (
+            <span
+              className="vm-card-headline"
+              data-testid={`headline-${def.key}`}
+              title={`The latest 30 s sample${latestAt ? ` (${fmtTime(latestAt)})` : ""}, whatever the chart's range`}
+            >
+              <span className="vm-card-summary">{summary}</span>{" "}
+              <span className="muted small">
+                latest sample
+                {latestAt ? `, ${new Date(latestAt * 1000).toLocaleTimeString()}` : ""}
+              </span>
+            </span>
+          ) : null}
           {def.views.length > 1 && !allNeedExpanded ? (
             // biome-ignore lint/a11y/useSemanticElements: a segmented control, not a form fieldset
             <div className="vm-views" role="group" aria-label={`${def.title} view`}>
@@ -270,6 +298,12 @@ export function MetricCard(props: {
             x={chart.x}
             series={chart.series}
             format={format}
+            unit={view.unit}
+            stepSeconds={step}
+            coverage={
+              gapInfo.coverage && gapInfo.coverage.expected > 0 ? coverageText(gapInfo.coverage) : undefined
+            }
+            markers={markers}
             yRange={view.yRange}
             yMin={0}
             intervals={gapInfo.intervals}
@@ -295,20 +329,22 @@ export function MetricCard(props: {
                   </Badge>
                 ))}
           </span>
-          {gapInfo.expected > 0 && hasPoints ? (
-            <span data-testid={`coverage-${def.key}`}>
-              {gapInfo.missing === 0
-                ? "no missing points"
-                : `${gapInfo.intervals.length} gap${gapInfo.intervals.length === 1 ? "" : "s"} (shaded) · ${
-                    gapInfo.missing
-                  } of ${gapInfo.expected} steps without a sample`}
-              {gapInfo.longest > 0 ? ` · longest ${fmtDuration(Math.round(gapInfo.longest))}` : ""}
-            </span>
-          ) : null}
         </footer>
       ) : null}
     </section>
   );
+}
+
+/** When the header's latest sample was taken: the newest point of the card's header metrics. */
+function latestTime(r: QueryVMMonitoringResponse, def: CardDef): number | undefined {
+  const ids = new Set(cardMetricIds(def));
+  let t = 0;
+  for (const s of r.series) {
+    if (!ids.has(s.metricId)) continue;
+    const p = s.points[s.points.length - 1];
+    if (p) t = Math.max(t, Number(p.timeUnix));
+  }
+  return t || undefined;
 }
 
 function CardError(props: { error: QueryError }) {

@@ -83,7 +83,11 @@ export function ActivityPage() {
         query={q}
         items={events}
         pager={pager}
-        empty={filtered ? "No event matches these filters." : "No activity recorded yet."}
+        empty={
+          filtered
+            ? "No event matches these filters."
+            : "No activity recorded yet. The log starts with the project: every change made through the API, the CLI or this console (and the demo's own set-up) is listed here from then on."
+        }
         testId="activity-table"
         className="table-cards table-cards-stacked"
         columns={["When", "Who", "What", "Resource", "Outcome", "From"]}

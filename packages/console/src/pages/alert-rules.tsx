@@ -3,13 +3,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { Link, useLocation, useSearch } from "wouter";
 import { api, describeError, type ErrorView } from "../api.ts";
-import {
-  conditionText,
-  fmtSeconds,
-  metricInfo,
-  SeverityBadge,
-  SyncBadge,
-} from "../components/alert-catalog.tsx";
+import { conditionText, fmtSeconds, SeverityBadge, SyncBadge } from "../components/alert-catalog.tsx";
 import {
   BLANK_FORM,
   type FieldErrors,
@@ -25,6 +19,7 @@ import { AlertInstances } from "../components/alert-instances.tsx";
 import { AlertPreview } from "../components/alert-preview.tsx";
 import { RecentActivity } from "../components/audit-events.tsx";
 import { useProjectVms } from "../components/paged-list.tsx";
+import { metricInfo } from "../components/rule-metrics.ts";
 import {
   Badge,
   Button,
@@ -145,7 +140,10 @@ function RuleRow(props: { rule: AlertRule }) {
         <div className="alert-counts" data-testid="alert-rule-counts">
           <Badge tone={c?.firing ? "bad" : "muted"}>{c?.firing ?? 0} firing</Badge>
           <Badge tone={c?.pending ? "warn" : "muted"}>{c?.pending ?? 0} pending</Badge>
-          <Badge tone={c?.noData ? "warn" : "muted"} title="instances whose last evaluation had no data">
+          <Badge
+            tone={c?.noData ? "warn" : "muted"}
+            title="instances whose last evaluation had no data (a stopped VM's are not counted: it sends nothing)"
+          >
             {c?.noData ?? 0} no data
           </Badge>
           {c?.error ? (
@@ -562,6 +560,7 @@ function RuleEditor(props: { ruleId: string }) {
           .map(([k, v]) => `${fieldLabel(k)} ${v}`)
           .join("; ")}
         vmLabel={vmLabel}
+        rule={isNew ? undefined : r}
       />
 
       {!isNew && r ? (
@@ -586,6 +585,7 @@ function RuleEditor(props: { ruleId: string }) {
             unit={metricInfo(r.appliedSpec?.metricId ?? r.spec?.metricId ?? "")?.unit ?? ""}
             perMountpoint={!!metricInfo(r.appliedSpec?.metricId ?? r.spec?.metricId ?? "")?.perMountpoint}
             vmLabel={vmLabel}
+            vmState={(n) => vms.data?.find((v) => v.name === n)?.state}
           />
         </section>
       ) : null}

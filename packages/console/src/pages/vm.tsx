@@ -7,12 +7,14 @@ import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link, useSearchParams } from "wouter";
 import { api } from "../api.ts";
+import { coverageOf, coverageText } from "../components/coverage.ts";
 import { VmSilenceAction } from "../components/silence-form.tsx";
 import { Badge, Button, ErrorBanner, Loading, Page } from "../components/ui.tsx";
 import { type CardDef, cardMetricIds, latest, MetricCard, sourceName } from "../components/vm-card.tsx";
 import { ExpandedButton, ExpandedDialog, expandedEligible } from "../components/vm-expanded.tsx";
 import { customRange, RangePicker, rangeByKey, type VmRange } from "../components/vm-ranges.tsx";
-import { fmtAgo, fmtBytes, fmtTime, MISSING } from "../format.ts";
+import { fmtAgo, fmtBytes, fmtTime, MISSING, timeZoneName } from "../format.ts";
+import { agentSilent } from "../guest-agent.ts";
 import { useProject } from "../session.tsx";
 
 /**
@@ -162,6 +164,18 @@ const CARDS: CardDef[] = [
 ];
 
 const METRIC_IDS = [...new Set(CARDS.flatMap(cardMetricIds))];
+/**
+ * Read every 30 s over the last hour at 30 s whatever the range: the data quality "now", and the cards'
+ * headlines (the latest sample), so a headline reads the same at 1 h and at 7 d (issue 43, item 1).
+ */
+const NOW_METRIC_IDS = [
+  "telemetry_last_observed",
+  "cpu_utilization_pct",
+  "vcpus",
+  "memory_used_bytes",
+  "memory_total_bytes",
+  "filesystem_used_pct",
+];
 
 const stateTone: Record<string, "ok" | "warn" | "bad" | "muted"> = {
   RUNNING: "ok",
@@ -276,7 +290,7 @@ export function VmPage(props: { location: string; vmId: string }) {
       const end = Math.floor(Date.now() / 1000);
       return api.monitoring.queryVMMonitoring({
         name: vmName,
-        metricIds: ["telemetry_last_observed"],
+        metricIds: NOW_METRIC_IDS,
         startTimeUnix: BigInt(end - 3600),
         endTimeUnix: BigInt(end),
         stepSeconds: 30,
@@ -285,6 +299,24 @@ export function VmPage(props: { location: string; vmId: string }) {
     refetchInterval: paused ? false : 30_000,
     refetchOnWindowFocus: !paused,
     enabled: !!inventory.data,
+  });
+
+  // Expanded but no guest data yet: since when (issue 43, item 6). The newest successful enabling or token
+  // reissue in the audit log; a role without audit.read just goes without the time.
+  const tokenIssued = useQuery({
+    queryKey: ["vm-expanded-since", vmName],
+    enabled: inventory.data?.monitoringLevel === "EXPANDED" && !inventory.data?.guestSender,
+    retry: false,
+    queryFn: async () => {
+      const r = await api.audit.listAuditEvents({
+        projectName: project.name,
+        method: "svc.monitoring.v1.MonitoringService/EnableExpandedMonitoring",
+        resource: vmName,
+        pageSize: 20,
+      });
+      const ok = r.events.find((e) => e.outcome === "ok");
+      return ok ? Math.floor(Number(ok.timeUnixMs) / 1000) : 0;
+    },
   });
 
   // The install dialog, opened from the header or the filesystem card (null: closed).
@@ -360,13 +392,14 @@ export function VmPage(props: { location: string; vmId: string }) {
           range={range}
           expanded={expanded}
           sender={vm?.guestSender}
+          tokenIssued={tokenIssued.data}
         />
       </div>
 
       <div className="vm-toolbar">
         <RangePicker value={range} onChange={setRange} onCustom={setWindow} />
         <span className="muted small" data-testid="refresh-status">
-          {range.stepSeconds} s steps
+          {range.stepSeconds} s steps · times in {timeZoneName()}
           {data ? ` · data up to ${new Date(Number(data.endTimeUnix) * 1000).toLocaleTimeString()}` : ""} ·{" "}
           {paused
             ? "auto-refresh paused"
@@ -403,6 +436,7 @@ export function VmPage(props: { location: string; vmId: string }) {
               onZoom={setWindow}
               rules={rules.data}
               incidents={incidents.data}
+              now={freshness.data}
               expandedExplanation={
                 def.expanded ? (
                   <ExpandedExplanation
@@ -450,12 +484,24 @@ function DataQuality(props: {
   range: VmRange;
   expanded: boolean;
   sender?: GuestSender;
+  /** When the newest agent token was issued (Unix s), for an expanded VM no sender fed yet. */
+  tokenIssued?: number;
 }) {
   const q = nowQuality(props.fresh, props.data);
-  const cpu = props.data?.quality?.series.find((s) => s.metricId === "cpu_utilization_pct");
+  // The CPU chart's coverage statement, word for word (coverage.ts: defined once).
+  const d = props.data;
+  const cpu = d
+    ? coverageOf(
+        (d.quality?.series ?? []).filter((s) => s.metricId === "cpu_utilization_pct"),
+        Number(d.startTimeUnix),
+        Number(d.endTimeUnix),
+        d.stepSeconds,
+      )
+    : undefined;
   // Per source: the newest telemetry_last_observed point of each source's series.
   const sources = new Map<string, number>();
   for (const s of props.fresh?.series ?? []) {
+    if (s.metricId !== "telemetry_last_observed") continue;
     const p = s.points[s.points.length - 1];
     if (p) sources.set(s.source, Math.max(sources.get(s.source) ?? 0, p.value));
   }
@@ -498,20 +544,38 @@ function DataQuality(props: {
                 {props.sender ? (
                   <>
                     {props.sender.name}
-                    <span className="muted">, last seen {fmtAgo(props.sender.lastSeenUnix)}</span>
+                    {agentSilent(props.sender) ? (
+                      <>
+                        {" "}
+                        <Badge tone="warn">silent</Badge>
+                        <span className="muted">
+                          {" "}
+                          since {fmtTime(props.sender.lastSeenUnix)} ({fmtAgo(props.sender.lastSeenUnix)})
+                        </span>
+                      </>
+                    ) : (
+                      <span className="muted">, last seen {fmtAgo(props.sender.lastSeenUnix)}</span>
+                    )}
                   </>
                 ) : (
-                  <span className="muted">no sender yet</span>
+                  <>
+                    <Badge tone="warn">silent</Badge>
+                    <span className="muted">
+                      {" "}
+                      no guest-agent data yet
+                      {props.tokenIssued
+                        ? `; the agent token was issued ${fmtTime(props.tokenIssued)} (${fmtAgo(props.tokenIssued)})`
+                        : ""}
+                    </span>
+                  </>
                 )}
               </dd>
             </>
           ) : null}
-          <dt>Coverage</dt>
-          <dd>
-            {cpu && cpu.expectedPoints > 0
-              ? `${cpu.presentPoints} of ${cpu.expectedPoints} CPU points in the last ${props.range.label}`
-              : MISSING}
-          </dd>
+          <dt>
+            CPU coverage, {props.range.key === "custom" ? "selected range" : `last ${props.range.label}`}
+          </dt>
+          <dd data-testid="quality-coverage">{cpu && cpu.expected > 0 ? coverageText(cpu) : MISSING}</dd>
         </dl>
       ) : (
         <Loading what="data quality" />

@@ -4,7 +4,8 @@ import { useState } from "react";
 import { Link, useSearchParams } from "wouter";
 import { api } from "../api.ts";
 import { Badge, Empty, ErrorBanner, Loading, Page, Pager, usePager } from "../components/ui.tsx";
-import { fmtAgo, fmtBytes, fmtNumber, lastSegment, MISSING } from "../format.ts";
+import { fmtAgo, fmtBytes, fmtDuration, fmtNumber, fmtTime, lastSegment, MISSING } from "../format.ts";
+import { agentSilent } from "../guest-agent.ts";
 import { incidentsOfVm, type OpenIncidents, useOpenIncidents } from "../open-incidents.ts";
 import { exactRegex, queryRange } from "../prom-api.ts";
 import { useProject } from "../session.tsx";
@@ -167,6 +168,7 @@ export function VmsPage() {
                   <td data-label="Location">{v.location}</td>
                   <td data-label="Monitoring">
                     {v.monitoringLevel === "EXPANDED" ? "Expanded" : "Baseline"}
+                    {v.monitoringLevel === "EXPANDED" ? <AgentSilence sender={v.guestSender} /> : null}
                   </td>
                   <td className="num" data-label="CPU">
                     <span className="cpu-cell">
@@ -282,7 +284,10 @@ function CpuSparkline(props: { values?: (number | null)[] }) {
   );
 }
 
-/** A VM's open incidents: firing (unattended) and acknowledged, linking to the incident list. */
+/**
+ * A VM's open incidents: unacknowledged and acknowledged (open-incidents.ts), linking to the incident
+ * list. "Unacknowledged" is what the navigation's badge counts, over every VM.
+ */
 function VmIncidents(props: {
   counts?: { firing: number; acknowledged: number; silenced: number };
   vmId: string;
@@ -292,7 +297,7 @@ function VmIncidents(props: {
   if (c.firing === 0 && c.acknowledged === 0) return <span className="muted">none</span>;
   return (
     <Link href="/incidents" className="vm-incidents" data-testid="vm-incidents">
-      {c.firing > 0 ? <Badge tone="bad">{c.firing} firing</Badge> : null}
+      {c.firing > 0 ? <Badge tone="bad">{c.firing} unacknowledged</Badge> : null}
       {c.firing > 0 && c.acknowledged > 0 ? " " : null}
       {c.acknowledged > 0 ? <Badge tone="warn">{c.acknowledged} acknowledged</Badge> : null}
       {c.silenced > 0 ? (
@@ -304,6 +309,23 @@ function VmIncidents(props: {
         </>
       ) : null}
     </Link>
+  );
+}
+
+/** An expanded VM whose guest agent is silent says so, and for how long (issue 43, item 6). */
+function AgentSilence(props: { sender?: VMMonitoring["guestSender"] }) {
+  const s = props.sender;
+  if (!agentSilent(s)) return null;
+  return (
+    <div
+      className="muted small"
+      data-testid="agent-silent"
+      title={s ? `last heard ${fmtTime(s.lastSeenUnix)}` : undefined}
+    >
+      {s
+        ? `guest agent silent for ${fmtDuration(Math.max(0, Math.round(Date.now() / 1000 - Number(s.lastSeenUnix))))}`
+        : "guest agent silent: no data yet"}
+    </div>
   );
 }
 

@@ -1,12 +1,13 @@
+import { linearRegression, predictLinear } from "../promql/index.ts";
 import { type Evaluation, evaluateSamples, type InstanceSeries, newestAtOrBefore } from "./condition.ts";
 import type { Forecast, RuleSpec } from "./spec.ts";
 
 /**
  * Forecast rules (issue 30): the value compared with the threshold is the one a least-squares line over
  * the last `lookbackSeconds` of samples predicts `horizonSeconds` ahead, computed exactly as PromQL's
- * `predict_linear(v[lookback], horizon)` evaluated at the same time: the samples in (t − lookback, t],
- * x in seconds relative to t, Kahan-compensated sums, a constant series predicting itself, and fewer than
- * two samples predicting nothing. "Holds" is condition.ts's definition over the predictions made at each
+ * `predict_linear(v[lookback], horizon)` evaluated at the same time: the samples in (t − lookback, t]
+ * fitted by the engine's own least-squares line (promql/engine/regression.ts), and fewer than two samples
+ * predicting nothing. "Holds" is condition.ts's definition over the predictions made at each
  * sample time instead of the samples, so sustained and no-data semantics are those of every metric rule.
  */
 
@@ -17,46 +18,9 @@ export function forecastLookbackMs(spec: Pick<RuleSpec, "forecast">): number {
   return spec.forecast ? spec.forecast.lookbackSeconds * 1000 : 0;
 }
 
-/** Prometheus' kahanSumInc: [sum, compensation]. */
-function kahanInc(inc: number, sum: number, c: number): [number, number] {
-  const t = sum + inc;
-  if (!Number.isFinite(t)) return [t, 0];
-  const nc = Math.abs(sum) >= Math.abs(inc) ? c + (sum - t + inc) : c + (inc - t + sum);
-  return [t, nc];
-}
-
-/** Least squares over samples [a, b) with x relative to `atMs`: [slope per second, intercept at atMs]. */
-export function linearRegression(s: InstanceSeries, a: number, b: number, atMs: number): [number, number] {
-  let n = 0;
-  let sumX = 0;
-  let cX = 0;
-  let sumY = 0;
-  let cY = 0;
-  let sumXY = 0;
-  let cXY = 0;
-  let sumX2 = 0;
-  let cX2 = 0;
-  const initY = s.v[a];
-  let constY = true;
-  for (let j = a; j < b; j++) {
-    const y = s.v[j];
-    if (constY && j > a && y !== initY) constY = false;
-    n++;
-    const x = (s.t[j] - atMs) / 1000;
-    [sumX, cX] = kahanInc(x, sumX, cX);
-    [sumY, cY] = kahanInc(y, sumY, cY);
-    [sumXY, cXY] = kahanInc(x * y, sumXY, cXY);
-    [sumX2, cX2] = kahanInc(x * x, sumX2, cX2);
-  }
-  if (constY) return Number.isFinite(initY) ? [0, initY] : [Number.NaN, Number.NaN];
-  sumX += cX;
-  sumY += cY;
-  sumXY += cXY;
-  sumX2 += cX2;
-  const covXY = sumXY - (sumX * sumY) / n;
-  const varX = sumX2 - (sumX * sumX) / n;
-  const slope = covXY / varX;
-  return [slope, sumY / n - (slope * sumX) / n];
+/** The samples [a, b) in (atMs − lookback, atMs]. */
+function lookbackSpan(s: InstanceSeries, atMs: number, lookbackSeconds: number): [number, number] {
+  return [newestAtOrBefore(s.t, atMs - lookbackSeconds * 1000) + 1, newestAtOrBefore(s.t, atMs) + 1];
 }
 
 /** The line fitted at `atMs` over (atMs − lookback, atMs], or undefined with fewer than two samples. */
@@ -65,17 +29,16 @@ export function lineAt(
   atMs: number,
   lookbackSeconds: number,
 ): { slope: number; intercept: number } | undefined {
-  const b = newestAtOrBefore(s.t, atMs) + 1;
-  const a = newestAtOrBefore(s.t, atMs - lookbackSeconds * 1000) + 1;
+  const [a, b] = lookbackSpan(s, atMs, lookbackSeconds);
   if (b - a < 2) return undefined;
-  const [slope, intercept] = linearRegression(s, a, b, atMs);
-  return { slope, intercept };
+  const line = linearRegression(s.t, s.v, a, b, atMs);
+  return { slope: line[0], intercept: line[1] };
 }
 
 /** predict_linear(v[lookback], horizon) at `atMs`; undefined with fewer than two samples. */
 export function predictAt(s: InstanceSeries, atMs: number, f: Forecast): number | undefined {
-  const l = lineAt(s, atMs, f.lookbackSeconds);
-  return l && l.slope * f.horizonSeconds + l.intercept;
+  const [a, b] = lookbackSpan(s, atMs, f.lookbackSeconds);
+  return predictLinear(s.t, s.v, a, b, atMs, f.horizonSeconds);
 }
 
 /** Predictions at each sample time, by series: the preview asks for the same ones at every step. */

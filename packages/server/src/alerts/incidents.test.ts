@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { Code } from "@connectrpc/connect";
 import type { IncidentEventTable, IncidentTable } from "../db/schema.ts";
-import { newId } from "../iam/secrets.ts";
+import { newId } from "../ids.ts";
 import { rejectsWith } from "../testing/assert.ts";
 import { testDialects } from "../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";

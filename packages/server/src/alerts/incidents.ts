@@ -1,7 +1,7 @@
 import type { Db } from "../db/database.ts";
 import type { IncidentEventTable, IncidentTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
-import { newId } from "../iam/secrets.ts";
+import { newId } from "../ids.ts";
 import { PROJECT_ID, parseProjectName, parseVmName } from "../inventory/names.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
 

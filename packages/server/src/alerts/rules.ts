@@ -474,9 +474,26 @@ async function ruleView(
     if (row.state !== "RETIRED" && row.flag === "NO_DATA") counts.noData += n;
     if (row.state !== "RETIRED" && row.flag === "ERROR") counts.error += n;
   }
+  let live = vms;
+  if (counts.noData > 0) {
+    // A stopped VM sends nothing: its "no data" is expected, not a warning on every rule (issue 43,
+    // item 6; docs/api.md#svcmonitoringv1alertservice). Only read when some instance has no data.
+    live ??= await liveVms(db, r.project_id);
+    const stopped = new Set(live.filter((v) => v.state === "STOPPED").map((v) => v.name));
+    if (stopped.size > 0) {
+      const noData = await db
+        .selectFrom("alert_instances")
+        .select("vm_name")
+        .where("rule_id", "=", r.id)
+        .where("flag", "=", "NO_DATA")
+        .where("state", "!=", "RETIRED")
+        .execute();
+      counts.noData -= noData.filter((x) => stopped.has(x.vm_name)).length;
+    }
+  }
   const watched = applied ?? (r.applied_version > 0 ? spec : undefined);
   const expected = watched
-    ? await expectedInstances(deps, r.project_id, watched, vms ?? (await liveVms(db, r.project_id)), nowMs)
+    ? await expectedInstances(deps, r.project_id, watched, live ?? (await liveVms(db, r.project_id)), nowMs)
     : 0;
   return {
     name: ruleName(r.project_id, r.id),

@@ -3,7 +3,7 @@ import { type Db, lazyCommit } from "../db/database.ts";
 import { invalidArgument } from "../errors.ts";
 import type { Actor } from "../iam/actor.ts";
 import { methodAccess } from "../iam/capabilities.ts";
-import { newId } from "../iam/secrets.ts";
+import { newId } from "../ids.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
 
 /**

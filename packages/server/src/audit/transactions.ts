@@ -1,29 +1,20 @@
-import { AsyncLocalStorage } from "node:async_hooks";
+import type { AsyncLocalStorage } from "node:async_hooks";
+import { type CallNotes, callNotes } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import { type AuditEventInput, insertAuditEvent } from "./events.ts";
 
-/** The event of the call being handled, until it is written. */
-export interface PendingAudit {
+/** The event of the call being handled, until it is written; its notes (call-notes.ts) with it. */
+export interface PendingAudit extends CallNotes {
   /** The event as it stands if the call succeeds. */
   readonly event: () => AuditEventInput;
   written: boolean;
-  /** Set when the handler has answered: later transactions (work it started) are not its change. */
-  closed: boolean;
-  /** What the call created, once the handler knows: the event of its success names it, not the parent. */
-  created?: string;
 }
-
-export const pendingAudit = new AsyncLocalStorage<PendingAudit>();
 
 /**
- * Names the resource a create is creating, before its transaction commits: the event of a successful
- * create names it, so the resource's own log starts with its creation (a refused or failed create names
- * the parent it was asked of: nothing was created). A no-op outside an audited call.
+ * The audited call being handled: the call notes' storage, typed as what the guard (http/auth.ts)
+ * runs every handler with, a PendingAudit; domain code notes into it through call-notes.ts.
  */
-export function noteCreated(name: string): void {
-  const p = pendingAudit.getStore();
-  if (p && !p.closed) p.created = name;
-}
+export const pendingAudit = callNotes as AsyncLocalStorage<PendingAudit>;
 
 /** Marks a wrapped database, so wrapping twice writes one event, not two. */
 const WRAPPED = Symbol("audited transactions");

@@ -1,13 +1,14 @@
-import { noteCreated } from "../audit/transactions.ts";
+import { noteCreated } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import type { ApiKeyTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { checkFreeText, MAX_CREDENTIAL_NAME } from "../free-text.ts";
+import { newId } from "../ids.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, isCapability, rolePermissions } from "./capabilities.ts";
 import { bodyHash, findReplay, validateRequestId } from "./idempotency.ts";
 import { type Actor, requireMember, requireOwner } from "./membership.ts";
-import { generateSecret, hashSecret, newId, secretHint } from "./secrets.ts";
+import { generateSecret, hashSecret, secretHint } from "./secrets.ts";
 import { parseServiceAccountName } from "./service-accounts.ts";
 
 export const DEFAULT_EXPIRE_DAYS = 90;

@@ -69,11 +69,3 @@ export function secretHint(secret: string): string {
   const i = secret.indexOf("_");
   return `${secret.slice(0, i + 5)}…`;
 }
-
-/** Short random identifier for resource names: 16 lowercase base32 characters. */
-export function newId(): string {
-  const alphabet = "abcdefghijklmnopqrstuvwxyz234567";
-  let s = "";
-  for (const b of randomBytes(16)) s += alphabet[b & 31];
-  return s;
-}

@@ -1,12 +1,12 @@
-import { noteCreated } from "../audit/transactions.ts";
+import { noteCreated } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import type { ServiceAccountTable } from "../db/schema.ts";
 import { invalidArgument, notFound } from "../errors.ts";
 import { checkFreeText, MAX_CREDENTIAL_NAME } from "../free-text.ts";
+import { newId } from "../ids.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { serviceAccountTemplates } from "./capabilities.ts";
 import { type Actor, requireMember, requireOwner } from "./membership.ts";
-import { newId } from "./secrets.ts";
 
 export interface ServiceAccountView {
   name: string;

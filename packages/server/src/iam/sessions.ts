@@ -1,8 +1,9 @@
 import type { Db } from "../db/database.ts";
 import { invalidArgument, unauthenticated } from "../errors.ts";
 import { MAX_EMAIL, MAX_PASSWORD } from "../free-text.ts";
+import { newId } from "../ids.ts";
 import { hashPassword, verifyPassword } from "./passwords.ts";
-import { generateSecret, hashSecret, newId } from "./secrets.ts";
+import { generateSecret, hashSecret } from "./secrets.ts";
 
 export const SESSION_TTL_MS = 12 * 3600 * 1000;
 

@@ -3,7 +3,8 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Db } from "../db/database.ts";
 import { SvcError, unauthenticated } from "../errors.ts";
 import { bearerToken } from "../iam/principal.ts";
-import { generateSecret, hashSecret, newId, parseSecret } from "../iam/secrets.ts";
+import { generateSecret, hashSecret, parseSecret } from "../iam/secrets.ts";
+import { newId } from "../ids.ts";
 import type { VmRef } from "../inventory/names.ts";
 
 /**

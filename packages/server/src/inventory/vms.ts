@@ -1,9 +1,9 @@
-import { noteCreated } from "../audit/transactions.ts";
+import { noteCreated } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import type { VmTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { checkFreeText, MAX_COMMENT, MAX_DISPLAY_NAME } from "../free-text.ts";
-import { newId } from "../iam/secrets.ts";
+import { newId } from "../ids.ts";
 import { LOCATION, parseProjectName, parseVmName, VM_ID, type VmRef, vmName } from "./names.ts";
 
 export const vmStates = ["RUNNING", "STOPPED", "STARTING", "STOPPING", "DELETED"] as const;

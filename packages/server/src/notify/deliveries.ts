@@ -6,6 +6,7 @@ import { authorizeProject, type Principal } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
 import { destinationName, parseDestinationName } from "./destinations.ts";
+import { purgeEndedSilences } from "./silences.ts";
 
 export const deliveryStates = ["PENDING", "SENT", "FAILED", "SKIPPED"] as const;
 
@@ -150,4 +151,26 @@ export async function listDeliveries(
         ? encodePageToken(pageKey, scope, `${last.create_time}/${last.id}`)
         : undefined,
   };
+}
+
+/**
+ * The hourly purge of notification history older than `retentionMs`: finished deliveries with their
+ * attempts, and the silences that ended as long ago, in one transaction.
+ */
+export async function purgeDeliveryHistory(db: Db, atMs: number, retentionMs: number): Promise<void> {
+  const before = atMs - retentionMs;
+  const old = db
+    .selectFrom("deliveries")
+    .select("id")
+    .where("state", "!=", "PENDING")
+    .where("update_time", "<", before);
+  await db.transaction().execute(async (tx) => {
+    await tx.deleteFrom("delivery_attempts").where("delivery_id", "in", old).execute();
+    await tx
+      .deleteFrom("deliveries")
+      .where("state", "!=", "PENDING")
+      .where("update_time", "<", before)
+      .execute();
+    await purgeEndedSilences(tx, before);
+  });
 }

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { detachDestination, ruleName, rulesNamingDestination } from "../alerts/rules.ts";
-import { noteCreated } from "../audit/transactions.ts";
+import { noteCreated } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import type { DestinationTable } from "../db/schema.ts";
 import { capabilityDenied, invalidArgument, notFound, permissionDenied, SvcError } from "../errors.ts";

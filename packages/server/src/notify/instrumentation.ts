@@ -1,9 +1,17 @@
 import type { Db } from "../db/database.ts";
 import { counter, histogram, LATENCY_BUCKETS, observed, perScrape, type Registry } from "../instrument.ts";
+import { channels } from "./channels/registry.ts";
 
-const KINDS = ["email", "webhook", "slack", "teams", "discord"] as const;
+/**
+ * The `kind` label's values, as the dispatcher spells them: one per channel, read from the registry so a
+ * new channel's counters start at 0 too (a query before its first delivery finds 0, not nothing).
+ */
+const KINDS = Object.keys(channels).map((kind) => kind.toLowerCase());
 const OUTCOMES = ["sent", "failed", "retried", "skipped"] as const;
-/** The recheck's reasons (dispatcher.ts); a delivery skipped for another reason is counted as "other". */
+/**
+ * The recheck's reasons (recheck.ts, and the email channel's NO_VERIFIED_RECIPIENT); a delivery skipped for
+ * another reason is counted as "other".
+ */
 export const SKIP_REASONS = [
   "destination_deleted",
   "destination_paused",

@@ -90,3 +90,25 @@ export function signDelivery(input: SignDeliveryInput): Record<string, string> {
   }
   return headers;
 }
+
+/**
+ * The signature headers of one webhook attempt at `atMs` with the destination's active secrets (newest
+ * first). The legacy rule: `svc-signature-256` is added, with the previous secret, only while a rotation's
+ * overlap keeps two secrets active (docs/webhooks.md).
+ */
+export function signatureHeaders(
+  secrets: readonly string[],
+  deliveryId: string,
+  attemptId: string,
+  atMs: number,
+  body: string,
+): Record<string, string> {
+  return signDelivery({
+    deliveryId,
+    attemptId,
+    timestampS: Math.floor(atMs / 1000),
+    body,
+    secrets,
+    legacySecret: secrets.length > 1 ? secrets[1] : undefined,
+  });
+}

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { noteCreated } from "../audit/transactions.ts";
+import { noteCreated } from "../call-notes.ts";
 import type { Db } from "../db/database.ts";
 import type { SilenceTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
@@ -134,6 +134,14 @@ export async function silencesInForce(db: Db, projectIds: readonly string[], atM
     .where("end_time", ">", atMs)
     .where("start_time", "<=", atMs)
     .execute();
+}
+
+/**
+ * Housekeeping: deletes the silences that ended before `beforeMs`. Ended silences are history, kept as
+ * long as the deliveries they skipped (deliveries.ts purgeDeliveryHistory calls this in its transaction).
+ */
+export async function purgeEndedSilences(db: Db, beforeMs: number): Promise<void> {
+  await db.deleteFrom("silences").where("end_time", "<", beforeMs).execute();
 }
 
 /**

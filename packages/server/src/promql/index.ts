@@ -37,6 +37,7 @@ export type {
   RangeSeries,
 } from "./engine/engine.ts";
 export { createEngine } from "./engine/engine.ts";
+export { linearRegression, predictLinear } from "./engine/regression.ts";
 export {
   PointBudgetError,
   PromQLParseError,

@@ -4,7 +4,7 @@
  * a chunk, a block), returns no altered value, and counts it (docs/operations.md "Damaged files").
  */
 import assert from "node:assert/strict";
-import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
@@ -311,6 +311,39 @@ describe("tsdb: the store speaks (issue 49)", () => {
         (f) => f.name === "svc_tsdb_background_errors_total",
       );
       assert.ok((m?.values.find((v) => v.labels.task === "compaction")?.value ?? 0) >= 1);
+    } finally {
+      await db.close();
+      cleanup();
+    }
+  });
+});
+
+describe("tsdb: the store speaks about its WAL", () => {
+  it("logs a failed WAL write at error level, once, and counts it", async (t) => {
+    if (!existsSync("/dev/full")) return t.skip("needs /dev/full");
+    const { dir, cleanup } = tempDir();
+    const lines: Record<string, unknown>[] = [];
+    const log = pino({ level: "info" }, { write: (s: string) => lines.push(JSON.parse(s)) });
+    const registry = createRegistry();
+    const clock = manualClock(T0);
+    const db = await openTsdb(dir, { now: clock.now, autoCompact: false }, { registry, log });
+    try {
+      // The next segment is a device that refuses every write (ENOSPC); a snapshot seals the current one.
+      symlinkSync("/dev/full", join(dir, "wal", segmentName(2)));
+      await db.snapshot(join(dir, "snap"));
+      for (const v of [1, 2]) {
+        const app = db.appender();
+        app.append(L({ __name__: "m", vm: "a" }), T0 + v, v);
+        await assert.rejects(app.commit(), /WAL/);
+      }
+      const failed = lines.filter((l) => /WAL write failed/.test(String(l.msg)));
+      assert.equal(failed.length, 1, "logged once, not per refused commit");
+      assert.equal(failed[0].level, 50);
+      assert.match(String((failed[0].err as { message?: string })?.message), /ENOSPC|no space/i);
+      const m = (await registry.getMetricsAsJSON()).find(
+        (f) => f.name === "svc_tsdb_wal_write_failures_total",
+      );
+      assert.equal(m?.values[0]?.value, 1);
     } finally {
       await db.close();
       cleanup();

@@ -3,8 +3,8 @@ import { join } from "node:path";
 
 /**
  * Damage found in the store's files (a record, chunk or block that fails its checksum), as one shape
- * for the store's log and metrics (db.ts) and for the offline check (`svc admin check`). The unit
- * dropped for each kind is described in docs/operations.md ("Damaged files").
+ * for the store's log and metrics (instrumentation.ts `damageReporter`) and for the offline check
+ * (`svc admin check`). The unit dropped for each kind is described in docs/operations.md ("Damaged files").
  */
 
 /** What was damaged: the unit the store drops for it. */

@@ -5,12 +5,13 @@
  */
 import pino, { type Logger } from "pino";
 import type { Registry } from "../instrument.ts";
-import { type Tsdb, TsdbImpl } from "./db.ts";
+import type { Tsdb } from "./api.ts";
+import { TsdbImpl } from "./db.ts";
 import { createTsdbMetrics } from "./instrumentation.ts";
 import { resolveTsdbOptions, type TsdbOptions } from "./options.ts";
 
+export type { SnapshotFile, Tsdb, TsdbSnapshot, TsdbStats } from "./api.ts";
 export type { Damage, DamageKind } from "./damage.ts";
-export type { SnapshotFile, Tsdb, TsdbSnapshot, TsdbStats } from "./db.ts";
 export {
   CorruptionError,
   InvalidLabelsError,

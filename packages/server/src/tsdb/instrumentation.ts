@@ -1,5 +1,7 @@
+import type { Logger } from "pino";
 import { counter, histogram, LATENCY_BUCKETS, observed, perScrape, type Registry } from "../instrument.ts";
-import { DAMAGE_KINDS } from "./damage.ts";
+import { DAMAGE_KINDS, type Damage, type DamageSink } from "./damage.ts";
+import { TsdbClosedError } from "./errors.ts";
 
 /** What the store reports at scrape time (read then, never updated on the write path). */
 export interface TsdbGaugeSource {
@@ -129,3 +131,50 @@ export function createTsdbMetrics(registry: Registry, readNow: () => TsdbGaugeSo
 }
 
 export type TsdbMetrics = ReturnType<typeof createTsdbMetrics>;
+
+/**
+ * Counts one compaction step by outcome and times it; a step the closing store stopped (it resolved
+ * false, or threw TsdbClosedError) is neither.
+ */
+export async function measured<T>(
+  m: TsdbMetrics | undefined,
+  step: Promise<T>,
+  count: "compactions" | "checkpoints" | "merges",
+  duration?: "compactionDuration" | "mergeDuration",
+): Promise<T> {
+  if (!m) return step;
+  const t0 = performance.now();
+  try {
+    const r = await step;
+    if (r !== false) {
+      m[count].inc({ outcome: "ok" });
+      if (duration) m[duration].observe((performance.now() - t0) / 1000);
+    }
+    return r;
+  } catch (err) {
+    if (!(err instanceof TsdbClosedError)) m[count].inc({ outcome: "failed" });
+    throw err;
+  }
+}
+
+/**
+ * The store's DamageSink: logs one damaged unit at error level (a torn tail at warn: a write the
+ * crash interrupted, never acknowledged) and counts it with the samples it dropped.
+ */
+export function damageReporter(log: Logger, m: TsdbMetrics | undefined): DamageSink {
+  return (d: Damage): void => {
+    const fields = {
+      kind: d.kind,
+      file: d.file,
+      offset: d.offset,
+      bytes: d.bytes,
+      samplesDropped: d.samples ?? "unknown",
+      detail: d.detail,
+    };
+    if (d.kind === "wal_torn_tail")
+      log.warn(fields, "tsdb: torn WAL tail truncated (an unacknowledged write)");
+    else log.error(fields, `tsdb: damaged ${d.kind.replace("_", " ")} dropped`);
+    m?.corruptions.inc({ kind: d.kind });
+    if (d.samples) m?.droppedSamples.inc({ kind: d.kind }, d.samples);
+  };
+}

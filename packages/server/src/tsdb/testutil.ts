@@ -4,7 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach } from "node:test";
 import { type Labels, labelsFromRecord } from "../storage/interface.ts";
+import { rollupsOf } from "../storage/rollups.ts";
+import { BlockWriter } from "./block.ts";
+import { encodeChunks } from "./chunk.ts";
 import { openTsdb, type Tsdb, type TsdbOptions } from "./index.ts";
+import { encodeRollups } from "./rollup-codec.ts";
 
 export function tempDir(): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), "svc-tsdb-"));
@@ -57,4 +61,39 @@ export function trackCleanups(): (fn: () => Promise<void> | void, first?: boolea
     if (first) cleanups.unshift(fn);
     else cleanups.push(fn);
   };
+}
+
+/**
+ * Writes one block into `blocksDir` holding `series` (one sample a minute from `fromMs`, `count` of
+ * them, value i) with rollups at 5-minute resolution; returns its directory.
+ */
+export function writeTestBlock(
+  blocksDir: string,
+  series: readonly Labels[],
+  fromMs: number,
+  count: number,
+  extra: { walSegment?: number; coversBefore?: number } = {},
+): string {
+  const t = Float64Array.from({ length: count }, (_, i) => fromMs + i * 60_000);
+  const v = Float64Array.from({ length: count }, (_, i) => i);
+  const w = new BlockWriter(blocksDir);
+  try {
+    for (const labels of series)
+      w.add(labels, encodeChunks(t, v, count, 120), encodeRollups(rollupsOf(t, v, 300_000)));
+    const meta = w.finish({
+      coversBefore: extra.coversBefore ?? fromMs + count * 60_000,
+      walSegment: extra.walSegment ?? 0,
+      rollupResolutionMs: 300_000,
+    });
+    if (!meta) throw new Error("no block written");
+    return join(blocksDir, meta.name);
+  } finally {
+    w.abort();
+  }
+}
+
+/** A float's raw bits as the head takes them (hi, lo). */
+export function bitsOf(v: number): [number, number] {
+  const u = new Uint32Array(new Float64Array([v]).buffer);
+  return [u[1], u[0]];
 }

@@ -267,6 +267,8 @@ export interface WalLayout {
   segments: number[];
   /** The newest complete checkpoint, if any: it covers every segment ≤ its number. */
   checkpoint: number | undefined;
+  /** Paths scanWal deleted: unfinished checkpoints (a crash while writing one) and superseded ones. */
+  removed: string[];
 }
 
 /** Lists segments and checkpoints, deleting unfinished checkpoints and superseded files. */
@@ -274,17 +276,27 @@ export function scanWal(dir: string): WalLayout {
   mkdirSync(dir, { recursive: true });
   const segments: number[] = [];
   const checkpoints: number[] = [];
+  const removed: string[] = [];
   for (const e of readdirSync(dir)) {
     if (/^\d{8}$/.test(e)) segments.push(Number(e));
     else if (/^checkpoint\.\d{8}$/.test(e)) checkpoints.push(Number(e.slice(11)));
-    else if (e.startsWith("checkpoint.")) rmSync(join(dir, e), { recursive: true, force: true });
+    else if (e.startsWith("checkpoint.")) {
+      rmSync(join(dir, e), { recursive: true, force: true });
+      removed.push(join(dir, e));
+    }
   }
   segments.sort((a, b) => a - b);
   checkpoints.sort((a, b) => a - b);
   const checkpoint = checkpoints.at(-1);
-  for (const c of checkpoints.slice(0, -1))
+  for (const c of checkpoints.slice(0, -1)) {
     rmSync(join(dir, `checkpoint.${segmentName(c)}`), { recursive: true });
-  return { segments: segments.filter((s) => checkpoint === undefined || s > checkpoint), checkpoint };
+    removed.push(join(dir, `checkpoint.${segmentName(c)}`));
+  }
+  return {
+    segments: segments.filter((s) => checkpoint === undefined || s > checkpoint),
+    checkpoint,
+    removed,
+  };
 }
 
 /** The newest checkpoint and the segments after it up to `upTo` (scanWal without its deletions). */
@@ -362,8 +374,8 @@ export class Wal {
   /** Write + fsync rounds, and commits carried by them (group commit figures). */
   flushes = 0;
   commits = 0;
-  /** Told of each durable write (bytes, seconds of write + fdatasync) and of a failed one. */
-  observer: { flushed(bytes: number, seconds: number): void; failed(): void } | undefined;
+  /** Told of each durable write (bytes, seconds of write + fdatasync) and of the write that failed. */
+  observer: { flushed(bytes: number, seconds: number): void; failed(err: Error): void } | undefined;
 
   /** Opens a new segment numbered `seg` for writing. */
   constructor(dir: string, seg: number, maxSegBytes: number, windowMs: number) {
@@ -435,7 +447,7 @@ export class Wal {
       this.commits += batch.length;
       this.observer?.flushed(length, (performance.now() - t0) / 1000);
     } catch (e) {
-      if (!this.#failed) this.observer?.failed();
+      if (!this.#failed) this.observer?.failed(e as Error);
       this.#failed ??= e as Error;
       for (const p of batch) p.reject(new TsdbClosedError(`WAL write failed: ${(e as Error).message}`));
       return;

@@ -8,6 +8,7 @@ import {
 import { type BackupSources, takeBackup } from "../../backup/backup.ts";
 import type { BackupMetrics } from "../../backup/instrumentation.ts";
 import type { Db } from "../../db/database.ts";
+import * as users from "../../iam/users.ts";
 import * as projects from "../../inventory/projects.ts";
 import * as vms from "../../inventory/vms.ts";
 import type { MetricsBackend } from "../../metrics/backend.ts";
@@ -54,16 +55,16 @@ export function registerAdminServices(
     createProject: (r) => projects.createProject(db, r, now()),
     getProject: (r) => projects.getProject(db, r.name),
     listProjects: async () => ({ projects: await projects.listProjects(db) }),
-    setMember: (r) => projects.setMember(db, r, now()),
+    setMember: (r) => users.setMember(db, r, now()),
     removeMember: async (r) => {
-      await projects.removeMember(db, r);
+      await users.removeMember(db, r);
       return {};
     },
-    listMembers: async (r) => ({ members: await projects.listMembers(db, r.project) }),
+    listMembers: async (r) => ({ members: await users.listMembers(db, r.project) }),
   });
   router.service(UserService, {
-    createUser: (r) => projects.createUser(db, r, now()),
-    listUsers: async () => ({ users: await projects.listUsers(db) }),
+    createUser: (r) => users.createUser(db, r, now()),
+    listUsers: async () => ({ users: await users.listUsers(db) }),
   });
   router.service(VMService, {
     createVM: (r) => vms.createVm(db, r, now()),

@@ -8,8 +8,8 @@ import type { Db } from "../../db/database.ts";
 import { permissionDenied, SvcError } from "../../errors.ts";
 import { authorizeProject, type Principal } from "../../iam/principal.ts";
 import type { AgentPackage } from "../../ingest/agent-package.ts";
+import { enableExpandedMonitoring } from "../../ingest/expanded.ts";
 import { parseProjectName, parseVmName } from "../../inventory/names.ts";
-import { enableExpandedMonitoring } from "../../metrics/expanded.ts";
 import { type LatestVmMetrics, listVmMonitoring } from "../../metrics/list.ts";
 import {
   type PointColumns,

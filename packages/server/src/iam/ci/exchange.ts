@@ -1,9 +1,10 @@
 import type { Db } from "../../db/database.ts";
 import { permissionDenied, unauthenticated } from "../../errors.ts";
+import { newId } from "../../ids.ts";
 import { projectName } from "../../inventory/names.ts";
 import type { Capability } from "../capabilities.ts";
 import type { CiTokenPrincipal, TokenResolver } from "../principal.ts";
-import { generateSecret, hashSecret, newId } from "../secrets.ts";
+import { generateSecret, hashSecret } from "../secrets.ts";
 import { verifyAssertion } from "./assertion.ts";
 import {
   CiAssertionInvalidError,

@@ -1,12 +1,12 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { noteCreated } from "../../audit/transactions.ts";
+import { noteCreated } from "../../call-notes.ts";
 import type { Db } from "../../db/database.ts";
 import type { CiTrustTable } from "../../db/schema.ts";
 import { invalidArgument, notFound } from "../../errors.ts";
+import { newId } from "../../ids.ts";
 import { parseProjectName } from "../../inventory/names.ts";
 import { type Capability, isCapability } from "../capabilities.ts";
 import { requireMember, requireOwner } from "../membership.ts";
-import { newId } from "../secrets.ts";
 import { parseServiceAccountName, serviceAccountName } from "../service-accounts.ts";
 import { verifyAssertion } from "./assertion.ts";
 import { CiPairingInvalidError, CiSetupExpiredError, CiTrustStateError } from "./errors.ts";

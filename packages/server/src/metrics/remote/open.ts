@@ -29,7 +29,7 @@ export function openRemoteMetrics(
       remoteWrite: new URL(options.remoteWriteUrl).origin,
       query: new URL(options.queryUrl).origin,
       // "javascript" when the native snappy binary did not load: ingest then costs more CPU.
-      snappy: snappyImplementation,
+      snappy: snappyImplementation(),
     },
     "metrics: remote Prometheus-compatible engine",
   );

@@ -1,4 +1,5 @@
 import type { NotificationMessage } from "../message.ts";
+import { jsonPostChannel } from "./channel.ts";
 import { factsOf, fit, formatTime, oneLine, titleOf, toneColors, toneOf } from "./format.ts";
 
 /**
@@ -70,3 +71,5 @@ export function renderDiscord(m: NotificationMessage): { body: string } {
   };
   return { body: JSON.stringify({ allowed_mentions: { parse: [] }, embeds: [embed] }) };
 }
+
+export const discordChannel = jsonPostChannel(renderDiscord);

@@ -1,5 +1,6 @@
 import type { Transporter } from "nodemailer";
 import type { NotificationMessage } from "../message.ts";
+import { type Channel, skipped } from "./channel.ts";
 import { factsOf, fit, linkLabelOf, oneLine, shortName, titleOf } from "./format.ts";
 
 /** One email to one recipient. */
@@ -141,3 +142,36 @@ export function renderVerificationEmail(v: {
   ].join("\n");
   return { subject, text };
 }
+
+/**
+ * Email: the destination's recipients still verified and still members of the project, read at every
+ * attempt; each gets the message. One refused recipient fails the attempt (the retry mails them all).
+ */
+export const emailChannel: Channel = {
+  async send({ db, destination: dest, message, mailer, emailFrom }) {
+    const to = await db
+      .selectFrom("destination_recipients as r")
+      .innerJoin("users as u", "u.id", "r.user_id")
+      .innerJoin("memberships as m", (j) =>
+        j.onRef("m.user_id", "=", "r.user_id").on("m.project_id", "=", dest.project_id),
+      )
+      .select(["u.email"])
+      .where("r.destination_id", "=", dest.id)
+      .where("r.verify_time", "is not", null)
+      .execute();
+    if (to.length === 0)
+      return skipped("NO_VERIFIED_RECIPIENT", "no recipient is both verified and a project member");
+    const mail = renderIncidentEmail(message);
+    try {
+      for (const r of to) await mailer.sendMail({ from: emailFrom, to: r.email, ...mail });
+    } catch (err) {
+      return {
+        status: "FAILED",
+        code: 0,
+        detail: `SMTP: ${err instanceof Error ? err.message : String(err)}`,
+      };
+    }
+    const by = mailer.acceptedBy ?? "the SMTP server";
+    return { status: "SENT", code: 0, detail: `accepted by ${by} for ${to.length} recipient(s)` };
+  },
+};

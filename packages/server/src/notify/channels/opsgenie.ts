@@ -1,4 +1,5 @@
 import type { NotificationMessage } from "../message.ts";
+import { type Channel, fromIncidentApi } from "./channel.ts";
 import { factsOf, fit, titleOf } from "./format.ts";
 import { incidentKey } from "./pagerduty.ts";
 
@@ -52,3 +53,15 @@ export function renderOpsgenie(m: NotificationMessage): { path: string; body: st
     }),
   };
 }
+
+/** One POST below the destination's API base (create, acknowledge or close), the API key in the header. */
+export const opsgenieChannel: Channel = {
+  async send(ctx) {
+    const base = ctx.url();
+    const key = ctx.key();
+    const { path, body } = renderOpsgenie(ctx.message);
+    return fromIncidentApi(
+      await ctx.post(`${base.replace(/\/+$/, "")}${path}`, body, { authorization: `GenieKey ${key}` }),
+    );
+  },
+};

@@ -1,4 +1,5 @@
 import type { NotificationMessage } from "../message.ts";
+import { type Channel, fromIncidentApi } from "./channel.ts";
 import { factsOf, fit, formatTime, titleOf } from "./format.ts";
 
 /**
@@ -64,3 +65,11 @@ export function renderPagerDuty(m: NotificationMessage, routingKey: string): { b
   }
   return { body: JSON.stringify(event) };
 }
+
+/** One POST to the Events API with the destination's routing key in the body; its answer read as fromIncidentApi. */
+export const pagerDutyChannel: Channel = {
+  async send(ctx) {
+    const url = ctx.url();
+    return fromIncidentApi(await ctx.post(url, renderPagerDuty(ctx.message, ctx.key()).body, {}));
+  },
+};

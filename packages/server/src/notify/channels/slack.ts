@@ -1,4 +1,5 @@
 import type { NotificationMessage } from "../message.ts";
+import { jsonPostChannel } from "./channel.ts";
 import { type Fact, factsOf, fit, linkLabelOf, oneLine, type Tone, titleOf, toneOf } from "./format.ts";
 
 /**
@@ -63,3 +64,5 @@ export function renderSlack(m: NotificationMessage): { body: string } {
   const text = fit(oneLine(m.summary) || title, slackLimits.text, escapeMrkdwn);
   return { body: JSON.stringify({ text, blocks }) };
 }
+
+export const slackChannel = jsonPostChannel(renderSlack);

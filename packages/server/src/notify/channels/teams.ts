@@ -1,4 +1,5 @@
 import type { NotificationMessage } from "../message.ts";
+import { jsonPostChannel } from "./channel.ts";
 import { factsOf, fit, linkLabelOf, type Tone, titleOf, toneOf } from "./format.ts";
 
 /**
@@ -81,3 +82,5 @@ export function renderTeams(m: NotificationMessage): { body: string } {
   if (Buffer.byteLength(body) > teamsLimits.bodyBytes) throw new Error("Teams card exceeds its size limit");
   return { body };
 }
+
+export const teamsChannel = jsonPostChannel(renderTeams);

@@ -1,4 +1,6 @@
 import { type NotificationMessage, webhookPayload } from "../message.ts";
+import { signatureHeaders } from "../signing.ts";
+import { type Channel, fromHttp } from "./channel.ts";
 
 /** Receivers bound the raw body to 1 MiB (docs/webhooks.md#a-complete-receiver), so a body must never be larger. */
 export const MAX_WEBHOOK_BODY_BYTES = 1024 * 1024;
@@ -17,3 +19,13 @@ export function renderWebhook(m: NotificationMessage): { body: string } {
     throw new Error(`webhook body of ${bytes} bytes exceeds the ${MAX_WEBHOOK_BODY_BYTES}-byte limit`);
   return { body };
 }
+
+/** A webhook: the body above, signed with the destination's secrets (signing.ts). */
+export const webhookChannel: Channel = {
+  async send(ctx) {
+    const url = ctx.url();
+    const { body } = renderWebhook(ctx.message);
+    const headers = signatureHeaders(ctx.secrets(), ctx.delivery.id, ctx.attemptId, ctx.atMs, body);
+    return fromHttp(await ctx.post(url, body, { "content-type": "application/json", ...headers }));
+  },
+};

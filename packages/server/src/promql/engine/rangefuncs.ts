@@ -4,6 +4,7 @@ import { goFloat } from "./aggregate.ts";
 import { type Evaluator, fillBounds } from "./evaluator.ts";
 import { kahanInc, MeanAccumulator, quantileOf } from "./kahan.ts";
 import { getLabel } from "./labels.ts";
+import { linearRegression, predictLinear } from "./regression.ts";
 import { newStepSeries, type StepSeries, type Windows } from "./types.ts";
 
 /** Computes one value from samples [a, b) for step i; undefined = no output at this step. */
@@ -97,11 +98,7 @@ function windowFn(
     case "deriv":
       return (t, v, a, b) => (b - a < 2 ? undefined : linearRegression(t, v, a, b, t[a])[0]);
     case "predict_linear":
-      return (t, v, a, b, i) => {
-        if (b - a < 2) return undefined;
-        const [slope, intercept] = linearRegression(t, v, a, b, ts[i]);
-        return slope * params[0][i] + intercept;
-      };
+      return (t, v, a, b, i) => predictLinear(t, v, a, b, ts[i], params[0][i]);
     case "avg_over_time":
       return (_t, v, a, b) => {
         mean.reset();
@@ -313,65 +310,4 @@ export function extrapolate(
   let factor = (sampled + toStart + toEnd) / sampled;
   if (isRate) factor /= rangeMs / 1000;
   return result * factor;
-}
-
-const reg = new Float64Array(2);
-
-/** Least-squares fit over samples [a, b) with x in seconds relative to `interceptMs`; [slope, intercept] (reused array). */
-function linearRegression(
-  t: Float64Array,
-  v: Float64Array,
-  a: number,
-  b: number,
-  interceptMs: number,
-): Float64Array {
-  let n = 0;
-  let sumX = 0;
-  let cX = 0;
-  let sumY = 0;
-  let cY = 0;
-  let sumXY = 0;
-  let cXY = 0;
-  let sumX2 = 0;
-  let cX2 = 0;
-  const initY = v[a];
-  let constY = true;
-  for (let j = a; j < b; j++) {
-    const y = v[j];
-    if (constY && j > a && y !== initY) constY = false;
-    n++;
-    const x = (t[j] - interceptMs) / 1000;
-    kahanInc(x, sumX, cX, tmp);
-    sumX = tmp[0];
-    cX = tmp[1];
-    kahanInc(y, sumY, cY, tmp);
-    sumY = tmp[0];
-    cY = tmp[1];
-    kahanInc(x * y, sumXY, cXY, tmp);
-    sumXY = tmp[0];
-    cXY = tmp[1];
-    kahanInc(x * x, sumX2, cX2, tmp);
-    sumX2 = tmp[0];
-    cX2 = tmp[1];
-  }
-  if (constY) {
-    if (!Number.isFinite(initY) && !Number.isNaN(initY)) {
-      reg[0] = Number.NaN;
-      reg[1] = Number.NaN;
-    } else {
-      reg[0] = 0;
-      reg[1] = initY;
-    }
-    return reg;
-  }
-  sumX += cX;
-  sumY += cY;
-  sumXY += cXY;
-  sumX2 += cX2;
-  const covXY = sumXY - (sumX * sumY) / n;
-  const varX = sumX2 - (sumX * sumX) / n;
-  const slope = covXY / varX;
-  reg[0] = slope;
-  reg[1] = sumY / n - (slope * sumX) / n;
-  return reg;
 }

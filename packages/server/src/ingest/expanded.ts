@@ -1,9 +1,9 @@
 import type { Db } from "../db/database.ts";
 import { SvcError } from "../errors.ts";
-import { AGENT_PACKAGE_PATH, type AgentPackage } from "../ingest/agent-package.ts";
-import { issueAgentToken } from "../ingest/credentials.ts";
 import { parseVmName } from "../inventory/names.ts";
 import { expandedUnavailableReason, loadVm } from "../inventory/vms.ts";
+import { AGENT_PACKAGE_PATH, type AgentPackage } from "./agent-package.ts";
+import { issueAgentToken } from "./credentials.ts";
 
 export interface ExpandedEnrollment {
   /** The VM after the change (monitoring level EXPANDED). */
