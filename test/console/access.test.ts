@@ -210,13 +210,13 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     // A row is found by its own secret hint (the other row names it too, as replacement or replaced).
     const rowOf = (hint: string) =>
       rows.filter({
-        has: page.getByTitle("the non-secret start of the secret").getByText(`${hint}…`, { exact: true }),
+        has: page.getByTitle("the non-secret start of the secret").getByText(`${hint}`, { exact: true }),
       });
     const oldRow = rowOf(oldHint);
     const newRow = rowOf(newHint);
     // The old key: stopping at the overlap's end (not "active, expires in 90 days"), replaced by the new one.
     const stops = oldRow.getByTestId("key-stops");
-    assert.match((await stops.textContent()) ?? "", new RegExp(`stops at .*replaced by ${newHint}…`));
+    assert.match((await stops.textContent()) ?? "", new RegExp(`stops at .*replaced by ${newHint}`));
     const at = await stops.locator("time").getAttribute("datetime");
     assert.equal(Date.parse(at ?? ""), Number(second.key?.createTimeUnix ?? 0n) * 1000 + 3600_000);
     assert.equal(await oldRow.getByText("stopping", { exact: true }).count(), 1);
@@ -224,20 +224,20 @@ describe("console in Chromium: service accounts, keys and CI trusts", { skip }, 
     // The new key is marked as the replacement.
     assert.match(
       (await newRow.getByTestId("key-replacement").textContent()) ?? "",
-      new RegExp(`replaces ${oldHint}…`),
+      new RegExp(`replaces ${oldHint}`),
     );
     // Each revoke button and dialog names its exact key; revoking the new one warns that nothing would work.
-    await page.getByRole("button", { name: `Revoke deploy (${newHint}…)` }).click();
-    const dialog = page.getByRole("dialog", { name: `Revoke deploy (${newHint}…)` });
+    await page.getByRole("button", { name: `Revoke deploy (${newHint})` }).click();
+    const dialog = page.getByRole("dialog", { name: `Revoke deploy (${newHint})` });
     const which = (await dialog.getByTestId("revoke-which").textContent()) ?? "";
-    assert.match(which, new RegExp(`the key starting ${newHint}…`));
+    assert.match(which, new RegExp(`the key starting ${newHint}`));
     assert.match(which, /the new key of a rotation/);
     await dialog.getByRole("button", { name: "Cancel" }).click();
-    await page.getByRole("button", { name: `Revoke deploy (${oldHint}…)` }).click();
-    const oldDialog = page.getByRole("dialog", { name: `Revoke deploy (${oldHint}…)` });
+    await page.getByRole("button", { name: `Revoke deploy (${oldHint})` }).click();
+    const oldDialog = page.getByRole("dialog", { name: `Revoke deploy (${oldHint})` });
     assert.match(
       (await oldDialog.getByTestId("revoke-which").textContent()) ?? "",
-      new RegExp(`the key starting ${oldHint}….*replaced by ${newHint}…`),
+      new RegExp(`the key starting ${oldHint}.*replaced by ${newHint}`),
     );
     await oldDialog.getByRole("button", { name: "Revoke now" }).click();
     await oldRow.waitFor({ state: "detached" });

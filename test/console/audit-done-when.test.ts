@@ -213,15 +213,21 @@ describe("audit log, end to end: the console, a write key and a CI exchange, rea
     const table = page.getByTestId("activity-table");
     await table.waitFor();
     const rowOf = (w: (typeof want)[number]): Locator =>
-      table
-        .locator("tbody tr")
-        .filter({ hasText: w.method.slice(w.method.indexOf("/") + 1) })
-        .filter({ has: page.getByText(w.resource, { exact: true }) });
+      table.locator(
+        `tbody tr[data-method="${w.method.slice(w.method.indexOf("/") + 1)}"][data-resource="${w.resource}"]`,
+      );
     for (const w of want) {
       const row = rowOf(w);
       assert.equal(await row.count(), 1, `${w.method} on ${w.resource}: one row on the Activity page`);
       const text = (await row.textContent()) ?? "";
-      for (const part of [w.actor, w.kind, "127.0.0.1", "ok"])
+      // Who by name (the id is kept for hover and filters), the credential's kind in words (issue 43, item 4).
+      assert.equal(await row.getAttribute("data-actor"), w.actor);
+      const kind = {
+        USER: "signed in",
+        SERVICE_ACCOUNT_KEY: "with a service-account key",
+        CI_TOKEN: "with a CI token",
+      }[w.kind];
+      for (const part of [kind ?? w.kind, "127.0.0.1", "ok"])
         assert.ok(text.includes(part), `${part} in ${text}`);
       const when = Date.parse((await row.locator("time").getAttribute("datetime")) ?? "");
       // The page shows the time to the second.

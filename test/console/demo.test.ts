@@ -21,7 +21,7 @@ const ARTIFACTS = process.env.SVC_TEST_ARTIFACTS ?? join(tmpdir(), "svc-test-art
 /** What a newcomer does: `npm start` on an empty data dir, open the URL, sign in with the printed login. */
 /** Buttons that open a dialog (never "Sign out" or a range): each is opened, checked and closed. */
 const DIALOG_OPENERS =
-  /^(New |Create |Rotate|Revoke|Delete|Edit|Disable|Enable|Snooze|Change snooze|Details|Issue |Set up|Start |Add )/;
+  /^(New |Create |Rotate|Revoke|Delete|Edit|Disable|Enable|Snooze|Change snooze|Silence…|Details|Issue |Set up|Start |Add )/;
 
 /** Every page of the demo project, the first rule, destination and incident included when there is one. */
 async function demoPages(page: Page, base: string): Promise<string[]> {

@@ -67,7 +67,9 @@ describe("console in Chromium: confirming a destination a key created", { skip }
     await banner.waitFor();
     const text = (await banner.textContent()) ?? "";
     assert.match(text, /127\.0\.0\.1:9/);
-    assert.ok(text.includes(key.key?.name ?? "?"), text);
+    // The key by its name and hint, its resource name on hover (issue 43, item 4).
+    await banner.getByText(`key routes (${key.key?.secretHint})`).waitFor();
+    assert.equal(await banner.locator(".person").first().getAttribute("title"), key.key?.name);
     await page.getByRole("button", { name: "Confirm sending to 127.0.0.1:9" }).click();
     await banner.waitFor({ state: "detached" });
     assert.equal((await owner.destinations.getDestination({ name: d?.name })).awaitingConfirmation, false);

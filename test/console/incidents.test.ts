@@ -452,12 +452,10 @@ describe("console in Chromium: incidents and destinations", { skip }, () => {
     const viewer = await openPage(browser);
     await signIn(viewer.page, t.baseUrl, email, password);
     await viewer.page.goto(`${base}/incidents/${incident.split("/").pop()}`);
-    // Someone else's acknowledgement is named by email (the owner is a recipient the console knows).
-    await viewer.page
-      .getByTestId("timeline")
-      .locator('li[data-event="ACKNOWLEDGED"]')
-      .getByText(`by ${p.owner.email}`)
-      .waitFor();
+    // Someone else's acknowledgement is named by their display name, the email on hover (issue 43, item 4).
+    const acked = viewer.page.getByTestId("timeline").locator('li[data-event="ACKNOWLEDGED"]');
+    await acked.getByText("by Owner").waitFor();
+    assert.equal(await acked.locator(".person").getAttribute("title"), `Owner <${p.owner.email}>`);
     await viewer.page.getByText("acknowledging and snoozing need the owner or editor role").waitFor();
     assert.equal(await viewer.page.getByRole("button", { name: "Snooze…" }).count(), 0);
     assert.equal(await viewer.page.getByRole("button", { name: "Acknowledge" }).count(), 0);

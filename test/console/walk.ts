@@ -77,7 +77,8 @@ async function addData(c: DemoCredentials): Promise<void> {
     projectName: c.projectName,
   })) as { silences?: unknown[] };
   if (!silences.silences?.length) {
-    // The demo's write key (Alert manager) may not carry silences.write: then the walk goes on without one.
+    // The demo's write key (Alert manager) may not carry silences.write: then the walk goes on without one,
+    // and silences an incident through the console below.
     await rpc(c, "svc.monitoring.v1.SilenceService/CreateSilence", {
       projectName: c.projectName,
       requestId: randomUUID(),
@@ -249,6 +250,21 @@ async function walk(browser: Browser, c: DemoCredentials, v: (typeof WIDTHS)[num
     await page.goto(`${base}${incident}`);
     await settle(page);
     await shot(page, dir, "08-incident");
+    // Silence it from its page (issue 43, item 3): the dialog with its matchers filled in and a preset.
+    if (await click(page, "Silence…")) {
+      const dialog = page.locator("dialog[open]");
+      await dialog.waitFor();
+      await dialog.getByRole("button", { name: "4 hours" }).click();
+      await dialog.getByLabel("Comment").fill("Walk: deploying the web tier");
+      await shot(page, dir, "08b-incident-silence", false);
+      await dialog.getByRole("button", { name: "Create silence" }).click();
+      await dialog.waitFor({ state: "hidden" });
+      await settle(page);
+      await shot(page, dir, "08c-incident-silenced");
+      await page.goto(`${base}/projects/demo/incidents`);
+      await settle(page);
+      await shot(page, dir, "07b-incidents-silenced");
+    }
   }
 
   // A destination, and the new-destination dialog with the member picker of an email destination.
@@ -268,6 +284,10 @@ async function walk(browser: Browser, c: DemoCredentials, v: (typeof WIDTHS)[num
     else findings.push(`${dir}: no Email kind in the new-destination dialog`);
     await settle(page);
     await shot(page, dir, "11b-destination-new-members", false);
+    // PagerDuty (issue 43, item 8): its integration key and optional endpoint.
+    await dialog.locator(".segmented label", { hasText: /^PagerDuty$/ }).click();
+    await settle(page);
+    await shot(page, dir, "11c-destination-new-pagerduty", false);
     await closeDialog(page);
   }
 
@@ -302,7 +322,7 @@ async function walk(browser: Browser, c: DemoCredentials, v: (typeof WIDTHS)[num
     await shot(page, dir, "16-ci-trust-new", false);
     // Through to the verification step: the copy-paste workflow with the server's origin.
     await dialog.getByLabel("Repository").fill(`acme/deploy-${dir}`);
-    await dialog.getByLabel("Workflow file").fill(".github/workflows/deploy.yml");
+    await dialog.getByLabel("Workflow file").fill(".github/workflows/svc-monitoring.yml");
     await dialog.getByRole("button", { name: "Start setup" }).click();
     await dialog
       .waitFor({ state: "hidden", timeout: 10_000 })

@@ -43,6 +43,42 @@ export function installCliSteps(): string[] {
   ];
 }
 
+/** The workflow file the setup form suggests: a file of its own, so committing it replaces nothing. */
+export const SUGGESTED_WORKFLOW = ".github/workflows/svc-monitoring.yml";
+
+/**
+ * Why GitHub's hosted runners cannot reach `origin`, or undefined when it looks public: a loopback,
+ * private (RFC 1918, RFC 4193), link-local or CGNAT address, or a name only a local network resolves.
+ */
+export function nonPublicOrigin(origin: string): string | undefined {
+  let host: string;
+  try {
+    host = new URL(origin).hostname.toLowerCase().replace(/^\[|\]$/g, "");
+  } catch {
+    return "not a URL";
+  }
+  const v4 = /^(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(host)?.slice(1).map(Number);
+  if (host === "localhost" || host.endsWith(".localhost") || host === "::1" || v4?.[0] === 127)
+    return "a loopback address (this machine only)";
+  if (v4) {
+    const [a, b] = v4;
+    if (a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168))
+      return "a private network address";
+    if (a === 169 && b === 254) return "a link-local address";
+    if (a === 100 && b >= 64 && b <= 127) return "a carrier-grade NAT address";
+    if (a === 0) return "not a routable address";
+    return undefined;
+  }
+  if (host.includes(":")) {
+    if (/^f[cd]/.test(host)) return "a private network address";
+    if (/^fe[89ab]/.test(host)) return "a link-local address";
+    return undefined;
+  }
+  if (!host.includes(".") || /\.(local|internal|lan|home|corp|intranet|localdomain|home\.arpa)$/.test(host))
+    return "a name only a local network resolves";
+  return undefined;
+}
+
 /** The temporary verification workflow for the declared identity, talking to `apiOrigin`. */
 export function verificationWorkflow(
   setupId: string,
@@ -52,7 +88,8 @@ export function verificationWorkflow(
 ): string {
   const environment = intended?.environment ?? "";
   return [
-    `# ${intended?.workflow || ".github/workflows/<workflow>.yml"}`,
+    `# ${intended?.workflow || SUGGESTED_WORKFLOW}: a whole workflow. Commit it as a new file; if that file`,
+    "# already exists, add only the job below to it (pasting over it would replace that workflow).",
     "name: svc trust verification",
     "on:",
     trigger(intended, "   # GitHub runs schedules from the default branch"),

@@ -1,7 +1,12 @@
 import type { AlertRuleSpec } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import { fmtBytes, MISSING } from "../format.ts";
-import { metricInfo } from "./rule-metrics.ts";
+import { metricInfo, type RuleMetricInfo } from "./rule-metrics.ts";
 import { Badge } from "./ui.tsx";
+
+/** The metric picker's text: the label with its unit, once ("Guest memory used (bytes)", "CPU utilization (%)"). */
+export function metricOptionLabel(m: RuleMetricInfo): string {
+  return m.label.endsWith(`(${m.unit})`) ? m.label : `${m.label} (${m.unit})`;
+}
 
 export const OPERATORS: { id: string; symbol: string; label: string }[] = [
   { id: "GREATER_THAN", symbol: ">", label: "> greater than" },

@@ -5,7 +5,7 @@ import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
-import { fmtMetricValue, fmtSeconds, OPERATORS, SEVERITIES } from "./alert-catalog.tsx";
+import { fmtMetricValue, fmtSeconds, metricOptionLabel, OPERATORS, SEVERITIES } from "./alert-catalog.tsx";
 import type { SpecInit } from "./alert-preview.tsx";
 import { FORECAST_HORIZON, FORECAST_LOOKBACK, metricInfo, RULE_METRICS } from "./rule-metrics.ts";
 import { Badge, Field } from "./ui.tsx";
@@ -221,7 +221,7 @@ export function RuleFormFields(props: {
             <select name="metricId" value={form.metricId} onChange={(e) => set("metricId", e.target.value)}>
               {RULE_METRICS.map((x) => (
                 <option key={x.id} value={x.id}>
-                  {x.label} ({x.unit})
+                  {metricOptionLabel(x)}
                 </option>
               ))}
               {m ? null : <option value={form.metricId}>{form.metricId}</option>}

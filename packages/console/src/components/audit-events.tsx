@@ -5,6 +5,8 @@ import { Link } from "wouter";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
 import { useProject } from "../session.tsx";
+import { ACTOR_KINDS, changedInWords, eventSentence, useResourceNames } from "./audit-words.tsx";
+import { usePeople, useServiceAccountNames } from "./people.tsx";
 import { Badge, ErrorBanner, Loading, Time } from "./ui.tsx";
 
 /**
@@ -62,33 +64,57 @@ export function AuditEventTable(props: { events: readonly AuditEvent[]; showReso
 export function AuditEventRow(props: { event: AuditEvent; showResource?: boolean }) {
   const e = props.event;
   const href = resourceHref(e.resource);
+  const nameOf = useResourceNames([e]);
+  const people = usePeople();
+  const accountName = useServiceAccountNames();
+  const method = lastSegment(e.method);
+  const resourceName = nameOf(e.resource);
+  // A person by name (the email and id on hover); a service account by its display name.
+  const who = e.actor.startsWith("users/")
+    ? people(e.actor)
+    : e.actor.includes("/serviceAccounts/")
+      ? { label: accountName(e.actor), full: e.actor }
+      : { label: e.actor, full: e.actor };
   const detail = Object.entries(e.actorDetail).filter(([k]) => k !== "session");
   return (
-    <tr data-event={lastSegment(e.name)}>
+    <tr data-event={lastSegment(e.name)} data-method={method} data-actor={e.actor} data-resource={e.resource}>
       <td>
         <Time unix={Number(e.timeUnixMs) / 1000} />
       </td>
       <td data-label="Who">
-        <div>{e.actor}</div>
+        <div className="person" title={who.full}>
+          {who.label}
+        </div>
         <div className="muted small">
-          {e.actorKind}
+          {ACTOR_KINDS[e.actorKind] ?? e.actorKind}
           {detail.map(([k, v]) => (
-            <div key={k} className="mono">
-              {k}: {v}
+            <div key={k} title={v}>
+              {k}: {k === "key" ? (nameOf(v) ?? <span className="mono">{v}</span>) : v}
             </div>
           ))}
         </div>
       </td>
       <td data-label="What">
-        <div className="strong">{lastSegment(e.method)}</div>
-        {e.changedFields.length ? (
-          <div className="muted small">changed {e.changedFields.join(", ")}</div>
-        ) : null}
+        <div className="strong">{eventSentence(e.method, e.outcome, resourceName)}</div>
+        <div className="muted small">
+          <code>{method}</code>
+          {e.changedFields.length ? <> · changed {changedInWords(e.changedFields)}</> : null}
+        </div>
         {e.replay ? <Badge tone="muted">retry</Badge> : null}
       </td>
       {props.showResource !== false ? (
-        <td className="mono small" data-label="Resource">
-          {href ? <Link href={href}>{e.resource}</Link> : e.resource || "—"}
+        <td className="small" data-label="Resource">
+          {e.resource ? (
+            href ? (
+              <Link href={href} title={e.resource}>
+                {resourceName ?? <span className="mono">{e.resource}</span>}
+              </Link>
+            ) : (
+              <span title={e.resource}>{resourceName ?? <span className="mono">{e.resource}</span>}</span>
+            )
+          ) : (
+            "—"
+          )}
         </td>
       ) : null}
       <td data-label="Outcome">

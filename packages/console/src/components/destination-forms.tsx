@@ -38,7 +38,48 @@ export const KINDS = [
     about:
       "A Discord webhook (https://discord.com/api/webhooks/…). The URL is a secret: sealed, never shown again.",
   },
+  {
+    kind: "PAGERDUTY",
+    label: "PagerDuty",
+    about:
+      "PagerDuty's Events API v2: an incident triggers, acknowledging it in svc acknowledges and its recovery resolves the same PagerDuty incident. The integration key is sealed, never shown again.",
+  },
+  {
+    kind: "OPSGENIE",
+    label: "Opsgenie",
+    about:
+      "An Opsgenie API integration: an incident creates an alert, acknowledging it in svc acknowledges and its recovery closes it. The API key is sealed, never shown again.",
+  },
 ] as const;
+
+/** PagerDuty and Opsgenie: a fixed provider API and an integration key, not a URL of the user's. */
+export function isIncidentApiKind(kind: string): boolean {
+  return kind === "PAGERDUTY" || kind === "OPSGENIE";
+}
+
+/** What the key field asks for, per kind (docs/notifications.md; the server checks the shape again). */
+const INTEGRATION_KEY: Record<string, { label: string; hint: string; check: RegExp; shape: string }> = {
+  PAGERDUTY: {
+    label: "Integration key",
+    hint: "The Events API v2 integration (routing) key of a PagerDuty service: 32 letters and digits.",
+    check: /^[A-Za-z0-9]{32}$/,
+    shape: "A PagerDuty integration key is 32 letters and digits.",
+  },
+  OPSGENIE: {
+    label: "API key",
+    hint: "The API key of an Opsgenie API integration (a UUID).",
+    check: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+    shape: "An Opsgenie API key is a UUID (8-4-4-4-12 hexadecimal digits).",
+  },
+};
+
+function checkIntegrationKey(kind: string, key: string): string | undefined {
+  const want = INTEGRATION_KEY[kind];
+  if (!want) return undefined;
+  if (!key.trim()) return `Enter the ${want.label.toLowerCase()}.`;
+  if (!want.check.test(key.trim())) return want.shape;
+  return undefined;
+}
 
 export function kindLabel(kind: string): string {
   return KINDS.find((k) => k.kind === kind)?.label ?? kind;
@@ -49,6 +90,8 @@ const URL_PLACEHOLDER: Record<string, string> = {
   SLACK: "https://hooks.slack.com/services/…",
   TEAMS: "https://….logic.azure.com/workflows/…",
   DISCORD: "https://discord.com/api/webhooks/…",
+  PAGERDUTY: "https://events.pagerduty.com/v2/enqueue",
+  OPSGENIE: "https://api.opsgenie.com/v2/alerts",
 };
 
 /** Client-side checks before sending; the server checks again (public address, provider host). */
@@ -164,8 +207,11 @@ export function CreateDestinationDialog(props: {
   const [kind, setKind] = useState<string>("WEBHOOK");
   const [name, setName] = useState("");
   const [url, setUrl] = useState("");
+  const [integrationKey, setIntegrationKey] = useState("");
   const [recipients, setRecipients] = useState<string[]>([session.user]);
-  const [errors, setErrors] = useState<{ name?: string; url?: string; recipients?: string }>({});
+  const [errors, setErrors] = useState<{ name?: string; url?: string; recipients?: string; key?: string }>(
+    {},
+  );
   // One request id per form content, so a retried click is answered as a replay, not a second destination.
   const [requestId, setRequestId] = useState(newRequestId);
   const [created, setCreated] = useState<CreateDestinationResponse>();
@@ -177,6 +223,7 @@ export function CreateDestinationDialog(props: {
         kind,
         url: kind === "EMAIL" ? "" : url.trim(),
         recipients: kind === "EMAIL" ? recipients : [],
+        integrationKey: isIncidentApiKind(kind) ? integrationKey.trim() : "",
         requestId,
       }),
     onSuccess: (r) => {
@@ -194,6 +241,7 @@ export function CreateDestinationDialog(props: {
   const reset = () => {
     setName("");
     setUrl("");
+    setIntegrationKey("");
     setRecipients([session.user]);
     setErrors({});
     setCreated(undefined);
@@ -250,12 +298,14 @@ export function CreateDestinationDialog(props: {
             e.preventDefault();
             const errs = {
               name: checkName(name),
-              url: kind === "EMAIL" ? undefined : checkUrl(url),
+              // The provider's endpoint is optional for PagerDuty and Opsgenie (only their EU region needs it).
+              url: kind === "EMAIL" || (isIncidentApiKind(kind) && !url.trim()) ? undefined : checkUrl(url),
               recipients:
                 kind === "EMAIL" && recipients.length === 0 ? "Choose at least one recipient." : undefined,
+              key: checkIntegrationKey(kind, integrationKey),
             };
             setErrors(errs);
-            if (errs.name || errs.url || errs.recipients) return;
+            if (errs.name || errs.url || errs.recipients || errs.key) return;
             create.mutate();
           }}
         >
@@ -303,6 +353,36 @@ export function CreateDestinationDialog(props: {
               />
               {errors.recipients ? <span className="field-error">{errors.recipients}</span> : null}
             </>
+          ) : isIncidentApiKind(kind) ? (
+            <>
+              <Field label={INTEGRATION_KEY[kind].label} error={errors.key} hint={INTEGRATION_KEY[kind].hint}>
+                <input
+                  type="password"
+                  autoComplete="off"
+                  value={integrationKey}
+                  onChange={(e) => {
+                    setIntegrationKey(e.target.value);
+                    edited();
+                  }}
+                />
+              </Field>
+              <Field
+                label="API endpoint (optional)"
+                error={errors.url}
+                hint={`Empty: ${URL_PLACEHOLDER[kind]}. Give the EU endpoint if your account is in the EU region.`}
+              >
+                <input
+                  type="url"
+                  autoComplete="off"
+                  value={url}
+                  placeholder={URL_PLACEHOLDER[kind]}
+                  onChange={(e) => {
+                    setUrl(e.target.value);
+                    edited();
+                  }}
+                />
+              </Field>
+            </>
           ) : (
             <Field
               label={kind === "WEBHOOK" ? "Endpoint URL" : "Webhook URL"}
@@ -349,7 +429,10 @@ export function EditDestinationDialog(props: {
   const [name, setName] = useState(d.displayName);
   const [url, setUrl] = useState("");
   const [recipients, setRecipients] = useState(d.recipients.map((r) => r.user));
-  const [errors, setErrors] = useState<{ name?: string; url?: string; recipients?: string }>({});
+  const [integrationKey, setIntegrationKey] = useState("");
+  const [errors, setErrors] = useState<{ name?: string; url?: string; recipients?: string; key?: string }>(
+    {},
+  );
   const update = useMutation({
     mutationFn: () => {
       const recipientsChanged =
@@ -362,6 +445,8 @@ export function EditDestinationDialog(props: {
         url: d.kind !== "EMAIL" && url.trim() ? url.trim() : undefined,
         recipients: recipientsChanged ? recipients : [],
         updateRecipients: recipientsChanged,
+        integrationKey:
+          isIncidentApiKind(d.kind) && integrationKey.trim() ? integrationKey.trim() : undefined,
       });
     },
     onSuccess: (n) => {
@@ -380,9 +465,10 @@ export function EditDestinationDialog(props: {
             url: d.kind !== "EMAIL" && url.trim() ? checkUrl(url) : undefined,
             recipients:
               d.kind === "EMAIL" && recipients.length === 0 ? "Keep at least one recipient." : undefined,
+            key: integrationKey.trim() ? checkIntegrationKey(d.kind, integrationKey) : undefined,
           };
           setErrors(errs);
-          if (errs.name || errs.url || errs.recipients) return;
+          if (errs.name || errs.url || errs.recipients || errs.key) return;
           update.mutate();
         }}
       >
@@ -403,13 +489,13 @@ export function EditDestinationDialog(props: {
             label="New URL"
             error={errors.url}
             hint={
-              d.kind === "WEBHOOK"
+              d.kind === "WEBHOOK" || isIncidentApiKind(d.kind)
                 ? `Now ${d.url}. Leave empty to keep it.`
                 : "The current URL is sealed and cannot be shown. Leave empty to keep it."
             }
           >
             <input
-              type={d.kind === "WEBHOOK" ? "url" : "password"}
+              type={d.kind === "WEBHOOK" || isIncidentApiKind(d.kind) ? "url" : "password"}
               autoComplete="off"
               value={url}
               placeholder={URL_PLACEHOLDER[d.kind]}
@@ -417,6 +503,20 @@ export function EditDestinationDialog(props: {
             />
           </Field>
         )}
+        {isIncidentApiKind(d.kind) ? (
+          <Field
+            label={`New ${INTEGRATION_KEY[d.kind].label.toLowerCase()}`}
+            error={errors.key}
+            hint="The current key is sealed and cannot be shown. Leave empty to keep it."
+          >
+            <input
+              type="password"
+              autoComplete="off"
+              value={integrationKey}
+              onChange={(e) => setIntegrationKey(e.target.value)}
+            />
+          </Field>
+        ) : null}
         <ErrorBanner error={update.error} title="Could not save" />
         <div className="dialog-actions">
           <Button onClick={props.onClose}>Cancel</Button>

@@ -1,8 +1,7 @@
 import type { Incident } from "@gen/svc/monitoring/v1/alerts_pb.ts";
-import { useQuery } from "@tanstack/react-query";
-import { api } from "../api.ts";
 import { fmtDuration, lastSegment, MISSING } from "../format.ts";
-import { useProject, useSession } from "../session.tsx";
+import { fmtMetricValue } from "./alert-catalog.tsx";
+import { metricInfo } from "./rule-metrics.ts";
 
 /** Small display pieces shared by the incident and destination screens. */
 
@@ -40,9 +39,16 @@ export function metricUnit(metricId: string): string {
   return "";
 }
 
-/** "cpu_utilization_pct > 90 %" */
+/** "cpu_utilization_pct" → "CPU utilization": the metric's display name (alert-catalog.tsx), or the id. */
+export function metricLabel(metricId: string): string {
+  return metricInfo(metricId)?.label ?? metricId;
+}
+
+/** "CPU utilization > 90 %": the metric by its display name, never its id. */
 export function conditionText(i: Pick<Incident, "metricId" | "operator" | "threshold">): string {
-  return `${i.metricId} ${operatorSymbol(i.operator)} ${fmtValue(i.threshold)}${metricUnit(i.metricId)}`;
+  const m = metricInfo(i.metricId);
+  const value = m ? fmtMetricValue(m.unit, i.threshold) : `${fmtValue(i.threshold)}${metricUnit(i.metricId)}`;
+  return `${metricLabel(i.metricId)} ${operatorSymbol(i.operator)} ${value}`;
 }
 
 /** How long the incident has been (or was) open. */
@@ -63,30 +69,6 @@ export function vmLink(vmName: string): { href: string; label: string } | undefi
 /** projects/p/alertRules/<id> → /alerts/<id> */
 export function ruleHref(rule: string): string {
   return `/alerts/${lastSegment(rule)}`;
-}
-
-/** users/<id> → "you" for the signed-in user, otherwise the id; "evaluator" stays. */
-export function actorLabel(actor: string, me: string, emails?: Map<string, string>): string {
-  if (!actor) return MISSING;
-  if (actor === me) return "you";
-  return emails?.get(actor) ?? actor;
-}
-
-/**
- * Names people in incidents: "you", or the email of a member the console knows (recipients of the
- * project's email destinations; the console has no member list), or users/<id>.
- */
-export function useActorLabel(): (actor: string) => string {
-  const project = useProject();
-  const { session } = useSession();
-  const q = useQuery({
-    queryKey: ["destinations", project.name],
-    queryFn: () => api.destinations.listDestinations({ projectName: project.name }),
-    staleTime: 60_000,
-  });
-  const emails = new Map<string, string>();
-  for (const d of q.data?.destinations ?? []) for (const r of d.recipients) emails.set(r.user, r.email);
-  return (actor) => actorLabel(actor, session.user, emails);
 }
 
 export const incidentStateTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {

@@ -3,6 +3,7 @@ import { useQuery } from "@tanstack/react-query";
 import { useMemo } from "react";
 import { api } from "../api.ts";
 import { alignPoints, Chart, type ChartSeries } from "./chart.tsx";
+import { metricLabel } from "./incident-format.tsx";
 import { ErrorBanner, Loading } from "./ui.tsx";
 
 const STEPS = [30, 60, 120, 300, 600, 1800, 3600];
@@ -40,7 +41,7 @@ export function IncidentMetric(props: { incident: Incident }) {
     );
     const aligned = alignPoints(Number(r.startTimeUnix), Number(r.endTimeUnix), r.stepSeconds, chosen);
     const series: ChartSeries[] = chosen.map((s, k) => ({
-      label: `${i.metricId}${s.labels.mountpoint ? ` ${s.labels.mountpoint}` : ""}`,
+      label: `${metricLabel(i.metricId)}${s.labels.mountpoint ? ` ${s.labels.mountpoint}` : ""}`,
       values: aligned.values[k],
     }));
     return { x: aligned.x, series, end: Number(r.endTimeUnix) };
@@ -51,17 +52,17 @@ export function IncidentMetric(props: { incident: Incident }) {
       <header className="card-header">
         <h2>The metric around the incident</h2>
         <span className="muted small">
-          {i.metricId} on {i.vmName.split("/").pop()}, from 30 minutes before it opened
+          {metricLabel(i.metricId)} on {i.vmName.split("/").pop()}, from 30 minutes before it opened
         </span>
       </header>
       <ErrorBanner error={q.error} title="Could not read the metric" />
       {q.isPending ? <Loading what="the metric" /> : null}
       {chart ? (
         chart.series.length === 0 ? (
-          <p className="muted">No samples of {i.metricId} around the incident.</p>
+          <p className="muted">No samples of {metricLabel(i.metricId)} around the incident.</p>
         ) : (
           <Chart
-            title={`${i.metricId} around the incident`}
+            title={`${metricLabel(i.metricId)} around the incident`}
             x={chart.x}
             series={chart.series}
             format={(v) => `${v.toFixed(1)}${unit === "%" ? " %" : ""}`}

@@ -85,7 +85,7 @@ export function AlertRulesPage() {
             : ""}
         </Empty>
       ) : (
-        <table className="table alert-rules-table" data-testid="alert-rules">
+        <table className="table alert-rules-table table-cards" data-testid="alert-rules">
           <thead>
             <tr>
               <th>Rule</th>
@@ -132,11 +132,11 @@ function RuleRow(props: { rule: AlertRule }) {
             : "console only"}
         </div>
       </td>
-      <td>{spec ? <SeverityBadge severity={spec.severity} /> : null}</td>
-      <td>
+      <td data-label="Severity">{spec ? <SeverityBadge severity={spec.severity} /> : null}</td>
+      <td data-label="State">
         {spec?.enabled === false ? <Badge tone="muted">paused</Badge> : <Badge tone="ok">enabled</Badge>}
       </td>
-      <td>
+      <td data-label="Instances">
         <div className="alert-counts" data-testid="alert-rule-counts">
           <Badge tone={c?.firing ? "bad" : "muted"}>{c?.firing ?? 0} firing</Badge>
           <Badge tone={c?.pending ? "warn" : "muted"}>{c?.pending ?? 0} pending</Badge>
@@ -154,10 +154,10 @@ function RuleRow(props: { rule: AlertRule }) {
         </div>
         <div className="muted small">of {r.expectedInstances} watched</div>
       </td>
-      <td>
+      <td data-label="Sync">
         <SyncBadge status={r.syncStatus} reason={r.syncReason} testId="alert-rule-sync" />
       </td>
-      <td className="num">
+      <td className="num" data-label="Version">
         <span data-testid="alert-rule-version">v{r.version}</span>
         {r.appliedVersion !== r.version && r.appliedVersion !== "0" ? (
           <div className="muted small">applied v{r.appliedVersion}</div>

@@ -2,7 +2,12 @@ import type { CITrust, StartCITrustSetupResponse } from "@gen/svc/iam/v1/automat
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useCallback, useEffect, useRef, useState } from "react";
 import { api } from "../api.ts";
-import { exchangeWorkflow, verificationWorkflow } from "../ci-workflows.ts";
+import {
+  exchangeWorkflow,
+  nonPublicOrigin,
+  SUGGESTED_WORKFLOW,
+  verificationWorkflow,
+} from "../ci-workflows.ts";
 import { CAPABILITIES, CapabilityBadges, ConfirmDialog, CopyBlock, Time } from "../components/access-ui.tsx";
 import { RecentActivity } from "../components/audit-events.tsx";
 import {
@@ -124,7 +129,7 @@ export function CiTrustsPage() {
         </Empty>
       ) : (
         <div className="access-table-wrap">
-          <table className="table access-table" data-testid="trust-table">
+          <table className="table access-table table-cards" data-testid="trust-table">
             <thead>
               <tr>
                 <th>Repository and workflow</th>
@@ -143,7 +148,7 @@ export function CiTrustsPage() {
                     <div>{t.intended?.repository}</div>
                     <div className="muted small mono">{t.intended?.workflow}</div>
                   </td>
-                  <td>
+                  <td data-label="Runs from">
                     {t.intended?.branch ? (
                       <>
                         branch <code>{t.intended.branch}</code>
@@ -154,20 +159,21 @@ export function CiTrustsPage() {
                       </>
                     )}
                   </td>
-                  <td>
+                  <td data-label="Event">
                     <code>{t.intended?.event}</code>
                   </td>
-                  <td>{accountName(t.serviceAccount)}</td>
-                  <td>
+                  <td data-label="Service account">{accountName(t.serviceAccount)}</td>
+                  <td data-label="Permissions">
                     <CapabilityBadges capabilities={t.permissions} />
                   </td>
-                  <td>
+                  <td data-label="State">
                     <TrustState state={t.state} />
                   </td>
-                  <td className="access-actions-col">
+                  <td className="access-actions-col" data-label="">
                     <Button
                       className={selected === t.name ? "selected" : ""}
-                      aria-label={`Open trust ${lastSegment(t.name)}`}
+                      aria-label={`${selected === t.name ? "Close" : "Open"} trust ${lastSegment(t.name)}`}
+                      aria-expanded={selected === t.name}
                       onClick={() => setSelected(selected === t.name ? undefined : t.name)}
                     >
                       {selected === t.name ? "Close" : "Open"}
@@ -223,7 +229,7 @@ function StartSetupForm(props: {
   const prev = props.again?.intended;
   const [account, setAccount] = useState(props.again?.serviceAccount ?? "");
   const [repository, setRepository] = useState(prev?.repository ?? "");
-  const [workflow, setWorkflow] = useState(prev?.workflow ?? ".github/workflows/");
+  const [workflow, setWorkflow] = useState(prev?.workflow ?? SUGGESTED_WORKFLOW);
   const [by, setBy] = useState<"branch" | "environment">(prev?.environment ? "environment" : "branch");
   const [branch, setBranch] = useState(prev?.branch || "main");
   const [environment, setEnvironment] = useState(prev?.environment ?? "");
@@ -238,7 +244,7 @@ function StartSetupForm(props: {
     workflow:
       WORKFLOW.test(workflow.trim()) && !workflow.includes("..")
         ? undefined
-        : "The workflow file path, e.g. .github/workflows/deploy.yml",
+        : `The workflow file path, e.g. ${SUGGESTED_WORKFLOW}`,
     branch:
       by !== "branch" || (BRANCH.test(branch.trim()) && !branch.trim().startsWith("refs/"))
         ? undefined
@@ -313,7 +319,11 @@ function StartSetupForm(props: {
             onChange={(e) => setRepository(e.target.value)}
           />
         </Field>
-        <Field label="Workflow file" error={show(errors.workflow)}>
+        <Field
+          label="Workflow file"
+          error={show(errors.workflow)}
+          hint="The trust is bound to this file. A file of its own (svc-monitoring.yml) is safest: the workflow svc shows is a whole file, and committing it over an existing workflow replaces that one."
+        >
           <input value={workflow} onChange={(e) => setWorkflow(e.target.value)} />
         </Field>
       </div>
@@ -501,6 +511,7 @@ function TrustDetail(props: {
               , and trigger it with <code>{t.intended?.event}</code>. A run from another workflow, branch or
               event is refused and the setup stays pending.
             </p>
+            <OriginWarning origin={apiOrigin} />
             <CopyBlock
               label="Verification workflow"
               text={verificationWorkflow(t.setupId, t.audience, apiOrigin, t.intended)}
@@ -636,6 +647,7 @@ function TrustDetail(props: {
               Approved. Now remove the verification step and the <code>SVC_SETUP_CODE</code> secret — removing
               the secret revokes nothing; to stop access, disable or delete the trust.
             </p>
+            <OriginWarning origin={apiOrigin} />
             <CopyBlock label="Use it in a job" text={exchangeWorkflow(t, project.name, apiOrigin)} />
           </>
         ) : null}
@@ -811,5 +823,18 @@ function EditPermissionsForm(props: {
         </Button>
       </div>
     </form>
+  );
+}
+
+/** The workflows name svc's origin; a runner on GitHub cannot reach a loopback or private one. */
+function OriginWarning(props: { origin: string }) {
+  const why = nonPublicOrigin(props.origin);
+  if (!why) return null;
+  return (
+    <p className="banner banner-warn" data-testid="origin-warning">
+      svc's origin <code>{props.origin}</code> is {why}: GitHub's hosted runners cannot reach it, so this
+      workflow would fail there. Run it on a self-hosted runner that can reach svc, or have the operator set{" "}
+      <code>SVC_BASE_URL</code> to svc's public origin.
+    </p>
   );
 }

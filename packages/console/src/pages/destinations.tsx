@@ -5,11 +5,13 @@ import { useState } from "react";
 import { Link, useLocation, useSearch } from "wouter";
 import { api } from "../api.ts";
 import { RecentActivity } from "../components/audit-events.tsx";
+import { ActorName } from "../components/audit-words.tsx";
 import { DeliveriesTable, DeliveryFacts } from "../components/destination-deliveries.tsx";
 import {
   CreateDestinationDialog,
   DeleteDestinationDialog,
   EditDestinationDialog,
+  isIncidentApiKind,
   kindLabel,
   RotateSecretDialog,
   VerifyEmailCard,
@@ -25,6 +27,8 @@ const kindTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {
   SLACK: "info",
   TEAMS: "info",
   DISCORD: "info",
+  PAGERDUTY: "info",
+  OPSGENIE: "info",
 };
 
 function StateBadge(props: { destination: Destination }) {
@@ -301,12 +305,12 @@ export function DestinationPage(props: { destinationId: string }) {
       {d.awaitingConfirmation ? (
         <div className="banner banner-warn" data-testid="confirm-destination">
           <p>
-            <strong>Awaiting confirmation.</strong> <code>{d.confirmationRequestedBy}</code> pointed this
-            destination at <strong>{hostOf(d.url)}</strong>
+            <strong>Awaiting confirmation.</strong> <ActorName name={d.confirmationRequestedBy} /> pointed
+            this destination at <strong>{hostOf(d.url)}</strong>
             {d.creator && d.creator !== d.confirmationRequestedBy ? (
               <>
                 {" "}
-                (created by <code>{d.creator}</code>)
+                (created by <ActorName name={d.creator} />)
               </>
             ) : null}
             . Nothing is sent there until a person confirms it (DESTINATION_UNCONFIRMED).
@@ -369,10 +373,12 @@ export function DestinationPage(props: { destinationId: string }) {
             </>
           ) : (
             <>
-              <dt>{d.kind === "WEBHOOK" ? "Endpoint" : "Webhook"}</dt>
+              <dt>{d.kind === "WEBHOOK" || isIncidentApiKind(d.kind) ? "Endpoint" : "Webhook"}</dt>
               <dd>
                 <code className="url">{d.url}</code>
-                {d.kind !== "WEBHOOK" ? (
+                {isIncidentApiKind(d.kind) ? (
+                  <div className="muted small">The integration key is sealed at rest and never shown.</div>
+                ) : d.kind !== "WEBHOOK" ? (
                   <div className="muted small">
                     The URL is a secret: sealed at rest, only its host is shown.
                   </div>

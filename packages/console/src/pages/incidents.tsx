@@ -1,5 +1,6 @@
 import type { Incident, IncidentEvent } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import type { Delivery } from "@gen/svc/monitoring/v1/destinations_pb.ts";
+import type { Silence } from "@gen/svc/monitoring/v1/silences_pb.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "wouter";
@@ -22,12 +23,13 @@ import {
   ruleHref,
   severityTone,
   Time,
-  useActorLabel,
   vmLink,
 } from "../components/incident-format.tsx";
 import { IncidentMetric } from "../components/incident-metric.tsx";
 import { IncidentSnoozeDialog } from "../components/incident-snooze.tsx";
 import { FilterSelect, PagedTable, RuleOptions, VmOptions } from "../components/paged-list.tsx";
+import { Person } from "../components/people.tsx";
+import { SilenceDialog, silenceLabel, useActiveSilences } from "../components/silence-form.tsx";
 import { Badge, Button, ErrorBanner, Loading, Page, usePager } from "../components/ui.tsx";
 import { fmtAgo, lastSegment, MISSING } from "../format.ts";
 import { useProject } from "../session.tsx";
@@ -59,7 +61,7 @@ export function IncidentsPage() {
       }),
     refetchInterval: 30_000,
   });
-  const who = useActorLabel();
+  const silences = useActiveSilences(project.name);
   const filtered = !!(state || rule || vm);
   const incidents = q.data?.incidents ?? [];
   return (
@@ -107,15 +109,14 @@ export function IncidentsPage() {
         testId="incident-table"
         className="incidents table-cards table-cards-stacked"
         columns={["Incident", "State", "VM", "Opened", "Duration", "Handling"]}
-        row={(i) => <IncidentRow key={i.name} incident={i} who={who} />}
+        row={(i) => <IncidentRow key={i.name} incident={i} silences={silences} />}
       />
     </Page>
   );
 }
 
-function IncidentRow(props: { incident: Incident; who: (actor: string) => string }) {
+function IncidentRow(props: { incident: Incident; silences: Map<string, Silence> }) {
   const i = props.incident;
-  const who = props.who;
   const vm = vmLink(i.vmName);
   const id = lastSegment(i.name);
   const snoozed = Number(i.snoozeUntilUnix) * 1000 > Date.now();
@@ -170,7 +171,7 @@ function IncidentRow(props: { incident: Incident; who: (actor: string) => string
       <td className="small" data-label="Handling">
         {i.acknowledgedBy ? (
           <div>
-            Acknowledged by {who(i.acknowledgedBy)}{" "}
+            Acknowledged by <Person user={i.acknowledgedBy} />{" "}
             <span className="muted">{fmtAgo(i.acknowledgeTimeUnix)}</span>
           </div>
         ) : i.state === "OPEN" ? (
@@ -181,21 +182,33 @@ function IncidentRow(props: { incident: Incident; who: (actor: string) => string
             Snoozed until <Time unix={i.snoozeUntilUnix} />
           </div>
         ) : null}
-        <SilencedMarker incident={i} />
+        <SilencedMarker incident={i} silences={props.silences} />
       </td>
     </tr>
   );
 }
 
 /** The incidents list's marker: a silence mutes this incident's notifications now (API `silencedBy`). */
-function SilencedMarker(props: { incident: Incident }) {
+function SilencedMarker(props: { incident: Incident; silences: Map<string, Silence> }) {
   const by = props.incident.silencedBy;
   if (by.length === 0) return null;
+  // The latest end of the silences muting it: when its notifications are sent again.
+  const ends = by.map((n) => Number(props.silences.get(n)?.endTimeUnix ?? 0)).filter((e) => e > 0);
+  const until = ends.length === by.length ? Math.max(...ends) : 0;
   return (
     <div data-testid="incident-silenced">
-      <Badge tone="muted" title={`notifications sent now are skipped as SILENCED: ${by.join(", ")}`}>
+      <Badge
+        tone="warn"
+        title={`notifications are skipped as SILENCED: ${by.map((n) => silenceLabel(props.silences.get(n))).join("; ")}`}
+      >
         silenced
       </Badge>
+      {until ? (
+        <span className="muted">
+          {" "}
+          until <Time unix={until} />
+        </span>
+      ) : null}
     </div>
   );
 }
@@ -217,10 +230,11 @@ const eventTone: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = {
 /** One incident: its facts, the human operations, and a timeline of its events and deliveries. */
 export function IncidentPage(props: { incidentId: string }) {
   const project = useProject();
-  const who = useActorLabel();
   const name = `${project.name}/incidents/${props.incidentId}`;
   const queries = useQueryClient();
   const [snoozeOpen, setSnoozeOpen] = useState(false);
+  const [silenceOpen, setSilenceOpen] = useState(false);
+  const silences = useActiveSilences(project.name);
   const q = useQuery({
     queryKey: ["incident", name],
     queryFn: () => api.incidents.getIncident({ name }),
@@ -301,6 +315,12 @@ export function IncidentPage(props: { incidentId: string }) {
               {i.acknowledgedBy ? "Acknowledged" : "Acknowledge"}
             </Button>
             <Button onClick={() => setSnoozeOpen(true)}>{snoozed ? "Change snooze" : "Snooze…"}</Button>
+            <Button
+              onClick={() => setSilenceOpen(true)}
+              title="Mute this rule's notifications on this VM for a window (a silence)"
+            >
+              Silence…
+            </Button>
             {snoozed ? (
               <Button onClick={() => unsnooze.mutate()} busy={unsnooze.isPending}>
                 Unsnooze
@@ -356,7 +376,7 @@ export function IncidentPage(props: { incidentId: string }) {
             <dd data-testid="acknowledged">
               {i.acknowledgedBy ? (
                 <>
-                  by {who(i.acknowledgedBy)}, <Time unix={i.acknowledgeTimeUnix} />
+                  by <Person user={i.acknowledgedBy} />, <Time unix={i.acknowledgeTimeUnix} />
                 </>
               ) : (
                 <span className="muted">no</span>
@@ -368,7 +388,7 @@ export function IncidentPage(props: { incidentId: string }) {
                 <>
                   until <Time unix={i.snoozeUntilUnix} />{" "}
                   <span className="muted">
-                    ({fmtAgo(i.snoozeUntilUnix)}, by {who(i.snoozedBy)})
+                    ({fmtAgo(i.snoozeUntilUnix)}, by <Person user={i.snoozedBy} />)
                   </span>
                 </>
               ) : (
@@ -379,13 +399,18 @@ export function IncidentPage(props: { incidentId: string }) {
             <dd data-testid="silenced">
               {i.silencedBy.length > 0 ? (
                 <>
-                  by{" "}
                   {i.silencedBy.map((n, k) => (
-                    <span key={n}>
+                    <span key={n} data-silence={n}>
                       {k > 0 ? ", " : null}
-                      <Link href="/silences" className="mono">
-                        {n}
+                      <Link href="/silences" title={n}>
+                        {silenceLabel(silences.get(n))}
                       </Link>
+                      {silences.get(n)?.creator ? (
+                        <>
+                          {" "}
+                          by <Person user={silences.get(n)?.creator ?? ""} />
+                        </>
+                      ) : null}
                     </span>
                   ))}{" "}
                   <span className="muted">
@@ -485,7 +510,7 @@ export function IncidentPage(props: { incidentId: string }) {
         <ol className="timeline incident-timeline" data-testid="timeline">
           {items.map((it) =>
             it.kind === "event" ? (
-              <EventItem key={`e-${it.event.id}`} event={it.event} who={who} incident={i} />
+              <EventItem key={`e-${it.event.id}`} event={it.event} incident={i} />
             ) : (
               <DeliveryItem
                 key={`d-${it.delivery.name}`}
@@ -508,6 +533,14 @@ export function IncidentPage(props: { incidentId: string }) {
         changed={[i.state, i.acknowledgeTimeUnix, i.snoozeUntilUnix, i.events.length]}
       />
 
+      <SilenceDialog
+        open={silenceOpen}
+        onClose={() => setSilenceOpen(false)}
+        projectName={project.name}
+        rule={i.rule}
+        vm={i.vmName}
+        what={title}
+      />
       <IncidentSnoozeDialog
         open={snoozeOpen}
         incident={i}
@@ -530,7 +563,7 @@ function parseDetail(detail: string): Record<string, unknown> {
   }
 }
 
-function EventItem(props: { event: IncidentEvent; who: (actor: string) => string; incident: Incident }) {
+function EventItem(props: { event: IncidentEvent; incident: Incident }) {
   const e = props.event;
   const i = props.incident;
   const d = parseDetail(e.detail);
@@ -552,7 +585,9 @@ function EventItem(props: { event: IncidentEvent; who: (actor: string) => string
       <div className="tl-head">
         <Badge tone={eventTone[e.kind] ?? "muted"}>{e.kind}</Badge>
         <Time unix={e.timeUnix} className="muted small" />
-        <span className="muted small">by {props.who(e.actor)}</span>
+        <span className="muted small">
+          by <Person user={e.actor} />
+        </span>
       </div>
       {parts.length > 0 || until ? (
         <div className="tl-body small">
@@ -572,7 +607,9 @@ function EventItem(props: { event: IncidentEvent; who: (actor: string) => string
 
 function DeliveryItem(props: { delivery: Delivery; label?: string }) {
   const d = props.delivery;
-  const [expanded, setExpanded] = useState(d.state !== "SENT");
+  // Open by default only when it failed: a skipped delivery has no attempt to show, and an empty box per
+  // delivery and repeat is what made one incident page 3,599 px tall on a phone (issue 43, item 5).
+  const [expanded, setExpanded] = useState(d.state === "FAILED" && d.attempts.length > 0);
   const [detail, setDetail] = useState(false);
   const dest = lastSegment(d.destination);
   return (
@@ -585,14 +622,18 @@ function DeliveryItem(props: { delivery: Delivery; label?: string }) {
           <Link href={`/destinations/${dest}`}>{props.label ?? dest}</Link>
         </span>
         <DeliveryStateBadge delivery={d} />
-        <button
-          type="button"
-          className="linklike small"
-          aria-expanded={expanded}
-          onClick={() => setExpanded(!expanded)}
-        >
-          {d.attempts.length} attempt{d.attempts.length === 1 ? "" : "s"} {expanded ? "▾" : "▸"}
-        </button>
+        {d.attempts.length > 0 ? (
+          <button
+            type="button"
+            className="linklike small"
+            aria-expanded={expanded}
+            onClick={() => setExpanded(!expanded)}
+          >
+            {d.attempts.length} attempt{d.attempts.length === 1 ? "" : "s"} {expanded ? "▾" : "▸"}
+          </button>
+        ) : (
+          <span className="muted small">no attempt</span>
+        )}
         <button type="button" className="linklike small" onClick={() => setDetail(true)}>
           Details
         </button>
@@ -607,7 +648,7 @@ function DeliveryItem(props: { delivery: Delivery; label?: string }) {
           Next attempt <Time unix={d.nextAttemptTimeUnix} />
         </div>
       ) : null}
-      {expanded ? (
+      {expanded && d.attempts.length > 0 ? (
         <div className="tl-body">
           <AttemptsTable attempts={d.attempts} />
         </div>

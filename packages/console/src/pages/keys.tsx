@@ -1,6 +1,6 @@
 import type { Key } from "@gen/svc/iam/v1/key_pb.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { type ReactNode, useState } from "react";
+import { type ReactNode, useId, useState } from "react";
 import { Link } from "wouter";
 import { api } from "../api.ts";
 import {
@@ -157,11 +157,13 @@ export function KeyList(props: {
   const inactive = keys.filter((k) => k.state !== "ACTIVE").length;
   const shown = showInactive ? keys : keys.filter((k) => k.state === "ACTIVE");
   const testId = `keys-${props.parent.replaceAll("/", "-")}`;
+  // Named by its heading ("Your personal keys", "Keys of deploy"), not the parent's resource path.
+  const headingId = useId();
   return (
-    <section className="card access-keys" data-testid={testId} aria-label={`Keys of ${props.parent}`}>
+    <section className="card access-keys" data-testid={testId} aria-labelledby={headingId}>
       <header className="access-card-header">
         <div>
-          <h2>{props.title}</h2>
+          <h2 id={headingId}>{props.title}</h2>
           {props.description ? <p className="muted small access-desc">{props.description}</p> : null}
         </div>
         <div className="row">
@@ -191,7 +193,7 @@ export function KeyList(props: {
         </p>
       ) : (
         <div className="access-table-wrap">
-          <table className="table access-table">
+          <table className="table access-table table-cards">
             <thead>
               <tr>
                 <th>Name</th>
@@ -213,31 +215,31 @@ export function KeyList(props: {
                     <td>
                       <div>{k.displayName}</div>
                       <div className="muted small mono" title="the non-secret start of the secret">
-                        {k.secretHint}…
+                        {k.secretHint}
                       </div>
                       {replaces.length > 0 ? (
                         <div className="small" data-testid="key-replacement">
                           <Badge tone="info">new</Badge> replaces{" "}
                           {replaces.map((o) => (
-                            <code key={o.name}>{o.secretHint}…</code>
+                            <code key={o.name}>{o.secretHint}</code>
                           ))}
                         </div>
                       ) : null}
                     </td>
-                    <td>
+                    <td data-label="Capabilities">
                       <CapabilityBadges capabilities={k.capabilities} />
                     </td>
-                    <td>
+                    <td data-label="Created">
                       <Time unix={k.createTimeUnix} />
                     </td>
-                    <td>
+                    <td data-label="Expires">
                       {k.stopTimeUnix > 0n ? (
                         // A rotation's overlap ends before the expiry: that end is when it stops working.
                         <div data-testid="key-stops">
                           stops at <Time unix={k.stopTimeUnix} relative />
                           {replacement ? (
                             <div className="muted small">
-                              replaced by <code>{replacement.secretHint}…</code>
+                              replaced by <code>{replacement.secretHint}</code>
                             </div>
                           ) : null}
                         </div>
@@ -245,7 +247,7 @@ export function KeyList(props: {
                         <Time unix={k.expireTimeUnix} />
                       )}
                     </td>
-                    <td>
+                    <td data-label="Last used">
                       {k.lastUsedTimeUnix > 0n ? (
                         <>
                           <Time unix={k.lastUsedTimeUnix} />
@@ -262,7 +264,7 @@ export function KeyList(props: {
                         </div>
                       ) : null}
                     </td>
-                    <td>
+                    <td data-label="State">
                       <Badge tone={st.tone} title={st.title}>
                         {st.label}
                       </Badge>
@@ -273,19 +275,19 @@ export function KeyList(props: {
                       ) : null}
                     </td>
                     {props.canManage ? (
-                      <td className="access-actions-col">
+                      <td className="access-actions-col" data-label="Actions">
                         {k.state === "ACTIVE" ? (
                           <div className="row access-row-actions">
                             <Button
                               onClick={() => setRotating(k)}
-                              aria-label={`Rotate ${k.displayName} (${k.secretHint}…)`}
+                              aria-label={`Rotate ${k.displayName} (${k.secretHint})`}
                             >
                               Rotate
                             </Button>
                             <Button
                               kind="danger"
                               onClick={() => setRevoking(k)}
-                              aria-label={`Revoke ${k.displayName} (${k.secretHint}…)`}
+                              aria-label={`Revoke ${k.displayName} (${k.secretHint})`}
                             >
                               Revoke
                             </Button>
@@ -317,7 +319,7 @@ export function KeyList(props: {
       </Dialog>
       <ConfirmDialog
         open={revoking !== undefined}
-        title={`Revoke ${revoking?.displayName ?? "key"} (${revoking?.secretHint ?? ""}…)`}
+        title={`Revoke ${revoking?.displayName ?? "key"} (${revoking?.secretHint ?? ""})`}
         confirmLabel="Revoke now"
         danger
         onClose={() => setRevoking(undefined)}
@@ -341,7 +343,7 @@ function RevokeWhich(props: { k: Key; keys: Key[] }) {
   return (
     <div data-testid="revoke-which">
       <p>
-        Revoke <strong>{k.displayName}</strong>, the key starting <code>{k.secretHint}…</code>, created{" "}
+        Revoke <strong>{k.displayName}</strong>, the key starting <code>{k.secretHint}</code>, created{" "}
         <Time unix={k.createTimeUnix} />? The very next request with it is refused, without waiting for its
         expiry. This cannot be undone.
       </p>
@@ -351,7 +353,7 @@ function RevokeWhich(props: { k: Key; keys: Key[] }) {
           {replacement ? (
             <>
               {" "}
-              and is replaced by <code>{replacement.secretHint}…</code>, which keeps working
+              and is replaced by <code>{replacement.secretHint}</code>, which keeps working
             </>
           ) : null}
           .
@@ -361,7 +363,7 @@ function RevokeWhich(props: { k: Key; keys: Key[] }) {
         <p className="banner banner-warn">
           This is the <strong>new</strong> key of a rotation: the key it replaces (
           {replaces.map((o) => (
-            <code key={o.name}>{o.secretHint}…</code>
+            <code key={o.name}>{o.secretHint}</code>
           ))}
           ) still stops at its overlap's end, so revoking this one leaves no working key.
         </p>

@@ -2,15 +2,11 @@ import type { Silence } from "@gen/svc/monitoring/v1/silences_pb.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { api } from "../api.ts";
-import {
-  FilterSelect,
-  PagedTable,
-  RuleOptions,
-  useProjectRules,
-  VmOptions,
-} from "../components/paged-list.tsx";
-import { Badge, Button, ErrorBanner, Field, Page, Time, usePager } from "../components/ui.tsx";
-import { lastSegment, newRequestId } from "../format.ts";
+import { FilterSelect, PagedTable, useProjectRules, useProjectVms } from "../components/paged-list.tsx";
+import { Person } from "../components/people.tsx";
+import { SilenceForm } from "../components/silence-form.tsx";
+import { Badge, Button, ErrorBanner, Page, Time, usePager } from "../components/ui.tsx";
+import { lastSegment } from "../format.ts";
 import { useProject } from "../session.tsx";
 
 const STATES = [
@@ -23,18 +19,12 @@ const STATES = [
 const tone = (s: string) =>
   (s === "ACTIVE" ? "warn" : s === "PENDING" ? "info" : "muted") as "warn" | "info" | "muted";
 
-/** `<input type="datetime-local">` value (local time) → Unix seconds; "" → 0 (now). */
-function unixOf(local: string): bigint {
-  return local ? BigInt(Math.floor(new Date(local).getTime() / 1000)) : 0n;
-}
-
 /** Silences: windows that mute notifications of rules and/or VMs; evaluation and incidents go on. */
 export function SilencesPage() {
   const project = useProject();
   const pager = usePager();
   const qc = useQueryClient();
   const [state, setState] = useState("");
-  const [form, setForm] = useState({ comment: "", rule: "", vm: "", start: "", end: "" });
   const q = useQuery({
     queryKey: ["silences", project.name, state, pager.token],
     queryFn: () =>
@@ -44,22 +34,8 @@ export function SilencesPage() {
   const rules = useProjectRules(project.name);
   const ruleName = (n: string) =>
     rules.data?.rules.find((r) => r.name === n)?.spec?.displayName || lastSegment(n);
-  const create = useMutation({
-    mutationFn: () =>
-      api.silences.createSilence({
-        projectName: project.name,
-        requestId: newRequestId(),
-        comment: form.comment,
-        ruleNames: form.rule ? [form.rule] : [],
-        vmNames: form.vm ? [form.vm] : [],
-        startTimeUnix: unixOf(form.start),
-        endTimeUnix: unixOf(form.end),
-      }),
-    onSuccess: () => {
-      setForm({ comment: "", rule: "", vm: "", start: "", end: "" });
-      void qc.invalidateQueries({ queryKey: ["silences", project.name] });
-    },
-  });
+  const vms = useProjectVms(project.name);
+  const vmName = (n: string) => vms.data?.find((v) => v.name === n)?.displayName || lastSegment(n);
   const expire = useMutation({
     mutationFn: (name: string) => api.silences.expireSilence({ name }),
     onSuccess: () => void qc.invalidateQueries({ queryKey: ["silences", project.name] }),
@@ -71,51 +47,10 @@ export function SilencesPage() {
       subtitle="Mute the notifications of rules and/or VMs over a window. Evaluation and incidents go on; deliveries due inside it are skipped as SILENCED."
     >
       {project.canWrite ? (
-        <form
-          className="card"
-          data-testid="silence-form"
-          onSubmit={(e) => {
-            e.preventDefault();
-            create.mutate();
-          }}
-        >
+        <section className="card">
           <h2>New silence</h2>
-          <div className="alert-form-grid">
-            <Field label="Rule" hint="and/or a VM; both empty is refused">
-              <select value={form.rule} onChange={(e) => setForm({ ...form, rule: e.target.value })}>
-                <RuleOptions projectName={project.name} any="Any rule" />
-              </select>
-            </Field>
-            <Field label="VM">
-              <select value={form.vm} onChange={(e) => setForm({ ...form, vm: e.target.value })}>
-                <VmOptions projectName={project.name} any="Any VM" />
-              </select>
-            </Field>
-            <Field label="Starts" hint="empty: now">
-              <input
-                type="datetime-local"
-                value={form.start}
-                onChange={(e) => setForm({ ...form, start: e.target.value })}
-              />
-            </Field>
-            <Field label="Ends">
-              <input
-                type="datetime-local"
-                value={form.end}
-                onChange={(e) => setForm({ ...form, end: e.target.value })}
-              />
-            </Field>
-            <Field label="Comment">
-              <input value={form.comment} onChange={(e) => setForm({ ...form, comment: e.target.value })} />
-            </Field>
-          </div>
-          <div>
-            <Button type="submit" busy={create.isPending}>
-              Create silence
-            </Button>
-          </div>
-          <ErrorBanner error={create.error} title="Could not create the silence" />
-        </form>
+          <SilenceForm projectName={project.name} testId="silence-form" />
+        </section>
       ) : null}
       <div className="filters filter-bar">
         <FilterSelect label="State" value={state} onChange={setState} pager={pager}>
@@ -145,13 +80,13 @@ export function SilencesPage() {
               <Time unix={s.startTimeUnix} /> → <Time unix={s.endTimeUnix} />
             </td>
             <td data-label="Mutes">
-              {[...s.ruleNames.map(ruleName), ...s.vmNames.map(lastSegment)].join(", ")}
+              {[...s.ruleNames.map(ruleName), ...s.vmNames.map(vmName)].join(", ")}
               {s.ruleNames.length === 0 ? <span className="muted"> (every rule)</span> : null}
               {s.vmNames.length === 0 ? <span className="muted"> (every VM)</span> : null}
             </td>
             <td data-label="Comment">{s.comment}</td>
             <td className="muted" data-label="By">
-              {lastSegment(s.creator)}
+              <Person user={s.creator} />
             </td>
             <td>
               {project.canWrite && s.state !== "EXPIRED" ? (

@@ -8,6 +8,7 @@ import { useState } from "react";
 import { Link, useSearchParams } from "wouter";
 import { api } from "../api.ts";
 import { coverageOf, coverageText } from "../components/coverage.ts";
+import { VmSilenceAction } from "../components/silence-form.tsx";
 import { Badge, Button, ErrorBanner, Loading, Page } from "../components/ui.tsx";
 import { type CardDef, cardMetricIds, latest, MetricCard, sourceName } from "../components/vm-card.tsx";
 import { ExpandedButton, ExpandedDialog, expandedEligible } from "../components/vm-expanded.tsx";
@@ -347,12 +348,17 @@ export function VmPage(props: { location: string; vmId: string }) {
         </>
       }
       actions={
-        vm && project.canWrite && eligible ? (
-          <ExpandedButton
-            reissue={expanded}
-            kind={expanded ? "plain" : "primary"}
-            onOpen={() => setInstall({ reissue: expanded })}
-          />
+        vm && project.canWrite ? (
+          <>
+            <VmSilenceAction projectName={project.name} vmName={vmName} what={title} />
+            {eligible ? (
+              <ExpandedButton
+                reissue={expanded}
+                kind={expanded ? "plain" : "primary"}
+                onOpen={() => setInstall({ reissue: expanded })}
+              />
+            ) : null}
+          </>
         ) : null
       }
     >

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type NotificationMessage, webhookPayload } from "../message.ts";
 import { discordLimits } from "./discord.ts";
-import { fit } from "./format.ts";
+import { factsOf, fit } from "./format.ts";
 import { render, renderDiscord, renderSlack, renderTeams, renderWebhook } from "./index.ts";
 import { slackLimits } from "./slack.ts";
 
@@ -15,7 +15,7 @@ const firing: NotificationMessage = {
     name: "projects/demo/incidents/i-1",
     state: "OPEN",
     severity: "CRITICAL",
-    metricId: "cpu_utilization",
+    metricId: "cpu_utilization_pct",
     operator: "GREATER_THAN",
     threshold: 90,
     firingValue: 96.123456789,
@@ -73,6 +73,31 @@ describe("notify/channels", () => {
     assert.ok(!loneSurrogate.test(fit("🔥".repeat(100), 50)));
   });
 
+  it("facts name the metric by its display name with its unit, never the metricId", () => {
+    const facts = (m: NotificationMessage) => Object.fromEntries(factsOf(m).map((f) => [f.label, f.value]));
+    assert.equal(facts(firing).Condition, "CPU utilization > 90 %");
+    const memory: NotificationMessage = {
+      ...firing,
+      incident: {
+        ...firing.incident!,
+        metricId: "memory_used_bytes",
+        threshold: 8 * 1024 ** 3,
+        firingValue: 8.5 * 1024 ** 3,
+        lastValue: undefined,
+      },
+    };
+    const f = facts(memory);
+    assert.deepEqual(
+      [f.Condition, f["Firing value"], f["Last value"]],
+      ["Guest memory used > 8 GiB", "8.5 GiB", undefined],
+    );
+    // An id the table does not know (a metric added later) is shown as it is, not dropped.
+    assert.equal(
+      facts({ ...firing, incident: { ...firing.incident!, metricId: "new_metric" } }).Condition,
+      "new_metric > 90",
+    );
+  });
+
   it("renderSlack: text fallback, header, fields and a link button", () => {
     const p = JSON.parse(renderSlack(firing).body);
     assert.equal(p.text, "FIRING: High CPU utilization on web-2 (96.1 &gt; 90)");
@@ -87,8 +112,8 @@ describe("notify/channels", () => {
     });
     const fields = p.blocks[1].fields.map((f: { text: string }) => f.text);
     assert.ok(fields.includes("*Severity*\nCRITICAL"));
-    assert.ok(fields.includes("*Condition*\ncpu_utilization &gt; 90"));
-    assert.ok(fields.includes("*Firing value*\n96.1235"));
+    assert.ok(fields.includes("*Condition*\nCPU utilization &gt; 90 %"));
+    assert.ok(fields.includes("*Firing value*\n96.1235 %"));
     assert.ok(
       fields.includes("*Opened*\n<!date^1767225600^{date_short_pretty} {time_secs}|2026-01-01T00:00:00Z>"),
     );
@@ -156,7 +181,7 @@ describe("notify/channels", () => {
     );
     assert.equal(e.description, undefined);
     assert.deepEqual(e.fields[0], { name: "Severity", value: "CRITICAL", inline: true });
-    assert.ok(e.fields.some((f: { value: string }) => f.value === "cpu\\_utilization \\> 90"));
+    assert.ok(e.fields.some((f: { value: string }) => f.value === "CPU utilization \\> 90 %"));
     assert.ok(
       e.fields.some(
         (f: { name: string; value: string }) => f.name === "Opened" && f.value === "<t:1767225600:f>",

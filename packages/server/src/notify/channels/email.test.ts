@@ -17,7 +17,7 @@ const message: NotificationMessage = {
     name: "projects/demo/incidents/i-1",
     state: "OPEN",
     severity: "CRITICAL",
-    metricId: "cpu_utilization",
+    metricId: "cpu_utilization_pct",
     operator: "GREATER_THAN",
     threshold: 90,
     firingValue: 96.1,
@@ -70,7 +70,7 @@ describe("notify/channels/email", () => {
     assert.equal(to?.value[0].address, "ops@example.test");
     assert.match(got.mail.text ?? "", /^FIRING: High CPU <script> on web-2 \(96\.1 > 90\)$/m);
     assert.match(got.mail.text ?? "", /^Severity: +CRITICAL$/m);
-    assert.match(got.mail.text ?? "", /^Condition: +cpu_utilization > 90$/m);
+    assert.match(got.mail.text ?? "", /^Condition: +CPU utilization > 90 %$/m);
     assert.match(
       got.mail.text ?? "",
       /^Open incident: https:\/\/svc\.example\/projects\/p1\/incidents\/i-1$/m,

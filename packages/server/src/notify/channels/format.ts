@@ -40,6 +40,46 @@ const OPERATORS: Readonly<Record<string, string>> = {
   LESS_THAN_OR_EQUAL: "≤",
 };
 
+/**
+ * The display name and unit of each alert metric (docs/alerts.md's catalog; the console's rule form uses
+ * the same names), so a notification reads "CPU utilization > 90 %", never the metricId. An id not
+ * listed (a metric added later) is shown as it is.
+ */
+const METRICS: Readonly<Record<string, { readonly name: string; readonly unit: string }>> = {
+  cpu_utilization_pct: { name: "CPU utilization", unit: "%" },
+  memory_used_pct: { name: "Guest memory used", unit: "%" },
+  memory_used_bytes: { name: "Guest memory used", unit: "bytes" },
+  filesystem_used_pct: { name: "Filesystem used", unit: "%" },
+  filesystem_used_bytes: { name: "Filesystem used", unit: "bytes" },
+  disk_read_bytes_per_sec: { name: "Disk read rate", unit: "bytes/s" },
+  disk_write_bytes_per_sec: { name: "Disk write rate", unit: "bytes/s" },
+  network_receive_bytes_per_sec: { name: "Network receive rate", unit: "bytes/s" },
+  network_transmit_bytes_per_sec: { name: "Network transmit rate", unit: "bytes/s" },
+  vm_unexpected_stop: { name: "VM stopped unexpectedly", unit: "" },
+  telemetry_age_seconds: { name: "Telemetry age", unit: "s" },
+};
+
+/** "cpu_utilization_pct" → "CPU utilization". */
+export function metricName(metricId: string): string {
+  return METRICS[metricId]?.name ?? metricId;
+}
+
+/** A value of the metric with its unit: "96.1 %", "7.5 GiB", "12 MiB/s", "300 s". */
+export function formatMetricValue(metricId: string, v: number): string {
+  const unit = METRICS[metricId]?.unit ?? "";
+  if (unit === "bytes" || unit === "bytes/s") {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let x = v;
+    let i = 0;
+    while (Math.abs(x) >= 1024 && i < units.length - 1) {
+      x /= 1024;
+      i++;
+    }
+    return `${formatNumber(Number(x.toFixed(i === 0 ? 0 : 2)))} ${units[i]}${unit === "bytes/s" ? "/s" : ""}`;
+  }
+  return unit ? `${formatNumber(v)} ${unit}` : formatNumber(v);
+}
+
 /** A value with at most 6 significant digits and no exponent for ordinary magnitudes. */
 export function formatNumber(v: number): string {
   if (!Number.isFinite(v)) return String(v);
@@ -68,9 +108,12 @@ export function factsOf(m: NotificationMessage): Fact[] {
   }
   if (m.vm) add("VM", m.vm.mountpoint ? `${shortName(m.vm.name)} ${m.vm.mountpoint}` : shortName(m.vm.name));
   if (i) {
-    add("Condition", `${i.metricId} ${OPERATORS[i.operator] ?? i.operator} ${formatNumber(i.threshold)}`);
-    if (i.firingValue !== undefined) add("Firing value", formatNumber(i.firingValue));
-    if (i.lastValue !== undefined) add("Last value", formatNumber(i.lastValue));
+    add(
+      "Condition",
+      `${metricName(i.metricId)} ${OPERATORS[i.operator] ?? i.operator} ${formatMetricValue(i.metricId, i.threshold)}`,
+    );
+    if (i.firingValue !== undefined) add("Firing value", formatMetricValue(i.metricId, i.firingValue));
+    if (i.lastValue !== undefined) add("Last value", formatMetricValue(i.metricId, i.lastValue));
     add("Opened", formatTime(i.openTimeUnix), i.openTimeUnix);
     if (i.closeTimeUnix !== undefined)
       add(i.state === "RETIRED" ? "Retired" : "Resolved", formatTime(i.closeTimeUnix), i.closeTimeUnix);
