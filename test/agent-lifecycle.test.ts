@@ -1,6 +1,6 @@
 /**
  * The guest agent's package through its life in a minimal Debian 12 root made by mmdebstrap from
- * Debian's archive (packages/agent/src/testing/debian-root.ts): the install command svc hands out, run as
+ * Debian's archive (packages/agent/testing/debian-root.ts): the install command svc hands out, run as
  * printed (apt resolves Node.js 18 from the archive), the maintainer scripts' user, directories and modes,
  * the agent's own tests under that Node.js, the unit through systemd-analyze verify, an upgrade that keeps
  * token, configuration and unsent spool, the agent sending from the root to this process's server, remove
@@ -18,14 +18,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { build } from "esbuild";
-import {
-  DebianRoot,
-  debianRootImage,
-  debianRootUnavailable,
-} from "../packages/agent/src/testing/debian-root.ts";
-import { buildAgentPackage } from "../packages/server/src/testing/agent-package.ts";
-import { testDialects } from "../packages/server/src/testing/dialects.ts";
-import { startTestApp, type TestApp } from "../packages/server/src/testing/harness.ts";
+import { DebianRoot, debianRootImage, debianRootUnavailable } from "../packages/agent/testing/debian-root.ts";
+import { buildAgentPackage } from "../packages/server/testing/agent-package.ts";
+import { testDialects } from "../packages/server/testing/dialects.ts";
+import { startTestApp, type TestApp } from "../packages/server/testing/harness.ts";
 
 const unavailable = debianRootUnavailable();
 if (unavailable && process.env.CI === "true") {

@@ -5,9 +5,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { buildAgentPackage } from "../packages/server/src/testing/agent-package.ts";
-import { testDialects } from "../packages/server/src/testing/dialects.ts";
-import { startTestApp, type TestApp } from "../packages/server/src/testing/harness.ts";
+import { buildAgentPackage } from "../packages/server/testing/agent-package.ts";
+import { testDialects } from "../packages/server/testing/dialects.ts";
+import { startTestApp, type TestApp } from "../packages/server/testing/harness.ts";
 
 const [sqlite] = await testDialects();
 

@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
-import { testDialects } from "../packages/server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../packages/server/src/testing/harness.ts";
+import { testDialects } from "../packages/server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../packages/server/testing/harness.ts";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "..");

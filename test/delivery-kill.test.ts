@@ -9,9 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { createSvcClients, verifyWebhook } from "@svc/sdk";
-import { waitFor } from "../packages/server/src/testing/assert.ts";
-import { makeCertificate } from "../packages/server/src/testing/https-peer.ts";
-import { startServerProcess } from "../packages/server/src/testing/server-process.ts";
+import { waitFor } from "../packages/server/testing/assert.ts";
+import { makeCertificate } from "../packages/server/testing/https-peer.ts";
+import { startServerProcess } from "../packages/server/testing/server-process.ts";
 
 const ADMIN_TOKEN = `svcadmin_${randomUUID()}`;
 /**

@@ -14,7 +14,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type ServerProcess, startServerProcess } from "../packages/server/src/testing/server-process.ts";
+import { type ServerProcess, startServerProcess } from "../packages/server/testing/server-process.ts";
 
 const root = join(import.meta.dirname, "..");
 

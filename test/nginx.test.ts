@@ -7,8 +7,8 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pushRemoteWrite } from "@svc/remotewrite";
 import { freePort } from "../packages/server/src/net/free-port.ts";
-import { waitFor } from "../packages/server/src/testing/assert.ts";
-import { type ServerProcess, startServerProcess } from "../packages/server/src/testing/server-process.ts";
+import { waitFor } from "../packages/server/testing/assert.ts";
+import { type ServerProcess, startServerProcess } from "../packages/server/testing/server-process.ts";
 
 /** nginx (Debian package nginx-light, or nginx): required in CI, skipped with a message elsewhere. */
 const nginxSkip = (() => {

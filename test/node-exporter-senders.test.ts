@@ -1,5 +1,5 @@
 /**
- * Real senders in the Debian 12 root the agent's life-cycle test builds (packages/agent/src/testing/
+ * Real senders in the Debian 12 root the agent's life-cycle test builds (packages/agent/testing/
  * debian-root.ts, which installs Debian's prometheus-node-exporter, victoria-metrics (vmagent) and
  * prometheus in it): node_exporter, as Debian's package runs it (its user, its default collectors),
  * scraped by vmagent and then, separately, by `prometheus --enable-feature=agent`, each with
@@ -17,16 +17,12 @@ import type { ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import {
-  DebianRoot,
-  debianRootImage,
-  debianRootUnavailable,
-} from "../packages/agent/src/testing/debian-root.ts";
+import { DebianRoot, debianRootImage, debianRootUnavailable } from "../packages/agent/testing/debian-root.ts";
 import { freePort } from "../packages/server/src/net/free-port.ts";
 import { labelValue, type SeriesData } from "../packages/server/src/storage/interface.ts";
-import { buildAgentPackage } from "../packages/server/src/testing/agent-package.ts";
-import { testDialects } from "../packages/server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../packages/server/src/testing/harness.ts";
+import { buildAgentPackage } from "../packages/server/testing/agent-package.ts";
+import { testDialects } from "../packages/server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../packages/server/testing/harness.ts";
 
 const unavailable = debianRootUnavailable();
 if (unavailable && process.env.CI === "true") {

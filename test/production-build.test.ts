@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Script } from "node:vm";
 import { createSvcClients } from "@svc/sdk";
-import { startServerProcess } from "../packages/server/src/testing/server-process.ts";
+import { startServerProcess } from "../packages/server/testing/server-process.ts";
 
 const root = join(import.meta.dirname, "..");
 const ADMIN = "prod-build-operator-token-0123456789";

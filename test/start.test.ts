@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { promisify } from "node:util";
-import { startServerProcess } from "../packages/server/src/testing/server-process.ts";
+import { startServerProcess } from "../packages/server/testing/server-process.ts";
 
 const root = join(import.meta.dirname, "..");
 

@@ -44,10 +44,10 @@ import {
   DebianRoot,
   debianRootImage,
   debianRootUnavailable,
-} from "../../packages/agent/src/testing/debian-root.ts";
+} from "../../packages/agent/testing/debian-root.ts";
 import { vmagentScrapeYaml } from "../../packages/console/src/guest-sender-configs.ts";
 import { freePort } from "../../packages/server/src/net/free-port.ts";
-import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
+import { buildAgentPackage } from "../../packages/server/testing/agent-package.ts";
 import { procCpuS as cpuS, loadAverageLine, median, procRssKiB as rssKiB } from "../common/measure.ts";
 
 const quick = process.argv.includes("--quick");

@@ -41,9 +41,9 @@ import { ruleTemplates } from "../../packages/server/src/alerts/templates.ts";
 import { createShardLeases } from "../../packages/server/src/cluster/shards.ts";
 import type { Db } from "../../packages/server/src/db/database.ts";
 import { type Labels, labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type RunningEngine, startEngine } from "../../packages/server/src/testing/engines.ts";
-import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type RunningEngine, startEngine } from "../../packages/server/testing/engines.ts";
+import { startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 import { calibrationMs, loadAverageLine, profileSummary, quantile } from "../common/measure.ts";
 import { cpuSeconds } from "../ingest/proc.ts";
 

@@ -11,8 +11,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { LastUseTracker } from "../../packages/server/src/audit/last-use.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 import { calibrationMs, loadAverageLine, quantile } from "../common/measure.ts";
 import { lastUseThroughput } from "./throughput.ts";
 

@@ -15,8 +15,8 @@ import { randomUUID } from "node:crypto";
 import { pushRemoteWrite } from "../../packages/remotewrite/src/index.ts";
 import type { SvcClients } from "../../packages/sdk/src/index.ts";
 import { createSimulator, type Simulator } from "../../packages/server/src/ingest/simulator/index.ts";
-import type { TestDialect } from "../../packages/server/src/testing/dialects.ts";
-import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+import type { TestDialect } from "../../packages/server/testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 import { median, quantile } from "../common/measure.ts";
 
 const KEYS = 1000;

@@ -1,7 +1,7 @@
 /**
  * `npm run bench:collector [-- --quick]`: svc-collector's footprint against Debian's
  * prometheus-libvirt-exporter on the same host, same run, at the same interval, with `--guests N` tiny
- * guests (default 4; the collector test's guests, packages/collector/src/testing/libvirt-guest.ts):
+ * guests (default 4; the collector test's guests, packages/collector/testing/libvirt-guest.ts):
  * 10 minutes at 30 s (`--quick`: 1 minute at 5 s, a smoke run whose figures mean little).
  *
  * - The collector is the built package's bundle (npm run build:collector) run by the Node.js on PATH as
@@ -27,7 +27,7 @@ import {
   startGuests,
   startLibvirt,
   stopLibvirt,
-} from "../../packages/collector/src/testing/libvirt-guest.ts";
+} from "../../packages/collector/testing/libvirt-guest.ts";
 import { freePort } from "../../packages/server/src/net/free-port.ts";
 // @ts-expect-error: a build script without type declarations
 import { buildCollector } from "../../scripts/build-collector.mjs";

@@ -17,10 +17,10 @@
  *   npm run bench:console [-- --quick] [-- --runs 10]
  */
 
-import { buildConsole, CONSOLE_DIST, launchBrowser } from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { startTestApp } from "../../packages/server/src/testing/harness.ts";
-import { pushAll, rwSeries } from "../../packages/server/src/testing/remote-write.ts";
+import { buildConsole, CONSOLE_DIST, launchBrowser } from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { startTestApp } from "../../packages/server/testing/harness.ts";
+import { pushAll, rwSeries } from "../../packages/server/testing/remote-write.ts";
 import { loadAverageLine } from "../common/measure.ts";
 
 const quick = process.argv.includes("--quick");

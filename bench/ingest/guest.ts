@@ -25,7 +25,7 @@ import { encodeRemoteWriteBody, type TimeSeries } from "@svc/remotewrite";
 import { createSvcClients } from "@svc/sdk";
 import { ExportMetricsServiceRequestSchema } from "../../packages/server/src/ingest/otlp/gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts";
 import { AggregationTemporality } from "../../packages/server/src/ingest/otlp/gen/opentelemetry/proto/metrics/v1/metrics_pb.ts";
-import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
+import { buildAgentPackage } from "../../packages/server/testing/agent-package.ts";
 import { loadAverageLine } from "../common/measure.ts";
 import { cpuSeconds, freePort } from "./proc.ts";
 import { ADMIN_TOKEN, startTarget, stopTarget, targets } from "./targets.ts";

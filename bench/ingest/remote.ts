@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeRemoteWriteBody, encodeRemoteWriteBody, type TimeSeries } from "@svc/remotewrite";
-import { type RunningEngine, startEngine } from "../../packages/server/src/testing/engines.ts";
+import { type RunningEngine, startEngine } from "../../packages/server/testing/engines.ts";
 import { loadAverageLine, median, waitForIdle } from "../common/measure.ts";
 import { cpuSeconds, freePort, rssBytes } from "./proc.ts";
 import { type Running, startTarget, stopTarget, type TargetSpec, targets } from "./targets.ts";

@@ -19,7 +19,7 @@ import { sharedRateLimiters } from "../../packages/server/src/cluster/shared-buc
 import { openDb } from "../../packages/server/src/db/database.ts";
 import { TokenBuckets } from "../../packages/server/src/iam/ci/ratelimit.ts";
 import { createProjectLimiter } from "../../packages/server/src/metrics/concurrency.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
 import { calibrationMs } from "../common/measure.ts";
 
 const nArg = process.argv.indexOf("--n");

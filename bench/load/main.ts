@@ -37,7 +37,7 @@ import { pushRemoteWrite } from "../../packages/remotewrite/src/index.ts";
 import { createSvcClients } from "../../packages/sdk/src/index.ts";
 import { createSimulator, type SimVm } from "../../packages/server/src/ingest/simulator/index.ts";
 import { freePort } from "../../packages/server/src/net/free-port.ts";
-import { startServerProcess } from "../../packages/server/src/testing/server-process.ts";
+import { startServerProcess } from "../../packages/server/testing/server-process.ts";
 import type { ClientConfig, ClientResult } from "./client.ts";
 import { Recorder } from "./record.ts";
 

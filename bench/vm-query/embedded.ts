@@ -58,8 +58,8 @@ import {
 } from "../../packages/sdk/src/gen/svc/monitoring/v1/monitoring_pb.ts";
 import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-ids.ts";
 import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { startTestApp } from "../../packages/server/src/testing/harness.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { startTestApp } from "../../packages/server/testing/harness.ts";
 import { calibrationMs, quantile, waitForIdle } from "../common/measure.ts";
 import { cpuSeconds, freePort } from "../ingest/proc.ts";
 import { type Running, startTarget, stopTarget, targets } from "../ingest/targets.ts";

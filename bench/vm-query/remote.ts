@@ -35,9 +35,9 @@ import { QueryVMMonitoringRequestSchema } from "../../packages/sdk/src/gen/svc/m
 import type { WindowRequest } from "../../packages/server/src/metrics/backend.ts";
 import { metricIds } from "../../packages/server/src/metrics/metric-ids.ts";
 import { victoriaMetricsQueries } from "../../packages/server/src/metrics/remote/window-aggregates.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type RunningEngine, startEngine } from "../../packages/server/src/testing/engines.ts";
-import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type RunningEngine, startEngine } from "../../packages/server/testing/engines.ts";
+import { startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 import {
   calibrationMs,
   loadAverageLine,

@@ -82,9 +82,9 @@ import { createDispatcher, type Dispatcher, type Post } from "../../packages/ser
 import type { NotificationMessage } from "../../packages/server/src/notify/message.ts";
 import { defaultNotifyOptions, resolveNotifyOptions } from "../../packages/server/src/notify/options.ts";
 import { createSealer } from "../../packages/server/src/notify/seal.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
-import { makeCertificate } from "../../packages/server/src/testing/https-peer.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
+import { makeCertificate } from "../../packages/server/testing/https-peer.ts";
 import { calibrationMs, profileSummary } from "../common/measure.ts";
 
 const quick = process.argv.includes("--quick");

@@ -15,10 +15,10 @@ import {
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { defaultRun, LocalGitHubOidc } from "../../packages/server/src/testing/github-oidc.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { defaultRun, LocalGitHubOidc } from "../../packages/server/testing/github-oidc.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "playwright-core";
-import { newCpuRule } from "../../packages/server/src/testing/alert-rules.ts";
+import { newCpuRule } from "../../packages/server/testing/alert-rules.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -11,9 +11,9 @@ import {
   openPage,
   signIn,
   untilInPage,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

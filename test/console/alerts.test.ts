@@ -10,10 +10,10 @@ import {
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
-import { pushAll, rwSeries } from "../../packages/server/src/testing/remote-write.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
+import { pushAll, rwSeries } from "../../packages/server/testing/remote-write.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
 import type { Browser, Locator, Page } from "playwright-core";
 import { runSvc } from "../../packages/cli/src/run-in-process.ts";
-import { newCpuRule } from "../../packages/server/src/testing/alert-rules.ts";
+import { newCpuRule } from "../../packages/server/testing/alert-rules.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -15,10 +15,10 @@ import {
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { defaultRun, LocalGitHubOidc } from "../../packages/server/src/testing/github-oidc.ts";
-import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { defaultRun, LocalGitHubOidc } from "../../packages/server/testing/github-oidc.ts";
+import { startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

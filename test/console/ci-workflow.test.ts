@@ -8,9 +8,9 @@ import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
 import { exchangeWorkflow, runSteps, verificationWorkflow } from "../../packages/console/src/ci-workflows.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { LocalGitHubOidc } from "../../packages/server/src/testing/github-oidc.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { LocalGitHubOidc } from "../../packages/server/testing/github-oidc.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
 const cliDist = join(root, "packages", "cli", "dist");

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "playwright-core";
-import { seriousViolations } from "../../packages/server/src/testing/axe.ts";
+import { seriousViolations } from "../../packages/server/testing/axe.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -9,9 +9,9 @@ import {
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

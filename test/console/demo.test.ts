@@ -5,15 +5,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { seriousViolations } from "../../packages/server/src/testing/axe.ts";
+import { seriousViolations } from "../../packages/server/testing/axe.ts";
 import {
   browserUnavailable,
   buildConsole,
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { startServerProcess } from "../../packages/server/src/testing/server-process.ts";
+} from "../../packages/server/testing/browser.ts";
+import { startServerProcess } from "../../packages/server/testing/server-process.ts";
 
 /** Screenshots kept as test artifacts (SVC_TEST_ARTIFACTS, or a folder under the system temp dir). */
 const ARTIFACTS = process.env.SVC_TEST_ARTIFACTS ?? join(tmpdir(), "svc-test-artifacts");

@@ -9,9 +9,9 @@ import {
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

@@ -7,7 +7,7 @@ import { simpleParser } from "mailparser";
 import type { Browser, Page } from "playwright-core";
 import { SMTPServer } from "smtp-server";
 import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
-import { seriousViolations } from "../../packages/server/src/testing/axe.ts";
+import { seriousViolations } from "../../packages/server/testing/axe.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -15,14 +15,10 @@ import {
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
-import {
-  type HttpsPeer,
-  makeCertificate,
-  startHttpsPeer,
-} from "../../packages/server/src/testing/https-peer.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
+import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../../packages/server/testing/https-peer.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

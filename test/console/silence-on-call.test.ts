@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
-import { seriousViolations } from "../../packages/server/src/testing/axe.ts";
+import { seriousViolations } from "../../packages/server/testing/axe.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -11,9 +11,9 @@ import {
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

@@ -12,7 +12,7 @@ import {
   vmagentScrapeYaml,
 } from "../../packages/console/src/guest-sender-configs.ts";
 import { scrapeConfigYaml } from "../../packages/console/src/scrape-config.ts";
-import { buildAgentPackage } from "../../packages/server/src/testing/agent-package.ts";
+import { buildAgentPackage } from "../../packages/server/testing/agent-package.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -20,10 +20,10 @@ import {
   launchBrowser,
   openPage,
   signIn,
-} from "../../packages/server/src/testing/browser.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/src/testing/harness.ts";
-import { pushAll, rwSeries } from "../../packages/server/src/testing/remote-write.ts";
+} from "../../packages/server/testing/browser.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../packages/server/testing/harness.ts";
+import { pushAll, rwSeries } from "../../packages/server/testing/remote-write.ts";
 
 const [sqlite] = await testDialects();
 const skip = browserUnavailable();

@@ -18,8 +18,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import type { DemoCredentials } from "../../packages/server/src/demo.ts";
-import { buildConsole, launchBrowser } from "../../packages/server/src/testing/browser.ts";
-import { type ServerProcess, startServerProcess } from "../../packages/server/src/testing/server-process.ts";
+import { buildConsole, launchBrowser } from "../../packages/server/testing/browser.ts";
+import { type ServerProcess, startServerProcess } from "../../packages/server/testing/server-process.ts";
 
 const arg = (name: string) => {
   const i = process.argv.indexOf(`--${name}`);

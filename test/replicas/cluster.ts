@@ -3,13 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../../packages/server/src/net/free-port.ts";
-import type { TestDialect } from "../../packages/server/src/testing/dialects.ts";
-import {
-  type EngineKind,
-  type RunningEngine,
-  startEngine,
-} from "../../packages/server/src/testing/engines.ts";
-import { type ServerProcess, startServerProcess } from "../../packages/server/src/testing/server-process.ts";
+import type { TestDialect } from "../../packages/server/testing/dialects.ts";
+import { type EngineKind, type RunningEngine, startEngine } from "../../packages/server/testing/engines.ts";
+import { type ServerProcess, startServerProcess } from "../../packages/server/testing/server-process.ts";
 import { type RoundRobinProxy, startRoundRobinProxy } from "./proxy.ts";
 
 /**

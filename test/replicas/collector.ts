@@ -1,6 +1,6 @@
 import { request } from "node:http";
 import { encodeRemoteWriteBody } from "@svc/remotewrite";
-import { rwSeries } from "../../packages/server/src/testing/remote-write.ts";
+import { rwSeries } from "../../packages/server/testing/remote-write.ts";
 
 /**
  * A hypervisor collector on its own loopback address (127.0.0.2, …: the balancer keeps a writer on

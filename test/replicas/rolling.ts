@@ -4,10 +4,10 @@ import { after, before, describe, it } from "node:test";
 import { createSvcClients, type SvcClients } from "@svc/sdk";
 import pg from "pg";
 import { DEFAULT_SHARDS, shardOf } from "../../packages/server/src/cluster/shards.ts";
-import { waitFor } from "../../packages/server/src/testing/assert.ts";
-import type { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type EngineKind, engineSkipReason } from "../../packages/server/src/testing/engines.ts";
-import { cpuRuleSpec } from "../../packages/server/src/testing/rules.ts";
+import { waitFor } from "../../packages/server/testing/assert.ts";
+import type { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type EngineKind, engineSkipReason } from "../../packages/server/testing/engines.ts";
+import { cpuRuleSpec } from "../../packages/server/testing/rules.ts";
 import { EVALUATION_INTERVAL_S, type ReplicaCluster, startReplicaCluster } from "./cluster.ts";
 import { startCollector } from "./collector.ts";
 

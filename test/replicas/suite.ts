@@ -10,16 +10,16 @@ import pg from "pg";
 import { checkScaled } from "../../deploy/check-scaled.ts";
 import { DEFAULT_SHARDS, shardLeaseName, shardOf } from "../../packages/server/src/cluster/shards.ts";
 import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-ids.ts";
-import { waitFor } from "../../packages/server/src/testing/assert.ts";
-import { testDialects } from "../../packages/server/src/testing/dialects.ts";
-import { type EngineKind, engineSkipReason } from "../../packages/server/src/testing/engines.ts";
+import { waitFor } from "../../packages/server/testing/assert.ts";
+import { testDialects } from "../../packages/server/testing/dialects.ts";
+import { type EngineKind, engineSkipReason } from "../../packages/server/testing/engines.ts";
 import {
   type HttpsPeer,
   makeCertificate,
   type Received,
   startHttpsPeer,
-} from "../../packages/server/src/testing/https-peer.ts";
-import { pushAll, rwSeries } from "../../packages/server/src/testing/remote-write.ts";
+} from "../../packages/server/testing/https-peer.ts";
+import { pushAll, rwSeries } from "../../packages/server/testing/remote-write.ts";
 import { NOTIFY_LEASE_S, type ReplicaCluster, startReplicaCluster } from "./cluster.ts";
 import { startCollector } from "./collector.ts";
 import { rollingSuite } from "./rolling.ts";

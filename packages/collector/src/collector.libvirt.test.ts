@@ -11,10 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { createLogger } from "@svc/remotewrite";
-import { testDialects } from "../../server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../server/src/testing/harness.ts";
-import { type Collector, createCollector } from "./collector.ts";
-import { resolveCollectorOptions } from "./options.ts";
+import { testDialects } from "../../server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../server/testing/harness.ts";
 import {
   domstats,
   type Guest,
@@ -27,7 +25,9 @@ import {
   stopLibvirtd,
   until,
   virsh,
-} from "./testing/libvirt-guest.ts";
+} from "../testing/libvirt-guest.ts";
+import { type Collector, createCollector } from "./collector.ts";
+import { resolveCollectorOptions } from "./options.ts";
 
 const S = 1000;
 const INTERVAL = 5 * S;

@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
-import { testDialects } from "../../server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../server/src/testing/harness.ts";
+import { testDialects } from "../../server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../server/testing/harness.ts";
 
 const run = promisify(execFile);
 const sdkDir = resolve(import.meta.dirname, "..");

@@ -2,10 +2,10 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { SvcError as ClientError } from "@svc/sdk";
+import { testDialects } from "../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { SvcError } from "./errors.ts";
 import { checkFreeText, MAX_DISPLAY_NAME } from "./free-text.ts";
-import { testDialects } from "./testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "./testing/harness.ts";
 
 /** Issue 41: free text is bounded and refuses what can hide or forge what a reader sees. */
 const refusedBy = (f: () => unknown): string => {

@@ -2,13 +2,13 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
+import { testDialects } from "../testing/dialects.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
 import { createEvaluator } from "./alerts/evaluator.ts";
 import { resolveAlertOptions } from "./alerts/options.ts";
 import { createShardLeases } from "./cluster/shards.ts";
 import { loadConfig } from "./config.ts";
 import type { MetricsBackend } from "./metrics/backend.ts";
-import { testDialects } from "./testing/dialects.ts";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "./testing/harness.ts";
 
 const dialects = await testDialects();
 

@@ -13,9 +13,9 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../../../server/src/testing/dialects.ts";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
 import { openTsdb } from "../../../server/src/tsdb/index.ts";
+import { testDialects } from "../../../server/testing/dialects.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../../../server/testing/harness.ts";
 import { exitCodeOf } from "../common.ts";
 import { buildProgram } from "../program.ts";
 

@@ -5,13 +5,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { parse as parseYaml } from "yaml";
-import { testDialects } from "../../../server/src/testing/dialects.ts";
+import { testDialects } from "../../../server/testing/dialects.ts";
 import {
   ADMIN_TOKEN,
   type SeededProject,
   startTestApp,
   type TestApp,
-} from "../../../server/src/testing/harness.ts";
+} from "../../../server/testing/harness.ts";
 import { runSvc as run } from "../run-in-process.ts";
 import { timeOf } from "./audit.ts";
 

@@ -9,9 +9,9 @@ import { getIDToken } from "@actions/core";
 import { exchangeCIToken } from "@svc/sdk";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
 import { decodeJwt } from "jose";
-import { testDialects } from "../../../server/src/testing/dialects.ts";
-import { LocalGitHubOidc } from "../../../server/src/testing/github-oidc.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
+import { testDialects } from "../../../server/testing/dialects.ts";
+import { LocalGitHubOidc } from "../../../server/testing/github-oidc.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../server/testing/harness.ts";
 
 const bin = resolve(fileURLToPath(import.meta.url), "../../../bin/svc.js");
 

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { exchangeCIToken } from "@svc/sdk";
-import { testDialects } from "../../../server/src/testing/dialects.ts";
-import { LocalGitHubOidc } from "../../../server/src/testing/github-oidc.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
+import { testDialects } from "../../../server/testing/dialects.ts";
+import { LocalGitHubOidc } from "../../../server/testing/github-oidc.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../server/testing/harness.ts";
 import { exitCodeOf } from "../common.ts";
 import { buildProgram } from "../program.ts";
 

@@ -7,8 +7,8 @@ import { join, resolve } from "node:path";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
-import { testDialects } from "../../../server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
+import { testDialects } from "../../../server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../server/testing/harness.ts";
 import { UsageError } from "../common.ts";
 import { registerDeliveryCommands } from "./deliveries.ts";
 import {

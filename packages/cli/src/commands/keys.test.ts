@@ -5,8 +5,8 @@ import { resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
-import { testDialects } from "../../../server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
+import { testDialects } from "../../../server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../server/testing/harness.ts";
 import { registerKeyCommands } from "./keys.ts";
 
 const bin = resolve(fileURLToPath(import.meta.url), "../../../bin/svc.js");

@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { parse as parseYaml } from "yaml";
-import { testDialects } from "../../../server/src/testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../../server/src/testing/harness.ts";
+import { testDialects } from "../../../server/testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../server/testing/harness.ts";
 import { runSvc as run } from "../run-in-process.ts";
 import { templateOf } from "./service-accounts.ts";
 

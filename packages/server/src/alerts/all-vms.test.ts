@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { newCpuRule } from "../../testing/alert-rules.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import { labelsFromRecord } from "../storage/interface.ts";
-import { newCpuRule } from "../testing/alert-rules.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 
 const S = 1000;
 

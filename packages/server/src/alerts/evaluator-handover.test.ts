@@ -2,11 +2,11 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
+import { waitFor } from "../../testing/assert.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../testing/harness.ts";
+import { cpuRuleSpec } from "../../testing/rules.ts";
 import { createShardLeases, type ShardLeases, shardOf } from "../cluster/shards.ts";
-import { waitFor } from "../testing/assert.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { startTestApp, type TestApp } from "../testing/harness.ts";
-import { cpuRuleSpec } from "../testing/rules.ts";
 import { createEvaluator, type Evaluator } from "./evaluator.ts";
 import { resolveAlertOptions } from "./options.ts";
 

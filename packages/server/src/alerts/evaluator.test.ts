@@ -5,10 +5,10 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { AlertRuleSpec, AlertRuleSpecSchema } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import pino from "pino";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import { labelsFromRecord } from "../storage/interface.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { createEvaluator } from "./evaluator.ts";
 import { resolveAlertOptions } from "./options.ts";
 

@@ -2,11 +2,11 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { Code } from "@connectrpc/connect";
+import { rejectsWith } from "../../testing/assert.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import type { IncidentEventTable, IncidentTable } from "../db/schema.ts";
 import { newId } from "../ids.ts";
-import { rejectsWith } from "../testing/assert.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { incidentName, MAX_SNOOZE_MS, purgeIncidentHistory } from "./incidents.ts";
 
 const MIN = 60_000;

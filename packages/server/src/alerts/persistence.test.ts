@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import { testDialects } from "../../testing/dialects.ts";
 import { type DbHandle, openDb } from "../db/database.ts";
 import type { AlertInstanceTable } from "../db/schema.ts";
-import { testDialects } from "../testing/dialects.ts";
 import { type AppliedRule, evaluateRule, type RuleOutcome } from "./evaluation.ts";
 import { instanceRow, statusOf } from "./instance-row.ts";
 import { applyRevisions, markRepeatsDue, writeOutcomes } from "./persistence.ts";

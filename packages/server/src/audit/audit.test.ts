@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import { newCpuRule } from "../../testing/alert-rules.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { ADMIN_TOKEN, type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../../testing/https-peer.ts";
 import { actorOf } from "../iam/actor.ts";
 import { methodAccess } from "../iam/capabilities.ts";
 import type { CiTokenPrincipal } from "../iam/principal.ts";
-import { newCpuRule } from "../testing/alert-rules.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { ADMIN_TOKEN, type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
 import {
   type AuditEventInput,
   auditedMethods,

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
+import { testDialects } from "../../testing/dialects.ts";
 import { SvcError } from "../errors.ts";
-import { testDialects } from "../testing/dialects.ts";
 import { createSharedProjectLimiter, type SharedProjectLimiter } from "./project-slots.ts";
 
 function gate() {

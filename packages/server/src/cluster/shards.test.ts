@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { testDialects } from "../../testing/dialects.ts";
 import { type DbHandle, openDb } from "../db/database.ts";
-import { testDialects } from "../testing/dialects.ts";
 import { createShardLeases, type ShardLeases, shardOf } from "./shards.ts";
 
 const INTERVAL = 30_000;

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { sql } from "kysely";
+import { testDialects } from "../../testing/dialects.ts";
+import { TestClock } from "../../testing/harness.ts";
 import { type DbHandle, openDb } from "../db/database.ts";
 import { SvcError } from "../errors.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { TestClock } from "../testing/harness.ts";
 import { sharedRateLimiters } from "./shared-buckets.ts";
 
 /** The outcome of a take: "ok", or the Retry-After seconds of a refusal. */

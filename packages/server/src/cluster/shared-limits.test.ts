@@ -4,10 +4,10 @@ import { type Client, Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
 import { sql } from "kysely";
+import { testDialects } from "../../testing/dialects.ts";
+import { LocalGitHubOidc } from "../../testing/github-oidc.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import { openDb } from "../db/database.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { LocalGitHubOidc } from "../testing/github-oidc.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { createLimits } from "./shared-limits.ts";
 
 const dialects = await testDialects();

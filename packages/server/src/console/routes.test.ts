@@ -3,8 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../testing/dialects.ts";
-import { startTestApp, type TestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../testing/harness.ts";
 import { CONTENT_SECURITY_POLICY } from "./routes.ts";
 
 const dialects = await testDialects();

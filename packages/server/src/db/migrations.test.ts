@@ -6,7 +6,7 @@ import { describe, it } from "node:test";
 import SQLite from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from "kysely";
 import pg from "pg";
-import { testDialects } from "../testing/dialects.ts";
+import { testDialects } from "../../testing/dialects.ts";
 import { appliedMigrations, openDb } from "./database.ts";
 import { migrations } from "./migrations/index.ts";
 import { LATEST_MIGRATION, SCHEMA_VERSION, SchemaTooNewError, schemaVersionOf } from "./schema-version.ts";

@@ -3,8 +3,8 @@ import { randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import { redactPaths } from "./server.ts";
 
 /**

@@ -6,9 +6,9 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
+import { testDialects } from "../../testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../testing/harness.ts";
 import { loadConfig } from "../config.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { startTestApp, type TestApp } from "../testing/harness.ts";
 import { redactPaths } from "./server.ts";
 
 const [sqlite] = await testDialects();

@@ -11,10 +11,10 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
+import { testDialects } from "../../testing/dialects.ts";
+import { engineSkipReason } from "../../testing/engines.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../../testing/harness.ts";
 import { freePort } from "../net/free-port.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { engineSkipReason } from "../testing/engines.ts";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
 
 const ALERTS = fileURLToPath(new URL("../../../../deploy/monitoring/alerts.yml", import.meta.url));
 const skip = engineSkipReason("prometheus");

@@ -6,8 +6,8 @@ import {
   ListVMMonitoringRequestSchema,
   ListVMMonitoringResponseSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/monitoring_pb";
-import { testDialects } from "../testing/dialects.ts";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../../testing/harness.ts";
 
 const [sqlite] = await testDialects();
 

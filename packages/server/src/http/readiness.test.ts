@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../testing/dialects.ts";
-import { startTestApp, type TestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../testing/harness.ts";
 
 for (const { dialect, skip } of await testDialects()) {
   describe(`readiness (${dialect.name})`, { skip }, () => {

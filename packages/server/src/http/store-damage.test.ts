@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { it } from "node:test";
 import pino from "pino";
-import { testDialects } from "../testing/dialects.ts";
-import { ADMIN_TOKEN, startTestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { ADMIN_TOKEN, startTestApp } from "../../testing/harness.ts";
 import { openTsdb } from "../tsdb/index.ts";
 
 const HOUR = 3_600_000;

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import { testDialects } from "../../testing/dialects.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { allServices } from "../../testing/services.ts";
 import { labelsFromRecord } from "../storage/interface.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
-import { allServices } from "../testing/services.ts";
 import { type Caller, callers, expectedOutcomes, type Outcome } from "./access-matrix.ts";
 import { methodAccess, resourceFields } from "./capabilities.ts";
 

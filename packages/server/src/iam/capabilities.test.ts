@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { it } from "node:test";
-import { allServices as services } from "../testing/services.ts";
+import { allServices as services } from "../../testing/services.ts";
 import { methodAccess } from "./capabilities.ts";
 
 it("every RPC of every service has exactly one row in the access table, and no row names a missing RPC", () => {

@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { Code } from "@connectrpc/connect";
-import { rejectsWith } from "../testing/assert.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { rejectsWith } from "../../testing/assert.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 
 /** Lost-secret recovery (docs/api.md): an uncertain create or rotate, recovered with the original request id and RecoverLostKey. */
 for (const { dialect, skip } of await testDialects()) {

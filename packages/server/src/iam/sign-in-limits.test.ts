@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../testing/dialects.ts";
-import { startTestApp, type TestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../testing/harness.ts";
 
 /** SessionService/Login over Connect's JSON, so the status and headers are the test's to read. */
 async function apiLogin(t: TestApp, email: string, password: string): Promise<Response> {

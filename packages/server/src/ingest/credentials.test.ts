@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { pushRemoteWrite } from "@svc/remotewrite";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import { parseVmName } from "../inventory/names.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { AGENT_TOKEN_GRACE_MS, issueAgentToken } from "./credentials.ts";
 
 for (const { dialect, skip } of await testDialects()) {

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import { isStaleMarker, type LabelMatcher } from "../storage/interface.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { demoLoadSchedule, HOT_SCHEDULE, startDemoCollector } from "./demo-collector.ts";
 
 const [sqlite] = await testDialects();

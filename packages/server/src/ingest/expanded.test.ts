@@ -5,10 +5,10 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
-import { buildAgentPackage } from "../testing/agent-package.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { pushAll, rwSeries } from "../testing/remote-write.ts";
+import { buildAgentPackage } from "../../testing/agent-package.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { pushAll, rwSeries } from "../../testing/remote-write.ts";
 
 const [sqlite] = await testDialects();
 const S = 1000;

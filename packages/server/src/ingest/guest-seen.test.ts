@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import { parseVmName } from "../inventory/names.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
 import { createGuestSeen, guestSenderName, SEEN_WRITE_MS } from "./guest-seen.ts";
 
 describe("the guest sender's name", () => {

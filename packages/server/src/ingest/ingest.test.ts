@@ -7,11 +7,11 @@ import {
   snappyCompress,
   type TimeSeries,
 } from "@svc/remotewrite";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { rwSeries } from "../../testing/remote-write.ts";
 import { parseVmName } from "../inventory/names.ts";
 import { type LabelMatcher, labelValue, staleNaN } from "../storage/interface.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { rwSeries } from "../testing/remote-write.ts";
 import { issueAgentToken } from "./credentials.ts";
 import { createIngester } from "./ingest.ts";
 

@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { pushRemoteWrite } from "@svc/remotewrite";
+import { buildAgentPackage } from "../../testing/agent-package.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { rwSeries } from "../../testing/remote-write.ts";
 import { generateSecret } from "../iam/secrets.ts";
 import type { SeriesData } from "../storage/interface.ts";
-import { buildAgentPackage } from "../testing/agent-package.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { rwSeries } from "../testing/remote-write.ts";
 
 /**
  * What svc answers a guest-agent token's remote write of node_exporter's series it cannot take whole:

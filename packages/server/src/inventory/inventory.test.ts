@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { testDialects } from "../testing/dialects.ts";
-import { startTestApp, type TestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { startTestApp, type TestApp } from "../../testing/harness.ts";
 
 async function invalid(p: Promise<unknown>, field: RegExp): Promise<void> {
   await assert.rejects(p, (e: unknown) => {

@@ -2,10 +2,10 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
-import { type PromFixture, S, startPromFixture } from "../promapi/testkit.ts";
-import { newCpuRule } from "../testing/alert-rules.ts";
-import { rejectsWith } from "../testing/assert.ts";
-import { testDialects } from "../testing/dialects.ts";
+import { newCpuRule } from "../../testing/alert-rules.ts";
+import { rejectsWith } from "../../testing/assert.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type PromFixture, S, startPromFixture } from "../../testing/promapi-fixture.ts";
 
 /**
  * A VM's name is used whole (docs/api.md): a short or partial name is never resolved to a VM, on any

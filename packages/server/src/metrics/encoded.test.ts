@@ -5,9 +5,9 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import { MemStorage } from "../../testing/memstorage.ts";
 import { createQueryPool, ResponseTooLargeError } from "../promql/index.ts";
 import { queryAnswerJson } from "../promql/json.ts";
-import { MemStorage } from "../promql/testing/memstorage.ts";
 import { labelsFromRecord } from "../storage/interface.ts";
 import { createMetricsBackend } from "./backend.ts";
 

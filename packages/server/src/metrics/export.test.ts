@@ -2,10 +2,10 @@ import assert from "node:assert/strict";
 import { request } from "node:http";
 import { after, before, describe, it } from "node:test";
 import { gunzipSync } from "node:zlib";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { pushAll, rwSeries } from "../../testing/remote-write.ts";
 import { labelsFromRecord, staleNaN } from "../storage/interface.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { pushAll, rwSeries } from "../testing/remote-write.ts";
 import { expositionLabels, shardOf } from "./export.ts";
 
 const [sqlite] = await testDialects();

@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 
 describe("ListVMMonitoring pageSize (AIP-158)", async () => {
   const [{ dialect }] = await testDialects();

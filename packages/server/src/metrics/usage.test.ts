@@ -8,11 +8,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { testDialects } from "../../testing/dialects.ts";
+import { engineSkipReason, startEngine } from "../../testing/engines.ts";
+import { ADMIN_TOKEN, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { loadProject, scraperKey } from "../../testing/promapi-fixture.ts";
 import type { Config } from "../config.ts";
-import { loadProject, scraperKey } from "../promapi/testkit.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { engineSkipReason, startEngine } from "../testing/engines.ts";
-import { ADMIN_TOKEN, startTestApp, type TestApp } from "../testing/harness.ts";
 
 const S = 1000;
 const dialects = await testDialects();

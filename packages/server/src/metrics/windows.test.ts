@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { MemStorage } from "../../testing/memstorage.ts";
 import type { RangeSeries } from "../promql/index.ts";
-import { MemStorage } from "../promql/testing/memstorage.ts";
 import { type Labels, labelsFromRecord, staleNaN } from "../storage/interface.ts";
 import { RollupColumn, Rollups } from "../storage/rollups.ts";
 import { openTsdb } from "../tsdb/index.ts";

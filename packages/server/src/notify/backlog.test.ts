@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { testDialects } from "../testing/dialects.ts";
-import { startTestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { startTestApp } from "../../testing/harness.ts";
 
 const S = 1000;
 

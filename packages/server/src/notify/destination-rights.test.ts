@@ -6,16 +6,16 @@ import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import SQLite from "better-sqlite3";
 import { Kysely, Migrator, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
+import { rejectsWith } from "../../testing/assert.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../../testing/https-peer.ts";
 import { migrations } from "../db/migrations/index.ts";
 import type { Database } from "../db/schema.ts";
 import type { SvcError } from "../errors.ts";
 import { type Capability, methodAccess, serviceAccountTemplates } from "../iam/capabilities.ts";
 import { authenticate, authorizeProject } from "../iam/principal.ts";
 import { generateSecret, hashSecret, secretHint } from "../iam/secrets.ts";
-import { rejectsWith } from "../testing/assert.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
-import { type HttpsPeer, makeCertificate, startHttpsPeer } from "../testing/https-peer.ts";
 
 /** Issue 34: least privilege for notification routes. */
 const tls = makeCertificate();

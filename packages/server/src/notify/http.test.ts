@@ -5,9 +5,9 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { startSshLikeServer } from "../../testing/https-peer.ts";
 import { SvcError } from "../errors.ts";
 import { writeSelfSignedCertificate } from "../net/self-signed.ts";
-import { startSshLikeServer } from "../testing/https-peer.ts";
 import {
   checkDestinationUrl,
   closeIdleConnections,

@@ -2,10 +2,10 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { before, describe, it } from "node:test";
 import { SvcError } from "@svc/sdk";
-import { testDialects } from "../testing/dialects.ts";
-import type { SeededProject, TestApp } from "../testing/harness.ts";
-import { type HttpsPeer, makeCertificate, type PeerAnswer, type Received } from "../testing/https-peer.ts";
-import { notifyFixture } from "../testing/notify-fixture.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import type { SeededProject, TestApp } from "../../testing/harness.ts";
+import { type HttpsPeer, makeCertificate, type PeerAnswer, type Received } from "../../testing/https-peer.ts";
+import { notifyFixture } from "../../testing/notify-fixture.ts";
 
 const S = 1000;
 const tls = makeCertificate();

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
-import { newCpuRule } from "../testing/alert-rules.ts";
-import { testDialects } from "../testing/dialects.ts";
-import { makeCertificate } from "../testing/https-peer.ts";
-import { notifyFixture } from "../testing/notify-fixture.ts";
+import { newCpuRule } from "../../testing/alert-rules.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { makeCertificate } from "../../testing/https-peer.ts";
+import { notifyFixture } from "../../testing/notify-fixture.ts";
 
 const S = 1000;
 const tls = makeCertificate();

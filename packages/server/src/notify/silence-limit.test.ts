@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { SvcError } from "@svc/sdk";
-import { testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 
 /** Issue 41: silences per project are limited as rules and destinations are. */
 for (const { dialect, skip } of await testDialects()) {

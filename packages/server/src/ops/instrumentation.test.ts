@@ -8,9 +8,9 @@ import { readFileSync, statfsSync } from "node:fs";
 import { describe, it } from "node:test";
 import { pushRemoteWrite } from "@svc/remotewrite";
 import pino from "pino";
-import { testDialects } from "../testing/dialects.ts";
-import { ADMIN_TOKEN, startTestApp } from "../testing/harness.ts";
-import { rwSeries } from "../testing/remote-write.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { ADMIN_TOKEN, startTestApp } from "../../testing/harness.ts";
+import { rwSeries } from "../../testing/remote-write.ts";
 
 const dialects = await testDialects();
 

@@ -12,10 +12,10 @@ import { join } from "node:path";
 import { it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml, stringify } from "yaml";
+import { promtool, promtoolSkip } from "../../testing/promtool.ts";
 import { BACKUP_FORMAT_VERSION } from "../backup/manifest.ts";
 import { createShardLeases } from "../cluster/shards.ts";
 import { openDb } from "../db/database.ts";
-import { promtool, promtoolSkip } from "../testing/promtool.ts";
 import { TSDB_FORMAT } from "../tsdb/index.ts";
 
 const ROOT = fileURLToPath(new URL("../../../../", import.meta.url));

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { type PromFixture, S, startPromFixture } from "./testkit.ts";
+import { type PromFixture, S, startPromFixture } from "../../testing/promapi-fixture.ts";
 
 describe("Prometheus API over HTTP", () => {
   let f: PromFixture;

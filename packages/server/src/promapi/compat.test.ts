@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
-import { type PromFixture, startPromFixture } from "./testkit.ts";
+import { type PromFixture, startPromFixture } from "../../testing/promapi-fixture.ts";
 
 interface Row {
   readonly endpoint: string;

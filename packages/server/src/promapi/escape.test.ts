@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { pushRemoteWrite } from "@svc/remotewrite";
-import { type PromFixture, type Reply, startPromFixture } from "./testkit.ts";
+import { type PromFixture, type Reply, startPromFixture } from "../../testing/promapi-fixture.ts";
 
 describe("tenant escape attempts", () => {
   let f: PromFixture;

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { request } from "node:http";
 import { after, before, describe, it } from "node:test";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { type PromFixture, S, startPromFixture } from "./testkit.ts";
+import { type PromFixture, S, startPromFixture } from "../../testing/promapi-fixture.ts";
 
 describe("Grafana Prometheus data source replay", () => {
   let f: PromFixture;

@@ -2,10 +2,10 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import Fastify, { type FastifyInstance } from "fastify";
 import pino from "pino";
+import { type PromFixture, S, startPromFixture } from "../../testing/promapi-fixture.ts";
 import { createProjectLimiter, type ProjectLimiter } from "../metrics/concurrency.ts";
 import type { PromApiOptions } from "./options.ts";
 import { promApiRoutes } from "./plugin.ts";
-import { type PromFixture, S, startPromFixture } from "./testkit.ts";
 
 describe("Prometheus API limits", () => {
   let f: PromFixture;

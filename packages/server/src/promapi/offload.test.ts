@@ -8,11 +8,11 @@ import { after, before, describe, it } from "node:test";
 import { pushRemoteWrite } from "@svc/remotewrite";
 import Fastify from "fastify";
 import pino from "pino";
+import { type PromFixture, S, startPromFixture } from "../../testing/promapi-fixture.ts";
 import { createMetricsBackend } from "../metrics/backend.ts";
 import { createProjectLimiter } from "../metrics/concurrency.ts";
 import { createQueryPool, type QueryPool } from "../promql/index.ts";
 import { promApiRoutes } from "./plugin.ts";
-import { type PromFixture, S, startPromFixture } from "./testkit.ts";
 
 const sec = (ms: number) => String(ms / 1000);
 

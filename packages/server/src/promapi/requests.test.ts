@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { request } from "node:http";
 import { after, before, describe, it } from "node:test";
-import { type PromFixture, startPromFixture } from "./testkit.ts";
+import { type PromFixture, startPromFixture } from "../../testing/promapi-fixture.ts";
 
 interface Raw {
   status: number;

@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../testing/dialects.ts";
-import { type PromFixture, startPromFixture } from "./testkit.ts";
+import { testDialects } from "../../testing/dialects.ts";
+import { type PromFixture, startPromFixture } from "../../testing/promapi-fixture.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: answers are checked field by field
 type Json = any;

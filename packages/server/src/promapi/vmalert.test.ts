@@ -13,9 +13,9 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { engineSkipReason, type RunningEngine, startEngine } from "../../testing/engines.ts";
+import { type PromFixture, S, startPromFixture } from "../../testing/promapi-fixture.ts";
 import { freePort } from "../net/free-port.ts";
-import { engineSkipReason, type RunningEngine, startEngine } from "../testing/engines.ts";
-import { type PromFixture, S, startPromFixture } from "./testkit.ts";
 
 function vmalertSkipReason(): string | undefined {
   const vm = engineSkipReason("victoria-metrics");

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { MemStorage } from "../../testing/memstorage.ts";
 import { labelsFromRecord } from "../storage/interface.ts";
 import { VectorSelector } from "./ast.ts";
 import { createEngine, type Expr, injectTenant, parse, print, UnsupportedNodeError } from "./index.ts";
-import { MemStorage } from "./testing/memstorage.ts";
 
 function store(): MemStorage {
   const s = new MemStorage();

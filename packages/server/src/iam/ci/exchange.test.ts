@@ -4,9 +4,9 @@ import { after, before, describe, it } from "node:test";
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
-import { testDialects } from "../../testing/dialects.ts";
-import { defaultRun, LocalGitHubOidc, type RunIdentity } from "../../testing/github-oidc.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { testDialects } from "../../../testing/dialects.ts";
+import { defaultRun, LocalGitHubOidc, type RunIdentity } from "../../../testing/github-oidc.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../testing/harness.ts";
 import { authenticate, authorizeProject } from "../principal.ts";
 import { ciTokenResolver } from "./exchange.ts";
 

@@ -3,10 +3,10 @@ import { after, before, describe, it } from "node:test";
 import { type Client, Code } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@svc/sdk/gen/google/rpc/error_details_pb";
 import { AutomationService } from "@svc/sdk/gen/svc/iam/v1/automation_pb";
-import { rejectsWith } from "../../testing/assert.ts";
-import { testDialects } from "../../testing/dialects.ts";
-import { defaultRun, LocalGitHubOidc, type RunIdentity } from "../../testing/github-oidc.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
+import { rejectsWith } from "../../../testing/assert.ts";
+import { testDialects } from "../../../testing/dialects.ts";
+import { defaultRun, LocalGitHubOidc, type RunIdentity } from "../../../testing/github-oidc.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../testing/harness.ts";
 
 /**
  * Two rules of CI trust (docs/github-actions.md) that exchange.test.ts does not reach: a trust

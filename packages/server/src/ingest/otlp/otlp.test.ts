@@ -12,11 +12,11 @@ import {
   MetricReader,
   PeriodicExportingMetricReader,
 } from "@opentelemetry/sdk-metrics";
+import { buildAgentPackage } from "../../../testing/agent-package.ts";
+import { testDialects } from "../../../testing/dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../testing/harness.ts";
 import { generateSecret } from "../../iam/secrets.ts";
 import { labelValue, type SeriesData } from "../../storage/interface.ts";
-import { buildAgentPackage } from "../../testing/agent-package.ts";
-import { testDialects } from "../../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 
 /**
  * A real sender: the OpenTelemetry JS SDK with @opentelemetry/host-metrics (CPU, memory, network) and,

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../../testing/dialects.ts";
-import { ENGINE_KINDS, engineSkipReason, type RunningEngine, startEngine } from "../../testing/engines.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
-import { pushAll, rwSeries } from "../../testing/remote-write.ts";
+import { testDialects } from "../../../testing/dialects.ts";
+import { ENGINE_KINDS, engineSkipReason, type RunningEngine, startEngine } from "../../../testing/engines.ts";
+import { type SeededProject, startTestApp, type TestApp } from "../../../testing/harness.ts";
+import { pushAll, rwSeries } from "../../../testing/remote-write.ts";
 import { metricIds, vmSelector } from "../metric-ids.ts";
 
 /**

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { ENGINE_KINDS, engineSkipReason, type RunningEngine, startEngine } from "../../../testing/engines.ts";
+import { MemStorage } from "../../../testing/memstorage.ts";
 import type { RangeSeries } from "../../promql/index.ts";
-import { MemStorage } from "../../promql/testing/memstorage.ts";
 import { type LabelMatcher, type Labels, labelsFromRecord, staleNaN } from "../../storage/interface.ts";
-import { ENGINE_KINDS, engineSkipReason, type RunningEngine, startEngine } from "../../testing/engines.ts";
 import { createMetricsBackend, type MetricsBackend, scoped, type WindowRequest } from "../backend.ts";
 import { createPromApiClient, selectorOf } from "./api-client.ts";
 import { createRemoteMetricsBackend, type RemoteMetricsBackend } from "./backend.ts";

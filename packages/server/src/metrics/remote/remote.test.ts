@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { ENGINE_KINDS, engineSkipReason, type RunningEngine, startEngine } from "../../../testing/engines.ts";
+import { MemStorage } from "../../../testing/memstorage.ts";
 import { createQueryPool, type QueryResult, type QueryValue, type RangeSeries } from "../../promql/index.ts";
-import { MemStorage } from "../../promql/testing/memstorage.ts";
 import {
   type LabelMatcher,
   type Labels,
@@ -9,7 +10,6 @@ import {
   type Storage,
   staleNaN,
 } from "../../storage/interface.ts";
-import { ENGINE_KINDS, engineSkipReason, type RunningEngine, startEngine } from "../../testing/engines.ts";
 import {
   createMetricsBackend,
   type LatestSample,

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { MemStorage } from "../../../testing/memstorage.ts";
+import { runFile } from "../../../testing/promql-corpus/runner.ts";
 import { labelsFromRecord, type Queryable } from "../../storage/interface.ts";
-import { runFile } from "../corpus/runner.ts";
 import {
   createEngine,
   PointBudgetError,
@@ -12,7 +13,6 @@ import {
   resolveEngineOptions,
   TooManySamplesError,
 } from "../index.ts";
-import { MemStorage } from "../testing/memstorage.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 

@@ -3,13 +3,13 @@ import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
+import { MemStorage } from "../../../testing/memstorage.ts";
 import { labelsFromRecord, type Queryable, writeStaleMarker } from "../../storage/interface.ts";
 import { openTsdb, type Tsdb } from "../../tsdb/index.ts";
 import { createEngine } from "../engine/engine.ts";
 import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
 import { parse } from "../parser.ts";
 import { injectTenant } from "../tenant.ts";
-import { MemStorage } from "../testing/memstorage.ts";
 import { createQueryPool, type QueryPool } from "./pool.ts";
 
 const STEP = 15_000;

@@ -1,5 +1,5 @@
 import { after, before, beforeEach } from "node:test";
-import { labelsFromRecord } from "../storage/interface.ts";
+import { labelsFromRecord } from "../src/storage/interface.ts";
 import type { TestDialect } from "./dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "./harness.ts";
 import { type HttpsPeer, startHttpsPeer } from "./https-peer.ts";

@@ -4,9 +4,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { pushRemoteWrite, type TimeSeries } from "@svc/remotewrite";
-import type { Config } from "../config.ts";
-import { type TestDialect, testDialects } from "../testing/dialects.ts";
-import { type SeededProject, startTestApp, type TestApp } from "../testing/harness.ts";
+import type { Config } from "../src/config.ts";
+import { type TestDialect, testDialects } from "./dialects.ts";
+import { type SeededProject, startTestApp, type TestApp } from "./harness.ts";
 
 export const S = 1000;
 

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSvcClients, type SvcClients } from "@svc/sdk";
 import pino, { type Logger } from "pino";
-import { type App, createApp } from "../app.ts";
-import { type Config, loadConfig } from "../config.ts";
-import { freePort } from "../net/free-port.ts";
+import { type App, createApp } from "../src/app.ts";
+import { type Config, loadConfig } from "../src/config.ts";
+import { freePort } from "../src/net/free-port.ts";
 import type { TestDialect } from "./dialects.ts";
 
 export const ADMIN_TOKEN = "test-operator-token-0123456789";

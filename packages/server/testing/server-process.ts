@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 
-const repoRoot = join(import.meta.dirname, "..", "..", "..", "..");
+const repoRoot = join(import.meta.dirname, "..", "..", "..");
 
 export interface ServerProcess {
   readonly child: ChildProcess;

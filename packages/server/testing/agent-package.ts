@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 
-const repoRoot = join(import.meta.dirname, "..", "..", "..", "..");
+const repoRoot = join(import.meta.dirname, "..", "..", "..");
 export const AGENT_PACKAGE_DIST = join(repoRoot, "packages", "agent", "dist");
 
 let built = false;

@@ -2,7 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "../net/free-port.ts";
+import { freePort } from "../src/net/free-port.ts";
 
 /**
  * Real Prometheus-compatible engines (the Debian packages `prometheus` and `victoria-metrics`) for

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { corpusFiles, type FileReport, runFile } from "./runner.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, "../../../../..");
+const repoRoot = resolve(here, "../../../..");
 
 /** `PROMQL_CORPUS_DIR`, else `../shared/promql-testdata` relative to the repository root. */
 export function corpusDir(): string {

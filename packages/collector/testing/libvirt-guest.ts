@@ -22,7 +22,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const repoRoot = join(import.meta.dirname, "..", "..", "..", "..");
+const repoRoot = join(import.meta.dirname, "..", "..", "..");
 const cacheDir = join(repoRoot, ".cache", "libvirt-guest");
 export const LIBVIRT_SOCKET = "/var/run/libvirt/libvirt-sock";
 const URI = "qemu:///system";

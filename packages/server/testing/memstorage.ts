@@ -2,6 +2,9 @@
  * A small in-memory Queryable for tests and the corpus runner: series are appended whole (or
  * sample by sample) and selected with the same matcher semantics as the real store.
  */
+
+import { labelsKey } from "../src/promql/engine/labels.ts";
+import { compileAnchored, fullMatch } from "../src/promql/regex.ts";
 import {
   isStaleNaNValue,
   type LabelMatcher,
@@ -10,9 +13,7 @@ import {
   type Queryable,
   type SeriesData,
   writeStaleMarker,
-} from "../../storage/interface.ts";
-import { labelsKey } from "../engine/labels.ts";
-import { compileAnchored, fullMatch } from "../regex.ts";
+} from "../src/storage/interface.ts";
 
 interface MemSeries {
   labels: Labels;

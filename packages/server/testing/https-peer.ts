@@ -4,7 +4,7 @@ import { createServer, type Server } from "node:https";
 import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeSelfSignedCertificate } from "../net/self-signed.ts";
+import { writeSelfSignedCertificate } from "../src/net/self-signed.ts";
 
 /** A self-signed certificate for 127.0.0.1 / localhost, made now with openssl. */
 export function makeCertificate(): { key: string; cert: string } {

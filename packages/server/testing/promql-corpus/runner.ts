@@ -1,12 +1,12 @@
 /** Runs promqltest scripts against the engine and counts passed / failed / skipped evals. */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Labels, Queryable } from "../../storage/interface.ts";
-import { type Expr, typeOf, type VectorSelector } from "../ast.ts";
-import { createEngine, type Engine, type QueryResult } from "../engine/engine.ts";
-import { labelsKey } from "../engine/labels.ts";
-import { parse } from "../parser.ts";
-import { MemStorage, matches } from "../testing/memstorage.ts";
+import { type Expr, typeOf, type VectorSelector } from "../../src/promql/ast.ts";
+import { createEngine, type Engine, type QueryResult } from "../../src/promql/engine/engine.ts";
+import { labelsKey } from "../../src/promql/engine/labels.ts";
+import { parse } from "../../src/promql/parser.ts";
+import type { Labels, Queryable } from "../../src/storage/interface.ts";
+import { MemStorage, matches } from "../memstorage.ts";
 import { type EvalCmd, type LoadCmd, parseScript, type SeqValue } from "./script.ts";
 
 export interface FileReport {

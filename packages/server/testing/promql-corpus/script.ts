@@ -2,9 +2,10 @@
  * Parser for Prometheus' promqltest script language (`load`, `clear`, `eval ...`), v3.5 flavour
  * with the legacy `eval_fail` / `eval_warn` / `eval_info` / `eval_ordered` forms and `expect` lines.
  */
-import type { Labels } from "../../storage/interface.ts";
-import { labelsFromRecord } from "../../storage/interface.ts";
-import { parseDurationMs, parseNumber, unquoteString } from "../lex.ts";
+
+import { parseDurationMs, parseNumber, unquoteString } from "../../src/promql/lex.ts";
+import type { Labels } from "../../src/storage/interface.ts";
+import { labelsFromRecord } from "../../src/storage/interface.ts";
 
 /** A sample value in a series description; `null` = omitted (`_`), "stale" = staleness marker. */
 export type SeqValue = number | "stale" | null;

@@ -8,7 +8,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
  * process (scripts/build-console.mjs, which skips an up-to-date build).
  */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const repoRoot = join(import.meta.dirname, "..", "..", "..", "..");
+const repoRoot = join(import.meta.dirname, "..", "..", "..");
 export const CONSOLE_DIST = join(repoRoot, "packages", "console", "dist");
 
 /** Why console tests cannot run here, or undefined. In CI a missing browser is a failure, not a skip. */

@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, w
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const repoRoot = join(import.meta.dirname, "..", "..", "..", "..");
+const repoRoot = join(import.meta.dirname, "..", "..", "..");
 const cacheDir = join(repoRoot, ".cache", "debian-root");
 
 const SUITE = "bookworm";
