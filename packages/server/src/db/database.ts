@@ -1,7 +1,17 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, Migrator, PostgresAdapter, PostgresDialect, SqliteDialect, sql } from "kysely";
+import {
+  type DialectAdapter,
+  Kysely,
+  Migrator,
+  PostgresAdapter,
+  PostgresDialect,
+  SqliteAdapter,
+  SqliteDialect,
+  type SqliteDialectConfig,
+  sql,
+} from "kysely";
 import type { Registry } from "../instrument.ts";
 import { createDbMetrics, type DbMetrics } from "./instrumentation.ts";
 import { migrations } from "./migrations/index.ts";
@@ -41,6 +51,7 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
   let dialect: DbDialect;
   let backup: DbHandle["backup"];
   let metrics: DbMetrics | undefined;
+  let migrationDb: Db | undefined;
   if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
     dialect = "postgres";
     // Loaded only for PostgreSQL: a start on SQLite never compiles the driver.
@@ -69,17 +80,26 @@ export async function openDb(opts: OpenDbOptions): Promise<DbHandle> {
     sqlite.pragma("foreign_keys = ON");
     sqlite.pragma("busy_timeout = 5000");
     metrics = opts.registry && createDbMetrics(opts.registry, "sqlite");
+    const database = withStatementCache(sqlite);
     db = new Kysely<Database>({
-      dialect: new SqliteDialect({ database: withStatementCache(sqlite) }),
+      dialect: new SqliteDialect({ database }),
       ...(metrics ? { log: metrics.log } : {}),
     });
+    // Migrations go through their own Kysely on the same connection, whose adapter lets the Migrator
+    // wrap them in one transaction: SQLite's DDL is transactional, Kysely's SQLite adapter just does not
+    // say so. A fresh database then takes one commit instead of one per statement, and a failed
+    // migration leaves nothing half-applied. It is never destroyed (that would close the connection).
+    migrationDb = new Kysely<Database>({ dialect: new TransactionalSqliteDialect({ database }) });
     backup = async (to) => {
       await sqlite.backup(to);
     };
   }
   try {
-    await refuseNewerSchema(db);
-    await migrate(db);
+    const applied = await appliedMigrations(db);
+    refuseNewerSchema(applied);
+    // A restart on a current schema (every migration applied, the usual case) skips the Migrator, whose
+    // own checks take several statements more; anything else goes through it, lock and all.
+    if (!isCurrent(applied)) await migrate(migrationDb ?? db);
   } catch (err) {
     await db.destroy();
     throw err;
@@ -99,9 +119,31 @@ export async function appliedMigrations(db: Db): Promise<string[]> {
 }
 
 /** Throws SchemaTooNewError, before any migration runs, when a newer build migrated the database. */
-async function refuseNewerSchema(db: Db): Promise<void> {
-  const unknown = (await appliedMigrations(db)).filter((name) => !(name in migrations));
+function refuseNewerSchema(applied: readonly string[]): void {
+  const unknown = applied.filter((name) => !(name in migrations));
   if (unknown.length > 0) throw new SchemaTooNewError(unknown);
+}
+
+/** Every migration of this build is applied, and no other (appliedMigrations sorts by name). */
+function isCurrent(applied: readonly string[]): boolean {
+  const names = Object.keys(migrations);
+  return applied.length === names.length && names.every((name, i) => applied[i] === name);
+}
+
+/** Kysely's SQLite adapter, saying what SQLite does: DDL runs inside a transaction. */
+class TransactionalSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
+}
+
+class TransactionalSqliteDialect extends SqliteDialect {
+  constructor(config: SqliteDialectConfig) {
+    super(config);
+  }
+  override createAdapter(): DialectAdapter {
+    return new TransactionalSqliteAdapter();
+  }
 }
 
 async function migrate(db: Db): Promise<void> {

@@ -118,6 +118,58 @@ for (const { dialect, skip } of await testDialects()) {
       }
     });
 
+    it("a failing migration on a fresh database leaves nothing applied (one transaction)", async () => {
+      const database = await dialect.create();
+      const dir = mkdtempSync(join(tmpdir(), "svc-migrate-"));
+      const sqlitePath = join(dir, "svc.db");
+      try {
+        // A table in the way of 0012_audit: the twelfth migration fails after eleven succeeded.
+        const raw = rawDb(database.databaseUrl, sqlitePath);
+        await sql`create table audit_events (x integer)`.execute(raw);
+        await raw.destroy();
+        await assert.rejects(openDb({ databaseUrl: database.databaseUrl, sqlitePath }), /0012_audit failed/);
+        const after = rawDb(database.databaseUrl, sqlitePath);
+        try {
+          const tables = (await after.introspection.getTables())
+            .map((t) => t.name)
+            .filter((t) => !OWN.has(t));
+          assert.deepEqual(tables, ["audit_events"]);
+          const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(after);
+          assert.deepEqual(rows, []);
+        } finally {
+          await after.destroy();
+        }
+      } finally {
+        await database.drop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it("a current database reopens without the Migrator touching it", async () => {
+      const database = await dialect.create();
+      const dir = mkdtempSync(join(tmpdir(), "svc-migrate-"));
+      const sqlitePath = join(dir, "svc.db");
+      try {
+        await (await openDb({ databaseUrl: database.databaseUrl, sqlitePath })).close();
+        // The Migrator would create its lock table again; the version check alone does not.
+        const raw = rawDb(database.databaseUrl, sqlitePath);
+        await sql`drop table kysely_migration_lock`.execute(raw);
+        const tablesBefore = (await raw.introspection.getTables()).map((t) => t.name).sort();
+        await raw.destroy();
+        const handle = await openDb({ databaseUrl: database.databaseUrl, sqlitePath });
+        try {
+          assert.deepEqual(await appliedMigrations(handle.db), names);
+          const tables = (await handle.db.introspection.getTables()).map((t) => t.name).sort();
+          assert.deepEqual(tables, tablesBefore);
+        } finally {
+          await handle.close();
+        }
+      } finally {
+        await database.drop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it("a database a newer build migrated is refused before any migration runs, and left as it was", async () => {
       const database = await dialect.create();
       const dir = mkdtempSync(join(tmpdir(), "svc-migrate-"));

@@ -1,7 +1,7 @@
 /**
  * Connect's routes in Fastify, as @connectrpc/connect-fastify's plugin mounts them but with a route per
- * RPC for the two methods Connect answers (POST, and GET for idempotent RPCs) instead of every HTTP method
- * Fastify knows (`all`: 34 of them). Inserting 34 routes per RPC into the router was the largest part of
+ * RPC for the methods Connect answers it with (POST, and GET for an RPC marked free of side effects; svc
+ * has none today) instead of every HTTP method Fastify knows (`all`: 34 of them). Inserting 34 routes per RPC into the router was the largest part of
  * the server's start-up after loading its code (docs/performance.md, "Start-up"); any other method on an
  * RPC's path still reaches Connect through one wildcard route, so the answers stay Connect's (405 with
  * `Allow` for a known RPC, Fastify's 404 for an unknown path).
@@ -30,7 +30,7 @@ export interface ConnectPluginOptions extends ConnectRouterOptions {
   readonly shutdownError?: unknown;
 }
 
-/** The methods each RPC gets its own route for; the others go through the wildcard. */
+/** The methods an RPC gets its own route for, when Connect allows them on it; the others go through the wildcard. */
 const RPC_METHODS = ["GET", "POST"];
 
 export async function connectPlugin(instance: FastifyInstance, opts: ConnectPluginOptions): Promise<void> {
@@ -90,14 +90,16 @@ export async function connectPlugin(instance: FastifyInstance, opts: ConnectPlug
   for (const uHandler of handlers) {
     byPath.set(uHandler.requestPath, uHandler);
     instance.route({
-      method: RPC_METHODS,
+      // Each route costs start-up time in the router (docs/performance.md, "Start-up"): a GET route only
+      // where Connect serves GET; elsewhere GET reaches Connect's 405 through the wildcard.
+      method: RPC_METHODS.filter((m) => uHandler.allowedMethods.includes(m)),
       url: uHandler.requestPath,
       exposeHeadRoute: false,
       handler: (req, reply) => serve(uHandler, req, reply),
     });
   }
   const prefixes = [...new Set(handlers.map((h) => h.requestPath.slice(0, h.requestPath.indexOf(".") + 1)))];
-  const others = instance.supportedMethods.filter((m) => !RPC_METHODS.includes(m));
+  const others = instance.supportedMethods.filter((m) => m !== "POST");
   for (const prefix of prefixes) {
     instance.route({
       method: others,
