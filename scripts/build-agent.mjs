@@ -3,10 +3,17 @@
 // server publishes at /v1/agent/packages/. Skips the work when the sources are older than the package;
 // `--force` always builds. `npm start` runs it first, as it does for the console.
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
-import { dpkgBuild, newest, putter, serviceMaintainerScripts } from "./lib/deb.mjs";
+import {
+  bundleForNode,
+  debUpToDate,
+  dpkgBuild,
+  putMaintainerScripts,
+  putter,
+  serviceMaintainerScripts,
+} from "./lib/deb.mjs";
 import { isMain } from "./lib/is-main.mjs";
 
 const root = join(import.meta.dirname, "..");
@@ -36,8 +43,7 @@ const NODE_FLAGS =
  * EnableExpandedMonitoring says why.
  */
 export async function buildAgent({ force = false, optional = false } = {}) {
-  const upToDate = () =>
-    !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
+  const upToDate = () => debUpToDate(deb, sources, force);
   if (upToDate()) return;
   if (spawnSync("dpkg-deb", ["--version"]).status !== 0) {
     process.stderr.write(
@@ -60,24 +66,16 @@ if (isMain(import.meta.url)) {
 }
 
 async function buildInto(out) {
-  // Loaded only to build: npm start checks this package on every run.
-  const { build } = await import("esbuild");
   process.stdout.write(`building the guest agent package ${debName}…\n`);
   const pkgRoot = join(out, "root");
   const put = putter(pkgRoot);
 
   // One file, no node_modules: the agent's only dependency (the remote-write codec) is bundled in.
-  const bundle = await build({
-    entryPoints: [join(agentDir, "src", "main.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node18.19",
-    write: false,
-    legalComments: "none",
-    banner: { js: `// svc-agent ${version}: the svc guest agent, bundled from packages/agent.` },
-  });
-  put("usr/lib/svc-agent/svc-agent.mjs", bundle.outputFiles[0].contents, 0o644);
+  const bundle = await bundleForNode(
+    join(agentDir, "src", "main.ts"),
+    `// svc-agent ${version}: the svc guest agent, bundled from packages/agent.`,
+  );
+  put("usr/lib/svc-agent/svc-agent.mjs", bundle, 0o644);
   // --no-warnings: Node 18 warns on the first fetch (experimental there), which would break the agent's
   // JSON-lines log. The V8 flags bound the heap of a process that holds one collection at a time
   // (docs/agent.md "Footprint").
@@ -137,9 +135,7 @@ Description: svc guest agent for expanded VM monitoring
   // The home exists before adduser (which warns otherwise); install -d then sets owner and mode on
   // first install and again on upgrade, leaving what the directories hold (token, spool) alone.
   const scripts = serviceMaintainerScripts("svc-agent", "agent.env");
-  put("DEBIAN/postinst", scripts.postinst, 0o755);
-  put("DEBIAN/prerm", scripts.prerm, 0o755);
-  put("DEBIAN/postrm", scripts.postrm, 0o755);
+  putMaintainerScripts(put, scripts);
 
   const sha = dpkgBuild(pkgRoot, out, debName);
   process.stdout.write(`built ${deb} (sha256 ${sha})\n`);

@@ -3,10 +3,17 @@
 // packages/collector/dist/svc-collector_<version>_all.deb and SHA256SUMS. Install and configuration:
 // docs/hypervisor.md. Skips the work when the sources are older than the package; `--force` always builds.
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
-import { dpkgBuild, newest, putter, serviceMaintainerScripts } from "./lib/deb.mjs";
+import {
+  bundleForNode,
+  debUpToDate,
+  dpkgBuild,
+  putMaintainerScripts,
+  putter,
+  serviceMaintainerScripts,
+} from "./lib/deb.mjs";
 import { isMain } from "./lib/is-main.mjs";
 
 const root = join(import.meta.dirname, "..");
@@ -23,8 +30,7 @@ const sources = [
 ];
 
 export async function buildCollector({ force = false } = {}) {
-  const upToDate = () =>
-    !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
+  const upToDate = () => debUpToDate(deb, sources, force);
   if (upToDate()) return;
   if (spawnSync("dpkg-deb", ["--version"]).status !== 0)
     throw new Error("dpkg-deb is missing (apt-get install dpkg)");
@@ -34,24 +40,15 @@ export async function buildCollector({ force = false } = {}) {
 if (isMain(import.meta.url)) await buildCollector({ force: process.argv.includes("--force") });
 
 async function buildInto(out) {
-  const { build } = await import("esbuild");
   process.stdout.write(`building the hypervisor collector package ${debName}…\n`);
   const pkgRoot = join(out, "root");
   const put = putter(pkgRoot);
 
-  const bundle = await build({
-    entryPoints: [join(pkgDir, "src", "main.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node18.19",
-    write: false,
-    legalComments: "none",
-    banner: {
-      js: `// svc-collector ${version}: the svc hypervisor collector, bundled from packages/collector.`,
-    },
-  });
-  put("usr/lib/svc-collector/svc-collector.mjs", bundle.outputFiles[0].contents, 0o644);
+  const bundle = await bundleForNode(
+    join(pkgDir, "src", "main.ts"),
+    `// svc-collector ${version}: the svc hypervisor collector, bundled from packages/collector.`,
+  );
+  put("usr/lib/svc-collector/svc-collector.mjs", bundle, 0o644);
   put(
     "usr/bin/svc-collector",
     '#!/bin/sh\nexec node --no-warnings --max-old-space-size=96 /usr/lib/svc-collector/svc-collector.mjs "$@"\n',
@@ -121,9 +118,7 @@ Description: svc hypervisor collector for KVM/libvirt hosts
     "collector.env",
     "  if getent group libvirt >/dev/null; then adduser svc-collector libvirt >/dev/null; fi\n",
   );
-  put("DEBIAN/postinst", scripts.postinst, 0o755);
-  put("DEBIAN/prerm", scripts.prerm, 0o755);
-  put("DEBIAN/postrm", scripts.postrm, 0o755);
+  putMaintainerScripts(put, scripts);
   const sha = dpkgBuild(pkgRoot, out, debName);
   process.stdout.write(`built ${deb} (sha256 ${sha})\n`);
 }

@@ -27,6 +27,31 @@ export function newest(path) {
   return m;
 }
 
+/**
+ * One ESM file of `entry` with everything it imports bundled in, for the Node.js the distributions ship
+ * (18.19 and later), headed by the `banner` comment; returns its bytes.
+ */
+export async function bundleForNode(entry, banner) {
+  // Loaded only to build: npm start checks the packages on every run.
+  const { build } = await import("esbuild");
+  const bundle = await build({
+    entryPoints: [entry],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node18.19",
+    write: false,
+    legalComments: "none",
+    banner: { js: banner },
+  });
+  return bundle.outputFiles[0].contents;
+}
+
+/** Whether `deb` is at least as new as every path in `sources` (never with `force`). */
+export function debUpToDate(deb, sources, force) {
+  return !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
+}
+
 /** `put(path, content, mode)` writing below the package root. */
 export function putter(pkgRoot) {
   return (path, content, mode) => {
@@ -86,6 +111,13 @@ fi
 exit 0
 `,
   };
+}
+
+/** Puts serviceMaintainerScripts' postinst, prerm and postrm into DEBIAN/, executable. */
+export function putMaintainerScripts(put, scripts) {
+  put("DEBIAN/postinst", scripts.postinst, 0o755);
+  put("DEBIAN/prerm", scripts.prerm, 0o755);
+  put("DEBIAN/postrm", scripts.postrm, 0o755);
 }
 
 /** dpkg-deb of `pkgRoot` into `out/debName` (files owned by root whoever builds), then SHA256SUMS. */
