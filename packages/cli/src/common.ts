@@ -199,6 +199,34 @@ export function printLines(out: (s: string) => void, lines: readonly string[], t
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Paged lists (docs/cli.md): the same --state, --page-size and --page-token wherever a command lists.
+
+/** `--state` upper-cased, "" (all) when absent; a UsageError naming the allowed states otherwise. */
+export function stateOption(value: string | undefined, states: readonly string[]): string {
+  const state = value?.toUpperCase() ?? "";
+  if (state && !states.includes(state)) throw new UsageError(`--state must be one of ${states.join(", ")}`);
+  return state;
+}
+
+/** `--page-size` as a whole number ≥ 1, or a UsageError. */
+export function pageSizeOption(value: unknown): number {
+  const pageSize = Number(value);
+  if (!Number.isInteger(pageSize) || pageSize < 1)
+    throw new UsageError("--page-size must be a whole number ≥ 1");
+  return pageSize;
+}
+
+/** One page's lines (printLines), then the next page's token on stderr where there is one. */
+export function printPage(
+  io: { out: (s: string) => void; err: (s: string) => void; toTerminal: boolean },
+  lines: readonly string[],
+  nextPageToken: string | undefined,
+): void {
+  printLines(io.out, lines, io.toTerminal);
+  if (nextPageToken) io.err(`more: --page-token ${nextPageToken}\n`);
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Exit codes (docs/cli.md).
 
 export const exitCodes = {

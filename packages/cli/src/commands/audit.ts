@@ -1,6 +1,6 @@
 import { type AuditEvent, ListAuditEventsResponseSchema } from "@svc/sdk/gen/svc/monitoring/v1/audit_pb";
 import type { Command } from "commander";
-import { printLines, projectOption, UsageError } from "../common.ts";
+import { pageSizeOption, printPage, projectOption, UsageError } from "../common.ts";
 import { type CliIo, clientsOf, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const UNITS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -61,9 +61,7 @@ export function registerAuditCommands(program: Command, io: CliIo = {}): void {
     .option("--page-token <token>", "nextPageToken of the previous page")
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
-      const pageSize = Number(opts.pageSize);
-      if (!Number.isInteger(pageSize) || pageSize < 1)
-        throw new UsageError("--page-size must be a whole number ≥ 1");
+      const pageSize = pageSizeOption(opts.pageSize);
       const request = {
         projectName: opts.allProjects ? "" : (opts.project ?? ""),
         actor: opts.actor ?? "",
@@ -80,7 +78,10 @@ export function registerAuditCommands(program: Command, io: CliIo = {}): void {
         : await clients.audit.listAuditEvents(request);
       if (opts.json) return printJson(out, jsonOf(ListAuditEventsResponseSchema, res));
       const header = "TIME\tACTOR KIND\tACTOR\tMETHOD\tRESOURCE\tOUTCOME\tCHANGED\tADDRESS\tUSER AGENT";
-      printLines(out, [header, ...res.events.map(eventLine)], !io.stdout);
-      if (res.nextPageToken) err(`more: --page-token ${res.nextPageToken}\n`);
+      printPage(
+        { out, err, toTerminal: !io.stdout },
+        [header, ...res.events.map(eventLine)],
+        res.nextPageToken,
+      );
     });
 }

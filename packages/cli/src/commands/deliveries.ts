@@ -4,7 +4,7 @@ import {
   ListDeliveriesResponseSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import type { Command } from "commander";
-import { printLines, projectOption, UsageError } from "../common.ts";
+import { pageSizeOption, printPage, projectOption, stateOption } from "../common.ts";
 import { type CliIo, clientsOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const states = ["PENDING", "SENT", "FAILED", "SKIPPED"];
@@ -65,12 +65,8 @@ export function registerDeliveryCommands(program: Command, io: CliIo = {}): void
     .option("--page-token <token>", "nextPageToken of the previous page")
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
-      const state = (opts.state as string | undefined)?.toUpperCase() ?? "";
-      if (state && !states.includes(state))
-        throw new UsageError(`--state must be one of ${states.join(", ")}`);
-      const pageSize = Number(opts.pageSize);
-      if (!Number.isInteger(pageSize) || pageSize < 1)
-        throw new UsageError("--page-size must be a whole number ≥ 1");
+      const state = stateOption(opts.state, states);
+      const pageSize = pageSizeOption(opts.pageSize);
       const clients = clientsOf(cmd, io);
       const res = await clients.destinations.listDeliveries({
         projectName: opts.project,
@@ -81,8 +77,7 @@ export function registerDeliveryCommands(program: Command, io: CliIo = {}): void
         pageToken: opts.pageToken ?? "",
       });
       if (opts.json) return printJson(out, jsonOf(ListDeliveriesResponseSchema, res));
-      printLines(out, res.deliveries.map(deliveryLine), !io.stdout);
-      if (res.nextPageToken) err(`more: --page-token ${res.nextPageToken}\n`);
+      printPage({ out, err, toTerminal: !io.stdout }, res.deliveries.map(deliveryLine), res.nextPageToken);
     });
 
   deliveries

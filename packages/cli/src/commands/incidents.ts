@@ -4,7 +4,7 @@ import {
   ListIncidentsResponseSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import type { Command } from "commander";
-import { printLines, projectOption, UsageError } from "../common.ts";
+import { pageSizeOption, printPage, projectOption, stateOption } from "../common.ts";
 import { type CliIo, clientsOf, conditionOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const states = ["OPEN", "RESOLVED", "RETIRED"];
@@ -76,12 +76,8 @@ export function registerIncidentCommands(program: Command, io: CliIo = {}): void
     .option("--page-token <token>", "nextPageToken of the previous page")
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
-      const state = (opts.state as string | undefined)?.toUpperCase() ?? "";
-      if (state && !states.includes(state))
-        throw new UsageError(`--state must be one of ${states.join(", ")}`);
-      const pageSize = Number(opts.pageSize);
-      if (!Number.isInteger(pageSize) || pageSize < 1)
-        throw new UsageError("--page-size must be a whole number ≥ 1");
+      const state = stateOption(opts.state, states);
+      const pageSize = pageSizeOption(opts.pageSize);
       const clients = clientsOf(cmd, io);
       const res = await clients.incidents.listIncidents({
         projectName: opts.project,
@@ -92,8 +88,7 @@ export function registerIncidentCommands(program: Command, io: CliIo = {}): void
         pageToken: opts.pageToken ?? "",
       });
       if (opts.json) return printJson(out, jsonOf(ListIncidentsResponseSchema, res));
-      printLines(out, res.incidents.map(incidentLine), !io.stdout);
-      if (res.nextPageToken) err(`more: --page-token ${res.nextPageToken}\n`);
+      printPage({ out, err, toTerminal: !io.stdout }, res.incidents.map(incidentLine), res.nextPageToken);
     });
 
   incidents

@@ -5,7 +5,7 @@ import {
   SilenceSchema,
 } from "@svc/sdk/gen/svc/monitoring/v1/silences_pb";
 import type { Command } from "commander";
-import { printLines, projectOption, UsageError } from "../common.ts";
+import { pageSizeOption, printPage, projectOption, stateOption, UsageError } from "../common.ts";
 import { type CliIo, clientsOf, isAmbiguous, iso, jsonOf, outOf, parseSeconds, printJson } from "./alerts.ts";
 
 const states = ["PENDING", "ACTIVE", "EXPIRED"];
@@ -113,12 +113,8 @@ export function registerSilenceCommands(program: Command, io: CliIo = {}): void 
     .option("--page-token <token>", "nextPageToken of the previous page")
     .option("--json", "print JSON")
     .action(async (opts, cmd: Command) => {
-      const state = (opts.state as string | undefined)?.toUpperCase() ?? "";
-      if (state && !states.includes(state))
-        throw new UsageError(`--state must be one of ${states.join(", ")}`);
-      const pageSize = Number(opts.pageSize);
-      if (!Number.isInteger(pageSize) || pageSize < 1)
-        throw new UsageError("--page-size must be a whole number ≥ 1");
+      const state = stateOption(opts.state, states);
+      const pageSize = pageSizeOption(opts.pageSize);
       const res = await clientsOf(cmd, io).silences.listSilences({
         projectName: opts.project,
         state,
@@ -126,8 +122,7 @@ export function registerSilenceCommands(program: Command, io: CliIo = {}): void 
         pageToken: opts.pageToken ?? "",
       });
       if (opts.json) return printJson(out, jsonOf(ListSilencesResponseSchema, res));
-      printLines(out, res.silences.map(silenceLine), !io.stdout);
-      if (res.nextPageToken) err(`more: --page-token ${res.nextPageToken}\n`);
+      printPage({ out, err, toTerminal: !io.stdout }, res.silences.map(silenceLine), res.nextPageToken);
     });
 
   silences
