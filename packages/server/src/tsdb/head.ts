@@ -203,12 +203,10 @@ export class Head {
     return [u[0], u[1]];
   }
 
-  /** In-order samples of ref in [mint, maxt] ∩ [minValidT, ∞). */
-  #inOrder(ref: number, mint: number, maxt: number): SampleArrays {
-    const lo = Math.max(mint, this.minValidT);
-    const ids: number[] = [];
-    let total = 0;
+  /** Pushes onto `ids` ref's closed chunks overlapping [lo, maxt], newest first; their sample count. */
+  #pickChunks(ref: number, lo: number, maxt: number, ids: number[]): number {
     const ch = this.#chunks;
+    let total = 0;
     for (let id = this.#lastClosed[ref]; id >= 0; id = ch.prev[id]) {
       if (ch.maxT[id] < lo) break; // the list is newest first
       if (ch.minT[id] <= maxt) {
@@ -216,8 +214,57 @@ export class Head {
         total += ch.count[id];
       }
     }
+    return total;
+  }
+
+  /** Whether ref's open chunk has samples and overlaps [lo, maxt]. */
+  #openOverlaps(ref: number, lo: number, maxt: number): boolean {
+    return (
+      this.#slot[ref] >= 0 && this.#ocCount[ref] > 0 && this.#ocMinT[ref] <= maxt && this.#maxT[ref] >= lo
+    );
+  }
+
+  /**
+   * Decodes the samples in [lo, maxt] of the chunks `ids` (newest first, as #pickChunks gives them), then
+   * of the open chunk when `open`, into t/v/bits from index n, ascending; returns the new end.
+   */
+  #decodeInOrder(
+    ref: number,
+    ids: readonly number[],
+    open: boolean,
+    lo: number,
+    maxt: number,
+    t: Float64Array,
+    v: Float64Array,
+    n: number,
+    bits: Uint32Array,
+  ): number {
+    const ch = this.#chunks;
+    for (let i = ids.length - 1; i >= 0; i--) {
+      const id = ids[i];
+      n = xorDecodeInto(ch.bytesOf(id), ch.off[id], ch.count[id], lo, maxt, t, v, n, bits);
+    }
+    if (!open) return n;
     const slot = this.#slot[ref];
-    const open = slot >= 0 && this.#ocCount[ref] > 0 && this.#ocMinT[ref] <= maxt && this.#maxT[ref] >= lo;
+    return xorDecodeInto(
+      this.#slots.page(slot),
+      this.#slots.offset(slot),
+      this.#ocCount[ref],
+      lo,
+      maxt,
+      t,
+      v,
+      n,
+      bits,
+    );
+  }
+
+  /** In-order samples of ref in [mint, maxt] ∩ [minValidT, ∞). */
+  #inOrder(ref: number, mint: number, maxt: number): SampleArrays {
+    const lo = Math.max(mint, this.minValidT);
+    const ids: number[] = [];
+    let total = this.#pickChunks(ref, lo, maxt, ids);
+    const open = this.#openOverlaps(ref, lo, maxt);
     if (open) total += this.#ocCount[ref];
     // Small reads decode into the scratch and copy out what is in range: a read of the last minutes of
     // a chunk (an alert rule's window) allocates its samples, not the whole chunk's.
@@ -225,24 +272,7 @@ export class Head {
     const t = small ? scratchT : new Float64Array(total);
     const v = small ? scratchV : new Float64Array(total);
     const bits = small ? scratchBits : new Uint32Array(v.buffer, v.byteOffset, v.length * 2);
-    let n = 0;
-    for (let i = ids.length - 1; i >= 0; i--) {
-      const id = ids[i];
-      n = xorDecodeInto(ch.bytesOf(id), ch.off[id], ch.count[id], lo, maxt, t, v, n, bits);
-    }
-    if (open) {
-      n = xorDecodeInto(
-        this.#slots.page(slot),
-        this.#slots.offset(slot),
-        this.#ocCount[ref],
-        lo,
-        maxt,
-        t,
-        v,
-        n,
-        bits,
-      );
-    }
+    const n = this.#decodeInOrder(ref, ids, open, lo, maxt, t, v, 0, bits);
     if (small) return { t: t.slice(0, n), v: v.slice(0, n) };
     // Views, not copies: a read usually starts inside its first chunk, and the unused tail is small.
     return n === total ? { t, v } : { t: t.subarray(0, n), v: v.subarray(0, n) };
@@ -257,9 +287,7 @@ export class Head {
       if (ch.maxT[id] < lo) break; // the list is newest first
       if (ch.minT[id] <= maxt) total += ch.count[id];
     }
-    const slot = this.#slot[ref];
-    if (slot >= 0 && this.#ocCount[ref] > 0 && this.#ocMinT[ref] <= maxt && this.#maxT[ref] >= lo)
-      total += this.#ocCount[ref];
+    if (this.#openOverlaps(ref, lo, maxt)) total += this.#ocCount[ref];
     return total;
   }
 
@@ -278,42 +306,16 @@ export class Head {
       return;
     }
     const lo = Math.max(mint, this.minValidT);
-    const ch = this.#chunks;
     const ids = this.#idScratch;
     ids.length = 0;
-    let total = 0;
-    for (let id = this.#lastClosed[ref]; id >= 0; id = ch.prev[id]) {
-      if (ch.maxT[id] < lo) break; // the list is newest first
-      if (ch.minT[id] <= maxt) {
-        ids.push(id);
-        total += ch.count[id];
-      }
-    }
-    const slot = this.#slot[ref];
-    const open = slot >= 0 && this.#ocCount[ref] > 0 && this.#ocMinT[ref] <= maxt && this.#maxT[ref] >= lo;
+    let total = this.#pickChunks(ref, lo, maxt, ids);
+    const open = this.#openOverlaps(ref, lo, maxt);
     if (open) total += this.#ocCount[ref];
     out.reserve(total);
     const t = out.timestamps;
     const v = out.values;
     const bits = out.valueBits;
-    let n = out.used;
-    for (let i = ids.length - 1; i >= 0; i--) {
-      const id = ids[i];
-      n = xorDecodeInto(ch.bytesOf(id), ch.off[id], ch.count[id], lo, maxt, t, v, n, bits);
-    }
-    if (open) {
-      n = xorDecodeInto(
-        this.#slots.page(slot),
-        this.#slots.offset(slot),
-        this.#ocCount[ref],
-        lo,
-        maxt,
-        t,
-        v,
-        n,
-        bits,
-      );
-    }
+    const n = this.#decodeInOrder(ref, ids, open, lo, maxt, t, v, out.used, bits);
     out.used = n;
     out.endSeries(ref);
   }
