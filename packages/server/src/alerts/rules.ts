@@ -4,7 +4,7 @@ import type { Db } from "../db/database.ts";
 import type { AlertRuleRevisionTable, AlertRuleTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { attributionOf } from "../iam/actor.ts";
-import { bodyHash, findReplay } from "../iam/idempotency.ts";
+import { bodyHash, findReplay, recordResult } from "../iam/idempotency.ts";
 import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
@@ -161,16 +161,7 @@ export async function saveAlertRule(
   try {
     await db.transaction().execute(async (tx) => {
       await checkDestinationsExist(tx, projectId, spec.destinationNames, true);
-      await tx
-        .insertInto("idempotency_records")
-        .values({
-          scope,
-          request_id: input.requestId,
-          body_hash: hash,
-          result: JSON.stringify({ version }),
-          create_time: nowMs,
-        })
-        .execute();
+      await recordResult(tx, scope, input.requestId, hash, { version }, nowMs);
       if (expected === 0) {
         await tx
           .insertInto("alert_rules")

@@ -56,6 +56,30 @@ export async function findReplay<T>(
   return JSON.parse(r.result) as T;
 }
 
+/**
+ * Records `result` for (scope, requestId), to be replayed by findReplay. Inside the change's transaction
+ * and first in it: a concurrent duplicate then fails on the primary key before doing anything.
+ */
+export async function recordResult(
+  tx: Db,
+  scope: string,
+  requestId: string,
+  hash: string,
+  result: unknown,
+  nowMs: number,
+): Promise<void> {
+  await tx
+    .insertInto("idempotency_records")
+    .values({
+      scope,
+      request_id: requestId,
+      body_hash: hash,
+      result: JSON.stringify(result),
+      create_time: nowMs,
+    })
+    .execute();
+}
+
 export async function pruneIdempotency(db: Db, nowMs: number): Promise<void> {
   await db
     .deleteFrom("idempotency_records")

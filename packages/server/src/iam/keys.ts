@@ -6,7 +6,7 @@ import { checkFreeText, MAX_CREDENTIAL_NAME } from "../free-text.ts";
 import { newId } from "../ids.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, isCapability, rolePermissions } from "./capabilities.ts";
-import { bodyHash, findReplay, validateRequestId } from "./idempotency.ts";
+import { bodyHash, findReplay, recordResult, validateRequestId } from "./idempotency.ts";
 import { type Actor, requireMember, requireOwner } from "./membership.ts";
 import { generateSecret, hashSecret, secretHint } from "./secrets.ts";
 import { parseServiceAccountName } from "./service-accounts.ts";
@@ -232,31 +232,25 @@ async function issue(
     await db.transaction().execute(async (tx) => {
       // The idempotency record goes first: a concurrent duplicate fails on its primary key and
       // issues nothing.
-      await tx
-        .insertInto("idempotency_records")
-        .values({
-          scope,
-          request_id: requestId,
-          body_hash: hash,
-          result: JSON.stringify(
-            spec.revokeKeyId ? { keyId: row.id, lostKeyId: spec.revokeKeyId } : { keyId: row.id },
-          ),
-          create_time: nowMs,
-        })
-        .execute();
+      await recordResult(
+        tx,
+        scope,
+        requestId,
+        hash,
+        spec.revokeKeyId ? { keyId: row.id, lostKeyId: spec.revokeKeyId } : { keyId: row.id },
+        nowMs,
+      );
       if (spec.revokeKeyId !== undefined) {
         // Claims the lost key for this recovery: a concurrent recovery of the same key under another
         // request id fails on this primary key and issues nothing.
-        await tx
-          .insertInto("idempotency_records")
-          .values({
-            scope: recoveredScope(spec.revokeKeyId),
-            request_id: spec.revokeKeyId,
-            body_hash: "",
-            result: JSON.stringify({ recoveredBy: requestId }),
-            create_time: nowMs,
-          })
-          .execute();
+        await recordResult(
+          tx,
+          recoveredScope(spec.revokeKeyId),
+          spec.revokeKeyId,
+          "",
+          { recoveredBy: requestId },
+          nowMs,
+        );
         await tx
           .updateTable("api_keys")
           .set({ revoke_time: nowMs })

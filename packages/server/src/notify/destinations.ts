@@ -7,7 +7,7 @@ import { capabilityDenied, invalidArgument, notFound, permissionDenied, SvcError
 import { checkFreeText, MAX_DISPLAY_NAME } from "../free-text.ts";
 import { principalName } from "../iam/actor.ts";
 import { notificationRead, rolePermissions } from "../iam/capabilities.ts";
-import { bodyHash, findReplay } from "../iam/idempotency.ts";
+import { bodyHash, findReplay, recordResult } from "../iam/idempotency.ts";
 import { roleOf } from "../iam/membership.ts";
 import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
@@ -138,6 +138,20 @@ async function loadDestination(db: Db, projectId: string, id: string): Promise<D
     .executeTakeFirst();
   if (!d) throw notFound(destinationName(projectId, id));
   return d;
+}
+
+/** A new signing secret of destination `id`, sealed, current until a rotation expires it. */
+async function addSecret(tx: Db, id: string, sealedSecret: string, nowMs: number): Promise<void> {
+  await tx
+    .insertInto("destination_secrets")
+    .values({
+      id: randomBytes(6).toString("hex"),
+      destination_id: id,
+      sealed_secret: sealedSecret,
+      create_time: nowMs,
+      expire_time: null,
+    })
+    .execute();
 }
 
 function checkDisplayName(s: string): string {
@@ -301,16 +315,7 @@ export async function createDestination(
   const codes = new Map(userIds.map((u) => [u, randomBytes(6).toString("base64url")]));
   noteCreated(destinationName(projectId, id));
   await db.transaction().execute(async (tx) => {
-    await tx
-      .insertInto("idempotency_records")
-      .values({
-        scope,
-        request_id: input.requestId,
-        body_hash: hash,
-        result: JSON.stringify({ id }),
-        create_time: nowMs,
-      })
-      .execute();
+    await recordResult(tx, scope, input.requestId, hash, { id }, nowMs);
     await tx
       .insertInto("destinations")
       .values({
@@ -330,16 +335,7 @@ export async function createDestination(
       })
       .execute();
     if (secret) {
-      await tx
-        .insertInto("destination_secrets")
-        .values({
-          id: randomBytes(6).toString("hex"),
-          destination_id: id,
-          sealed_secret: deps.sealer.seal(secret),
-          create_time: nowMs,
-          expire_time: null,
-        })
-        .execute();
+      await addSecret(tx, id, deps.sealer.seal(secret), nowMs);
     }
     await addUnverifiedRecipients(tx, id, codes, nowMs, options.verificationTtlMs);
   });
@@ -665,16 +661,7 @@ export async function rotateWebhookSecret(
       .where("destination_id", "=", id)
       .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", until)]))
       .execute();
-    await tx
-      .insertInto("destination_secrets")
-      .values({
-        id: randomBytes(6).toString("hex"),
-        destination_id: id,
-        sealed_secret: deps.sealer.seal(secret),
-        create_time: nowMs,
-        expire_time: null,
-      })
-      .execute();
+    await addSecret(tx, id, deps.sealer.seal(secret), nowMs);
   });
   return { destination: await view(db, d, nowMs), webhookSecret: secret };
 }

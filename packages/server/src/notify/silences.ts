@@ -5,7 +5,7 @@ import type { SilenceTable } from "../db/schema.ts";
 import { invalidArgument, notFound, SvcError } from "../errors.ts";
 import { checkFreeText, MAX_COMMENT } from "../free-text.ts";
 import { attributionOf } from "../iam/actor.ts";
-import { bodyHash, findReplay, validateRequestId } from "../iam/idempotency.ts";
+import { bodyHash, findReplay, recordResult, validateRequestId } from "../iam/idempotency.ts";
 import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { PROJECT_ID, parseProjectName, parseVmName } from "../inventory/names.ts";
 import { clampPageSize, decodePageToken, encodePageToken } from "../pagination.ts";
@@ -322,16 +322,7 @@ export async function createSilence(
     update_time: nowMs,
   };
   await db.transaction().execute(async (tx) => {
-    await tx
-      .insertInto("idempotency_records")
-      .values({
-        scope,
-        request_id: input.requestId,
-        body_hash: hash,
-        result: JSON.stringify({ id }),
-        create_time: nowMs,
-      })
-      .execute();
+    await recordResult(tx, scope, input.requestId, hash, { id }, nowMs);
     await tx.insertInto("silences").values(row).execute();
   });
   return view(row, nowMs);
