@@ -246,9 +246,18 @@ function closed(name: string, state: string, what: string): SvcError {
 
 type HumanEventKind = "ACKNOWLEDGED" | "SNOOZED" | "UNSNOOZED";
 
+/** An UPDATE of the incident `row` that applies only while it is open. */
+function updateWhileOpen(tx: Db, row: IncidentTable) {
+  return tx
+    .updateTable("incidents")
+    .where("id", "=", row.id)
+    .where("project_id", "=", row.project_id)
+    .where("state", "=", "OPEN");
+}
+
 /**
- * Runs `update` (a conditional UPDATE of one incident) and, when it changed the row, writes the event,
- * both in one transaction. Returns whether the row changed.
+ * Runs `update` (completing updateWhileOpen of the row: what to set, any further condition) and, when it
+ * changed the row, writes the event, both in one transaction. Returns whether the row changed.
  */
 async function updateWithEvent(
   db: Db,
@@ -257,10 +266,10 @@ async function updateWithEvent(
   userId: string,
   nowMs: number,
   detail: Record<string, unknown>,
-  update: (tx: Db) => Promise<{ numUpdatedRows: bigint }>,
+  update: (q: ReturnType<typeof updateWhileOpen>) => Promise<{ numUpdatedRows: bigint }>,
 ): Promise<boolean> {
   return db.transaction().execute(async (tx) => {
-    const res = await update(tx);
+    const res = await update(updateWhileOpen(tx, row));
     if (Number(res.numUpdatedRows) !== 1) return false;
     await tx
       .insertInto("incident_events")
@@ -298,13 +307,9 @@ export async function acknowledgeIncident(
   // a retry after the incident closed still answers with the incident, not an error.
   if (row.ack_user_id !== null) return getIncident(db, name);
   if (row.state !== "OPEN") throw closed(name, row.state, "acknowledged");
-  const changed = await updateWithEvent(db, row, "ACKNOWLEDGED", userId, nowMs, {}, (tx) =>
-    tx
-      .updateTable("incidents")
+  const changed = await updateWithEvent(db, row, "ACKNOWLEDGED", userId, nowMs, {}, (q) =>
+    q
       .set({ ack_user_id: userId, ack_time: nowMs, update_time: nowMs })
-      .where("id", "=", id)
-      .where("project_id", "=", projectId)
-      .where("state", "=", "OPEN")
       .where("ack_user_id", "is", null)
       .executeTakeFirst(),
   );
@@ -349,14 +354,7 @@ export async function snoozeIncident(
     userId,
     nowMs,
     { snoozeUntilUnix: Math.floor(untilMs / 1000) },
-    (tx) =>
-      tx
-        .updateTable("incidents")
-        .set({ snooze_until: untilMs, snooze_user_id: userId, update_time: nowMs })
-        .where("id", "=", id)
-        .where("project_id", "=", projectId)
-        .where("state", "=", "OPEN")
-        .executeTakeFirst(),
+    (q) => q.set({ snooze_until: untilMs, snooze_user_id: userId, update_time: nowMs }).executeTakeFirst(),
   );
   if (!changed) {
     const now = await readIncident(db, projectId, id);
@@ -388,13 +386,9 @@ export async function unsnoozeIncident(
     userId,
     nowMs,
     { snoozeUntilUnix: Math.floor(row.snooze_until / 1000) },
-    (tx) =>
-      tx
-        .updateTable("incidents")
+    (q) =>
+      q
         .set({ snooze_until: null, snooze_user_id: null, update_time: nowMs })
-        .where("id", "=", id)
-        .where("project_id", "=", projectId)
-        .where("state", "=", "OPEN")
         .where("snooze_until", "is not", null)
         .executeTakeFirst(),
   );
