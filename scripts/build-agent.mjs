@@ -3,11 +3,11 @@
 // server publishes at /v1/agent/packages/. Skips the work when the sources are older than the package;
 // `--force` always builds. `npm start` runs it first, as it does for the console.
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
 import {
   bundleForNode,
+  debLayout,
   debUpToDate,
   dpkgBuild,
   putMaintainerScripts,
@@ -16,18 +16,7 @@ import {
 } from "./lib/deb.mjs";
 import { isMain } from "./lib/is-main.mjs";
 
-const root = join(import.meta.dirname, "..");
-const agentDir = join(root, "packages", "agent");
-const dist = join(agentDir, "dist");
-const { version } = JSON.parse(readFileSync(join(agentDir, "package.json"), "utf8"));
-const debName = `svc-agent_${version}_all.deb`;
-const deb = join(dist, debName);
-const sources = [
-  join(agentDir, "src"),
-  join(agentDir, "package.json"),
-  join(root, "packages", "remotewrite", "src"),
-  join(root, "scripts", "build-agent.mjs"),
-];
+const { dir: agentDir, dist, version, debName, deb, sources } = debLayout("agent", "build-agent.mjs");
 
 // V8 flags of the installed agent (docs/agent.md "Footprint"): a young generation of 1 MiB and no optimizing
 // compiler (the agent runs a few ms of code every 30 s: compiling it costs more than it saves) took its RSS

@@ -3,11 +3,11 @@
 // packages/collector/dist/svc-collector_<version>_all.deb and SHA256SUMS. Install and configuration:
 // docs/hypervisor.md. Skips the work when the sources are older than the package; `--force` always builds.
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
 import {
   bundleForNode,
+  debLayout,
   debUpToDate,
   dpkgBuild,
   putMaintainerScripts,
@@ -16,18 +16,7 @@ import {
 } from "./lib/deb.mjs";
 import { isMain } from "./lib/is-main.mjs";
 
-const root = join(import.meta.dirname, "..");
-const pkgDir = join(root, "packages", "collector");
-const dist = join(pkgDir, "dist");
-const { version } = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8"));
-const debName = `svc-collector_${version}_all.deb`;
-const deb = join(dist, debName);
-const sources = [
-  join(pkgDir, "src"),
-  join(pkgDir, "package.json"),
-  join(root, "packages", "remotewrite", "src"),
-  join(root, "scripts", "build-collector.mjs"),
-];
+const { dir: pkgDir, dist, version, debName, deb, sources } = debLayout("collector", "build-collector.mjs");
 
 export async function buildCollector({ force = false } = {}) {
   const upToDate = () => debUpToDate(deb, sources, force);

@@ -15,6 +15,26 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 
+/**
+ * Where the Debian package `svc-<name>` of packages/<name> is built from and to: its directory, dist/,
+ * version (its package.json), the .deb's name and path, and the sources whose change rebuilds it (its
+ * src/ and package.json, the bundled remote-write codec, and the build script `script`).
+ */
+export function debLayout(name, script) {
+  const root = join(import.meta.dirname, "..", "..");
+  const dir = join(root, "packages", name);
+  const dist = join(dir, "dist");
+  const { version } = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+  const debName = `svc-${name}_${version}_all.deb`;
+  const sources = [
+    join(dir, "src"),
+    join(dir, "package.json"),
+    join(root, "packages", "remotewrite", "src"),
+    join(root, "scripts", script),
+  ];
+  return { dir, dist, version, debName, deb: join(dist, debName), sources };
+}
+
 /** The newest modification time under `path` (tests and test helpers excluded), 0 when absent. */
 export function newest(path) {
   if (!existsSync(path)) return 0;
