@@ -455,6 +455,49 @@ function submitLabel(issue: ReturnType<typeof useIssue>, label: string): string 
   return label;
 }
 
+/** IssueStatus, then Cancel and the submit button (`label`, or Recover/Retry as the issue stands). */
+function IssueFooter(props: {
+  issue: ReturnType<typeof useIssue>;
+  what: string;
+  label: string;
+  onClose: () => void;
+}) {
+  return (
+    <>
+      <IssueStatus issue={props.issue} what={props.what} />
+      <div className="access-dialog-actions">
+        <Button onClick={props.onClose}>Cancel</Button>
+        <Button kind="primary" type="submit" busy={props.issue.busy}>
+          {submitLabel(props.issue, props.label)}
+        </Button>
+      </div>
+    </>
+  );
+}
+
+/** A key's lifetime in whole days, 1 to MAX_DAYS. */
+function ExpiryDaysField(props: {
+  label: string;
+  hint: string;
+  error: string | undefined;
+  days: string;
+  setDays: (days: string) => void;
+  disabled: boolean;
+}) {
+  return (
+    <Field label={props.label} hint={props.hint} error={props.error}>
+      <input
+        type="number"
+        min={1}
+        max={MAX_DAYS}
+        value={props.days}
+        disabled={props.disabled}
+        onChange={(e) => props.setDays(e.target.value)}
+      />
+    </Field>
+  );
+}
+
 function CreateKeyForm(props: {
   parent: string;
   allowed: readonly string[];
@@ -549,27 +592,15 @@ function CreateKeyForm(props: {
         })}
       </fieldset>
       <CapabilityAllows capabilities={caps} />
-      <Field
+      <ExpiryDaysField
         label="Expires after (days)"
         hint={`Default ${DEFAULT_DAYS}, at most ${MAX_DAYS} (one year).`}
         error={touched ? daysError : undefined}
-      >
-        <input
-          type="number"
-          min={1}
-          max={MAX_DAYS}
-          value={days}
-          disabled={issue.frozen}
-          onChange={(e) => setDays(e.target.value)}
-        />
-      </Field>
-      <IssueStatus issue={issue} what="created" />
-      <div className="access-dialog-actions">
-        <Button onClick={props.onClose}>Cancel</Button>
-        <Button kind="primary" type="submit" busy={issue.busy}>
-          {submitLabel(issue, "Create key")}
-        </Button>
-      </div>
+        days={days}
+        setDays={setDays}
+        disabled={issue.frozen}
+      />
+      <IssueFooter issue={issue} what="created" label="Create key" onClose={props.onClose} />
     </form>
   );
 }
@@ -657,27 +688,15 @@ function RotateKeyForm(props: { k: Key; onClose: () => void }) {
       {h === 0 && !hoursError ? (
         <p className="banner banner-warn">Immediate rotation: the current secret stops working at once.</p>
       ) : null}
-      <Field
+      <ExpiryDaysField
         label="New key expires after (days)"
         hint={`Default ${DEFAULT_DAYS}, at most ${MAX_DAYS}.`}
         error={touched ? daysError : undefined}
-      >
-        <input
-          type="number"
-          min={1}
-          max={MAX_DAYS}
-          value={days}
-          disabled={issue.frozen}
-          onChange={(e) => setDays(e.target.value)}
-        />
-      </Field>
-      <IssueStatus issue={issue} what="rotated" />
-      <div className="access-dialog-actions">
-        <Button onClick={props.onClose}>Cancel</Button>
-        <Button kind="primary" type="submit" busy={issue.busy}>
-          {submitLabel(issue, "Rotate key")}
-        </Button>
-      </div>
+        days={days}
+        setDays={setDays}
+        disabled={issue.frozen}
+      />
+      <IssueFooter issue={issue} what="rotated" label="Rotate key" onClose={props.onClose} />
     </form>
   );
 }
