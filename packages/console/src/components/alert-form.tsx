@@ -2,7 +2,7 @@ import type { AlertRuleSpec } from "@gen/svc/monitoring/v1/alerts_pb.ts";
 import type { Destination } from "@gen/svc/monitoring/v1/destinations_pb.ts";
 import type { VMMonitoring } from "@gen/svc/monitoring/v1/monitoring_pb.ts";
 import { useQuery } from "@tanstack/react-query";
-import { useState } from "react";
+import { type ReactNode, useState } from "react";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
 import { fmtMetricValue, fmtSeconds, metricOptionLabel, OPERATORS, SEVERITIES } from "./alert-catalog.tsx";
@@ -313,40 +313,22 @@ export function RuleFormFields(props: {
             />
             <div className="alert-picklist-items">
               {vmRows.map((v) => (
-                <label key={v.name}>
-                  <input
-                    type="checkbox"
-                    checked={form.vmNames.includes(v.name)}
-                    onChange={(e) =>
-                      set(
-                        "vmNames",
-                        e.target.checked
-                          ? [...form.vmNames, v.name]
-                          : form.vmNames.filter((n) => n !== v.name),
-                      )
-                    }
-                  />
+                <PickItem
+                  key={v.name}
+                  checked={form.vmNames.includes(v.name)}
+                  onToggle={(on) => set("vmNames", toggled(form.vmNames, v.name, on))}
+                >
                   <span>{v.displayName || lastSegment(v.name)}</span>
                   <span className="muted small">
                     {v.location} · {v.state.toLowerCase()}
                   </span>
-                </label>
+                </PickItem>
               ))}
               {unknownSelected.map((n) => (
-                <label key={n}>
-                  <input
-                    type="checkbox"
-                    checked
-                    onChange={() =>
-                      set(
-                        "vmNames",
-                        form.vmNames.filter((x) => x !== n),
-                      )
-                    }
-                  />
+                <PickItem key={n} checked onToggle={() => set("vmNames", toggled(form.vmNames, n, false))}>
                   <span>{lastSegment(n)}</span>
                   <Badge tone="bad">not in the inventory</Badge>
-                </label>
+                </PickItem>
               ))}
               {props.vms && vmRows.length === 0 ? <span className="muted small">No VM matches.</span> : null}
             </div>
@@ -369,41 +351,27 @@ export function RuleFormFields(props: {
             ) : (
               <div className="checks" data-testid="alert-destinations">
                 {props.destinations.map((d) => (
-                  <label key={d.name}>
-                    <input
-                      type="checkbox"
-                      checked={form.destinationNames.includes(d.name)}
-                      onChange={(e) =>
-                        set(
-                          "destinationNames",
-                          e.target.checked
-                            ? [...form.destinationNames, d.name]
-                            : form.destinationNames.filter((n) => n !== d.name),
-                        )
-                      }
-                    />
+                  <PickItem
+                    key={d.name}
+                    checked={form.destinationNames.includes(d.name)}
+                    onToggle={(on) => set("destinationNames", toggled(form.destinationNames, d.name, on))}
+                  >
                     <span>{d.displayName || lastSegment(d.name)}</span>
                     <Badge tone="info">{d.kind.toLowerCase()}</Badge>
                     {d.paused ? <Badge tone="warn">paused</Badge> : null}
-                  </label>
+                  </PickItem>
                 ))}
                 {form.destinationNames
                   .filter((n) => !props.destinations?.some((d) => d.name === n))
                   .map((n) => (
-                    <label key={n}>
-                      <input
-                        type="checkbox"
-                        checked
-                        onChange={() =>
-                          set(
-                            "destinationNames",
-                            form.destinationNames.filter((x) => x !== n),
-                          )
-                        }
-                      />
+                    <PickItem
+                      key={n}
+                      checked
+                      onToggle={() => set("destinationNames", toggled(form.destinationNames, n, false))}
+                    >
                       <span>{lastSegment(n)}</span>
                       <Badge tone="bad">deleted</Badge>
-                    </label>
+                    </PickItem>
                   ))}
               </div>
             )}
@@ -577,4 +545,19 @@ export function specDiff(
     if (all || x !== y) out.push({ field: labels[k], a: x, b: y });
   }
   return out;
+}
+
+/** `list` with `name` added (on) or removed (off), order kept. */
+function toggled(list: readonly string[], name: string, on: boolean): string[] {
+  return on ? [...list, name] : list.filter((n) => n !== name);
+}
+
+/** A checkbox row of a pick list. */
+function PickItem(props: { checked: boolean; onToggle: (on: boolean) => void; children: ReactNode }) {
+  return (
+    <label>
+      <input type="checkbox" checked={props.checked} onChange={(e) => props.onToggle(e.target.checked)} />
+      {props.children}
+    </label>
+  );
 }
