@@ -6,11 +6,11 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
 import {
-  bundleForNode,
   debLayout,
   debUpToDate,
   dpkgBuild,
   putMaintainerScripts,
+  putProgram,
   putter,
   serviceMaintainerScripts,
 } from "./lib/deb.mjs";
@@ -60,18 +60,15 @@ async function buildInto(out) {
   const put = putter(pkgRoot);
 
   // One file, no node_modules: the agent's only dependency (the remote-write codec) is bundled in.
-  const bundle = await bundleForNode(
-    join(agentDir, "src", "main.ts"),
-    `// svc-agent ${version}: the svc guest agent, bundled from packages/agent.`,
-  );
-  put("usr/lib/svc-agent/svc-agent.mjs", bundle, 0o644);
   // --no-warnings: Node 18 warns on the first fetch (experimental there), which would break the agent's
   // JSON-lines log. The V8 flags bound the heap of a process that holds one collection at a time
   // (docs/agent.md "Footprint").
-  put(
-    "usr/bin/svc-agent",
-    `#!/bin/sh\nexec node --no-warnings ${NODE_FLAGS} /usr/lib/svc-agent/svc-agent.mjs "$@"\n`,
-    0o755,
+  await putProgram(
+    put,
+    "svc-agent",
+    join(agentDir, "src", "main.ts"),
+    `// svc-agent ${version}: the svc guest agent, bundled from packages/agent.`,
+    `--no-warnings ${NODE_FLAGS}`,
   );
 
   // The unit reads the server and VM from agent.env, the token from a file only root and the agent read.

@@ -6,11 +6,11 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
 import {
-  bundleForNode,
   debLayout,
   debUpToDate,
   dpkgBuild,
   putMaintainerScripts,
+  putProgram,
   putter,
   serviceMaintainerScripts,
 } from "./lib/deb.mjs";
@@ -33,15 +33,12 @@ async function buildInto(out) {
   const pkgRoot = join(out, "root");
   const put = putter(pkgRoot);
 
-  const bundle = await bundleForNode(
+  await putProgram(
+    put,
+    "svc-collector",
     join(pkgDir, "src", "main.ts"),
     `// svc-collector ${version}: the svc hypervisor collector, bundled from packages/collector.`,
-  );
-  put("usr/lib/svc-collector/svc-collector.mjs", bundle, 0o644);
-  put(
-    "usr/bin/svc-collector",
-    '#!/bin/sh\nexec node --no-warnings --max-old-space-size=96 /usr/lib/svc-collector/svc-collector.mjs "$@"\n',
-    0o755,
+    "--no-warnings --max-old-space-size=96",
   );
   // The collector reaches libvirtd's read-write socket as a member of the libvirt group (the guest
   // agent's filesystem info needs it; docs/hypervisor.md). Everything else is read-only to it.

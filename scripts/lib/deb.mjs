@@ -67,6 +67,15 @@ export async function bundleForNode(entry, banner) {
   return bundle.outputFiles[0].contents;
 }
 
+/**
+ * The program `name`: `entry` bundled (bundleForNode) to /usr/lib/<name>/<name>.mjs, and /usr/bin/<name>
+ * running it with the Node.js flags `nodeFlags`.
+ */
+export async function putProgram(put, name, entry, banner, nodeFlags) {
+  put(`usr/lib/${name}/${name}.mjs`, await bundleForNode(entry, banner), 0o644);
+  put(`usr/bin/${name}`, `#!/bin/sh\nexec node ${nodeFlags} /usr/lib/${name}/${name}.mjs "$@"\n`, 0o755);
+}
+
 /** Whether `deb` is at least as new as every path in `sources` (never with `force`). */
 export function debUpToDate(deb, sources, force) {
   return !force && existsSync(deb) && statSync(deb).mtimeMs >= Math.max(...sources.map(newest));
