@@ -50,6 +50,34 @@ export function jsonOf<D extends DescMessage>(schema: D, msg: MessageShape<D>): 
   return toJson(schema, msg, { alwaysEmitImplicit: true });
 }
 
+/**
+ * `<parent> get <name>`: one resource read by `read`, printed by `print`, or with --json as canonical JSON
+ * of `schema`.
+ */
+export function addGetCommand<D extends DescMessage>(
+  parent: Command,
+  io: CliIo,
+  spec: {
+    description: string;
+    nameHelp: string;
+    schema: D;
+    read: (clients: SvcClients, name: string) => Promise<MessageShape<D>>;
+    print: (out: (s: string) => void, msg: MessageShape<D>) => void;
+  },
+): void {
+  const { out } = outOf(io);
+  parent
+    .command("get")
+    .description(spec.description)
+    .argument("<name>", spec.nameHelp)
+    .option("--json", "print JSON")
+    .action(async (name: string, opts, cmd: Command) => {
+      const msg = await spec.read(clientsOf(cmd, io), name);
+      if (opts.json) return printJson(out, jsonOf(spec.schema, msg));
+      spec.print(out, msg);
+    });
+}
+
 /** JSON, or YAML with --output yaml. */
 export function printJson(out: (s: string) => void, value: JsonValue): void {
   printStructured(out, value);

@@ -5,7 +5,7 @@ import {
 } from "@svc/sdk/gen/svc/monitoring/v1/destinations_pb";
 import type { Command } from "commander";
 import { pageSizeOption, printPage, projectOption, stateOption } from "../common.ts";
-import { type CliIo, clientsOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
+import { addGetCommand, type CliIo, clientsOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
 
 const states = ["PENDING", "SENT", "FAILED", "SKIPPED"];
 
@@ -80,15 +80,11 @@ export function registerDeliveryCommands(program: Command, io: CliIo = {}): void
       printPage({ out, err, toTerminal: !io.stdout }, res.deliveries.map(deliveryLine), res.nextPageToken);
     });
 
-  deliveries
-    .command("get")
-    .description("one delivery with every attempt: time, status, code, detail, duration")
-    .argument("<name>", "projects/<p>/destinations/<d>/deliveries/<delivery_id>")
-    .option("--json", "print JSON")
-    .action(async (name: string, opts, cmd: Command) => {
-      const clients = clientsOf(cmd, io);
-      const d = await clients.destinations.getDelivery({ name });
-      if (opts.json) return printJson(out, jsonOf(DeliverySchema, d));
-      printDelivery(out, d);
-    });
+  addGetCommand(deliveries, io, {
+    description: "one delivery with every attempt: time, status, code, detail, duration",
+    nameHelp: "projects/<p>/destinations/<d>/deliveries/<delivery_id>",
+    schema: DeliverySchema,
+    read: (clients, name) => clients.destinations.getDelivery({ name }),
+    print: printDelivery,
+  });
 }

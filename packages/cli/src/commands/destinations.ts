@@ -15,6 +15,7 @@ import {
 import type { Command } from "commander";
 import { printLines, projectOption, UsageError } from "../common.ts";
 import {
+  addGetCommand,
   type CliIo,
   clientsOf,
   human,
@@ -360,17 +361,13 @@ export function registerDestinationCommands(program: Command, io: DestinationIo 
       printLines(out, res.destinations.map(destinationLine), !io.stdout);
     });
 
-  destinations
-    .command("get")
-    .description("one destination: recipients and their verification, or URL and secret ids")
-    .argument("<name>", "projects/<project_id>/destinations/<id>")
-    .option("--json", "print JSON")
-    .action(async (name: string, opts, cmd: Command) => {
-      const clients = clientsOf(cmd, io);
-      const d = await clients.destinations.getDestination({ name });
-      if (opts.json) return printJson(out, jsonOf(DestinationSchema, d));
-      printDestination(out, d);
-    });
+  addGetCommand(destinations, io, {
+    description: "one destination: recipients and their verification, or URL and secret ids",
+    nameHelp: "projects/<project_id>/destinations/<id>",
+    schema: DestinationSchema,
+    read: (clients, name) => clients.destinations.getDestination({ name }),
+    print: printDestination,
+  });
 
   destinations
     .command("create")

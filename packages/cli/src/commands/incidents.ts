@@ -5,7 +5,16 @@ import {
 } from "@svc/sdk/gen/svc/monitoring/v1/alerts_pb";
 import type { Command } from "commander";
 import { pageSizeOption, printPage, projectOption, stateOption } from "../common.ts";
-import { type CliIo, clientsOf, conditionOf, iso, jsonOf, outOf, printJson } from "./alerts.ts";
+import {
+  addGetCommand,
+  type CliIo,
+  clientsOf,
+  conditionOf,
+  iso,
+  jsonOf,
+  outOf,
+  printJson,
+} from "./alerts.ts";
 
 const states = ["OPEN", "RESOLVED", "RETIRED"];
 
@@ -91,15 +100,11 @@ export function registerIncidentCommands(program: Command, io: CliIo = {}): void
       printPage({ out, err, toTerminal: !io.stdout }, res.incidents.map(incidentLine), res.nextPageToken);
     });
 
-  incidents
-    .command("get")
-    .description("one incident with its event timeline")
-    .argument("<name>", "projects/<project_id>/incidents/<id>")
-    .option("--json", "print JSON")
-    .action(async (name: string, opts, cmd: Command) => {
-      const clients = clientsOf(cmd, io);
-      const i = await clients.incidents.getIncident({ name });
-      if (opts.json) return printJson(out, jsonOf(IncidentSchema, i));
-      printIncident(out, i);
-    });
+  addGetCommand(incidents, io, {
+    description: "one incident with its event timeline",
+    nameHelp: "projects/<project_id>/incidents/<id>",
+    schema: IncidentSchema,
+    read: (clients, name) => clients.incidents.getIncident({ name }),
+    print: printIncident,
+  });
 }
