@@ -207,11 +207,20 @@ function parsePosition(p: string): { openTime: number; id: string } {
   return { openTime: Number(m[1]), id: m[2] };
 }
 
-/** The incident with its events, oldest first (time, then id). */
-export async function getIncident(db: Db, name: string): Promise<IncidentView> {
+/** The incident `name` with its project and id; NOT_FOUND when there is none. */
+async function readNamed(
+  db: Db,
+  name: string,
+): Promise<{ projectId: string; id: string; row: IncidentTable }> {
   const { projectId, id } = parseIncidentName(name);
   const row = await readIncident(db, projectId, id);
   if (!row) throw notFound(name);
+  return { projectId, id, row };
+}
+
+/** The incident with its events, oldest first (time, then id). */
+export async function getIncident(db: Db, name: string): Promise<IncidentView> {
+  const { projectId, id, row } = await readNamed(db, name);
   const events = await db
     .selectFrom("incident_events")
     .selectAll()
@@ -299,9 +308,7 @@ export async function acknowledgeIncident(
   name: string,
   nowMs: number,
 ): Promise<IncidentView> {
-  const { projectId, id } = parseIncidentName(name);
-  const row = await readIncident(db, projectId, id);
-  if (!row) throw notFound(name);
+  const { projectId, id, row } = await readNamed(db, name);
   // Acknowledging twice keeps the first acknowledgement (who and when) and writes no second event, so a
   // retried call, or a second person arriving later, changes nothing. This is checked before the state:
   // a retry after the incident closed still answers with the incident, not an error.
@@ -374,9 +381,7 @@ export async function unsnoozeIncident(
   name: string,
   nowMs: number,
 ): Promise<IncidentView> {
-  const { projectId, id } = parseIncidentName(name);
-  const row = await readIncident(db, projectId, id);
-  if (!row) throw notFound(name);
+  const { projectId, id, row } = await readNamed(db, name);
   if (row.snooze_until === null) return getIncident(db, name);
   if (row.state !== "OPEN") throw closed(name, row.state, "unsnoozed");
   const changed = await updateWithEvent(
