@@ -8,7 +8,7 @@ import { checkFreeText, MAX_DISPLAY_NAME } from "../free-text.ts";
 import { principalName } from "../iam/actor.ts";
 import { notificationRead, rolePermissions } from "../iam/capabilities.ts";
 import { bodyHash, findReplay, recordResult } from "../iam/idempotency.ts";
-import { roleOf } from "../iam/membership.ts";
+import { requireMember, roleOf } from "../iam/membership.ts";
 import { authorizeProject, type Principal, projectOfRequest } from "../iam/principal.ts";
 import { parseProjectName } from "../inventory/names.ts";
 import type { MailSender } from "./channels/email.ts";
@@ -568,6 +568,13 @@ export async function deleteDestination(
   return { name, skippedDeliveries: Number(pending.n), detachedRules: detached };
 }
 
+/** PROJECT_BOUNDARY unless the user is a member, CAPABILITY unless their role grants notifications.write. */
+async function requireNotificationsWriter(db: Db, projectId: string, userId: string): Promise<void> {
+  const role = await requireMember(db, projectId, userId);
+  if (!rolePermissions[role].includes("notifications.write"))
+    throw capabilityDenied("notifications.write", `your role ${role} does not grant notifications.write`);
+}
+
 /** A person confirms a URL that a key or CI token set (the console shows its host and who set it). */
 export async function confirmDestination(
   deps: Pick<DestinationsDeps, "db" | "now">,
@@ -577,10 +584,7 @@ export async function confirmDestination(
   const { db } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseDestinationName(name);
-  const role = await roleOf(db, projectId, human.userId);
-  if (!role) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
-  if (!rolePermissions[role].includes("notifications.write"))
-    throw capabilityDenied("notifications.write", `your role ${role} does not grant notifications.write`);
+  await requireNotificationsWriter(db, projectId, human.userId);
   const d = await loadDestination(db, projectId, id);
   if (d.unconfirmed_by !== "") {
     await db
@@ -602,8 +606,7 @@ export async function verifyDestination(
   const { db } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseDestinationName(name);
-  if (!(await roleOf(db, projectId, human.userId)))
-    throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
+  await requireMember(db, projectId, human.userId);
   const d = await loadDestination(db, projectId, id);
   if (d.kind !== "EMAIL") throw invalidArgument("name", "only email destinations are verified");
   const r = await db
@@ -675,10 +678,7 @@ export async function sendTestNotification(
   const { db, options } = deps;
   const nowMs = deps.now();
   const { projectId, id } = parseDestinationName(name);
-  const role = await roleOf(db, projectId, human.userId);
-  if (!role) throw permissionDenied("PROJECT_BOUNDARY", "you are not a member of this project");
-  if (!rolePermissions[role].includes("notifications.write"))
-    throw capabilityDenied("notifications.write", `your role ${role} does not grant notifications.write`);
+  await requireNotificationsWriter(db, projectId, human.userId);
   const d = await loadDestination(db, projectId, id);
   const deliveryId = `dlv_${randomUUID()}`;
   const message = {
