@@ -293,9 +293,7 @@ export async function verifySetup(
       state: "IDENTITY_OBSERVED",
       observed: JSON.stringify(observed),
       observe_time: now,
-      pairing_hash: null,
-      setup_id: null,
-      setup_expire_time: null,
+      ...NO_PAIRING,
       update_time: now,
     })
     .where("id", "=", r.id)
@@ -368,27 +366,24 @@ export async function updatePermissions(
   return viewUpdate(ctx, r, r.state, { permissions: JSON.stringify(perms) });
 }
 
+/** A pending pairing cleared: once the identity is observed, or the trust is disabled or deleted. */
+const NO_PAIRING = { pairing_hash: null, setup_id: null, setup_expire_time: null } as const;
+
+/** The trust `name`, for a user who must own its project. */
+async function loadOwnedTrust(ctx: CiContext, userId: string, name: string): Promise<CiTrustTable> {
+  await requireTrustOwner(ctx.db, userId, parseTrustName(name).projectId);
+  return loadTrust(ctx.db, name);
+}
+
 /** Emergency revocation: exchanges and outstanding tokens stop at once. */
 export async function disableTrust(ctx: CiContext, userId: string, name: string): Promise<CiTrustView> {
-  await requireTrustOwner(ctx.db, userId, parseTrustName(name).projectId);
-  const r = await loadTrust(ctx.db, name);
-  return viewUpdate(ctx, r, r.state, {
-    state: "DISABLED",
-    pairing_hash: null,
-    setup_id: null,
-    setup_expire_time: null,
-  });
+  const r = await loadOwnedTrust(ctx, userId, name);
+  return viewUpdate(ctx, r, r.state, { state: "DISABLED", ...NO_PAIRING });
 }
 
 export async function deleteTrust(ctx: CiContext, userId: string, name: string): Promise<void> {
-  await requireTrustOwner(ctx.db, userId, parseTrustName(name).projectId);
-  const r = await loadTrust(ctx.db, name);
-  await update(ctx, r, r.state, {
-    state: "DELETED",
-    pairing_hash: null,
-    setup_id: null,
-    setup_expire_time: null,
-  });
+  const r = await loadOwnedTrust(ctx, userId, name);
+  await update(ctx, r, r.state, { state: "DELETED", ...NO_PAIRING });
   await ctx.db.deleteFrom("ci_tokens").where("trust_id", "=", r.id).execute();
 }
 
