@@ -3,7 +3,7 @@ import { useQuery } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
-import { Empty, ErrorBanner, Loading, Pager, type usePager } from "./ui.tsx";
+import { Button, Empty, ErrorBanner, Loading, Pager, type usePager } from "./ui.tsx";
 
 /**
  * What the console's paged lists (incidents, silences, activity) share: the table with its error,
@@ -73,6 +73,21 @@ export function FilterSelect(props: {
     >
       {props.children}
     </select>
+  );
+}
+
+/** Clears a paged list's filters (`onClear`) and starts again from the first page; shown while filtered. */
+export function ClearFilters(props: { filtered: boolean; onClear: () => void; pager: PagerState }) {
+  if (!props.filtered) return null;
+  return (
+    <Button
+      onClick={() => {
+        props.onClear();
+        props.pager.reset();
+      }}
+    >
+      Clear
+    </Button>
   );
 }
 

@@ -2,8 +2,8 @@ import { useQuery } from "@tanstack/react-query";
 import { useSearchParams } from "wouter";
 import { api } from "../api.ts";
 import { AuditEventRow } from "../components/audit-events.tsx";
-import { PagedTable } from "../components/paged-list.tsx";
-import { Button, Page, usePager } from "../components/ui.tsx";
+import { ClearFilters, PagedTable } from "../components/paged-list.tsx";
+import { Page, usePager } from "../components/ui.tsx";
 import { useProject } from "../session.tsx";
 
 /** The project's audit log (issue 29): who did what, from where and when, newest first. */
@@ -67,16 +67,7 @@ export function ActivityPage() {
           value={resource}
           onChange={set(setFilter("resource"))}
         />
-        {filtered ? (
-          <Button
-            onClick={() => {
-              setParams({}, { replace: true });
-              pager.reset();
-            }}
-          >
-            Clear
-          </Button>
-        ) : null}
+        <ClearFilters filtered={filtered} onClear={() => setParams({}, { replace: true })} pager={pager} />
       </div>
       <PagedTable
         what="activity"

@@ -27,7 +27,7 @@ import {
 } from "../components/incident-format.tsx";
 import { IncidentMetric } from "../components/incident-metric.tsx";
 import { IncidentSnoozeDialog } from "../components/incident-snooze.tsx";
-import { FilterSelect, PagedTable, RuleOptions, VmOptions } from "../components/paged-list.tsx";
+import { ClearFilters, FilterSelect, PagedTable, RuleOptions, VmOptions } from "../components/paged-list.tsx";
 import { Person } from "../components/people.tsx";
 import { SilenceDialog, silenceLabel, useActiveSilences } from "../components/silence-form.tsx";
 import { Badge, Button, ErrorBanner, Loading, Page, usePager } from "../components/ui.tsx";
@@ -83,18 +83,15 @@ export function IncidentsPage() {
         <FilterSelect label="VM" value={vm} onChange={setVm} pager={pager}>
           <VmOptions projectName={project.name} any="All VMs" />
         </FilterSelect>
-        {filtered ? (
-          <Button
-            onClick={() => {
-              setState("");
-              setRule("");
-              setVm("");
-              pager.reset();
-            }}
-          >
-            Clear
-          </Button>
-        ) : null}
+        <ClearFilters
+          filtered={filtered}
+          onClear={() => {
+            setState("");
+            setRule("");
+            setVm("");
+          }}
+          pager={pager}
+        />
       </div>
       <PagedTable
         what="incidents"
