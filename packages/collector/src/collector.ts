@@ -1,7 +1,6 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  encodeWriteRequest,
   httpPost,
   pushRemoteWrite,
   RemoteWritePushError,
@@ -25,6 +24,7 @@ import {
 } from "./libvirt/remote.ts";
 import { mapDomainStats, mapGuestFilesystems, type VmState } from "./mapping.ts";
 import type { CollectorOptions } from "./options.ts";
+import { SeriesEncoder } from "./series-encoder.ts";
 
 export const WRITE_PATH = "/v1/ingest/prometheus/api/v1/write";
 export const STATE_PATH = "/v1/ingest/vm-states";
@@ -106,6 +106,7 @@ class CollectorImpl implements Collector {
    * backlog writes them to the spool first, in order (#spill).
    */
   readonly #fresh: FreshRecord[] = [];
+  readonly #encoder = new SeriesEncoder();
   readonly #s = {
     cycles: 0,
     failedCycles: 0,
@@ -203,8 +204,8 @@ class CollectorImpl implements Collector {
     this.#s.mappedDomains = mapped;
     this.#s.unmappedDomains = unmapped;
     // Samples first, then the state changes seen in the same cycle: svc stores them in this order.
-    if (series.length > 0)
-      this.#enqueue(RECORD_SAMPLES, snappyCompress(encodeWriteRequest({ timeseries: series })), ts);
+    if (series.length > 0) this.#enqueue(RECORD_SAMPLES, snappyCompress(this.#encoder.encode(series)), ts);
+    this.#encoder.endCycle();
     if (events.length > 0) {
       // Written ahead (fsynced) before the state file says they were sent: a state change lost in a
       // crash would never be sent again, as the collector sends only changes.

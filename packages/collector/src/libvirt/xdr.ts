@@ -136,7 +136,12 @@ export class XdrReader {
   string(max = 4 * 1024 * 1024): string {
     const n = this.uint();
     if (n > max) throw new XdrError(`XDR string of ${n} bytes exceeds its bound ${max}`);
-    return this.fixedOpaque(n).toString("utf8");
+    const padded = (n + 3) & ~3;
+    this.#need(padded, "string");
+    // Decoded in place: no Buffer view per string (a stats reply holds hundreds of field names).
+    const v = this.#buf.toString("utf8", this.#pos, this.#pos + n);
+    this.#pos += padded;
+    return v;
   }
 
   optionalString(): string | undefined {
