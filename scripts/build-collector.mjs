@@ -52,9 +52,12 @@ async function buildInto(out) {
     },
   });
   put("usr/lib/svc-collector/svc-collector.mjs", bundle.outputFiles[0].contents, 0o644);
+  // --no-opt: no optimizing compiler. The collector runs a few milliseconds of code every 30 s, so
+  // TurboFan kept compiling (and, after garbage collections dropped its code, recompiling) functions
+  // that had just become hot: a third of the collector's CPU (docs/performance.md, bench:collector).
   put(
     "usr/bin/svc-collector",
-    '#!/bin/sh\nexec node --no-warnings --max-old-space-size=96 /usr/lib/svc-collector/svc-collector.mjs "$@"\n',
+    '#!/bin/sh\nexec node --no-warnings --no-opt --max-old-space-size=96 /usr/lib/svc-collector/svc-collector.mjs "$@"\n',
     0o755,
   );
   // The collector reaches libvirtd's read-write socket as a member of the libvirt group (the guest
