@@ -4,7 +4,13 @@ import { labelsFromRecord } from "../storage/interface.ts";
 import { ruleMetrics } from "./catalog.ts";
 import type { AppliedRule } from "./evaluation.ts";
 import { indexSeries } from "./read.ts";
-import { planReads, ruleLookbackMs, ruleShare, SHARED_READ_MAX_LOOKBACK_MS } from "./read-plan.ts";
+import {
+  planReads,
+  replanFailedRiders,
+  ruleLookbackMs,
+  ruleShare,
+  SHARED_READ_MAX_LOOKBACK_MS,
+} from "./read-plan.ts";
 import type { RuleSpec } from "./spec.ts";
 
 const S = 1000;
@@ -110,6 +116,30 @@ describe("planReads() with a long read", () => {
     for (const id of ["fs2", "fsAll", "mem"]) assert.notEqual(plan.get(id), long, id);
     assert.equal(plan.get("fs2"), plan.get("mem"));
     assert.equal(plan.get("fsAll")?.vmNames, undefined);
+  });
+
+  it("when the long read fails, the short rules that rode on it read on their own; the long rule keeps its error", () => {
+    const fc = forecast("fc", { allVms: true, vmNames: [] });
+    const fs = rule("fs", { metricId: "filesystem_used_pct", allVms: true, vmNames: [] });
+    const cpu = rule("cpu", { allVms: true, vmNames: [] });
+    const rules = [fc, fs, cpu];
+    const plan = planReads(rules, live, T, o);
+    assert.deepEqual(replanFailedRiders(rules, plan, live, T, o), [], "nothing failed");
+    const long = plan.get("fc");
+    assert.ok(long);
+    long.error = "the engine refused the range";
+    const again = replanFailedRiders(rules, plan, live, T, o);
+    assert.equal(again.length, 1);
+    assert.equal(plan.get("fs"), again[0]);
+    assert.deepEqual(
+      again[0].metrics.map((m) => m.id),
+      ["filesystem_used_pct"],
+    );
+    assert.equal(again[0].fromMs, T - ruleLookbackMs(again[0].metrics[0], fs.spec, o));
+    assert.equal(plan.get("fc"), long);
+    assert.equal(ruleShare(fc, long, live, T, o).readError, "the engine refused the range");
+    assert.notEqual(plan.get("cpu"), again[0], "the short read that succeeded is kept");
+    assert.deepEqual(replanFailedRiders(rules, plan, live, T, o), [], "once");
   });
 
   it("each rule's share of the long read is what its own read returns", () => {

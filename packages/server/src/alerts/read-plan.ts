@@ -109,6 +109,34 @@ function covers(read: PlannedRead, metric: RuleMetric, targets: readonly string[
   return targets?.every((n) => vms.has(n)) ?? false;
 }
 
+/**
+ * After a failed long read, the short rules that rode on it get reads of their own (planReads' shared
+ * read, made of them alone): riding must not make the long read's failure theirs, as a remote engine
+ * may refuse a long range it would serve short. Updates `plan` and returns the new reads to run.
+ */
+export function replanFailedRiders(
+  rules: readonly AppliedRule[],
+  plan: Map<string, PlannedRead>,
+  live: ReadonlySet<string>,
+  atMs: number,
+  o: Windows,
+): PlannedRead[] {
+  const riders = rules.filter((rule) => {
+    const read = plan.get(rule.id);
+    const metric = ruleMetrics.get(rule.spec.metricId);
+    return (
+      read?.error !== undefined &&
+      metric !== undefined &&
+      read.fromMs < atMs - SHARED_READ_MAX_LOOKBACK_MS &&
+      ruleLookbackMs(metric, rule.spec, o) <= SHARED_READ_MAX_LOOKBACK_MS
+    );
+  });
+  if (riders.length === 0) return [];
+  const own = planReads(riders, live, atMs, o);
+  for (const [id, read] of own) plan.set(id, read);
+  return [...new Set(own.values())];
+}
+
 /** Runs fn over xs with at most `limit` in flight. */
 async function eachLimited<T>(xs: readonly T[], limit: number, fn: (x: T) => Promise<void>): Promise<void> {
   let next = 0;
