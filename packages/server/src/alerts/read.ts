@@ -2,7 +2,6 @@ import type { Db } from "../db/database.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import { regexQuote } from "../metrics/latest.ts";
 import type { LabelMatcher, SeriesData } from "../storage/interface.ts";
-import { labelValue } from "../storage/interface.ts";
 import { type RuleMetric, SUPPORTED_FSTYPES, storedSeries } from "./catalog.ts";
 import type { InstanceSeries, VmTimeline } from "./condition.ts";
 

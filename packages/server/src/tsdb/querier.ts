@@ -240,9 +240,8 @@ export class TsdbQuerier implements Querier {
     let bound = 0;
     for (let i = 0; i < refs.length; i++) bound += head.sampleBound(refs[i], mintMs, maxtMs);
     const small = bound <= HEAD_SCRATCH_SAMPLES;
-    const b = small
-      ? (headScratch ??= new ColumnsBuilder(HEAD_SCRATCH_SAMPLES)).reset()
-      : new ColumnsBuilder(bound);
+    if (small && !headScratch) headScratch = new ColumnsBuilder(HEAD_SCRATCH_SAMPLES);
+    const b = small && headScratch ? headScratch.reset() : new ColumnsBuilder(bound);
     // Series with samples, as (index into refs, first sample, end) triples.
     const kept: number[] = [];
     for (let i = 0; i < refs.length; i++) {
