@@ -33,12 +33,15 @@ async function buildInto(out) {
   const pkgRoot = join(out, "root");
   const put = putter(pkgRoot);
 
+  // --no-opt: no optimizing compiler. The collector runs a few milliseconds of code every 30 s, so
+  // TurboFan kept compiling (and, after garbage collections dropped its code, recompiling) functions
+  // that had just become hot: a third of the collector's CPU (docs/performance.md, bench:collector).
   await putProgram(
     put,
     "svc-collector",
     join(pkgDir, "src", "main.ts"),
     `// svc-collector ${version}: the svc hypervisor collector, bundled from packages/collector.`,
-    "--no-warnings --max-old-space-size=96",
+    "--no-warnings --no-opt --max-old-space-size=96",
   );
   // The collector reaches libvirtd's read-write socket as a member of the libvirt group (the guest
   // agent's filesystem info needs it; docs/hypervisor.md). Everything else is read-only to it.

@@ -120,11 +120,15 @@ try {
   const exporter = spawn("prometheus-libvirt-exporter", [`--web.listen-address=127.0.0.1:${port}`], {
     stdio: ["ignore", "ignore", "ignore"],
   });
+  // Scrapes counted when they start, as the collector's cycles are: a scrape started before the
+  // measured window whose answer came in after its start (a loaded machine) is not the window's.
   let scrapes = 0;
   const scrape = async () => {
+    const started = scrapes;
+    scrapes++;
     const r = await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { "Accept-Encoding": "gzip" } });
     await r.arrayBuffer();
-    if (r.status === 200) scrapes++;
+    if (r.status !== 200) process.stderr.write(`scrape ${started + 1}: exporter answered ${r.status}\n`);
   };
   const virshCycle = () => {
     const r = spawnSync("bash", ["-c", "virsh -c qemu:///system domstats --raw >/dev/null; times"], {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "playwright-core";
+import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
 import { newCpuRule } from "../../packages/server/testing/alert-rules.ts";
 import {
   browserUnavailable,
@@ -173,5 +174,83 @@ describe("console in Chromium: Activity and keys' last use", { skip }, () => {
     assert.equal(await viewer.page.getByRole("alert").count(), 0);
     assert.deepEqual(asked, []);
     assert.deepEqual(viewer.problems, []);
+  });
+
+  it("names an incident's events by its rule and VM, and copying a person's name gives the full name and email", async () => {
+    const p = await t.seedProject("incident-activity", ["web-1"]);
+    const owner = t.clients(p.owner.session);
+    const now = Date.now();
+    const rule = newCpuRule(p.projectName, { displayName: "High CPU", threshold: 90 });
+    const saved = await owner.alerts.saveAlertRule(rule);
+    const a = t.app.tsdb.appender();
+    const labels = labelsFromRecord({
+      __name__: "svc_vm_cpu_utilization_pct",
+      project_id: "incident-activity",
+      vm: p.vms[0],
+      vm_id: "web-1",
+      location: "dc-1",
+      source: "hypervisor",
+    });
+    for (let ts = now - 600_000; ts <= now; ts += 30_000) a.append(labels, ts, 97);
+    await a.commit();
+    await t.app.evaluator.runCycle(now);
+    const [incident] = (await owner.incidents.listIncidents({ projectName: p.projectName, rule: saved.name }))
+      .incidents;
+    assert.ok(incident, "the evaluator opened an incident");
+    await owner.incidents.acknowledgeIncident({ name: incident.name });
+
+    const { page, problems } = await openPage(browser);
+    await signIn(page, t.baseUrl, p.owner.email, p.owner.password);
+    await page.getByRole("link", { name: "Activity" }).click();
+    const row = page.getByTestId("activity-table").locator(`tbody tr[data-resource="${incident.name}"]`);
+    // In words, the incident's path kept for hover and the filters; the method as the detail line.
+    await row.getByText("Acknowledged incident 'High CPU' on web-1", { exact: true }).waitFor();
+    await row.getByText("AcknowledgeIncident", { exact: true }).waitFor();
+    assert.ok(!((await row.textContent()) ?? "").includes(incident.name), "no incident by its resource path");
+    assert.equal(
+      await row.getByRole("link", { name: "High CPU on web-1" }).getAttribute("title"),
+      incident.name,
+    );
+
+    // What a Ctrl+C puts on the clipboard: the copy event's data after the console's handler (document,
+    // bubbling) has run, or the selection where it left the browser's own copy.
+    const copy = async () => {
+      await page.evaluate(`(() => {
+        window.__copied = undefined;
+        window.addEventListener("copy", (ev) => {
+          window.__copied = ev.defaultPrevented ? ev.clipboardData.getData("text/plain") : String(getSelection());
+        }, { once: true });
+      })()`);
+      await page.keyboard.press("Control+C");
+      return page.evaluate("window.__copied");
+    };
+    // The page shows "you"; selecting it and Ctrl+C copy the full name and email.
+    const who = row.locator(".person");
+    assert.equal(await who.textContent(), "you");
+    await who.selectText();
+    assert.equal(await copy(), `Owner <${p.owner.email}>`);
+    // A selection over the whole row keeps its other text and has the name in full in its place.
+    await page.evaluate(`(() => {
+      const row = document.querySelector('[data-resource="${incident.name}"]');
+      const range = document.createRange();
+      range.selectNodeContents(row);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+    })()`);
+    const copied = (await copy()) as string;
+    assert.match(copied, new RegExp(`Owner <${p.owner.email.replace(/[.+]/g, "\\$&")}>`));
+    assert.match(copied, /Acknowledged incident 'High CPU' on web-1/);
+    assert.ok(!/\byou\b/.test(copied), `the shown "you" is replaced: ${copied}`);
+    // Text without a person is copied as the browser copies it.
+    await row.getByText("AcknowledgeIncident", { exact: true }).selectText();
+    assert.equal(await copy(), "AcknowledgeIncident");
+
+    // The incident's own page: its acknowledger copies in full too.
+    await page.goto(`${t.baseUrl}/${incident.name}`);
+    const ack = page.locator(".person").first();
+    await ack.waitFor();
+    await ack.selectText();
+    assert.equal(await copy(), `Owner <${p.owner.email}>`);
+    assert.deepEqual(problems, []);
   });
 });

@@ -335,6 +335,13 @@ describe("svc-collector on a real libvirt host", { skip, timeout: 300_000 }, () 
     assert.ok(fs.length >= 1, "filesystem points");
     assert.equal(fs.at(-1)!.value, Number(df[2]), `df: ${df.join(" ")}`);
     assert.equal(r.series.find((s) => s.metricId === "filesystem_used_bytes")?.labels.fstype, "ext2");
+
+    // svc took each batch at once: after the first cycle (its state changes are written ahead) every
+    // cycle's samples went from memory, with no spool write (docs/hypervisor.md, "Outages").
+    assert.ok(
+      collector.stats().directBatches >= cycles.length - 1,
+      `sent from memory: ${collector.stats().directBatches} of ${cycles.length} cycles`,
+    );
   });
 
   it("counts a domain svc does not know, logs it once and sends nothing for it", async () => {

@@ -3,6 +3,7 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { Suspense, useLayoutEffect, useMemo, useRef, useState } from "react";
 import { Link, Redirect, Route, Switch, useLocation, useParams } from "wouter";
 import { fromChunk, pages } from "./chunks.ts";
+import { installPersonCopy } from "./components/person-copy.ts";
 import { useScrollableTablesFocusable } from "./components/scroll-focus.ts";
 import { Loading, navigated } from "./components/ui.tsx";
 import { useOpenIncidents } from "./open-incidents.ts";
@@ -140,6 +141,7 @@ function ProjectShell() {
   // On a phone the navigation is a menu, closed again by choosing a page.
   const [menuOpen, setMenuOpen] = useState(false);
   useScrollableTablesFocusable(mainElement);
+  useLayoutEffect(() => installPersonCopy(document), []);
   useLayoutEffect(() => {
     if (shown.current !== location) navigated();
     shown.current = location;

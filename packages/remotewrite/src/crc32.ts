@@ -10,7 +10,9 @@ for (let n = 0; n < 256; n++) {
 }
 
 export function crc32(data: Uint8Array): number {
-  let c = 0xffffffff;
+  // -1 rather than 0xffffffff: the same 32 bits as an int32, so V8's optimized loop is not thrown away
+  // ("lost precision") on its first pass.
+  let c = -1;
   for (let i = 0; i < data.length; i++) c = TABLE[(c ^ data[i]) & 0xff] ^ (c >>> 8);
   return (c ^ 0xffffffff) >>> 0;
 }

@@ -50,7 +50,15 @@ export async function pushRemoteWrite(
     "X-Prometheus-Remote-Write-Version": "0.1.0",
     Authorization: `Bearer ${token}`,
   };
-  const signal = AbortSignal.timeout(timeoutMs);
+  // A timer cleared when the answer is in, rather than AbortSignal.timeout, whose timer fires (and
+  // dispatches an abort event) long after every push that succeeded.
+  const deadline = new AbortController();
+  const signal = deadline.signal;
+  const timer = setTimeout(
+    () => deadline.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
+    timeoutMs,
+  );
+  timer.unref();
   let res: Awaited<ReturnType<FetchLike>>;
   let text: string;
   try {
@@ -63,6 +71,8 @@ export async function pushRemoteWrite(
       : (e.cause?.code ?? e.name ?? "network error");
     // Only the origin: a URL may carry credentials in userinfo or query.
     throw new RemoteWritePushError(`remote write to ${safeOrigin(url)} failed: ${why}`);
+  } finally {
+    clearTimeout(timer);
   }
   const answered = res.headers;
   return {

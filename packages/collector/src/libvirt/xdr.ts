@@ -82,18 +82,22 @@ export class XdrReader {
     }
   }
 
+  // int and uint from the bytes: the bounds are checked by #need, and a stats reply reads hundreds of
+  // them per cycle, where Buffer's read methods add a call and a second check each.
   int(): number {
     this.#need(4, "int");
-    const v = this.#buf.readInt32BE(this.#pos);
-    this.#pos += 4;
-    return v;
+    const b = this.#buf;
+    const p = this.#pos;
+    this.#pos = p + 4;
+    return (b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3];
   }
 
   uint(): number {
     this.#need(4, "unsigned int");
-    const v = this.#buf.readUInt32BE(this.#pos);
-    this.#pos += 4;
-    return v;
+    const b = this.#buf;
+    const p = this.#pos;
+    this.#pos = p + 4;
+    return ((b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]) >>> 0;
   }
 
   bool(): boolean {
@@ -136,7 +140,12 @@ export class XdrReader {
   string(max = 4 * 1024 * 1024): string {
     const n = this.uint();
     if (n > max) throw new XdrError(`XDR string of ${n} bytes exceeds its bound ${max}`);
-    return this.fixedOpaque(n).toString("utf8");
+    const padded = (n + 3) & ~3;
+    this.#need(padded, "string");
+    // Decoded in place: no Buffer view per string (a stats reply holds hundreds of field names).
+    const v = this.#buf.toString("utf8", this.#pos, this.#pos + n);
+    this.#pos += padded;
+    return v;
   }
 
   optionalString(): string | undefined {

@@ -6,7 +6,7 @@ import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
 import { useProject } from "../session.tsx";
 import { ACTOR_KINDS, changedInWords, eventSentence, useResourceNames } from "./audit-words.tsx";
-import { usePeople, useServiceAccountNames } from "./people.tsx";
+import { PersonLabel, usePeople, useServiceAccountNames } from "./people.tsx";
 import { Badge, ErrorBanner, Loading, Time } from "./ui.tsx";
 
 /**
@@ -82,9 +82,13 @@ export function AuditEventRow(props: { event: AuditEvent; showResource?: boolean
         <Time unix={Number(e.timeUnixMs) / 1000} />
       </td>
       <td data-label="Who">
-        <div className="person" title={who.full}>
-          {who.label}
-        </div>
+        {e.actor.startsWith("users/") ? (
+          <PersonLabel who={who} block />
+        ) : (
+          <div className="person" title={who.full}>
+            {who.label}
+          </div>
+        )}
         <div className="muted small">
           {ACTOR_KINDS[e.actorKind] ?? e.actorKind}
           {detail.map(([k, v]) => (
@@ -95,7 +99,9 @@ export function AuditEventRow(props: { event: AuditEvent; showResource?: boolean
         </div>
       </td>
       <td data-label="What">
-        <div className="strong">{eventSentence(e.method, e.outcome, resourceName)}</div>
+        <div className="strong">
+          {eventSentence(e.method, e.outcome, resourceName, nameOf.incident(e.resource))}
+        </div>
         <div className="muted small">
           <code>{method}</code>
           {e.changedFields.length ? <> · changed {changedInWords(e.changedFields)}</> : null}

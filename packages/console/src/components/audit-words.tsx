@@ -3,8 +3,9 @@ import { useQueries, useQuery } from "@tanstack/react-query";
 import { api } from "../api.ts";
 import { lastSegment } from "../format.ts";
 import { useProject } from "../session.tsx";
+import { vmLink } from "./incident-format.tsx";
 import { useProjectRules } from "./paged-list.tsx";
-import { usePeople, useServiceAccountNames } from "./people.tsx";
+import { PersonLabel, usePeople, useServiceAccountNames } from "./people.tsx";
 
 /**
  * Activity in words (issue 43, item 4): "Saved alert rule 'High CPU'" with the RPC method as detail,
@@ -43,11 +44,29 @@ function splitMethod(method: string): [string, string] {
   return [verb, rest.map((w) => (w === w.toUpperCase() && w.length > 1 ? w : w.toLowerCase())).join(" ")];
 }
 
-/** The sentence of an event: what happened to which named thing ("Saved alert rule 'High CPU'"). */
-export function eventSentence(method: string, outcome: string, resourceName?: string): string {
+/** An incident in words: its rule's display name and, apart from it, the VM it is on. */
+export interface IncidentWords {
+  rule: string;
+  vm?: string;
+}
+
+/**
+ * The sentence of an event: what happened to which named thing ("Saved alert rule 'High CPU'"); an
+ * incident is its rule's name on its VM ("Acknowledged incident 'High CPU' on web-1").
+ */
+export function eventSentence(
+  method: string,
+  outcome: string,
+  resourceName?: string,
+  incident?: IncidentWords,
+): string {
   const m = lastSegment(method);
   const [verb, object] = splitMethod(m);
-  const named = resourceName ? ` '${resourceName}'` : "";
+  const named = incident
+    ? ` '${incident.rule}'${incident.vm ? ` on ${incident.vm}` : ""}`
+    : resourceName
+      ? ` '${resourceName}'`
+      : "";
   if (outcome !== "ok") return `Refused: ${verb.toLowerCase()} ${object}${named}`.trim();
   if (WHOLE[m]) return `${WHOLE[m]}${named}`;
   return `${pastTense(verb)} ${object}${named}`.trim();
@@ -126,7 +145,24 @@ export function useResourceNames(
     (n) => n.includes("/keys/"),
   );
   const keys = useKeyNames(keyNames);
-  return (name: string): string | undefined => {
+  // Incidents have no name of their own: each is read once (cached) for its rule's name and its VM.
+  const incidentNames = [
+    ...new Set(events.map((e) => e.resource).filter((n) => /\/incidents\/[^/]+$/.test(n))),
+  ];
+  const incidentReads = useQueries({
+    queries: incidentNames.map((name) => ({
+      queryKey: ["incident", name],
+      queryFn: () => api.incidents.getIncident({ name }),
+      staleTime: 60_000,
+    })),
+  });
+  const incidents = new Map<string, IncidentWords>();
+  for (const q of incidentReads) {
+    const i = q.data;
+    if (i?.ruleDisplayName) incidents.set(i.name, { rule: i.ruleDisplayName, vm: vmLink(i.vmName)?.label });
+  }
+  const incident = (name: string): IncidentWords | undefined => incidents.get(name);
+  const nameOf = (name: string): string | undefined => {
     if (!name) return undefined;
     if (/^projects\/[^/]+$/.test(name)) return `project ${lastSegment(name)}`;
     if (name.includes("/keys/")) {
@@ -148,8 +184,13 @@ export function useResourceNames(
       const tr = trusts.data?.trusts.find((x) => x.name === name);
       return tr?.intended ? `${tr.intended.repository} ${tr.intended.workflow}` : undefined;
     }
+    if (/\/incidents\//.test(name)) {
+      const i = incident(name);
+      return i ? `${i.rule}${i.vm ? ` on ${i.vm}` : ""}` : undefined;
+    }
     return undefined;
   };
+  return Object.assign(nameOf, { incident });
 }
 
 /** Who did something, by name: a person, a key ("routes (svcs_AbC1…)") or a service account; the id on hover. */
@@ -157,12 +198,7 @@ export function ActorName(props: { name: string }) {
   const people = usePeople();
   const nameOf = useResourceNames([{ resource: props.name, actorDetail: {} }]);
   if (props.name.startsWith("users/") && !props.name.includes("/keys/")) {
-    const who = people(props.name);
-    return (
-      <span className="person" title={who.full}>
-        {who.label}
-      </span>
-    );
+    return <PersonLabel who={people(props.name)} />;
   }
   const label = nameOf(props.name);
   return (

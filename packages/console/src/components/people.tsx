@@ -2,6 +2,7 @@ import { useQuery } from "@tanstack/react-query";
 import { api } from "../api.ts";
 import { lastSegment, MISSING } from "../format.ts";
 import { useProject, useSession } from "../session.tsx";
+import { COPY_ATTR } from "./person-copy.ts";
 
 /**
  * People by name, not `users/7j2i6…` (issue 43, item 4): the project's members (ListMembers) give each
@@ -45,14 +46,15 @@ export function usePeople(): (user: string) => PersonInfo {
   };
 }
 
-/** A person by name; hover shows the full name and email. */
+/** A person by name; hover and copy give the full name and email. */
 export function Person(props: { user: string }) {
-  const who = usePeople()(props.user);
-  return (
-    <span className="person" title={who.full}>
-      {who.label}
-    </span>
-  );
+  return <PersonLabel who={usePeople()(props.user)} />;
+}
+
+/** A name as shown, with its full form on hover (`title`) and in what is copied (`data-copy`). */
+export function PersonLabel(props: { who: PersonInfo; block?: boolean }) {
+  const attrs = { className: "person", title: props.who.full, [COPY_ATTR]: props.who.full || undefined };
+  return props.block ? <div {...attrs}>{props.who.label}</div> : <span {...attrs}>{props.who.label}</span>;
 }
 
 /** Service accounts by display name (owners only may list them; others see the last segment). */

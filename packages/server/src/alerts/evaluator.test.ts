@@ -206,6 +206,87 @@ for (const { dialect, skip } of await testDialects()) {
       await cleanup(r.name);
     });
 
+    it("the 90 % filesystem rule reads with the forecast's long read, and on its own when that read fails", async () => {
+      const t0 = t.clock.ms + 3600 * S;
+      t.clock.ms = t0;
+      const fsLabels = { mountpoint: "/", fstype: "ext4", device: "vda1", source: "guest_agent" };
+      const pts = (v: (ts: number) => number): [number, number][] => {
+        const out: [number, number][] = [];
+        for (let ts = t0 - 3600 * S; ts <= t0; ts += 30 * S) out.push([ts, v(ts)]);
+        return out;
+      };
+      await write(
+        "svc_vm_filesystem_used_bytes",
+        vm1,
+        pts(() => 95e9),
+        fsLabels,
+      );
+      await write(
+        "svc_vm_filesystem_size_bytes",
+        vm1,
+        pts(() => 100e9),
+        fsLabels,
+      );
+      const fs = await save(
+        spec({ metricId: "filesystem_used_pct", threshold: 90, sustainedSeconds: 0, displayName: "fs" }),
+      );
+      const forecast = await save(
+        spec({
+          metricId: "filesystem_used_pct",
+          operator: "GREATER_THAN_OR_EQUAL",
+          threshold: 100,
+          sustainedSeconds: 0,
+          displayName: "fs forecast",
+          forecastHorizonSeconds: 14_400,
+          forecastLookbackSeconds: 21_600,
+        }),
+      );
+      const ranges: number[] = [];
+      let refuseLong = false;
+      const metrics: MetricsBackend = {
+        ...t.app.metrics,
+        select: async (projectId, matchers, startMs, endMs, opts) => {
+          ranges.push(endMs - startMs);
+          if (refuseLong && endMs - startMs > 3600 * S) throw new Error("range too long for the engine");
+          return t.app.metrics.select(projectId, matchers, startMs, endMs, opts);
+        },
+      };
+      const ev = createEvaluator({
+        db: t.app.db.db,
+        metrics,
+        now: t.clock.now,
+        log: pino({ level: "silent" }),
+        options: resolveAlertOptions(),
+      });
+      await ev.runCycle(t0);
+      assert.equal(ranges.length, 1, "one read for both rules");
+      assert.equal((await instance(fs.name))?.state, "FIRING");
+      // The forecast (95 %, flat) is plainly inactive: no row is stored for it.
+      assert.equal(await instance(forecast.name), undefined);
+      ranges.length = 0;
+      refuseLong = true;
+      await ev.runCycle(t0 + 30 * S);
+      assert.equal(ranges.length, 2, "the long read, then the 90 % rule's own");
+      assert.ok(ranges[1] <= 30 * 60 * S, `the 90 % rule's own window: ${ranges[1]} ms`);
+      const fsAfter = await instance(fs.name);
+      assert.deepEqual(
+        [fsAfter?.state, fsAfter?.flag],
+        ["FIRING", ""],
+        "the long read's failure is not the 90 % rule's",
+      );
+      // The forecast's read failed: its rule records the error (no instance was ever stored for it).
+      const errors = await t.app.db.db
+        .selectFrom("alert_rules")
+        .select(["id", "last_eval_error"])
+        .where("project_id", "=", projectId)
+        .where("delete_time", "is", null)
+        .execute();
+      const errorOf = (name: string) => errors.find((r) => name.endsWith(r.id))?.last_eval_error;
+      assert.deepEqual([errorOf(fs.name), errorOf(forecast.name)], ["", "range too long for the engine"]);
+      await cleanup(fs.name);
+      await cleanup(forecast.name);
+    });
+
     it("a cosmetic edit keeps the firing instance; a condition edit, a pause and a delete retire it with no recovery", async () => {
       const t0 = t.clock.ms + 3600 * S;
       t.clock.ms = t0;

@@ -8,7 +8,7 @@ import { type AppliedRule, evaluateRule, type RuleOutcome } from "./evaluation.t
 import type { AlertMetrics } from "./instrumentation.ts";
 import type { AlertOptions } from "./options.ts";
 import { applyRevisions, chunks, markRepeatsDue, purgeDeletedRules, writeOutcomes } from "./persistence.ts";
-import { type PlannedRead, planReads, ruleShare, runReads } from "./read-plan.ts";
+import { type PlannedRead, planReads, replanFailedRiders, ruleShare, runReads } from "./read-plan.ts";
 import { CycleSchedule, periodic } from "./schedule.ts";
 import type { RuleSpec } from "./spec.ts";
 
@@ -305,6 +305,19 @@ class EvaluatorImpl implements Evaluator {
       [...new Set(plan.values())].map((read) => ({ projectId, read })),
     );
     await runReads(this.#deps.metrics, reads, atMs);
+    const again = projectIds.flatMap((projectId) => {
+      const plan = plans.get(projectId);
+      if (!plan) return [];
+      const own = replanFailedRiders(
+        rulesOf(projectId),
+        plan,
+        live.get(projectId) ?? new Set(),
+        atMs,
+        options,
+      );
+      return own.map((read) => ({ projectId, read }));
+    });
+    if (again.length > 0) await runReads(this.#deps.metrics, again, atMs);
     totals.readMs += performance.now() - t0;
 
     const outcomes: RuleOutcome[] = [];

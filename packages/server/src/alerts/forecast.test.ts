@@ -6,8 +6,12 @@ import { testDialects } from "../../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../../testing/harness.ts";
 import { labelsFromRecord } from "../storage/interface.ts";
 import { ruleMetrics } from "./catalog.ts";
+import { evaluateSamples, type InstanceSeries, newestAtOrBefore } from "./condition.ts";
 import { evaluateForecast, predictAt } from "./forecast.ts";
 import { readRuleData } from "./read.ts";
+import type { Forecast, RuleSpec } from "./spec.ts";
+
+type Condition = Pick<RuleSpec, "operator" | "threshold" | "sustainedSeconds">;
 
 const S = 1000;
 const H = 3600 * S;
@@ -76,6 +80,77 @@ describe("evaluateForecast()", () => {
       if (k.want.value !== undefined)
         assert.ok(Math.abs((e.value ?? Number.NaN) - k.want.value) < 1e-9, String(e.value));
     });
+});
+
+describe("evaluateForecast() walks back only as far as it looks", () => {
+  // The definition written out: evaluateSamples over the predictions at every sample time of the
+  // sustained window (the newest is the prediction at atMs), a prediction of nothing restarting the run.
+  function reference(s: InstanceSeries, atMs: number, c: Condition, maxGapMs: number, f: Forecast) {
+    const last = newestAtOrBefore(s.t, atMs);
+    if (last < 0 || atMs - s.t[last] > maxGapMs) return evaluateSamples(s, atMs, c, maxGapMs);
+    const value = predictAt(s, atMs, f);
+    if (value === undefined || Number.isNaN(value))
+      return { result: "no_data", holds: false, value: undefined };
+    const first = Math.max(0, newestAtOrBefore(s.t, atMs - c.sustainedSeconds * 1000) - 1);
+    const t: number[] = [];
+    const v: number[] = [];
+    for (let j = first; j <= last; j++) {
+      const p = j === last ? value : predictAt(s, s.t[j], f);
+      if (p === undefined || Number.isNaN(p)) {
+        t.length = 0;
+        v.length = 0;
+        continue;
+      }
+      t.push(s.t[j]);
+      v.push(p);
+    }
+    return { ...evaluateSamples({ t, v }, atMs, c, maxGapMs), value };
+  }
+
+  it("gives the full walk's outcome on random series with gaps, flat runs and thresholds near the line", () => {
+    let seed = 7;
+    const rnd = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const outcomes = new Map<string, number>();
+    for (let k = 0; k < 3000; k++) {
+      const t: number[] = [];
+      const v: number[] = [];
+      let ts = 0;
+      let x = 50 + rnd() * 40;
+      const slope = (rnd() - 0.3) * 0.5;
+      for (let i = 0; i < 10 + Math.floor(rnd() * 60); i++) {
+        // Mostly every 30 s, sometimes a gap longer than maxGapMs or a lone sample in a lookback.
+        ts += rnd() < 0.9 ? 30 * S : (60 + Math.floor(rnd() * 400)) * S;
+        if (rnd() > 0.2) x += slope + (rnd() - 0.5) * 2;
+        t.push(ts);
+        v.push(x);
+      }
+      const at = t[t.length - 1] + Math.floor(rnd() * 100) * S;
+      const f = {
+        horizonSeconds: 60 * Math.floor(1 + rnd() * 120),
+        lookbackSeconds: 60 * Math.floor(1 + rnd() * 30),
+      };
+      const c = {
+        operator: rnd() < 0.7 ? ("GREATER_THAN_OR_EQUAL" as const) : ("LESS_THAN" as const),
+        threshold: 60 + rnd() * 60,
+        sustainedSeconds: rnd() < 0.1 ? 0 : 60 * Math.floor(1 + rnd() * 15),
+      };
+      const got = evaluateForecast({ t, v }, at, c, 90 * S, f);
+      const want = reference({ t, v }, at, c, 90 * S, f);
+      assert.deepEqual(
+        { result: got.result, holds: got.holds, value: got.value },
+        { result: want.result, holds: want.holds, value: want.value },
+        `case ${k}`,
+      );
+      const key = `${got.result}/${got.holds}`;
+      outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
+    }
+    // Every outcome the walk can end in was exercised.
+    for (const key of ["true/true", "true/false", "false/false", "no_data/false"])
+      assert.ok((outcomes.get(key) ?? 0) > 20, `${key}: ${JSON.stringify([...outcomes])}`);
+  });
 });
 
 for (const { dialect, skip } of await testDialects()) {

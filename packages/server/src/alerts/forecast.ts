@@ -1,6 +1,6 @@
 import { linearRegression, predictLinear } from "../promql/index.ts";
 import { type Evaluation, evaluateSamples, type InstanceSeries, newestAtOrBefore } from "./condition.ts";
-import type { Forecast, RuleSpec } from "./spec.ts";
+import { breaches, type Forecast, type RuleSpec } from "./spec.ts";
 
 /**
  * Forecast rules (issue 30): the value compared with the threshold is the one a least-squares line over
@@ -81,24 +81,22 @@ export function evaluateForecast(
       holds: false,
       message: `fewer than two samples in the ${f.lookbackSeconds} s forecast lookback`,
     };
-  // The predictions from the first sample that can decide "holds" (condition.ts walks back from the
-  // newest one while its time is after t − S, looking at the one before) to the newest, which is the
-  // prediction at atMs itself.
-  const first = Math.max(0, newestAtOrBefore(s.t, atMs - c.sustainedSeconds * 1000) - 1);
-  const t: number[] = [];
-  const v: number[] = [];
-  for (let j = first; j <= last; j++) {
-    const p = j === last ? value : predictionAtSample(s, j, f);
-    // A sample whose lookback held one sample predicts nothing: it breaks the run, as a gap does.
-    if (p === undefined || Number.isNaN(p)) {
-      t.length = 0;
-      v.length = 0;
-      continue;
-    }
-    t.push(s.t[j]);
-    v.push(p);
+  // "Holds" is evaluateSamples over the predictions at the sample times of the last sustainedSeconds
+  // (the newest being the prediction at atMs itself), a prediction of nothing breaking the run as a
+  // gap does. Walked back from the newest and made only as far as the walk looks, as evaluateSamples
+  // looks: a prediction that does not breach (most of them) ends it, so one line is fitted, not one
+  // per sample of the window.
+  if (!breaches(c.operator, value, c.threshold)) return { result: "false", holds: false, value };
+  if (c.sustainedSeconds === 0) return { result: "true", holds: true, value };
+  const needSince = atMs - c.sustainedSeconds * 1000;
+  const pending = { result: "true", holds: false, value } as const;
+  for (let j = last; s.t[j] > needSince; j--) {
+    if (j === 0 || s.t[j] - s.t[j - 1] > maxGapMs) return pending;
+    const p = predictionAtSample(s, j - 1, f);
+    // A sample whose lookback held one sample predicts nothing: the run starts after it.
+    if (p === undefined || Number.isNaN(p) || !breaches(c.operator, p, c.threshold)) return pending;
   }
-  return { ...evaluateSamples({ t, v }, atMs, c, maxGapMs), value };
+  return { result: "true", holds: true, value };
 }
 
 /** The evaluation of a metric rule's samples: a forecast rule's prediction, or the newest sample. */

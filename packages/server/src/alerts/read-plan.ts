@@ -40,8 +40,10 @@ export function ruleLookbackMs(metric: RuleMetric, spec: RuleSpec, o: Windows): 
  * The store reads of one project's rules, by rule id: one per rule that reads the store, merged into
  * one read for every rule with a lookback up to SHARED_READ_MAX_LOOKBACK_MS (the union of their series
  * and VMs over the longest of their windows, each rule cutting out its own), and one per metric for
- * longer ones. Rules that read nothing (inventory rules, no live target) are absent. `live`: the
- * project's live VM names.
+ * longer ones. A short rule whose stored series and VMs a long read already covers (the 90 % filesystem
+ * rule beside the filesystem forecast) takes its share of that read instead, so no series is read
+ * twice. Rules that read nothing (inventory rules, no live target) are absent. `live`: the project's
+ * live VM names.
  */
 export function planReads(
   rules: readonly AppliedRule[],
@@ -51,25 +53,88 @@ export function planReads(
 ): Map<string, PlannedRead> {
   const plan = new Map<string, PlannedRead>();
   const shared = new Map<string, PlannedRead>();
+  const short: {
+    rule: AppliedRule;
+    metric: RuleMetric;
+    targets: string[] | undefined;
+    lookbackMs: number;
+  }[] = [];
   for (const rule of rules) {
     const metric = ruleMetrics.get(rule.spec.metricId);
     if (!metric || storedSeries(metric).length === 0) continue;
     const targets = rule.spec.allVms ? undefined : rule.spec.vmNames.filter((n) => live.has(n));
     if (targets?.length === 0) continue;
     const lookbackMs = ruleLookbackMs(metric, rule.spec, o);
-    const group = lookbackMs <= SHARED_READ_MAX_LOOKBACK_MS ? "" : `${metric.id}`;
-    let read = shared.get(group);
-    if (!read) {
-      read = { metrics: [], vmNames: targets && new Set(), fromMs: atMs - lookbackMs };
-      shared.set(group, read);
-    }
-    if (!read.metrics.includes(metric)) read.metrics.push(metric);
-    if (!targets) read.vmNames = undefined;
-    else if (read.vmNames) for (const n of targets) read.vmNames.add(n);
-    read.fromMs = Math.min(read.fromMs, atMs - lookbackMs);
-    plan.set(rule.id, read);
+    if (lookbackMs <= SHARED_READ_MAX_LOOKBACK_MS) short.push({ rule, metric, targets, lookbackMs });
+    else plan.set(rule.id, joinRead(shared, metric.id, metric, targets, atMs - lookbackMs));
+  }
+  const long = [...shared.values()];
+  for (const { rule, metric, targets, lookbackMs } of short) {
+    const covering = long.find((read) => covers(read, metric, targets));
+    plan.set(rule.id, covering ?? joinRead(shared, "", metric, targets, atMs - lookbackMs));
   }
   return plan;
+}
+
+/** Adds a rule's metric, targets and window to the read of `group` (made on first use). */
+function joinRead(
+  reads: Map<string, PlannedRead>,
+  group: string,
+  metric: RuleMetric,
+  targets: readonly string[] | undefined,
+  fromMs: number,
+): PlannedRead {
+  let read = reads.get(group);
+  if (!read) {
+    read = { metrics: [], vmNames: targets && new Set(), fromMs };
+    reads.set(group, read);
+  }
+  if (!read.metrics.includes(metric)) read.metrics.push(metric);
+  if (!targets) read.vmNames = undefined;
+  else if (read.vmNames) for (const n of targets) read.vmNames.add(n);
+  read.fromMs = Math.min(read.fromMs, fromMs);
+  return read;
+}
+
+/**
+ * Whether a (longer) read holds everything a rule's own read would: each of its stored series, its VMs,
+ * and no filesystem-type filter the rule's own read would not apply (ruleData applies it per rule).
+ */
+function covers(read: PlannedRead, metric: RuleMetric, targets: readonly string[] | undefined): boolean {
+  const names = new Set(read.metrics.flatMap(storedSeries));
+  if (!storedSeries(metric).every((n) => names.has(n))) return false;
+  if (read.metrics.every((m) => m.perMountpoint) && !metric.perMountpoint) return false;
+  if (!read.vmNames) return true;
+  const vms = read.vmNames;
+  return targets?.every((n) => vms.has(n)) ?? false;
+}
+
+/**
+ * After a failed long read, the short rules that rode on it get reads of their own (planReads' shared
+ * read, made of them alone): riding must not make the long read's failure theirs, as a remote engine
+ * may refuse a long range it would serve short. Updates `plan` and returns the new reads to run.
+ */
+export function replanFailedRiders(
+  rules: readonly AppliedRule[],
+  plan: Map<string, PlannedRead>,
+  live: ReadonlySet<string>,
+  atMs: number,
+  o: Windows,
+): PlannedRead[] {
+  const riders = rules.filter((rule) => {
+    const read = plan.get(rule.id);
+    const metric = ruleMetrics.get(rule.spec.metricId);
+    return (
+      read?.error !== undefined &&
+      metric !== undefined &&
+      read.fromMs < atMs - SHARED_READ_MAX_LOOKBACK_MS &&
+      ruleLookbackMs(metric, rule.spec, o) <= SHARED_READ_MAX_LOOKBACK_MS
+    );
+  });
+  if (riders.length === 0) return [];
+  const own = planReads(riders, live, atMs, o);
+  for (const [id, read] of own) plan.set(id, read);
+  return [...new Set(own.values())];
 }
 
 /** Runs fn over xs with at most `limit` in flight. */

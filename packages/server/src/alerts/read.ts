@@ -2,7 +2,6 @@ import type { Db } from "../db/database.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import { regexQuote } from "../metrics/latest.ts";
 import type { LabelMatcher, SeriesData } from "../storage/interface.ts";
-import { labelValue } from "../storage/interface.ts";
 import { type RuleMetric, SUPPORTED_FSTYPES, storedSeries } from "./catalog.ts";
 import type { InstanceSeries, VmTimeline } from "./condition.ts";
 
@@ -183,6 +182,8 @@ function derive(metric: RuleMetric, list: readonly Span[]): InstanceSeries {
       // largest value at each time counts, so a breach of any of them is seen.
       return combine(list.map(finite), Math.max);
     case "ratio": {
+      const single = singleRatio(metric, list);
+      if (single) return single;
       const num = combine(list.filter((s) => s.name === metric.num).map(finite), Math.max);
       const den = combine(list.filter((s) => s.name === metric.den).map(finite), Math.max);
       const avail = metric.avail
@@ -218,6 +219,60 @@ function derive(metric: RuleMetric, list: readonly Span[]): InstanceSeries {
     case "unexpected_stop":
       return { t: [], v: [] };
   }
+}
+
+/**
+ * The ratio of one series per side (the usual case) straight from the read's arrays: the same
+ * samples and arithmetic as `finite` on each side and the merge in `derive`, without the copies.
+ * Undefined when a side has several series (combined first, in `derive`).
+ */
+function singleRatio(
+  metric: Extract<RuleMetric, { kind: "ratio" }>,
+  list: readonly Span[],
+): InstanceSeries | undefined {
+  let num: Span | undefined;
+  let den: Span | undefined;
+  let avail: Span | undefined;
+  for (const sp of list) {
+    if (sp.name === metric.num) {
+      if (num) return undefined;
+      num = sp;
+    } else if (sp.name === metric.den) {
+      if (den) return undefined;
+      den = sp;
+    } else if (sp.name === metric.avail) {
+      if (avail) return undefined;
+      avail = sp;
+    }
+  }
+  const t: number[] = [];
+  const v: number[] = [];
+  if (!num) return { t, v };
+  const nt = num.s.timestamps;
+  const nv = num.s.values;
+  const dt = den?.s.timestamps;
+  const dv = den?.s.values;
+  const at = avail?.s.timestamps;
+  const av = avail?.s.values;
+  let j = den?.a ?? 0;
+  const jEnd = den?.b ?? 0;
+  let k = avail?.a ?? 0;
+  const kEnd = avail?.b ?? 0;
+  for (let i = num.a; i < num.b; i++) {
+    const x = nv[i];
+    if (!Number.isFinite(x)) continue;
+    const ts = nt[i];
+    // Each cursor stops at its side's first finite sample at or after ts, as on `finite`'s copy.
+    if (dt && dv) while (j < jEnd && (!Number.isFinite(dv[j]) || dt[j] < ts)) j++;
+    if (at && av) while (k < kEnd && (!Number.isFinite(av[k]) || at[k] < ts)) k++;
+    const d =
+      at && av && k < kEnd && at[k] === ts ? x + av[k] : dt && dv && j < jEnd && dt[j] === ts ? dv[j] : 0;
+    if (d > 0) {
+      t.push(ts);
+      v.push((100 * x) / d);
+    }
+  }
+  return { t, v };
 }
 
 /** Per-second increase between consecutive counter samples; a reset counts the new value as the increase. */

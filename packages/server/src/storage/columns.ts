@@ -25,6 +25,15 @@ export class ColumnsBuilder {
     this.valueBits = new Uint32Array(this.values.buffer);
   }
 
+  /** Empties the builder for another use, keeping its columns' memory. */
+  reset(): this {
+    this.used = 0;
+    this.#keys = [];
+    this.#offsets = [0];
+    this.#labels = [];
+    return this;
+  }
+
   /** Room for `n` more samples after `used`. */
   reserve(n: number): void {
     const need = this.used + n;

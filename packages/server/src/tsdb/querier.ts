@@ -22,6 +22,10 @@ import { compareLabels, labelsHash, labelsKey } from "./labels.ts";
 import { compileMatchers, postingsForMatchers } from "./matchers.ts";
 import { mergeParts } from "./merge.ts";
 
+/** A head-only select of up to this many samples decodes into one scratch (reads are synchronous). */
+const HEAD_SCRATCH_SAMPLES = 1 << 15;
+let headScratch: ColumnsBuilder | undefined;
+
 export class TsdbQuerier implements Querier {
   readonly #head: Head;
   readonly #blocks: readonly Block[];
@@ -230,10 +234,35 @@ export class TsdbQuerier implements Querier {
   #headOnly(cms: ReturnType<typeof compileMatchers>, mintMs: number, maxtMs: number): SeriesData[] {
     const head = this.#head;
     const refs = postingsForMatchers(head.reg, cms);
-    const out: SeriesData[] = [];
+    // Every series decoded into one pair of columns and copied out once: each series' arrays are views
+    // of the select's own pair, two array buffers a select instead of two a series (an alert cycle's
+    // reads return ~100,000 small series, and the GC accounts for every buffer).
+    let bound = 0;
+    for (let i = 0; i < refs.length; i++) bound += head.sampleBound(refs[i], mintMs, maxtMs);
+    const small = bound <= HEAD_SCRATCH_SAMPLES;
+    if (small && !headScratch) headScratch = new ColumnsBuilder(HEAD_SCRATCH_SAMPLES);
+    const b = small && headScratch ? headScratch.reset() : new ColumnsBuilder(bound);
+    // Series with samples, as (index into refs, first sample, end) triples.
+    const kept: number[] = [];
     for (let i = 0; i < refs.length; i++) {
-      const s = head.samples(refs[i], mintMs, maxtMs);
-      if (s.t.length > 0) out.push({ labels: head.reg.labels(refs[i]), timestamps: s.t, values: s.v });
+      const from = b.used;
+      head.appendSamples(refs[i], mintMs, maxtMs, b);
+      if (b.used > from) kept.push(i, from, b.used);
+    }
+    const used = b.used;
+    // The scratch is copied out; a select's own columns too when chunk bounds left much of them unused.
+    const copy = small || used < b.timestamps.length * 0.75;
+    const t = copy ? b.timestamps.slice(0, used) : b.timestamps;
+    const v = copy ? b.values.slice(0, used) : b.values;
+    const out: SeriesData[] = [];
+    for (let k = 0; k < kept.length; k += 3) {
+      const from = kept[k + 1];
+      const to = kept[k + 2];
+      out.push({
+        labels: head.reg.labels(refs[kept[k]]),
+        timestamps: t.subarray(from, to),
+        values: v.subarray(from, to),
+      });
     }
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
   }

@@ -114,3 +114,47 @@ describe("TsdbQuerier.selectParts and selectFromBlocks", () => {
     after.release();
   });
 });
+
+describe("TsdbQuerier.select from the head alone", () => {
+  it("gives each series its own samples (in-order and late ones merged), which a later select leaves as they were", async () => {
+    const { db } = await openForTest(track, { outOfOrderWindowMs: 10 * MIN });
+    const app = db.appender();
+    for (let t = T0 - 10 * MIN; t <= T0; t += 10_000)
+      for (let i = 0; i < 5; i++) app.append(L({ __name__: "m", i: String(i) }), t, t / 1000 + i);
+    await app.commit();
+    const late = db.appender();
+    late.append(L({ __name__: "m", i: "3" }), T0 - 5_000, -1);
+    await late.commit();
+    const want = (i: number, mint: number, maxt: number) => {
+      const t: number[] = [];
+      for (let ts = T0 - 10 * MIN; ts <= T0; ts += 10_000) if (ts >= mint && ts <= maxt) t.push(ts);
+      if (i === 3 && T0 - 5_000 >= mint && T0 - 5_000 <= maxt)
+        t.splice(t.indexOf(T0) >= 0 ? t.indexOf(T0) : t.length, 0, T0 - 5_000);
+      return `i=${i} ${t} ${t.map((ts) => (ts === T0 - 5_000 ? -1 : ts / 1000 + i))}`;
+    };
+    const first = db.querier().select(named("m"), T0 - 2 * MIN, T0);
+    const firstFlat = first.map(
+      (s) => `${s.labels.find((l) => l.name === "i")?.value} ${[...s.timestamps]} ${[...s.values]}`,
+    );
+    assert.deepEqual(
+      firstFlat.map((x) => `i=${x}`),
+      [0, 1, 2, 3, 4].map((i) => want(i, T0 - 2 * MIN, T0)),
+    );
+    // Another select (the scratch it decodes into is the same) and writes into one series' arrays.
+    const second = db.querier().select(named("m"), T0 - 10 * MIN, T0 - 3 * MIN);
+    assert.deepEqual(
+      second.map(
+        (s) => `i=${s.labels.find((l) => l.name === "i")?.value} ${[...s.timestamps]} ${[...s.values]}`,
+      ),
+      [0, 1, 2, 3, 4].map((i) => want(i, T0 - 10 * MIN, T0 - 3 * MIN)),
+    );
+    second[0].values.fill(0);
+    first[1].values.fill(0);
+    assert.deepEqual(
+      first.map(
+        (s) => `${s.labels.find((l) => l.name === "i")?.value} ${[...s.timestamps]} ${[...s.values]}`,
+      ),
+      firstFlat.map((x, i) => (i === 1 ? x.replace(/ [^ ]+$/, ` ${new Array(13).fill(0)}`) : x)),
+    );
+  });
+});

@@ -43,7 +43,7 @@ export function validateIntended(i: {
   if (!WORKFLOW.test(i.workflow) || i.workflow.includes("..")) {
     throw invalidArgument(
       f("workflow"),
-      'must be the workflow file path, e.g. ".github/workflows/deploy.yml"',
+      'must be the workflow file path, e.g. ".github/workflows/svc-monitoring.yml"',
     );
   }
   if ((i.branch === "") === (i.environment === "")) {

@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { openSync, readFileSync, readSync } from "node:fs";
+import { isMainThread } from "node:worker_threads";
 
 /**
  * CPU seconds the calling thread has run, for charging a query's evaluation to its project. Linux
@@ -10,6 +11,7 @@ import { readFileSync } from "node:fs";
 export function threadCpuSeconds(): number {
   if (schedstat) {
     try {
+      if (isMainThread) return mainThreadSchedstat();
       return Number(readFileSync("/proc/thread-self/schedstat", "latin1").split(" ", 1)[0]) / 1e9;
     } catch {
       schedstat = false;
@@ -20,6 +22,21 @@ export function threadCpuSeconds(): number {
 }
 
 let schedstat = process.platform === "linux";
+
+/**
+ * The main thread keeps its schedstat open and re-reads it from offset 0 (a /proc file is produced
+ * anew by each read from its start): one pread instead of open, read and close, ~1.7 µs instead of
+ * ~12 µs, for the evaluator's thousands of charged reads a cycle. A worker opens the file each time
+ * (an fd kept by a worker the pool terminates would outlive it).
+ */
+let mainFd = -1;
+const mainBuf = Buffer.alloc(128);
+function mainThreadSchedstat(): number {
+  if (mainFd < 0) mainFd = openSync("/proc/thread-self/schedstat", "r");
+  const n = readSync(mainFd, mainBuf, 0, mainBuf.length, 0);
+  const space = mainBuf.indexOf(32);
+  return Number(mainBuf.toString("latin1", 0, space >= 0 && space < n ? space : n)) / 1e9;
+}
 
 /** Runs a synchronous `fn` and hands its thread CPU seconds to `charge` (even when it throws). */
 export function chargingCpu<T>(charge: ((seconds: number) => void) | undefined, fn: () => T): T {
