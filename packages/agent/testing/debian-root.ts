@@ -126,10 +126,20 @@ function build(tar: string, log: (line: string) => void): { tar: string; buildMs
   const partial = `${tar}.${process.pid}.partial.tar`;
   log(`building the Debian 12 root with mmdebstrap into ${tar} (downloads from Debian's archive)…`);
   const t0 = performance.now();
-  const r = spawnSync("mmdebstrap", ["--quiet", "--format=tar", ...ARGS, partial, ...MIRRORS], {
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  // Up to three tries: a download from Debian's archive can fail for a moment (a CI run once failed at
+  // `apt-get update` while the archive answered again minutes later).
+  const run = () =>
+    spawnSync("mmdebstrap", ["--quiet", "--format=tar", ...ARGS, partial, ...MIRRORS], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  let r = run();
+  for (let attempt = 2; r.status !== 0 && attempt <= 3; attempt++) {
+    log(`mmdebstrap failed (status ${r.status}); try ${attempt} of 3 in 10 s`);
+    rmSync(partial, { force: true });
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10_000);
+    r = run();
+  }
   if (r.status !== 0) {
     rmSync(partial, { force: true });
     throw new Error(`mmdebstrap failed (status ${r.status}):\n${r.stderr.slice(-4000)}`);

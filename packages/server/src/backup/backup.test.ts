@@ -395,7 +395,7 @@ describe("online backup and offline restore (SQLite + embedded store)", () => {
       SVC_LOG_LEVEL: "warn",
     };
     delete env.SVC_DATABASE_URL;
-    const hang = join(import.meta.dirname, "..", "testing", "hang-before-manifest.ts");
+    const hang = join(import.meta.dirname, "..", "..", "testing", "hang-before-manifest.ts");
     const server = await startServerProcess({
       env,
       args: ["--import", "tsx", "--import", hang, "packages/server/src/main.ts"],
