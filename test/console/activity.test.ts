@@ -2,8 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "playwright-core";
-import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
-import { newCpuRule } from "../../packages/server/testing/alert-rules.ts";
+import { fireHotCpu, newCpuRule } from "../../packages/server/testing/alert-rules.ts";
 import {
   browserUnavailable,
   buildConsole,
@@ -182,18 +181,7 @@ describe("console in Chromium: Activity and keys' last use", { skip }, () => {
     const now = Date.now();
     const rule = newCpuRule(p.projectName, { displayName: "High CPU", threshold: 90 });
     const saved = await owner.alerts.saveAlertRule(rule);
-    const a = t.app.tsdb.appender();
-    const labels = labelsFromRecord({
-      __name__: "svc_vm_cpu_utilization_pct",
-      project_id: "incident-activity",
-      vm: p.vms[0],
-      vm_id: "web-1",
-      location: "dc-1",
-      source: "hypervisor",
-    });
-    for (let ts = now - 600_000; ts <= now; ts += 30_000) a.append(labels, ts, 97);
-    await a.commit();
-    await t.app.evaluator.runCycle(now);
+    await fireHotCpu(t, "incident-activity", p.vms[0], now, 600_000);
     const [incident] = (await owner.incidents.listIncidents({ projectName: p.projectName, rule: saved.name }))
       .incidents;
     assert.ok(incident, "the evaluator opened an incident");

@@ -2,8 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Locator, Page } from "playwright-core";
-import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
-import { newCpuRule } from "../../packages/server/testing/alert-rules.ts";
+import { fireHotCpu, newCpuRule } from "../../packages/server/testing/alert-rules.ts";
 import { seriousViolations } from "../../packages/server/testing/axe.ts";
 import {
   browserUnavailable,
@@ -177,18 +176,7 @@ describe("console in Chromium at 390×844: key columns on screen (issue 43, item
       endTimeUnix: BigInt(Math.floor(Date.now() / 1000) + 3600),
     });
     const now = Date.now();
-    const a = t.app.tsdb.appender();
-    const labels = labelsFromRecord({
-      __name__: "svc_vm_cpu_utilization_pct",
-      project_id: "phone",
-      vm: p.vms[0],
-      vm_id: "web-1",
-      location: "dc-1",
-      source: "hypervisor",
-    });
-    for (let ts = now - 120_000; ts <= now; ts += 30_000) a.append(labels, ts, 97);
-    await a.commit();
-    await t.app.evaluator.runCycle(now);
+    await fireHotCpu(t, "phone", p.vms[0], now);
     await t.app.dispatcher.runOnce();
     const [incident] = (await owner.incidents.listIncidents({ projectName: p.projectName, rule: rule.name }))
       .incidents;

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
+import { fireHotCpu } from "../../packages/server/testing/alert-rules.ts";
 import { seriousViolations } from "../../packages/server/testing/axe.ts";
 import {
   browserUnavailable,
@@ -112,18 +112,7 @@ describe("console in Chromium: silencing from an incident and a VM (issue 43, it
       },
     });
     const now = Date.now();
-    const a = t.app.tsdb.appender();
-    const labels = labelsFromRecord({
-      __name__: "svc_vm_cpu_utilization_pct",
-      project_id: "oncall",
-      vm: p.vms[0],
-      vm_id: "web-1",
-      location: "dc-1",
-      source: "hypervisor",
-    });
-    for (let ts = now - 120_000; ts <= now; ts += 30_000) a.append(labels, ts, 97);
-    await a.commit();
-    await t.app.evaluator.runCycle(now);
+    await fireHotCpu(t, "oncall", p.vms[0], now);
     const [incident] = (await owner.incidents.listIncidents({ projectName: p.projectName })).incidents;
     const incidentId = incident.name.split("/").pop() ?? "";
 
