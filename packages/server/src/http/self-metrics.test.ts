@@ -296,7 +296,8 @@ describe("self-metrics on a running svc and the monitoring mixin", () => {
       const test = promtool(["test", "rules", join(MIXIN, f)]);
       assert.equal(test.status, 0, `${f}: ${test.out}`);
     }
-    // Every alert is tested, and has its runbook section in docs/operations.md.
+    // Every alert is tested both ways (a case where it fires, and one where it stays quiet), and has its
+    // runbook section in docs/operations.md.
     const rules = readFileSync(join(MIXIN, "alerts.yml"), "utf8");
     const tests = testFiles.map((f) => readFileSync(join(MIXIN, f), "utf8")).join("\n");
     const runbook = readFileSync(join(MIXIN, "../../docs/operations.md"), "utf8");
@@ -307,6 +308,11 @@ describe("self-metrics on a running svc and the monitoring mixin", () => {
         tests,
         new RegExp(`alertname: ${a}\\n\\s+exp_alerts:`),
         `${a} never fires in ${testFiles.join(" or ")}`,
+      );
+      assert.match(
+        tests,
+        new RegExp(`alertname: ${a}\\n(?!\\s+exp_alerts:)`),
+        `${a} has no case where it stays quiet in ${testFiles.join(" or ")}`,
       );
       assert.match(runbook, new RegExp(`^### ${a}$`, "m"), `${a} has no runbook section`);
       assert.match(rules, new RegExp(`operations\\.md#${a.toLowerCase()}\\n`), `${a}'s runbook_url`);

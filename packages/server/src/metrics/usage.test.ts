@@ -1,9 +1,9 @@
 /**
  * `svc.admin.v1.OperationsService/ListProjectUsage`: three projects of different sizes (1, 2 and 4 VMs of
- * the same series) and one without data, on the embedded store (SQLite and PostgreSQL) and the remote
- * backend over VictoriaMetrics: sorted, top N, figures in proportion to the projects' sizes; query CPU
- * charged to the projects that queried (not to the operator's own reads); stored bytes on the embedded
- * store, said to be unavailable on the remote one.
+ * the same series) and one without data, on the embedded store and on the remote backend over
+ * VictoriaMetrics, each with SQLite and PostgreSQL: sorted, top N, figures in proportion to the
+ * projects' sizes; query CPU charged to the projects that queried (not to the operator's own reads);
+ * stored bytes on the embedded store, said to be unavailable on the remote one.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -204,33 +204,39 @@ describe("per-project usage for the operator", () => {
     });
   }
 
-  it("remote backend (VictoriaMetrics)", { skip: engineSkipReason("victoria-metrics") }, async () => {
-    const engine = await startEngine("victoria-metrics");
-    const [{ dialect }] = dialects;
-    const overrides: Partial<Config> = {
-      metricsBackend: "remote",
-      usageTopK: 2,
-      remoteMetrics: { remoteWriteUrl: engine.remoteWriteUrl, queryUrl: engine.queryUrl, headers: {} },
-    };
-    const t = await startTestApp(dialect, overrides);
-    try {
-      await usageCase(t);
-      await topKCase(t, false);
-      // The engine's storage is not svc's to measure: said so, never 0.
-      const r = await t.admin.operations.listProjectUsage({});
-      assert.ok(r.projects.length === 3 && r.projects.every((p) => p.storedBytes === undefined));
-      assert.deepEqual(r.unavailable, [
-        "stored_bytes: not available from the engine (the remote backend's Prometheus API has no per-tenant storage size)",
-      ]);
-      await assert.rejects(t.admin.operations.listProjectUsage({ orderBy: "stored_bytes" }), (e: unknown) => {
-        assert.ok(e instanceof ConnectError);
-        assert.equal(e.code, Code.InvalidArgument);
-        assert.match(e.message, /orderBy: stored_bytes: not available from the engine/);
-        return true;
-      });
-    } finally {
-      await t.close();
-      await engine.stop();
-    }
-  });
+  // The project list is the database's (either dialect); the figures are the engine's.
+  for (const { dialect, skip } of dialects) {
+    const skipRemote = skip ?? engineSkipReason("victoria-metrics");
+    it(`remote backend (VictoriaMetrics, ${dialect.name})`, { skip: skipRemote }, async () => {
+      const engine = await startEngine("victoria-metrics");
+      const overrides: Partial<Config> = {
+        metricsBackend: "remote",
+        usageTopK: 2,
+        remoteMetrics: { remoteWriteUrl: engine.remoteWriteUrl, queryUrl: engine.queryUrl, headers: {} },
+      };
+      const t = await startTestApp(dialect, overrides);
+      try {
+        await usageCase(t);
+        await topKCase(t, false);
+        // The engine's storage is not svc's to measure: said so, never 0.
+        const r = await t.admin.operations.listProjectUsage({});
+        assert.ok(r.projects.length === 3 && r.projects.every((p) => p.storedBytes === undefined));
+        assert.deepEqual(r.unavailable, [
+          "stored_bytes: not available from the engine (the remote backend's Prometheus API has no per-tenant storage size)",
+        ]);
+        await assert.rejects(
+          t.admin.operations.listProjectUsage({ orderBy: "stored_bytes" }),
+          (e: unknown) => {
+            assert.ok(e instanceof ConnectError);
+            assert.equal(e.code, Code.InvalidArgument);
+            assert.match(e.message, /orderBy: stored_bytes: not available from the engine/);
+            return true;
+          },
+        );
+      } finally {
+        await t.close();
+        await engine.stop();
+      }
+    });
+  }
 });
