@@ -397,6 +397,40 @@ for (const { dialect, skip } of await testDialects()) {
       assert.ok(own.events.some((e) => e.resource.startsWith("projects/not-yet/")));
     });
 
+    it("a member's call refused by their role in their own project is that project's event (docs/audit.md)", async () => {
+      const viewer = await t.admin.users.createUser({
+        email: "audit-viewer@example.com",
+        password: "viewer-password-1",
+        displayName: "Viewer",
+      });
+      await t.admin.projects.setMember({ project: p.projectName, user: viewer.name, role: "viewer" });
+      const session =
+        (
+          await t
+            .clients()
+            .sessions.login({ email: "audit-viewer@example.com", password: "viewer-password-1" })
+        ).sessionToken ?? "";
+      const body = { ...newCpuRule(p.projectName), requestId: randomUUID() };
+      assert.equal(await call("svc.monitoring.v1.AlertService/SaveAlertRule", body, session), 403);
+      const [e] = (await count("svc.monitoring.v1.AlertService/SaveAlertRule")).filter(
+        (x) => x.request_id === body.requestId,
+      );
+      assert.ok(e, "the refusal is recorded");
+      assert.equal(e.outcome, "CAPABILITY");
+      assert.equal(
+        e.project_id,
+        "acme",
+        "a member refused by their role: the project's own log, where its owner reads it",
+      );
+      // The same person into a project they are not a member of: outside every project, as above.
+      const other = { ...newCpuRule("projects/victim"), requestId: randomUUID() };
+      assert.equal(await call("svc.monitoring.v1.AlertService/SaveAlertRule", other, session), 403);
+      const [o] = (await count("svc.monitoring.v1.AlertService/SaveAlertRule")).filter(
+        (x) => x.request_id === other.requestId,
+      );
+      assert.deepEqual([o?.outcome, o?.project_id], ["PROJECT_BOUNDARY", ""]);
+    });
+
     it("after a scenario, no event holds any secret, token, password or URL issued or sent in it", async () => {
       const owner = t.clients(p.owner.session);
       const created = await owner.keys.createKey({

@@ -205,7 +205,16 @@ describe("Connect protocol edge", () => {
           res.status === 400 || res.status === 403,
           `${path} ${body.toString("hex")}: ${res.status} ${text}`,
         );
-        if (res.status === 400) assert.match(text, /invalid_argument/);
+        if (res.status === 400) {
+          // Names what is wrong: the body, as the field (docs/api.md "Bad requests").
+          const err = JSON.parse(text) as { code: string; message: string };
+          assert.equal(err.code, "invalid_argument", `${path} ${body.toString("hex")}: ${text}`);
+          assert.match(
+            err.message,
+            /^body: is not a binary svc\./,
+            `${path} ${body.toString("hex")}: ${text}`,
+          );
+        }
       }
     }
   });
