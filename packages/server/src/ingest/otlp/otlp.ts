@@ -202,49 +202,41 @@ export function otlpParts(metrics: readonly OtlpMetric[], out: MapResult): OtlpP
 const MEMORY_STATES = new Set(["used", "free", "buffers", "cached", "slab_reclaimable"]);
 
 function mapPoint(name: string, dp: OtlpPoint, parts: Part[], out: MapResult): void {
+  // No closures here: one point at a time, and each closure costs (tsx names every one it creates).
   const a = dp.attrs;
-  const { t, stale } = dp;
-  if (!stale && dp.v === undefined) {
+  if (!dp.stale && dp.v === undefined) {
     refuse(out, "bad_labels", 1, `${name}: a data point without a value`);
     return;
   }
-  const v = dp.v ?? 0;
-  const push = (kind: Part["kind"], dev: string, comp: string) =>
-    parts.push({ kind, dev, comp, t, v, stale });
-  const need = (what: string, value: string | undefined): value is string => {
-    if (value === undefined || value === "")
-      refuse(out, "bad_labels", 1, `${name}: attribute ${what} is required`);
-    else if (value.length > 256)
-      refuse(out, "bad_labels", 1, `${name}: attribute ${what} is longer than 256 bytes`);
-    else return true;
-    return false;
-  };
   switch (name) {
     case "system.cpu.time": {
       const state = a[ATTR["cpu.mode"]] ?? a[ATTR["system.cpu.state"]] ?? a[ATTR.state];
       const cpu = a[ATTR["cpu.logical_number"]] ?? a[ATTR["system.cpu.logical_number"]] ?? a[ATTR.cpu] ?? "";
-      if (!need("cpu.mode", state)) return;
-      push("cpu", "", `${cpu}\u0000${NOT_BUSY.has(state) ? "idle" : "busy"}\u0000${state}`);
+      if (!need(out, name, "cpu.mode", state)) return;
+      push(parts, dp, "cpu", "", `${cpu}\u0000${NOT_BUSY.has(state) ? "idle" : "busy"}\u0000${state}`);
       return;
     }
     case "system.memory.usage": {
       const state = a[ATTR["system.memory.state"]] ?? a[ATTR.state];
-      if (!need("system.memory.state", state)) return;
+      if (!need(out, name, "system.memory.state", state)) return;
       // `shared` and `slab_unreclaimable` are parts of `used`: not added to the capacity.
-      if (MEMORY_STATES.has(state)) push("memory", "", state);
+      if (MEMORY_STATES.has(state)) push(parts, dp, "memory", "", state);
       return;
     }
     case "system.memory.limit":
-      push("memory", "", "total");
+      push(parts, dp, "memory", "", "total");
       return;
     case "system.filesystem.usage": {
       const state = a[ATTR["system.filesystem.state"]] ?? a[ATTR.state];
       const mountpoint = a[ATTR["system.filesystem.mountpoint"]] ?? a[ATTR.mountpoint];
       const device = a[ATTR["system.device"]] ?? a[ATTR.device];
       const fstype = a[ATTR["system.filesystem.type"]] ?? a[ATTR.type] ?? "";
-      if (!need("system.filesystem.state", state) || !need("system.filesystem.mountpoint", mountpoint))
+      if (
+        !need(out, name, "system.filesystem.state", state) ||
+        !need(out, name, "system.filesystem.mountpoint", mountpoint)
+      )
         return;
-      if (!need("system.device", device)) return;
+      if (!need(out, name, "system.device", device)) return;
       if (
         (a[ATTR["system.filesystem.mode"]] ?? a[ATTR.mode]) === "ro" ||
         filesystemLeftOut(mountpoint, fstype)
@@ -252,7 +244,7 @@ function mapPoint(name: string, dp: OtlpPoint, parts: Part[], out: MapResult): v
         leaveOut(out, "excluded_filesystem");
         return;
       }
-      push("filesystem", `${mountpoint}\u0000${fstype}\u0000${device}`, `otel_${state}`);
+      push(parts, dp, "filesystem", `${mountpoint}\u0000${fstype}\u0000${device}`, `otel_${state}`);
       return;
     }
     case "system.disk.io":
@@ -262,7 +254,7 @@ function mapPoint(name: string, dp: OtlpPoint, parts: Part[], out: MapResult): v
       const series = Object.hasOwn(DISK_IO, dir)
         ? (name === "system.disk.io" ? DISK_IO : DISK_OPS)[dir]
         : undefined;
-      if (!need("system.device", device)) return;
+      if (!need(out, name, "system.device", device)) return;
       if (!series) {
         refuse(out, "bad_labels", 1, `${name}: disk.io.direction must be read or write`);
         return;
@@ -271,7 +263,7 @@ function mapPoint(name: string, dp: OtlpPoint, parts: Part[], out: MapResult): v
         leaveOut(out, "excluded_device");
         return;
       }
-      push("disk", device, series);
+      push(parts, dp, "disk", device, series);
       return;
     }
     default: {
@@ -281,7 +273,7 @@ function mapPoint(name: string, dp: OtlpPoint, parts: Part[], out: MapResult): v
       const series = Object.hasOwn(NET_IO, dir)
         ? (name === "system.network.io" ? NET_IO : NET_PACKETS)[dir]
         : undefined;
-      if (!need("system.device", device)) return;
+      if (!need(out, name, "system.device", device)) return;
       if (!series) {
         refuse(out, "bad_labels", 1, `${name}: network.io.direction must be receive or transmit`);
         return;
@@ -290,7 +282,21 @@ function mapPoint(name: string, dp: OtlpPoint, parts: Part[], out: MapResult): v
         leaveOut(out, "excluded_device");
         return;
       }
-      push("network", device, series);
+      push(parts, dp, "network", device, series);
     }
   }
+}
+
+function push(parts: Part[], dp: OtlpPoint, kind: Part["kind"], dev: string, comp: string): void {
+  parts.push({ kind, dev, comp, t: dp.t, v: dp.v ?? 0, stale: dp.stale });
+}
+
+/** True when an attribute the mapping needs is there and not too long; else refuses the point. */
+function need(out: MapResult, name: string, what: string, value: string | undefined): value is string {
+  if (value === undefined || value === "")
+    refuse(out, "bad_labels", 1, `${name}: attribute ${what} is required`);
+  else if (value.length > 256)
+    refuse(out, "bad_labels", 1, `${name}: attribute ${what} is longer than 256 bytes`);
+  else return true;
+  return false;
 }
