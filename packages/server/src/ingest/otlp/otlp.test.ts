@@ -3,6 +3,7 @@ import { existsSync, readFileSync, statfsSync } from "node:fs";
 import { cpus } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
+import { fromJson, toBinary } from "@bufbuild/protobuf";
 import { type DiagLogger, DiagLogLevel, diag } from "@opentelemetry/api";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
 import { HostMetrics } from "@opentelemetry/host-metrics";
@@ -17,6 +18,7 @@ import { testDialects } from "../../../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../../../testing/harness.ts";
 import { generateSecret } from "../../iam/secrets.ts";
 import { labelValue, type SeriesData } from "../../storage/interface.ts";
+import { ExportMetricsServiceRequestSchema } from "./gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts";
 
 /**
  * A real sender: the OpenTelemetry JS SDK with @opentelemetry/host-metrics (CPU, memory, network) and,
@@ -327,6 +329,49 @@ describe("OTLP/HTTP metrics from the OpenTelemetry JS SDK", () => {
     const used = await read(vm, "svc_vm_memory_used_bytes", now - S);
     assert.deepEqual([...used[0]!.values], [3000], "capacity 4000 − free 1000, on the token's VM");
     assert.equal((await read(vm, "svc_vm_guest_network_receive_bytes_total", now - S)).length, 32);
+
+    // Full success: the empty ExportMetricsServiceResponse — no bytes in protobuf, `{}` in JSON.
+    const disk = (t: number) => ({
+      resourceMetrics: [
+        {
+          scopeMetrics: [
+            {
+              metrics: [
+                {
+                  ...sum("system.disk.io", [
+                    { attrs: { "system.device": "vda", "disk.io.direction": "read" }, v: 512 },
+                    { attrs: { "system.device": "vda", "disk.io.direction": "write" }, v: 1024 },
+                  ]),
+                  name: "system.disk.io",
+                },
+              ].map((m) => ({
+                ...m,
+                sum: {
+                  ...m.sum,
+                  dataPoints: m.sum.dataPoints.map((d) => ({
+                    ...d,
+                    timeUnixNano: String(BigInt(t) * 1_000_000n),
+                  })),
+                },
+              })),
+            },
+          ],
+        },
+      ],
+    });
+    const whole = await post(JSON.stringify(disk(now - 30 * S)), "application/json");
+    assert.equal(whole.status, 200);
+    assert.equal(await whole.text(), "{}");
+    const wholePb = await post(
+      Buffer.from(
+        toBinary(ExportMetricsServiceRequestSchema, fromJson(ExportMetricsServiceRequestSchema, disk(now))),
+      ),
+      "application/x-protobuf",
+    );
+    assert.equal(wholePb.status, 200);
+    assert.equal(wholePb.headers.get("content-type"), "application/x-protobuf");
+    assert.equal((await wholePb.arrayBuffer()).byteLength, 0);
+    assert.equal((await read(vm, "svc_vm_guest_disk_read_bytes_total", now - 60 * S))[0]?.values.length, 2);
 
     const big = await post(Buffer.alloc(10 * 1024 * 1024, 0x0a), "application/x-protobuf");
     assert.equal(big.status, 413);
