@@ -69,7 +69,9 @@ function cpuOf(run: () => void): number {
 }
 
 const totals = new Map<string, number>();
-const names = [...Object.keys(arms), "remote write: snappy + decode + map"].filter((n) => !process.env.ONLY || n.startsWith(process.env.ONLY));
+const names = [...Object.keys(arms), "remote write: snappy + decode + map"].filter(
+  (n) => !process.env.ONLY || n.startsWith(process.env.ONLY),
+);
 const once = (name: string) => {
   const f = name in arms ? arms[name]! : remoteWrite;
   const bodies = name in arms ? otlp : rw;
