@@ -192,17 +192,33 @@ function expect(wt: number, want: number, message: string, field: number): void 
   if (wt !== want) fail(`${message} field ${field} has wire type ${wt}, not ${want}`);
 }
 
+/** Recent ASCII strings by a hash of their bytes: the same names and values come in every request. */
+const TEXT_CACHE_SIZE = 1024;
+const textCache: (string | undefined)[] = new Array(TEXT_CACHE_SIZE);
+
 function text(start: number, end: number): string {
+  let h = end - start;
   for (let i = start; i < end; i++) {
-    if (buf[i]! > 0x7f) {
+    const b = buf[i]!;
+    if (b > 0x7f) {
       try {
         return strict.decode(buf.subarray(start, end));
       } catch {
         return fail(`invalid UTF-8 in a string at byte ${start}`);
       }
     }
+    h = (Math.imul(h, 31) + b) | 0;
   }
-  return buf.toString("latin1", start, end);
+  const slot = h & (TEXT_CACHE_SIZE - 1);
+  const hit = textCache[slot];
+  if (hit !== undefined && hit.length === end - start) {
+    let i = 0;
+    while (i < hit.length && hit.charCodeAt(i) === buf[start + i]) i++;
+    if (i === hit.length) return hit;
+  }
+  const s = (buf as unknown as { latin1Slice(start: number, end: number): string }).latin1Slice(start, end);
+  if (end - start <= 64) textCache[slot] = s;
+  return s;
 }
 
 /** A little-endian 64-bit two's complement integer at `at`, as the nearest double. */
@@ -322,7 +338,7 @@ function metric(end: number): OtlpMetric {
 }
 
 function numberDataPoint(end: number): OtlpPoint {
-  const attrs: (string | undefined)[] = [];
+  const attrs = new Array<string | undefined>(ATTR_KEYS.length);
   /** Which ATTR_KEYS have been seen (bit i: key i): the first of a key counts. */
   let seen = 0;
   let time = -1;
