@@ -6,6 +6,7 @@
  * on both alike; gunzip alone and remote write's decode + map (snappy + decodeWriteRequestCompact +
  * node_exporter mapping) are counted beside them. CPU is process.cpuUsage (user + system).
  * Does not replace bench:ingest's figure (whole requests through svc); it isolates the decoding.
+ * ONLY=<prefix> runs the arms whose name starts so (e.g. `ONLY=new` under `node --import tsx --cpu-prof`).
  */
 import { gunzipSync } from "node:zlib";
 import { decodeRemoteWriteBodyCompact, labelsOfKeyBytes } from "@svc/remotewrite";

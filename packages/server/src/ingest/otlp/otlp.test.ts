@@ -273,7 +273,8 @@ describe("OTLP/HTTP metrics from the OpenTelemetry JS SDK", () => {
         },
         body,
       });
-    const gauge = (name: string, points: { attrs: Record<string, string>; v: number }[]) => ({
+    type Pt = { attrs: Record<string, string>; v: number };
+    const gauge = (name: string, points: Pt[], t = now) => ({
       name,
       gauge: {
         dataPoints: points.map((pt) => ({
@@ -281,13 +282,13 @@ describe("OTLP/HTTP metrics from the OpenTelemetry JS SDK", () => {
             key,
             value: { stringValue: value },
           })),
-          timeUnixNano: String(BigInt(now) * 1_000_000n),
+          timeUnixNano: String(BigInt(t) * 1_000_000n),
           asInt: String(pt.v),
         })),
       },
     });
-    const sum = (name: string, points: { attrs: Record<string, string>; v: number }[]) => {
-      const g = gauge(name, points);
+    const sum = (name: string, points: Pt[], t = now) => {
+      const g = gauge(name, points, t);
       return { name, sum: { dataPoints: g.gauge.dataPoints, aggregationTemporality: 2, isMonotonic: true } };
     };
     const json = {
@@ -337,23 +338,15 @@ describe("OTLP/HTTP metrics from the OpenTelemetry JS SDK", () => {
           scopeMetrics: [
             {
               metrics: [
-                {
-                  ...sum("system.disk.io", [
+                sum(
+                  "system.disk.io",
+                  [
                     { attrs: { "system.device": "vda", "disk.io.direction": "read" }, v: 512 },
                     { attrs: { "system.device": "vda", "disk.io.direction": "write" }, v: 1024 },
-                  ]),
-                  name: "system.disk.io",
-                },
-              ].map((m) => ({
-                ...m,
-                sum: {
-                  ...m.sum,
-                  dataPoints: m.sum.dataPoints.map((d) => ({
-                    ...d,
-                    timeUnixNano: String(BigInt(t) * 1_000_000n),
-                  })),
-                },
-              })),
+                  ],
+                  t,
+                ),
+              ],
             },
           ],
         },
