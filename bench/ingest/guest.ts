@@ -72,7 +72,7 @@ function rng(seed: number): () => number {
 }
 
 /** `steps` collections of one guest with 4 vCPUs, ending at `endMs` (deterministic per `seed`). */
-function guestReadings(seed: number, steps: number, endMs: number): Reading[] {
+export function guestReadings(seed: number, steps: number, endMs: number): Reading[] {
   const rand = rng(seed);
   const offset = Math.floor(rand() * STEP_MS);
   const cpu = Array.from({ length: 4 }, () => MODES.map(() => Math.floor(rand() * 1e5) / 100));
@@ -114,7 +114,7 @@ function guestReadings(seed: number, steps: number, endMs: number): Reading[] {
 }
 
 /** vmagent's remote-write body for one scrape after docs/agent.md's `keep` rule. */
-function remoteWriteBody(r: Reading): Uint8Array {
+export function remoteWriteBody(r: Reading): Uint8Array {
   const ts: TimeSeries[] = [];
   const add = (name: string, labels: Record<string, string>, value: number) => {
     ts.push({
@@ -162,7 +162,7 @@ function remoteWriteBody(r: Reading): Uint8Array {
 const BOOT_NS = BigInt(Date.now() - 86_400_000) * 1_000_000n;
 
 /** The Collector's hostmetrics export of the same scrape: one scope per scraper, gzip'd protobuf. */
-function otlpBody(r: Reading): Uint8Array {
+export function otlpBody(r: Reading): Uint8Array {
   const t = BigInt(r.t) * 1_000_000n;
   const kv = (attrs: Record<string, string | number>) =>
     Object.entries(attrs).map(([key, v]) => ({

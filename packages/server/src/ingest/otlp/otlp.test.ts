@@ -3,6 +3,7 @@ import { existsSync, readFileSync, statfsSync } from "node:fs";
 import { cpus } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
+import { fromJson, toBinary } from "@bufbuild/protobuf";
 import { type DiagLogger, DiagLogLevel, diag } from "@opentelemetry/api";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
 import { HostMetrics } from "@opentelemetry/host-metrics";
@@ -17,6 +18,7 @@ import { testDialects } from "../../../testing/dialects.ts";
 import { type SeededProject, startTestApp, type TestApp } from "../../../testing/harness.ts";
 import { generateSecret } from "../../iam/secrets.ts";
 import { labelValue, type SeriesData } from "../../storage/interface.ts";
+import { ExportMetricsServiceRequestSchema } from "./gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts";
 
 /**
  * A real sender: the OpenTelemetry JS SDK with @opentelemetry/host-metrics (CPU, memory, network) and,
@@ -271,7 +273,8 @@ describe("OTLP/HTTP metrics from the OpenTelemetry JS SDK", () => {
         },
         body,
       });
-    const gauge = (name: string, points: { attrs: Record<string, string>; v: number }[]) => ({
+    type Pt = { attrs: Record<string, string>; v: number };
+    const gauge = (name: string, points: Pt[], t = now) => ({
       name,
       gauge: {
         dataPoints: points.map((pt) => ({
@@ -279,13 +282,13 @@ describe("OTLP/HTTP metrics from the OpenTelemetry JS SDK", () => {
             key,
             value: { stringValue: value },
           })),
-          timeUnixNano: String(BigInt(now) * 1_000_000n),
+          timeUnixNano: String(BigInt(t) * 1_000_000n),
           asInt: String(pt.v),
         })),
       },
     });
-    const sum = (name: string, points: { attrs: Record<string, string>; v: number }[]) => {
-      const g = gauge(name, points);
+    const sum = (name: string, points: Pt[], t = now) => {
+      const g = gauge(name, points, t);
       return { name, sum: { dataPoints: g.gauge.dataPoints, aggregationTemporality: 2, isMonotonic: true } };
     };
     const json = {
@@ -327,6 +330,41 @@ describe("OTLP/HTTP metrics from the OpenTelemetry JS SDK", () => {
     const used = await read(vm, "svc_vm_memory_used_bytes", now - S);
     assert.deepEqual([...used[0]!.values], [3000], "capacity 4000 − free 1000, on the token's VM");
     assert.equal((await read(vm, "svc_vm_guest_network_receive_bytes_total", now - S)).length, 32);
+
+    // Full success: the empty ExportMetricsServiceResponse — no bytes in protobuf, `{}` in JSON.
+    const disk = (t: number) => ({
+      resourceMetrics: [
+        {
+          scopeMetrics: [
+            {
+              metrics: [
+                sum(
+                  "system.disk.io",
+                  [
+                    { attrs: { "system.device": "vda", "disk.io.direction": "read" }, v: 512 },
+                    { attrs: { "system.device": "vda", "disk.io.direction": "write" }, v: 1024 },
+                  ],
+                  t,
+                ),
+              ],
+            },
+          ],
+        },
+      ],
+    });
+    const whole = await post(JSON.stringify(disk(now - 30 * S)), "application/json");
+    assert.equal(whole.status, 200);
+    assert.equal(await whole.text(), "{}");
+    const wholePb = await post(
+      Buffer.from(
+        toBinary(ExportMetricsServiceRequestSchema, fromJson(ExportMetricsServiceRequestSchema, disk(now))),
+      ),
+      "application/x-protobuf",
+    );
+    assert.equal(wholePb.status, 200);
+    assert.equal(wholePb.headers.get("content-type"), "application/x-protobuf");
+    assert.equal((await wholePb.arrayBuffer()).byteLength, 0);
+    assert.equal((await read(vm, "svc_vm_guest_disk_read_bytes_total", now - 60 * S))[0]?.values.length, 2);
 
     const big = await post(Buffer.alloc(10 * 1024 * 1024, 0x0a), "application/x-protobuf");
     assert.equal(big.status, 413);

@@ -2,10 +2,11 @@
  * OTLP/HTTP metrics (opentelemetry-proto v1.11.0, vendored under proto/opentelemetry): decoding the
  * body (protobuf or JSON, gzip or not) and turning the OpenTelemetry host-metrics conventions into
  * guest-map parts (docs/agent.md, "How svc maps them"). Resource attributes are ignored: the VM is
- * the token's.
+ * the token's. Protobuf bodies are read by a decoder of their own (wire.ts), JSON ones by protobuf-es
+ * and brought to the same shape (metricsOfMessage).
  */
 import { gunzipSync } from "node:zlib";
-import { fromBinary, fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import {
   diskLeftOut,
   filesystemLeftOut,
@@ -20,12 +21,12 @@ import {
   type ExportMetricsServiceRequest,
   ExportMetricsServiceRequestSchema,
 } from "./gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts";
-import type { KeyValue } from "./gen/opentelemetry/proto/common/v1/common_pb.ts";
 import {
   AggregationTemporality,
   DataPointFlags,
   type NumberDataPoint,
 } from "./gen/opentelemetry/proto/metrics/v1/metrics_pb.ts";
+import { ATTR, ATTR_KEYS, decodeMetricsRequest, type OtlpMetric, type OtlpPoint } from "./wire.ts";
 
 /** A body svc cannot take whole: answered with `status` and this message. */
 export class OtlpBodyError extends Error {
@@ -39,13 +40,16 @@ export class OtlpBodyError extends Error {
 
 export type OtlpFormat = "protobuf" | "json";
 
-/** Decodes one export request; throws OtlpBodyError naming what is wrong. */
+/**
+ * Decodes one export request into the metrics the mapping reads: protobuf by wire.ts' decoder, JSON
+ * through protobuf-es. Throws OtlpBodyError naming what is wrong.
+ */
 export function decodeOtlp(
   body: Buffer,
   format: OtlpFormat,
   encoding: string | undefined,
   maxDecompressedBytes: number,
-): ExportMetricsServiceRequest {
+): OtlpMetric[] {
   let bytes = body;
   if (encoding === "gzip") {
     try {
@@ -63,10 +67,12 @@ export function decodeOtlp(
     );
   }
   try {
-    if (format === "protobuf") return fromBinary(ExportMetricsServiceRequestSchema, bytes);
-    return fromJson(ExportMetricsServiceRequestSchema, JSON.parse(bytes.toString("utf8")) as JsonValue, {
-      ignoreUnknownFields: true,
-    });
+    if (format === "protobuf") return decodeMetricsRequest(bytes);
+    return metricsOfMessage(
+      fromJson(ExportMetricsServiceRequestSchema, JSON.parse(bytes.toString("utf8")) as JsonValue, {
+        ignoreUnknownFields: true,
+      }),
+    );
   } catch (err) {
     const why = err instanceof Error ? err.message.slice(0, 200) : "undecodable";
     throw new OtlpBodyError(400, `not an OTLP ExportMetricsServiceRequest (${format}): ${why}`);
@@ -113,112 +119,142 @@ const MAPPED = new Set([
   "system.network.packets",
 ]);
 
-export function otlpParts(req: ExportMetricsServiceRequest, out: MapResult): OtlpParts {
-  const parts: Part[] = [];
-  let dataPoints = 0;
-  let deltaPoints = 0;
-  let deltaExample = "";
+/** The metrics of a decoded JSON request, as the protobuf decoder gives them (wire.ts). */
+export function metricsOfMessage(req: ExportMetricsServiceRequest): OtlpMetric[] {
+  const out: OtlpMetric[] = [];
   for (const rm of req.resourceMetrics) {
     for (const sm of rm.scopeMetrics) {
       for (const metric of sm.metrics) {
         const data = metric.data;
-        const points: NumberDataPoint[] =
-          data.case === "sum" || data.case === "gauge" ? data.value.dataPoints : [];
-        const n = data.case === undefined ? 0 : data.value.dataPoints.length;
-        dataPoints += n;
-        if (!MAPPED.has(metric.name) || (data.case !== "sum" && data.case !== "gauge")) {
-          if (n > 0) {
-            refuse(
-              out,
-              "unknown_metric",
-              n,
-              `"${metric.name.slice(0, 100)}" (${data.case ?? "no data"}) is not an OpenTelemetry host metric svc maps (docs/agent.md)`,
-            );
-          }
-          continue;
-        }
-        if (data.case === "sum" && data.value.aggregationTemporality === AggregationTemporality.DELTA) {
-          deltaPoints += n;
-          deltaExample ||= `${metric.name} has delta temporality; svc takes cumulative sums only`;
-          continue;
-        }
-        for (const dp of points) mapPoint(metric.name, dp, parts, out);
+        out.push({
+          name: metric.name,
+          kind: data.case,
+          temporality: data.case === "sum" ? data.value.aggregationTemporality : 0,
+          count: data.case === undefined ? 0 : data.value.dataPoints.length,
+          points:
+            data.case === "sum" || data.case === "gauge" ? data.value.dataPoints.map(pointOfMessage) : [],
+        });
       }
     }
+  }
+  return out;
+}
+
+const ATTR_INDEX = new Map<string, number>(ATTR_KEYS.map((k, i) => [k, i]));
+
+function pointOfMessage(dp: NumberDataPoint): OtlpPoint {
+  const attrs: (string | undefined)[] = [];
+  const seen = new Set<number>();
+  for (const a of dp.attributes) {
+    const index = ATTR_INDEX.get(a.key);
+    if (index === undefined || seen.has(index)) continue;
+    seen.add(index);
+    const v = a.value?.value;
+    attrs[index] =
+      v?.case === "stringValue"
+        ? v.value
+        : v?.case === "intValue" || v?.case === "doubleValue" || v?.case === "boolValue"
+          ? String(v.value)
+          : undefined;
+  }
+  return {
+    attrs,
+    t: Number(dp.timeUnixNano / 1_000_000n),
+    stale: (dp.flags & DataPointFlags.NO_RECORDED_VALUE_MASK) !== 0,
+    v:
+      dp.value.case === "asInt"
+        ? Number(dp.value.value)
+        : dp.value.case === "asDouble"
+          ? dp.value.value
+          : undefined,
+  };
+}
+
+export function otlpParts(metrics: readonly OtlpMetric[], out: MapResult): OtlpParts {
+  const parts: Part[] = [];
+  let dataPoints = 0;
+  let deltaPoints = 0;
+  let deltaExample = "";
+  for (const metric of metrics) {
+    const n = metric.count;
+    dataPoints += n;
+    if (!MAPPED.has(metric.name) || (metric.kind !== "sum" && metric.kind !== "gauge")) {
+      if (n > 0) {
+        refuse(
+          out,
+          "unknown_metric",
+          n,
+          `"${metric.name.slice(0, 100)}" (${metric.kind ?? "no data"}) is not an OpenTelemetry host metric svc maps (docs/agent.md)`,
+        );
+      }
+      continue;
+    }
+    if (metric.kind === "sum" && metric.temporality === AggregationTemporality.DELTA) {
+      deltaPoints += n;
+      deltaExample ||= `${metric.name} has delta temporality; svc takes cumulative sums only`;
+      continue;
+    }
+    for (const dp of metric.points) mapPoint(metric.name, dp, parts, out);
   }
   return { parts, dataPoints, deltaPoints, deltaExample };
 }
 
-function attr(attrs: readonly KeyValue[], ...keys: string[]): string | undefined {
-  for (const key of keys) {
-    const v = attrs.find((a) => a.key === key)?.value?.value;
-    if (v === undefined || v.case === undefined) continue;
-    if (v.case === "stringValue") return v.value;
-    if (v.case === "intValue" || v.case === "doubleValue" || v.case === "boolValue") return String(v.value);
-  }
-  return undefined;
-}
+const MEMORY_STATES = new Set(["used", "free", "buffers", "cached", "slab_reclaimable"]);
 
-function mapPoint(name: string, dp: NumberDataPoint, parts: Part[], out: MapResult): void {
-  const a = dp.attributes;
-  const t = Number(dp.timeUnixNano / 1_000_000n);
-  const stale = (dp.flags & DataPointFlags.NO_RECORDED_VALUE_MASK) !== 0;
-  const v =
-    dp.value.case === "asInt" ? Number(dp.value.value) : dp.value.case === "asDouble" ? dp.value.value : 0;
-  if (!stale && dp.value.case === undefined) {
+function mapPoint(name: string, dp: OtlpPoint, parts: Part[], out: MapResult): void {
+  // No closures here: one point at a time, and each closure costs (tsx names every one it creates).
+  const a = dp.attrs;
+  if (!dp.stale && dp.v === undefined) {
     refuse(out, "bad_labels", 1, `${name}: a data point without a value`);
     return;
   }
-  const push = (kind: Part["kind"], dev: string, comp: string) =>
-    parts.push({ kind, dev, comp, t, v, stale });
-  const need = (what: string, value: string | undefined): value is string => {
-    if (value === undefined || value === "")
-      refuse(out, "bad_labels", 1, `${name}: attribute ${what} is required`);
-    else if (value.length > 256)
-      refuse(out, "bad_labels", 1, `${name}: attribute ${what} is longer than 256 bytes`);
-    else return true;
-    return false;
-  };
   switch (name) {
     case "system.cpu.time": {
-      const state = attr(a, "cpu.mode", "system.cpu.state", "state");
-      const cpu = attr(a, "cpu.logical_number", "system.cpu.logical_number", "cpu") ?? "";
-      if (!need("cpu.mode", state)) return;
-      push("cpu", "", `${cpu}\u0000${NOT_BUSY.has(state) ? "idle" : "busy"}\u0000${state}`);
+      const state = a[ATTR["cpu.mode"]] ?? a[ATTR["system.cpu.state"]] ?? a[ATTR.state];
+      const cpu = a[ATTR["cpu.logical_number"]] ?? a[ATTR["system.cpu.logical_number"]] ?? a[ATTR.cpu] ?? "";
+      if (!need(out, name, "cpu.mode", state)) return;
+      push(parts, dp, "cpu", "", `${cpu}\u0000${NOT_BUSY.has(state) ? "idle" : "busy"}\u0000${state}`);
       return;
     }
     case "system.memory.usage": {
-      const state = attr(a, "system.memory.state", "state");
-      if (!need("system.memory.state", state)) return;
+      const state = a[ATTR["system.memory.state"]] ?? a[ATTR.state];
+      if (!need(out, name, "system.memory.state", state)) return;
       // `shared` and `slab_unreclaimable` are parts of `used`: not added to the capacity.
-      if (["used", "free", "buffers", "cached", "slab_reclaimable"].includes(state))
-        push("memory", "", state);
+      if (MEMORY_STATES.has(state)) push(parts, dp, "memory", "", state);
       return;
     }
     case "system.memory.limit":
-      push("memory", "", "total");
+      push(parts, dp, "memory", "", "total");
       return;
     case "system.filesystem.usage": {
-      const state = attr(a, "system.filesystem.state", "state");
-      const mountpoint = attr(a, "system.filesystem.mountpoint", "mountpoint");
-      const device = attr(a, "system.device", "device");
-      const fstype = attr(a, "system.filesystem.type", "type") ?? "";
-      if (!need("system.filesystem.state", state) || !need("system.filesystem.mountpoint", mountpoint))
+      const state = a[ATTR["system.filesystem.state"]] ?? a[ATTR.state];
+      const mountpoint = a[ATTR["system.filesystem.mountpoint"]] ?? a[ATTR.mountpoint];
+      const device = a[ATTR["system.device"]] ?? a[ATTR.device];
+      const fstype = a[ATTR["system.filesystem.type"]] ?? a[ATTR.type] ?? "";
+      if (
+        !need(out, name, "system.filesystem.state", state) ||
+        !need(out, name, "system.filesystem.mountpoint", mountpoint)
+      )
         return;
-      if (!need("system.device", device)) return;
-      if (attr(a, "system.filesystem.mode", "mode") === "ro" || filesystemLeftOut(mountpoint, fstype)) {
+      if (!need(out, name, "system.device", device)) return;
+      if (
+        (a[ATTR["system.filesystem.mode"]] ?? a[ATTR.mode]) === "ro" ||
+        filesystemLeftOut(mountpoint, fstype)
+      ) {
         leaveOut(out, "excluded_filesystem");
         return;
       }
-      push("filesystem", `${mountpoint}\u0000${fstype}\u0000${device}`, `otel_${state}`);
+      push(parts, dp, "filesystem", `${mountpoint}\u0000${fstype}\u0000${device}`, `otel_${state}`);
       return;
     }
     case "system.disk.io":
     case "system.disk.operations": {
-      const device = attr(a, "system.device", "device");
-      const dir = attr(a, "disk.io.direction", "direction") ?? "";
-      const series = (name === "system.disk.io" ? DISK_IO : DISK_OPS)[dir];
-      if (!need("system.device", device)) return;
+      const device = a[ATTR["system.device"]] ?? a[ATTR.device];
+      const dir = a[ATTR["disk.io.direction"]] ?? a[ATTR.direction] ?? "";
+      const series = Object.hasOwn(DISK_IO, dir)
+        ? (name === "system.disk.io" ? DISK_IO : DISK_OPS)[dir]
+        : undefined;
+      if (!need(out, name, "system.device", device)) return;
       if (!series) {
         refuse(out, "bad_labels", 1, `${name}: disk.io.direction must be read or write`);
         return;
@@ -227,15 +263,17 @@ function mapPoint(name: string, dp: NumberDataPoint, parts: Part[], out: MapResu
         leaveOut(out, "excluded_device");
         return;
       }
-      push("disk", device, series);
+      push(parts, dp, "disk", device, series);
       return;
     }
     default: {
       // system.network.io, system.network.packets
-      const device = attr(a, "system.device", "network.interface.name", "device");
-      const dir = attr(a, "network.io.direction", "direction") ?? "";
-      const series = (name === "system.network.io" ? NET_IO : NET_PACKETS)[dir];
-      if (!need("system.device", device)) return;
+      const device = a[ATTR["system.device"]] ?? a[ATTR["network.interface.name"]] ?? a[ATTR.device];
+      const dir = a[ATTR["network.io.direction"]] ?? a[ATTR.direction] ?? "";
+      const series = Object.hasOwn(NET_IO, dir)
+        ? (name === "system.network.io" ? NET_IO : NET_PACKETS)[dir]
+        : undefined;
+      if (!need(out, name, "system.device", device)) return;
       if (!series) {
         refuse(out, "bad_labels", 1, `${name}: network.io.direction must be receive or transmit`);
         return;
@@ -244,7 +282,21 @@ function mapPoint(name: string, dp: NumberDataPoint, parts: Part[], out: MapResu
         leaveOut(out, "excluded_device");
         return;
       }
-      push("network", device, series);
+      push(parts, dp, "network", device, series);
     }
   }
+}
+
+function push(parts: Part[], dp: OtlpPoint, kind: Part["kind"], dev: string, comp: string): void {
+  parts.push({ kind, dev, comp, t: dp.t, v: dp.v ?? 0, stale: dp.stale });
+}
+
+/** True when an attribute the mapping needs is there and not too long; else refuses the point. */
+function need(out: MapResult, name: string, what: string, value: string | undefined): value is string {
+  if (value === undefined || value === "")
+    refuse(out, "bad_labels", 1, `${name}: attribute ${what} is required`);
+  else if (value.length > 256)
+    refuse(out, "bad_labels", 1, `${name}: attribute ${what} is longer than 256 bytes`);
+  else return true;
+  return false;
 }

@@ -108,13 +108,16 @@ export function otlpRoutes(deps: OtlpRouteDeps): FastifyPluginAsync {
             `accepted ${result.acceptedSamples} samples${rest}`,
         );
       }
-      const answer = create(ExportMetricsServiceResponseSchema, {
-        partialSuccess:
-          rejected > 0
-            ? { rejectedDataPoints: BigInt(rejected), errorMessage: describeRefusals(result) }
-            : undefined,
-      });
       reply.code(200);
+      if (rejected === 0) {
+        // Full success: the empty ExportMetricsServiceResponse, i.e. no bytes (protobuf) or `{}`.
+        // Sent without a payload, the head and the end go out in one write, as remote write's 204.
+        if (format === "json") return reply.type("application/json").send("{}");
+        return reply.type("application/x-protobuf").send();
+      }
+      const answer = create(ExportMetricsServiceResponseSchema, {
+        partialSuccess: { rejectedDataPoints: BigInt(rejected), errorMessage: describeRefusals(result) },
+      });
       if (format === "json")
         return reply.type("application/json").send(toJson(ExportMetricsServiceResponseSchema, answer));
       return reply
