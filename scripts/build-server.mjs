@@ -39,6 +39,7 @@ const sources = [
   join(root, "package-lock.json"),
   join(root, "scripts", "build-server.mjs"),
   join(root, "scripts", "lib", "server-entry.mjs"),
+  join(root, "scripts", "lib", "query-worker-entry.cjs"),
 ];
 /** Written last (by the build's own start): its presence means the build finished. */
 const stamp = join(out, "server.cjs.v8-cache");
@@ -71,7 +72,7 @@ export async function buildServer({ force = false } = {}) {
   const built = await lockedBuild(out, upToDate, bundleInto);
   if (built)
     process.stdout.write(
-      `built ${join("packages", "server", "dist")}/main.js, server.cjs (with its code cache) and query-worker.cjs in ${Math.round(performance.now() - started)} ms\n`,
+      `built ${join("packages", "server", "dist")}/main.js, server.cjs and query-worker.cjs (each with its code cache) in ${Math.round(performance.now() - started)} ms\n`,
     );
   return built;
 }
@@ -108,7 +109,8 @@ async function bundleInto(dir) {
       // The sources are ES modules: their import.meta.url is the bundle's own file.
       "import.meta.url": "__svcImportMetaUrl",
       // The query pool starts its workers from the bundled file instead of the tsx bootstrap.
-      "globalThis.SVC_QUERY_WORKER_BUNDLE": JSON.stringify("./query-worker.cjs"),
+      // (through its entry, which uses the worker's code cache: scripts/lib/query-worker-entry.cjs).
+      "globalThis.SVC_QUERY_WORKER_BUNDLE": JSON.stringify("./query-worker-entry.cjs"),
       // svc_build_info: the version and the commit this bundle was built from (SVC_REVISION, else git).
       "globalThis.SVC_BUILD_INFO": JSON.stringify({
         version,
@@ -118,12 +120,14 @@ async function bundleInto(dir) {
     logLevel: "warning",
   });
   copyFileSync(join(root, "scripts", "lib", "server-entry.mjs"), join(dir, "main.js"));
+  copyFileSync(join(root, "scripts", "lib", "query-worker-entry.cjs"), join(dir, "query-worker-entry.cjs"));
   await writeCodeCache(dir);
 }
 
 /**
  * Starts the bundle once (no demo, a throw-away data directory, any free port) and stops it once it is
- * ready: at exit it writes server.cjs.v8-cache with what its start-up compiled.
+ * ready and its query workers have started: each worker writes query-worker.cjs.v8-cache once its module
+ * has run, and at exit the server writes server.cjs.v8-cache with what its start-up compiled.
  */
 async function writeCodeCache(dir) {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-code-cache-"));
@@ -173,6 +177,9 @@ async function startAndStop(dir, dataDir) {
       if (ok) break;
       await new Promise((r) => setTimeout(r, 50));
     }
+    // The workers start right after listening, beside the first readiness answers.
+    for (let i = 0; i < 600 && !existsSync(join(dir, "query-worker.cjs.v8-cache")); i++)
+      await new Promise((r) => setTimeout(r, 50));
     child.kill("SIGTERM");
   }
   return exited;
