@@ -4,14 +4,23 @@
 // query worker into query-worker.cjs beside it. Start-up time is mostly module loading: resolving and
 // compiling ~1,000 files of node_modules took ~0.5 s of a 0.7–1.1 s start, one file takes a fraction,
 // and a V8 code cache of that file (written here by starting it once) saves most of the compiling
-// left: dist/main.js (scripts/lib/server-entry.mjs) loads the bundle through it. CommonJS because an
+// left: dist/main.js (scripts/lib/server-entry.cjs) loads the bundle through it. CommonJS because an
 // ES module cannot use a code cache on Node 20. Only packages that cannot be bundled stay external and
 // load from node_modules: native addons and the optional ones their dependencies probe for.
 //
 // `npm start` (scripts/start.mjs) runs the same build, only when a source is newer than the last one
 // (`npm run build:server` always builds).
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
@@ -38,7 +47,7 @@ const sources = [
   join(root, "packages", "collector", "src"),
   join(root, "package-lock.json"),
   join(root, "scripts", "build-server.mjs"),
-  join(root, "scripts", "lib", "server-entry.mjs"),
+  join(root, "scripts", "lib", "server-entry.cjs"),
   join(root, "scripts", "lib", "query-worker-entry.cjs"),
 ];
 /** Written last (by the build's own start): its presence means the build finished. */
@@ -119,7 +128,9 @@ async function bundleInto(dir) {
     },
     logLevel: "warning",
   });
-  copyFileSync(join(root, "scripts", "lib", "server-entry.mjs"), join(dir, "main.js"));
+  copyFileSync(join(root, "scripts", "lib", "server-entry.cjs"), join(dir, "main.js"));
+  // main.js is CommonJS (packages/server/package.json makes .js files ES modules).
+  writeFileSync(join(dir, "package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
   copyFileSync(join(root, "scripts", "lib", "query-worker-entry.cjs"), join(dir, "query-worker-entry.cjs"));
   await writeCodeCache(dir);
 }
