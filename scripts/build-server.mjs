@@ -4,14 +4,23 @@
 // query worker into query-worker.cjs beside it. Start-up time is mostly module loading: resolving and
 // compiling ~1,000 files of node_modules took ~0.5 s of a 0.7–1.1 s start, one file takes a fraction,
 // and a V8 code cache of that file (written here by starting it once) saves most of the compiling
-// left: dist/main.js (scripts/lib/server-entry.mjs) loads the bundle through it. CommonJS because an
+// left: dist/main.js (scripts/lib/server-entry.cjs) loads the bundle through it. CommonJS because an
 // ES module cannot use a code cache on Node 20. Only packages that cannot be bundled stay external and
 // load from node_modules: native addons and the optional ones their dependencies probe for.
 //
 // `npm start` (scripts/start.mjs) runs the same build, only when a source is newer than the last one
 // (`npm run build:server` always builds).
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { lockedBuild } from "./lib/build-lock.mjs";
@@ -38,7 +47,8 @@ const sources = [
   join(root, "packages", "collector", "src"),
   join(root, "package-lock.json"),
   join(root, "scripts", "build-server.mjs"),
-  join(root, "scripts", "lib", "server-entry.mjs"),
+  join(root, "scripts", "lib", "server-entry.cjs"),
+  join(root, "scripts", "lib", "query-worker-entry.cjs"),
 ];
 /** Written last (by the build's own start): its presence means the build finished. */
 const stamp = join(out, "server.cjs.v8-cache");
@@ -71,7 +81,7 @@ export async function buildServer({ force = false } = {}) {
   const built = await lockedBuild(out, upToDate, bundleInto);
   if (built)
     process.stdout.write(
-      `built ${join("packages", "server", "dist")}/main.js, server.cjs (with its code cache) and query-worker.cjs in ${Math.round(performance.now() - started)} ms\n`,
+      `built ${join("packages", "server", "dist")}/main.js, server.cjs and query-worker.cjs (each with its code cache) in ${Math.round(performance.now() - started)} ms\n`,
     );
   return built;
 }
@@ -108,7 +118,8 @@ async function bundleInto(dir) {
       // The sources are ES modules: their import.meta.url is the bundle's own file.
       "import.meta.url": "__svcImportMetaUrl",
       // The query pool starts its workers from the bundled file instead of the tsx bootstrap.
-      "globalThis.SVC_QUERY_WORKER_BUNDLE": JSON.stringify("./query-worker.cjs"),
+      // (through its entry, which uses the worker's code cache: scripts/lib/query-worker-entry.cjs).
+      "globalThis.SVC_QUERY_WORKER_BUNDLE": JSON.stringify("./query-worker-entry.cjs"),
       // svc_build_info: the version and the commit this bundle was built from (SVC_REVISION, else git).
       "globalThis.SVC_BUILD_INFO": JSON.stringify({
         version,
@@ -117,13 +128,17 @@ async function bundleInto(dir) {
     },
     logLevel: "warning",
   });
-  copyFileSync(join(root, "scripts", "lib", "server-entry.mjs"), join(dir, "main.js"));
+  copyFileSync(join(root, "scripts", "lib", "server-entry.cjs"), join(dir, "main.js"));
+  // main.js is CommonJS (packages/server/package.json makes .js files ES modules).
+  writeFileSync(join(dir, "package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
+  copyFileSync(join(root, "scripts", "lib", "query-worker-entry.cjs"), join(dir, "query-worker-entry.cjs"));
   await writeCodeCache(dir);
 }
 
 /**
  * Starts the bundle once (no demo, a throw-away data directory, any free port) and stops it once it is
- * ready: at exit it writes server.cjs.v8-cache with what its start-up compiled.
+ * ready and its query workers have started: each worker writes query-worker.cjs.v8-cache once its module
+ * has run, and at exit the server writes server.cjs.v8-cache with what its start-up compiled.
  */
 async function writeCodeCache(dir) {
   const dataDir = mkdtempSync(join(tmpdir(), "svc-code-cache-"));
@@ -173,6 +188,9 @@ async function startAndStop(dir, dataDir) {
       if (ok) break;
       await new Promise((r) => setTimeout(r, 50));
     }
+    // The workers start right after listening, beside the first readiness answers.
+    for (let i = 0; i < 600 && !existsSync(join(dir, "query-worker.cjs.v8-cache")); i++)
+      await new Promise((r) => setTimeout(r, 50));
     child.kill("SIGTERM");
   }
   return exited;

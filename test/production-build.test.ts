@@ -56,13 +56,19 @@ describe("the production build", () => {
     const dist = join(root, "packages", "server", "dist");
     const server = readFileSync(join(dist, "server.cjs"), "utf8");
     assert.ok(!/require\("tsx|tsx\/esm/.test(server), "server.cjs loads no tsx");
-    assert.ok(server.includes("query-worker.cjs"), "the query pool starts the bundled worker");
+    assert.ok(server.includes("query-worker-entry.cjs"), "the query pool starts the bundled worker's entry");
     assert.ok(readFileSync(join(dist, "main.js"), "utf8").includes(".v8-cache"), "main.js loads the cache");
     const script = new Script(Module.wrap(server), {
       filename: join(dist, "server.cjs"),
       cachedData: readFileSync(join(dist, "server.cjs.v8-cache")),
     });
     assert.equal(script.cachedDataRejected, false, "the cache was written by this Node for this file");
+    // The worker's own cache, written by the build's start from a worker thread: accepted here too.
+    const worker = new Script(Module.wrap(readFileSync(join(dist, "query-worker.cjs"), "utf8")), {
+      filename: join(dist, "query-worker.cjs"),
+      cachedData: readFileSync(join(dist, "query-worker.cjs.v8-cache")),
+    });
+    assert.equal(worker.cachedDataRejected, false, "the worker's cache fits its file");
   });
 
   it("serves RPCs, readiness and a PromQL query (SVC_QUERY_WORKERS=1: in the bundled worker)", async () => {

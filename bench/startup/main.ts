@@ -6,8 +6,9 @@
  *    packages/server/dist/main.js`, without the demo; Prometheus with an empty storage directory);
  * 2. after ~1 M samples of WAL: each server receives the same remote-write workload (bench/ingest's), is
  *    killed with SIGKILL (no shutdown work: the next start replays every sample from the WAL), and is
- *    started again; the samples are checked after the restart (svc: its head holds as many samples as
- *    before the kill; Prometheus: count_over_time over every series);
+ *    started again (the restarts of the servers interleaved, after every server's WAL is written; each
+ *    killed again after its check); the samples are checked after the restart (svc: its head holds as
+ *    many samples as before the kill; Prometheus: count_over_time over every series);
  * 3. `npm start` without data, as a newcomer runs it after `npm ci` (prestart, the demo and all).
  *
  * Ready is the readiness endpoint answering 200: svc's /readyz (the store is open, its WAL replayed, and
@@ -252,33 +253,34 @@ async function storedSamples(s: Server, base: string): Promise<number> {
   return names.data.length > 0 ? n : Number.NaN;
 }
 
-/** Writes the workload, kills the server, then times `runs` restarts (each killed again after its check). */
-async function walRestarts(
-  s: Server,
-  w: Workload,
-): Promise<{ readyMs: number[]; cpuMs: number[]; before: number; after: number[]; failed: SendFailures }> {
+interface WalArm {
+  readonly dir: string;
+  readonly before: number;
+  readonly failed: SendFailures;
+  readonly readyMs: number[];
+  readonly cpuMs: number[];
+  readonly after: number[];
+}
+
+/** Writes the workload to a fresh data directory and kills the server (SIGKILL): the WAL holds it all. */
+async function walPrepare(s: Server, w: Workload): Promise<WalArm> {
   const dir = tempDir(s.name);
-  try {
-    const first = await start(s, dir);
-    const failed = await ingest(s, first.base, w);
-    // Prometheus appends asynchronously to its WAL; svc acknowledges after fdatasync. A moment for the former.
-    await new Promise((r) => setTimeout(r, 1000));
-    const before = await storedSamples(s, first.base);
-    await stop(first.proc, "SIGKILL");
-    const readyMs: number[] = [];
-    const cpuMs: number[] = [];
-    const after: number[] = [];
-    for (let i = 0; i < runs; i++) {
-      const r = await start(s, dir);
-      readyMs.push(r.readyMs);
-      cpuMs.push(r.cpuMs);
-      after.push(await storedSamples(s, r.base));
-      await stop(r.proc, "SIGKILL");
-    }
-    return { readyMs, cpuMs, before, after, failed };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const first = await start(s, dir);
+  const failed = await ingest(s, first.base, w);
+  // Prometheus appends asynchronously to its WAL; svc acknowledges after fdatasync. A moment for the former.
+  await new Promise((r) => setTimeout(r, 1000));
+  const before = await storedSamples(s, first.base);
+  await stop(first.proc, "SIGKILL");
+  return { dir, before, failed, readyMs: [], cpuMs: [], after: [] };
+}
+
+/** One timed restart on the arm's directory, checked and killed again. */
+async function walRestart(s: Server, arm: WalArm): Promise<void> {
+  const r = await start(s, arm.dir);
+  arm.readyMs.push(r.readyMs);
+  arm.cpuMs.push(r.cpuMs);
+  arm.after.push(await storedSamples(s, r.base));
+  await stop(r.proc, "SIGKILL");
 }
 
 const fmt = (ms: number) => `${ms.toFixed(0)} ms`;
@@ -322,9 +324,17 @@ const w = buildWorkload({
 console.log(
   `WAL workload: ${w.activeSeries.toLocaleString()} series × ${hours} h at 30 s = ${w.samples.toLocaleString()} samples in ${w.requests} remote-write requests, then SIGKILL and ${runs} restarts`,
 );
-const wal: Record<string, Awaited<ReturnType<typeof walRestarts>>> = {};
+// Every arm's WAL is written first; then the restarts alternate between the arms (as the starts without
+// data do), so a change of the machine's load during the run moves each arm alike.
+const wal: Record<string, WalArm> = {};
+try {
+  for (const s of only.includes("wal") ? arms : []) wal[s.name] = await walPrepare(s, w);
+  for (let i = 0; i < (only.includes("wal") ? runs : 0); i++)
+    for (const s of i % 2 === 0 ? arms : [...arms].reverse()) await walRestart(s, wal[s.name]);
+} finally {
+  for (const arm of Object.values(wal)) rmSync(arm.dir, { recursive: true, force: true });
+}
 for (const s of only.includes("wal") ? arms : []) {
-  wal[s.name] = await walRestarts(s, w);
   const r = wal[s.name];
   const kept = r.after.every((a) => a === r.before);
   console.log(

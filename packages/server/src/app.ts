@@ -76,9 +76,9 @@ export interface App {
   readonly queryPool?: QueryPool;
   /** Per-project query concurrency shared by the RPCs and the Prometheus API. */
   readonly limiter: ProjectLimiter;
-  /** The alert evaluator (its 30 s timer runs when config.evaluatorAutoStart). */
+  /** The alert evaluator (its 30 s timer runs from the server's listen when config.evaluatorAutoStart). */
   readonly evaluator: Evaluator;
-  /** The notification dispatcher (polls the outbox when config.notify.dispatcherAutoStart). */
+  /** The notification dispatcher (polls the outbox from the server's listen when config.notify.dispatcherAutoStart). */
   readonly dispatcher: Dispatcher;
   readonly server: FastifyInstance;
   readonly log: Logger;
@@ -410,8 +410,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const metricsListener = config.metricsListen
     ? await startMetricsListener(registry, config.metricsListen)
     : undefined;
-  if (config.evaluatorAutoStart && config.roles.has("evaluator")) evaluator.start();
-  if (config.notify.dispatcherAutoStart && config.roles.has("notifier")) dispatcher.start();
+  // The background roles start once the server listens, not before: readiness (the store open, its WAL
+  // replayed, the database answering) does not wait behind the first alert cycle and outbox poll, which
+  // then run beside the first requests (docs/performance.md, "Start-up").
+  server.addHook("onListen", (done) => {
+    if (config.evaluatorAutoStart && config.roles.has("evaluator")) evaluator.start();
+    if (config.notify.dispatcherAutoStart && config.roles.has("notifier")) dispatcher.start();
+    done();
+  });
   return {
     config,
     db,

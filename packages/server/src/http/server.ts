@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { toBinary, toJsonString } from "@bufbuild/protobuf";
 import { type ConnectRouter, createContextValues, type Interceptor } from "@connectrpc/connect";
 import Fastify, {
@@ -72,6 +73,29 @@ export interface ServerDeps {
   readonly lastUse?: boolean;
 }
 
+/**
+ * Fastify's JSON-schema compilers (ajv for validation, fast-json-stringify for serialization), loaded
+ * when a route first declares a schema instead of when Fastify is created: svc's routes declare none
+ * (protobuf and the handlers validate), and loading ajv was ~10 % of a start's CPU (docs/performance.md,
+ * "Start-up"). Loaded through node's require (not bundled again): from the production bundle they
+ * resolve in node_modules, where Fastify's dependencies are. A route with a schema gets the compilers
+ * Fastify would have built, with one difference: its headers schema's keys are not lower-cased for it
+ * (Fastify does that only for its built-in compiler).
+ */
+const lazyRequire = createRequire(import.meta.url);
+type CompilerBuilder = (externalSchemas: unknown, options: unknown) => unknown;
+function lazyBuilder(load: () => CompilerBuilder): CompilerBuilder {
+  let built: CompilerBuilder | undefined;
+  return (externalSchemas, options) => {
+    built ??= load();
+    return built(externalSchemas, options);
+  };
+}
+export const schemaCompilers = {
+  buildValidator: lazyBuilder(() => lazyRequire("@fastify/ajv-compiler")()),
+  buildSerializer: lazyBuilder(() => lazyRequire("@fastify/fast-json-stringify-compiler")()),
+};
+
 export type FrameworkErrorHandler = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => boolean;
 
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
@@ -84,6 +108,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       reply.code(err.statusCode ?? 400).send(err);
     },
     bodyLimit: deps.maxRequestBytes,
+    schemaController: { compilersFactory: schemaCompilers as never },
     // Error messages from Fastify's own parsers go to the client; never include request data in them.
     return503OnClosing: true,
     // One debug line per request (below), instead of Fastify's two info lines.

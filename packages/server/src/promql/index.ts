@@ -63,6 +63,7 @@ export {
   type QueryPool,
   type QueryPoolOptions,
   type QueryPoolStats,
+  workersPerTenant,
 } from "./pool/pool.ts";
 export type { AnswerEncoding, EncodedAnswer } from "./pool/protocol.ts";
 export { chargingCpu } from "./pool/thread-cpu.ts";

@@ -339,7 +339,7 @@ export class Block implements PostingsIndex {
     const withRollups = magic !== INDEX_MAGIC_V1;
     this.#crc = magic === INDEX_MAGIC ? CRC_BYTES : 0;
     const nsyms = r.u32();
-    for (let i = 0; i < nsyms; i++) this.#syms.intern(r.bytes32().toString("utf8"));
+    for (let i = 0; i < nsyms; i++) this.#syms.intern(r.str32());
     const nseries = r.u32();
     this.#labelOff = new Uint32Array(nseries);
     this.#labelCnt = new Uint16Array(nseries);
@@ -820,6 +820,13 @@ export class ByteReader {
     const b = this.buf.subarray(this.pos, this.pos + n);
     this.pos += n;
     return b;
+  }
+  /** bytes32 decoded as UTF-8, without a Buffer view in between (the WAL's replay reads every label so). */
+  str32(): string {
+    const n = this.u32();
+    const s = this.buf.toString("utf8", this.pos, this.pos + n);
+    this.pos += n;
+    return s;
   }
   str8(): string {
     const s = this.buf.toString("latin1", this.pos, this.pos + 8);

@@ -212,8 +212,8 @@ function decodeRecord(payload: Buffer, v: RecordVisitor): boolean {
         const nl = r.u16();
         const labels = [];
         for (let k = 0; k < nl; k++) {
-          const name = r.bytes32().toString("utf8");
-          labels.push({ name, value: r.bytes32().toString("utf8") });
+          const name = r.str32();
+          labels.push({ name, value: r.str32() });
         }
         v.series(ref, labels);
       }

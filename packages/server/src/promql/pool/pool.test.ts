@@ -10,7 +10,7 @@ import { createEngine } from "../engine/engine.ts";
 import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../errors.ts";
 import { parse } from "../parser.ts";
 import { injectTenant } from "../tenant.ts";
-import { createQueryPool, type QueryPool } from "./pool.ts";
+import { createQueryPool, type QueryPool, workersPerTenant } from "./pool.ts";
 
 const STEP = 15_000;
 
@@ -273,6 +273,28 @@ describe("createQueryPool()", () => {
       );
       await Promise.all(heavy);
       assert.deepEqual(order, ["light", "heavy1", "heavy2"]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("warm(n) starts n workers; the last starts when a second tenant's query needs it (main.ts warms one tenant's share)", async () => {
+    const p = createQueryPool({ workers: 2, maxQueueWaitMs: 600_000 });
+    try {
+      await p.warm(workersPerTenant(2));
+      assert.equal(workersPerTenant(2), 1);
+      assert.deepEqual([p.stats().workers, p.stats().started], [1, 1]);
+      const busy = p.rangeQuery(data, parse(HEAVY), 20_000_000, 29_999_000, 1_000, {
+        tenant: "busy",
+        timeoutMs: 0,
+      });
+      await until(() => p.stats().running === 1);
+      assert.equal(p.stats().started, 1, "one tenant's query runs on the warm worker: nothing else starts");
+      const light = await p.instantQuery(data, parse("sum(m_total)"), 1_000_000, { tenant: "light" });
+      assert.equal(light.value.resultType, "vector");
+      assert.equal(p.stats().started, 2, "the second tenant's query started the pool's last worker");
+      assert.equal(p.stats().running, 1, "while the busy tenant's query still runs");
+      await busy;
     } finally {
       await p.close();
     }

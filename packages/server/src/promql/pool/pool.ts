@@ -134,11 +134,22 @@ export interface QueryPool {
     encoding: AnswerEncoding,
     opts?: PoolQueryOptions,
   ): Promise<EncodedAnswer>;
-  /** Starts every worker now; resolves once they can take queries. */
-  warm(): Promise<void>;
+  /**
+   * Starts `workers` of the pool's workers now (default: all; those already started count), and resolves
+   * once every started worker can take queries. The others start when a query needs them.
+   */
+  warm(workers?: number): Promise<void>;
   stats(): QueryPoolStats;
   /** Terminates the workers; queued and running queries are rejected. */
   close(): Promise<void>;
+}
+
+/**
+ * Workers one tenant's queries may hold at once in a pool of `size`: all but one when there are two or
+ * more, so another tenant always finds one free of them (the fairness rule above).
+ */
+export function workersPerTenant(size: number): number {
+  return size > 1 ? size - 1 : 1;
 }
 
 export function createQueryPool(overrides: Partial<QueryPoolOptions> = {}): QueryPool {
@@ -270,8 +281,8 @@ class QueryPoolImpl implements QueryPool {
     };
   }
 
-  async warm(): Promise<void> {
-    while (!this.#closed && this.#slots.size < this.#o.workers) this.#spawn();
+  async warm(workers = this.#o.workers): Promise<void> {
+    while (!this.#closed && this.#slots.size < Math.min(workers, this.#o.workers)) this.#spawn();
     if ([...this.#slots].every((s) => s.ready)) return;
     await new Promise<void>((resolve) => this.#readyWaiters.push(resolve));
   }
@@ -413,7 +424,7 @@ class QueryPoolImpl implements QueryPool {
 
   /** With two workers or more, one tenant keeps at least one worker free for the others. */
   #cap(): number {
-    return this.#o.workers > 1 ? this.#o.workers - 1 : 1;
+    return workersPerTenant(this.#o.workers);
   }
 
   /** The next job in round-robin order over tenants that are under their cap. */
