@@ -55,8 +55,11 @@ export function selectSeries(
   if (vmNames) matchers.push({ type: "=~", name: "vm", value: vmNames.map(regexQuote).join("|") });
   if (metrics.every((m) => m.perMountpoint))
     matchers.push({ type: "=~", name: "fstype", value: SUPPORTED_FSTYPES.join("|") });
-  return store.select(projectId, matchers, fromMs, toMs);
+  return store.select(projectId, matchers, fromMs, toMs, { labels: READ_LABELS });
 }
+
+/** The labels indexSeries looks at: the store builds no others for the evaluator's reads. */
+const READ_LABELS: readonly string[] = ["__name__", "vm", "mountpoint", "source", "fstype"];
 
 const SUPPORTED = new Set(SUPPORTED_FSTYPES);
 
