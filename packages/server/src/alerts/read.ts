@@ -55,8 +55,11 @@ export function selectSeries(
   if (vmNames) matchers.push({ type: "=~", name: "vm", value: vmNames.map(regexQuote).join("|") });
   if (metrics.every((m) => m.perMountpoint))
     matchers.push({ type: "=~", name: "fstype", value: SUPPORTED_FSTYPES.join("|") });
-  return store.select(projectId, matchers, fromMs, toMs);
+  return store.select(projectId, matchers, fromMs, toMs, { labels: READ_LABELS });
 }
+
+/** The labels indexSeries looks at: the store builds no others for the evaluator's reads. */
+const READ_LABELS: readonly string[] = ["__name__", "vm", "mountpoint", "source", "fstype"];
 
 const SUPPORTED = new Set(SUPPORTED_FSTYPES);
 
@@ -119,10 +122,8 @@ export function ruleData(
       if (metric.perMountpoint && !e.supportedFs) continue;
       // A series without samples in the rule's own window is one its own read would not have returned.
       const t = e.s.timestamps;
-      let a = 0;
-      while (a < t.length && t[a] < fromMs) a++;
-      let b = t.length;
-      while (b > a && t[b - 1] > toMs) b--;
+      const a = firstIndex(t, fromMs, false, 0);
+      const b = firstIndex(t, toMs, true, a);
       if (a === b) continue;
       const mountpoint = metric.perMountpoint ? e.mountpoint : "";
       const key = instanceKey(e.vm, mountpoint);
@@ -151,6 +152,21 @@ export function ruleData(
   return out;
 }
 
+/**
+ * Index of the first timestamp in t[from…] (ascending) at or after ms (`after`: strictly after),
+ * t.length when none: a binary search (a forecast's read holds hours a short rule cuts minutes from).
+ */
+function firstIndex(t: Float64Array, ms: number, after: boolean, from: number): number {
+  let lo = from;
+  let hi = t.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (t[mid] < ms || (after && t[mid] === ms)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /** A series' samples [a, b) and its stored name. */
 interface Span {
   readonly s: SeriesData;
@@ -159,18 +175,30 @@ interface Span {
   readonly b: number;
 }
 
+/**
+ * Arrays of at most n numbers, filled by index and cut to length after: sized once, where `push`
+ * would grow them a few times (for the forecast's 6 h of samples, half of a cycle's allocation).
+ */
+function sized(n: number): number[] {
+  return new Array<number>(n);
+}
+
 /** Finite samples only: staleness markers and NaN are not values. */
 function finite(sp: Span): { t: number[]; v: number[] } {
-  const t: number[] = [];
-  const v: number[] = [];
+  const t = sized(sp.b - sp.a);
+  const v = sized(sp.b - sp.a);
+  let m = 0;
   const { timestamps, values } = sp.s;
   for (let i = sp.a; i < sp.b; i++) {
     const x = values[i];
     if (Number.isFinite(x)) {
-      t.push(timestamps[i]);
-      v.push(x);
+      t[m] = timestamps[i];
+      v[m] = x;
+      m++;
     }
   }
+  t.length = m;
+  v.length = m;
   return { t, v };
 }
 
@@ -245,9 +273,10 @@ function singleRatio(
       avail = sp;
     }
   }
-  const t: number[] = [];
-  const v: number[] = [];
-  if (!num) return { t, v };
+  if (!num) return { t: [], v: [] };
+  const t = sized(num.b - num.a);
+  const v = sized(num.b - num.a);
+  let m = 0;
   const nt = num.s.timestamps;
   const nv = num.s.values;
   const dt = den?.s.timestamps;
@@ -268,24 +297,32 @@ function singleRatio(
     const d =
       at && av && k < kEnd && at[k] === ts ? x + av[k] : dt && dv && j < jEnd && dt[j] === ts ? dv[j] : 0;
     if (d > 0) {
-      t.push(ts);
-      v.push((100 * x) / d);
+      t[m] = ts;
+      v[m] = (100 * x) / d;
+      m++;
     }
   }
+  t.length = m;
+  v.length = m;
   return { t, v };
 }
 
 /** Per-second increase between consecutive counter samples; a reset counts the new value as the increase. */
 function perSecondIncrease(s: { t: number[]; v: number[] }): InstanceSeries {
-  const t: number[] = [];
-  const v: number[] = [];
+  const n = Math.max(0, s.t.length - 1);
+  const t = sized(n);
+  const v = sized(n);
+  let m = 0;
   for (let i = 1; i < s.t.length; i++) {
     const dt = (s.t[i] - s.t[i - 1]) / 1000;
     if (dt <= 0) continue;
     const inc = s.v[i] >= s.v[i - 1] ? s.v[i] - s.v[i - 1] : s.v[i];
-    t.push(s.t[i]);
-    v.push(inc / dt);
+    t[m] = s.t[i];
+    v[m] = inc / dt;
+    m++;
   }
+  t.length = m;
+  v.length = m;
   return { t, v };
 }
 

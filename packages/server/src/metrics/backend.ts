@@ -94,14 +94,16 @@ export interface MetricsBackend {
   ): Promise<EncodedAnswer>;
   /**
    * Raw samples of the project's series matching all matchers in [startMs, endMs]. `opts.charge`
-   * false: not charged to the project's query CPU (svc's own reads, such as ingest's).
+   * false: not charged to the project's query CPU (svc's own reads, such as ingest's). `opts.labels`:
+   * the caller looks at these label names only, and the backend may return only those (the embedded
+   * store then builds no others; SelectHints.labels).
    */
   select(
     projectId: string,
     matchers: readonly LabelMatcher[],
     startMs: number,
     endMs: number,
-    opts?: Pick<QueryOptions, "charge">,
+    opts?: Pick<QueryOptions, "charge"> & { readonly labels?: readonly string[] },
   ): Promise<SeriesData[]>;
   /** Label sets of the project's series matching any matcher set, sorted, de-duplicated. */
   series(
@@ -245,12 +247,16 @@ export function createMetricsBackend(deps: {
       },
     }),
     async select(projectId, matchers, startMs, endMs, opts) {
-      return charged(projectId, opts, () =>
-        deps.storage
+      const pick = opts?.labels;
+      return charged(projectId, opts, () => {
+        const data = deps.storage
           .querier()
-          .select(scoped(projectId, matchers), startMs, endMs)
-          .map((s) => ({ ...s, labels: stripTenant(s.labels) })),
-      );
+          .select(scoped(projectId, matchers), startMs, endMs, pick && { labels: pick });
+        // Labels picked without the tenant's have nothing to strip.
+        return pick && !pick.includes(TENANT_LABEL)
+          ? data
+          : data.map((s) => ({ ...s, labels: stripTenant(s.labels) }));
+      });
     },
     async series(projectId, matcherSets, startMs, endMs) {
       const q = deps.storage.querier();

@@ -135,6 +135,25 @@ export function symsEqual(
   return true;
 }
 
+/**
+ * Builds Labels from interned (name, value) symbol pairs, only the pairs whose name symbol is one of
+ * `names` (symbol ids of the same table; a handful, so a linear scan).
+ */
+export function labelsFromSymsPicked(
+  syms: SymbolTable,
+  arr: Uint32Array,
+  off: number,
+  count: number,
+  names: readonly number[],
+): Labels {
+  const out: Label[] = [];
+  for (let i = 0; i < count; i++) {
+    const n = arr[off + 2 * i];
+    if (names.includes(n)) out.push({ name: syms.str(n), value: syms.str(arr[off + 2 * i + 1]) });
+  }
+  return out;
+}
+
 /** Builds Labels from interned (name, value) symbol pairs. */
 export function labelsFromSyms(syms: SymbolTable, arr: Uint32Array, off: number, count: number): Labels {
   const out: Label[] = new Array(count);

@@ -102,13 +102,15 @@ export class TsdbQuerier implements Querier {
   ): SeriesData[] {
     const cms = compileMatchers(matchers);
     if (hints?.labelsOnly) return this.#labelsOnly(cms, mintMs, maxtMs);
+    const pick = hints?.labels;
     if (!this.#blocks.some((b) => b.meta.maxTime >= mintMs && b.meta.minTime <= maxtMs)) {
-      return this.#headOnly(cms, mintMs, maxtMs);
+      return this.#headOnly(cms, mintMs, maxtMs, pick);
     }
     const out: SeriesData[] = [];
     for (const series of this.#seriesParts(cms, mintMs, maxtMs)) {
       const m = this.#samplesOf(series, mintMs, maxtMs);
-      if (m.t.length > 0) out.push({ labels: series.labels, timestamps: m.t, values: m.v });
+      const labels = pick ? series.labels.filter((l) => pick.includes(l.name)) : series.labels;
+      if (m.t.length > 0) out.push({ labels, timestamps: m.t, values: m.v });
     }
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
   }
@@ -231,9 +233,16 @@ export class TsdbQuerier implements Querier {
    * The range touches no block: the head holds one ref per label set, so there is nothing to merge
    * or de-duplicate, and labels are built only for series with samples in range.
    */
-  #headOnly(cms: ReturnType<typeof compileMatchers>, mintMs: number, maxtMs: number): SeriesData[] {
+  #headOnly(
+    cms: ReturnType<typeof compileMatchers>,
+    mintMs: number,
+    maxtMs: number,
+    pick: readonly string[] | undefined,
+  ): SeriesData[] {
     const head = this.#head;
     const refs = postingsForMatchers(head.reg, cms);
+    // Only the labels the reader looks at (SelectHints.labels): fewer objects per series.
+    const names = pick && head.reg.nameSymbols(pick);
     // Every series decoded into one pair of columns and copied out once: each series' arrays are views
     // of the select's own pair, two array buffers a select instead of two a series (an alert cycle's
     // reads return ~100,000 small series, and the GC accounts for every buffer).
@@ -258,8 +267,9 @@ export class TsdbQuerier implements Querier {
     for (let k = 0; k < kept.length; k += 3) {
       const from = kept[k + 1];
       const to = kept[k + 2];
+      const ref = refs[kept[k]];
       out.push({
-        labels: head.reg.labels(refs[kept[k]]),
+        labels: names ? head.reg.labelsPicked(ref, names) : head.reg.labels(ref),
         timestamps: t.subarray(from, to),
         values: v.subarray(from, to),
       });

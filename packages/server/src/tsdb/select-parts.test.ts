@@ -158,3 +158,42 @@ describe("TsdbQuerier.select from the head alone", () => {
     );
   });
 });
+
+describe("TsdbQuerier.select with SelectHints.labels", () => {
+  it("gives the same series and samples with only the labels named, from the head alone and across blocks", async () => {
+    const { db } = await storeWithBlocksAndHead();
+    const only = (s: SeriesData) => ({ ...s, labels: s.labels.filter((l) => l.name === "i") });
+    const cases: [LabelMatcher[], number, number][] = [
+      // Head alone (after the last block), then across blocks and the head.
+      [named("m"), T0 - 4_000, T0 + 5_000],
+      [named("m"), T0 - 5 * MIN, T0 + 5_000],
+      [[{ type: "=~", name: "__name__", value: "g|m" }], T0 - 3 * MIN, T0],
+    ];
+    for (const [ms, mint, maxt] of cases) {
+      const q = db.querier();
+      const picked = q.select(ms, mint, maxt, { labels: ["i", "no_such_label"] });
+      const full = q.select(ms, mint, maxt).map(only);
+      const byI = (xs: SeriesData[]) => flat(xs).sort();
+      assert.ok(picked.length > 0);
+      assert.deepEqual(byI(picked), byI(full));
+      for (const s of picked)
+        assert.deepEqual(
+          s.labels.map((l) => l.name),
+          ["i"],
+        );
+    }
+    // A store without blocks: the head-only select builds the labels named and no others.
+    const head = (await openForTest(track, {})).db;
+    const app = head.appender();
+    for (let t = T0 - MIN; t <= T0; t += 10_000)
+      for (let i = 0; i < 4; i++) app.append(L({ __name__: "m", i: String(i), x: "y" }), t, i);
+    await app.commit();
+    const picked = head.querier().select(named("m"), T0 - 30_000, T0, { labels: ["__name__", "i"] });
+    assert.deepEqual(
+      flat(picked),
+      [0, 1, 2, 3].map(
+        (i) => `__name__=m,i=${i} ${[T0 - 30_000, T0 - 20_000, T0 - 10_000, T0]} ${[i, i, i, i]}`,
+      ),
+    );
+  });
+});

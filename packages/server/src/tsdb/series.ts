@@ -6,7 +6,7 @@
  * so records written before and after a restart agree.
  */
 import type { Labels } from "../storage/interface.ts";
-import { labelsFromSyms, SymbolTable, symsEqual, symsHash } from "./labels.ts";
+import { labelsFromSyms, labelsFromSymsPicked, SymbolTable, symsEqual, symsHash } from "./labels.ts";
 import type { PostingsIndex } from "./matchers.ts";
 import { GrowablePostings, type PostingsList } from "./postings.ts";
 
@@ -108,6 +108,21 @@ export class SeriesRegistry implements PostingsIndex {
   /** A fresh Labels array for ref (the caller owns it). */
   labels(ref: number): Labels {
     return labelsFromSyms(this.syms, this.#labelArena, this.#labelOff[ref], this.#labelCnt[ref]);
+  }
+
+  /** Symbol ids of the label names given (names no series has are left out), for `labelsPicked`. */
+  nameSymbols(names: readonly string[]): number[] {
+    const out: number[] = [];
+    for (const n of names) {
+      const id = this.syms.get(n);
+      if (id >= 0) out.push(id);
+    }
+    return out;
+  }
+
+  /** A fresh Labels array of ref's labels whose name is one of `names` (from `nameSymbols`). */
+  labelsPicked(ref: number, names: readonly number[]): Labels {
+    return labelsFromSymsPicked(this.syms, this.#labelArena, this.#labelOff[ref], this.#labelCnt[ref], names);
   }
 
   /** Removes a series from the table and postings. Its label symbols stay in the arena. */
