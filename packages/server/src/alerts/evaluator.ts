@@ -8,7 +8,7 @@ import { type AppliedRule, evaluateRule, type RuleOutcome } from "./evaluation.t
 import type { AlertMetrics } from "./instrumentation.ts";
 import type { AlertOptions } from "./options.ts";
 import { applyRevisions, chunks, markRepeatsDue, purgeDeletedRules, writeOutcomes } from "./persistence.ts";
-import { eachLimited, planReads, replanFailedRiders, ruleShare, runReads } from "./read-plan.ts";
+import { type PlannedRead, planReads, replanFailedRiders, ruleShare, runReads } from "./read-plan.ts";
 import { CycleSchedule, periodic } from "./schedule.ts";
 import type { RuleSpec } from "./spec.ts";
 
@@ -79,11 +79,6 @@ export function createEvaluator(deps: EvaluatorDeps): Evaluator {
 
 /** Projects whose database rows are read and written together (one transaction per batch). */
 const PROJECTS_PER_BATCH = 100;
-/**
- * Projects of a batch read and evaluated at once: with a remote engine their reads (about two a project,
- * runReads' own limit within each) overlap; the embedded store's are synchronous anyway.
- */
-const PROJECTS_IN_FLIGHT = 4;
 
 /** A cycle's running counts. */
 type Totals = { -readonly [K in Exclude<keyof CycleReport, "atMs" | "durationMs">]: number };
@@ -301,56 +296,55 @@ class EvaluatorImpl implements Evaluator {
     );
     totals.dbMs += performance.now() - t0;
 
-    // Each project's store reads, then at once its evaluation, a few projects in flight: a read's data
-    // is garbage as soon as its project is evaluated, so the young generation holds a few projects'
-    // series rather than the whole batch's (which every scavenge copied and then promoted).
+    // The store reads of every project of the batch, a few in flight.
     t0 = performance.now();
-    let evaluationMs = 0;
-    const perProject: RuleOutcome[][] = projectIds.map(() => []);
-    await eachLimited(projectIds.keys(), PROJECTS_IN_FLIGHT, async (i) => {
-      const projectId = projectIds[i];
-      const rules = rulesOf(projectId);
-      if (rules.length === 0) return;
-      const vms = batch.vms.get(projectId) ?? [];
-      const names = new Set(vms.map((v) => v.name));
-      const plan = planReads(rules, names, atMs, options);
-      await runReads(
-        this.#deps.metrics,
-        [...new Set(plan.values())].map((read) => ({ projectId, read })),
+    const live = new Map(projectIds.map((p) => [p, new Set((batch.vms.get(p) ?? []).map((v) => v.name))]));
+    const plans = new Map<string, Map<string, PlannedRead>>();
+    for (const p of projectIds) plans.set(p, planReads(rulesOf(p), live.get(p) ?? new Set(), atMs, options));
+    const reads = [...plans.entries()].flatMap(([projectId, plan]) =>
+      [...new Set(plan.values())].map((read) => ({ projectId, read })),
+    );
+    await runReads(this.#deps.metrics, reads, atMs);
+    const again = projectIds.flatMap((projectId) => {
+      const plan = plans.get(projectId);
+      if (!plan) return [];
+      const own = replanFailedRiders(
+        rulesOf(projectId),
+        plan,
+        live.get(projectId) ?? new Set(),
         atMs,
+        options,
       );
-      const again = replanFailedRiders(rules, plan, names, atMs, options);
-      if (again.length > 0)
-        await runReads(
-          this.#deps.metrics,
-          again.map((read) => ({ projectId, read })),
-          atMs,
-        );
-      const e0 = performance.now();
+      return own.map((read) => ({ projectId, read }));
+    });
+    if (again.length > 0) await runReads(this.#deps.metrics, again, atMs);
+    totals.readMs += performance.now() - t0;
+
+    const outcomes: RuleOutcome[] = [];
+    for (const projectId of projectIds) {
+      const rules = rulesOf(projectId);
+      if (rules.length === 0) continue;
       totals.projects++;
+      const vms = batch.vms.get(projectId) ?? [];
+      const names = live.get(projectId) ?? new Set<string>();
       const timelines = batch.timelines.get(projectId);
+      const plan = plans.get(projectId);
       let budget = options.maxInstancesPerProject;
       for (const rule of rules) {
-        const share = ruleShare(rule, plan.get(rule.id), names, atMs, options);
+        const share = ruleShare(rule, plan?.get(rule.id), names, atMs, options);
         const stored = batch.instances.get(rule.id) ?? [];
         const input = { vms, live: names, timelines, stored, ...share };
         const e = evaluateRule(rule, input, atMs, budget, options.maxGapMs);
         budget -= e.evaluated;
         this.#flags.noData += e.noData;
         this.#flags.error += e.error;
-        perProject[i].push(e.outcome);
+        outcomes.push(e.outcome);
         totals.rules++;
         totals.instances += e.evaluated;
         totals.transitions += e.outcome.writes.filter((w) => w.transition).length;
         if (e.outcome.readError !== undefined) totals.errors++;
       }
-      evaluationMs += performance.now() - e0;
-    });
-    // Store reads: the phase's wall time less the evaluations' (exact with the embedded store, whose
-    // reads are synchronous; with a remote engine, evaluation overlapping a read in flight counts once).
-    totals.readMs += performance.now() - t0 - evaluationMs;
-    // In project order, as the batch was given: the writes do not depend on which read finished first.
-    const outcomes = perProject.flat();
+    }
 
     t0 = performance.now();
     const fence = shard >= 0 && shards ? (tx: Db) => shards.fence(tx, shard, now()) : undefined;

@@ -137,31 +137,13 @@ export function replanFailedRiders(
   return [...new Set(own.values())];
 }
 
-/**
- * Runs fn over xs, in order, with at most `limit` in flight. After a failure no further item starts;
- * the first error is thrown once those in flight have settled.
- */
-export async function eachLimited<T>(
-  xs: Iterable<T>,
-  limit: number,
-  fn: (x: T) => Promise<void>,
-): Promise<void> {
-  const list = [...xs];
+/** Runs fn over xs with at most `limit` in flight. */
+async function eachLimited<T>(xs: readonly T[], limit: number, fn: (x: T) => Promise<void>): Promise<void> {
   let next = 0;
-  let failed = false;
   const worker = async () => {
-    while (!failed && next < list.length) {
-      try {
-        await fn(list[next++]);
-      } catch (err) {
-        failed = true;
-        throw err;
-      }
-    }
+    while (next < xs.length) await fn(xs[next++]);
   };
-  const settled = await Promise.allSettled(Array.from({ length: Math.min(limit, list.length) }, worker));
-  const rejected = settled.find((r) => r.status === "rejected");
-  if (rejected) throw rejected.reason;
+  await Promise.all(Array.from({ length: Math.min(limit, xs.length) }, worker));
 }
 
 /** Makes the planned reads up to atMs, a few in flight; each gets its data, or the error that failed it. */
