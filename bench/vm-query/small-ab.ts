@@ -9,11 +9,13 @@
  *   npx tsx bench/vm-query/small-ab.ts --arms parse-cache [--rounds 4] [--groups 300]
  *
  * Arms (`--arms`): `parse-cache` (A: the PromQL parse cache sized as before, 512 expressions;
- * B: as now). Env: BENCH_VMS (100), BENCH_DAYS (1).
+ * B: as now); `inline` (A: every query to the worker pool, SVC_QUERY_INLINE_COST=0; B: a cheap query
+ * inline when the project has no free worker, the default), switched per query. Env: BENCH_VMS (100), BENCH_DAYS (1).
  */
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-ids.ts";
+import { DEFAULT_INLINE_QUERY_COST } from "../../packages/server/src/promql/cost.ts";
 import { parseCacheCapacity } from "../../packages/server/src/promql/parser.ts";
 import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
 import { testDialects } from "../../packages/server/testing/dialects.ts";
@@ -35,11 +37,20 @@ interface Arm {
   readonly name: string;
   readonly apply: () => void;
 }
+/** The server's SVC_QUERY_INLINE_COST, read per query: the `inline` arms switch it. */
+let inlineCost = DEFAULT_INLINE_QUERY_COST;
 const defaultCapacity = parseCacheCapacity();
 const armSets: Record<string, [Arm, Arm]> = {
   "parse-cache": [
     { name: "parse cache of 512 expressions (before)", apply: () => parseCacheCapacity({ entries: 512 }) },
     { name: "parse cache by characters (after)", apply: () => parseCacheCapacity(defaultCapacity) },
+  ],
+  inline: [
+    { name: "every query to the pool (before)", apply: () => (inlineCost = 0) },
+    {
+      name: "cheap query inline when no free worker (after)",
+      apply: () => (inlineCost = DEFAULT_INLINE_QUERY_COST),
+    },
   ],
 };
 const arms = armSets[args.arms];
@@ -47,9 +58,11 @@ if (!arms) throw new Error(`--arms: one of ${Object.keys(armSets).join(", ")}`);
 
 const out = (s: string) => process.stdout.write(`${s}\n`);
 const [sqlite] = await testDialects();
-const t = await startTestApp(sqlite.dialect, {});
-await t.app.queryPool?.warm();
-try {
+
+/** A server with the bench's data: 6 series per VM over BENCH_DAYS, and a read key. */
+async function server() {
+  const t = await startTestApp(sqlite.dialect, { queryInlineCost: () => inlineCost });
+  await t.app.queryPool?.warm();
   const nowMs = t.clock.now();
   const vmIds = Array.from({ length: VMS }, (_, i) => `vm-${String(i).padStart(4, "0")}`);
   const p = await t.seedProject("bench", vmIds);
@@ -87,12 +100,22 @@ try {
       headers: { Authorization: `Bearer ${key.secret}` },
     })),
   });
-  const requests = Array.from({ length: VMS }, (_, i) => group(i));
+  return { t, requests: Array.from({ length: VMS }, (_, i) => group(i)) };
+}
+
+const { t, requests } = await server();
+try {
   const rows: (LoadRow & { arm: number })[] = [];
   // A B B A …: each arm goes first as often as second.
   for (let r = 0; r < rounds; r++)
     for (const arm of r % 2 === 0 ? [0, 1] : [1, 0])
-      rows.push({ name: arms[arm].name, arm, n: groups, warmup: r === 0 ? 300 : 60, requests });
+      rows.push({
+        name: arms[arm].name,
+        arm,
+        n: groups,
+        warmup: r === 0 ? 300 : 60,
+        requests,
+      });
   const spans: Span[] = [];
   const results = await runLoad(rows, spans, (row) => arms[(row as (typeof rows)[number]).arm].apply());
   out(`| arm | groups | process CPU µs per query | main thread CPU µs per query | p50 ms (group) |`);
