@@ -10,7 +10,7 @@
  *
  * Arms (`--arms`): `parse-cache` (A: the PromQL parse cache sized as before, 512 expressions;
  * B: as now); `inline` (A: every query to the worker pool, SVC_QUERY_INLINE_COST=0; B: a cheap query
- * inline when the project has no free worker, the default), switched per query. Env: BENCH_VMS (100), BENCH_DAYS (1).
+ * inline when its project has no free worker, the default), switched per query. Env: BENCH_VMS (100), BENCH_DAYS (1).
  */
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
