@@ -81,10 +81,13 @@ const S = 1000;
 const [sqlite] = await testDialects();
 // BENCH_MAX_BLOCK_HOURS=2 turns block merging off (SVC_TSDB_MAX_BLOCK_HOURS), for merging's before/after.
 const maxBlockHours = process.env.BENCH_MAX_BLOCK_HOURS;
-const t = await startTestApp(
-  sqlite.dialect,
-  maxBlockHours ? { maxBlockDurationMs: Number(maxBlockHours) * 3_600_000 } : {},
-);
+// BENCH_QUERY_INLINE_COST=0 sends every Prometheus-API query to a worker (SVC_QUERY_INLINE_COST), for
+// the inline path's before/after.
+const inlineCost = process.env.BENCH_QUERY_INLINE_COST;
+const t = await startTestApp(sqlite.dialect, {
+  ...(maxBlockHours ? { maxBlockDurationMs: Number(maxBlockHours) * 3_600_000 } : {}),
+  ...(inlineCost ? { queryInlineCost: Number(inlineCost) } : {}),
+});
 // As main.ts does once it listens: the query workers start before the first query, not with it.
 await t.app.queryPool?.warm();
 const out = (s: string) => process.stdout.write(`${s}\n`);

@@ -3,6 +3,7 @@
  * and the server process's CPU time and in-server spans over each row's measured requests.
  */
 import { spawn } from "node:child_process";
+import { threadCpuSeconds } from "../../packages/server/src/promql/pool/thread-cpu.ts";
 
 // The load client should take as little of the two cores as it can, as wrk would: without these,
 // its own V8 compiler and GC threads ran up to 9 ms inside single measured requests (schedstat of
@@ -48,6 +49,8 @@ export interface RowResult {
   bytes: number;
   /** CPU time (user + system, all threads: gzip and GC helpers too) of this process while the row ran. */
   serverCpuMs: number;
+  /** CPU time of this process's main thread (the event loop) over the same requests. */
+  mainCpuMs: number;
   /** Time inside the server of each HTTP request the row's measured phase made (a group's members each). */
   serverMs: Span[];
 }
@@ -80,6 +83,8 @@ export function runLoad(
       },
     );
     const cpuMs = new Map<number, number>();
+    const mainMs = new Map<number, number>();
+    let main0 = threadCpuSeconds();
     const inServer = new Map<number, Span[]>();
     let cpu0 = process.cpuUsage();
     let last = "";
@@ -91,11 +96,13 @@ export function runLoad(
         if (e.starting !== undefined) onStarting?.(rows[e.starting]);
         if (e.measuring !== undefined) {
           cpu0 = process.cpuUsage();
+          main0 = threadCpuSeconds();
           serverMs.length = 0;
         }
         if (e.measured !== undefined) {
           const c = process.cpuUsage(cpu0);
           cpuMs.set(e.measured, (c.user + c.system) / 1000);
+          mainMs.set(e.measured, (threadCpuSeconds() - main0) * 1000);
           inServer.set(e.measured, serverMs.splice(0));
         }
       }
@@ -109,6 +116,7 @@ export function runLoad(
         got.map((r, i) => ({
           ...r,
           serverCpuMs: cpuMs.get(i) ?? Number.NaN,
+          mainCpuMs: mainMs.get(i) ?? Number.NaN,
           serverMs: inServer.get(i) ?? [],
         })),
       );

@@ -158,6 +158,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       rollupResolutionMs: tsdb!.options.rollupResolutionMs,
       queryPool,
       chargeCpu,
+      inlineQueryCost: config.queryInlineCost,
     });
   if (instruments)
     registerProcessMetrics(instruments, {

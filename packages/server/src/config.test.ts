@@ -64,6 +64,16 @@ describe("remote metrics configuration", () => {
       );
   });
 
+  it("reads the cost up to which a Prometheus-API query may run inline (SVC_QUERY_INLINE_COST)", () => {
+    assert.equal(loadConfig(env({})).queryInlineCost, 100_000);
+    assert.equal(loadConfig(env({ SVC_QUERY_INLINE_COST: "0" })).queryInlineCost, 0);
+    for (const bad of ["-1", "2.5", "lots"])
+      assert.throws(
+        () => loadConfig(env({ SVC_QUERY_INLINE_COST: bad })),
+        /SVC_QUERY_INLINE_COST: ".*" is not a number of sample visits/,
+      );
+  });
+
   it("names a malformed header entry by position, never its value", () => {
     assert.throws(
       () => parseHeaderList("X-Scope-OrgID: a, secret-without-colon", "SVC_REMOTE_HEADERS"),

@@ -11,6 +11,7 @@ import type { CiOptions } from "./iam/ci/options.ts";
 import type { MetricsOptions } from "./metrics/options.ts";
 import { parseHeaderList, type RemoteMetricsOptions } from "./metrics/remote/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
+import { DEFAULT_INLINE_QUERY_COST } from "./promql/cost.ts";
 
 /** Everything configurable, with its default, read once at start-up from the environment. */
 export interface Config {
@@ -97,6 +98,10 @@ export interface Config {
   /** Worker threads evaluating Prometheus-API queries off the event loop (SVC_QUERY_WORKERS). Default:
    * the machine's available parallelism; 0 evaluates on the event loop (no threads). */
   readonly queryWorkers: number;
+  /** With workers: queries estimated at up to this many sample visits run inline instead
+   * (SVC_QUERY_INLINE_COST, default 100,000; 0 sends every query to a worker). metrics/backend.ts;
+   * a function (benches only) is read per query. */
+  readonly queryInlineCost: number | (() => number);
   /** Alerts: SVC_EVALUATION_INTERVAL_SECONDS (30), SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES
    * (10,000) per project. */
   readonly alerts: Partial<AlertOptions>;
@@ -237,6 +242,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       (env.SVC_LIBVIRT_URI
         ? { uri: env.SVC_LIBVIRT_URI, socket: env.SVC_LIBVIRT_SOCKET || undefined }
         : undefined),
+    queryInlineCost: overrides.queryInlineCost ?? inlineCostOf(env.SVC_QUERY_INLINE_COST),
     alerts: overrides.alerts ?? {
       ...(env.SVC_EVALUATION_INTERVAL_SECONDS
         ? {
@@ -318,6 +324,14 @@ function usageTopKOf(raw: string | undefined): number {
   const n = Number(raw);
   if (!Number.isSafeInteger(n) || n < 0 || n > 1000)
     throw new Error(`SVC_USAGE_TOP_K: "${raw}" is not a number of projects (0–1000)`);
+  return n;
+}
+
+function inlineCostOf(raw: string | undefined): number {
+  if (raw === undefined || raw === "") return DEFAULT_INLINE_QUERY_COST;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new Error(`SVC_QUERY_INLINE_COST: "${raw}" is not a number of sample visits (0 or more)`);
   return n;
 }
 

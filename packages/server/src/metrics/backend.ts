@@ -1,3 +1,5 @@
+import type { Expr } from "../promql/ast.ts";
+import { type CostRange, DEFAULT_INLINE_QUERY_COST, estimateCost } from "../promql/cost.ts";
 import {
   type AnswerEncoding,
   chargingCpu,
@@ -14,6 +16,7 @@ import {
   TENANT_LABEL,
   withoutTenant,
 } from "../promql/index.ts";
+import { queryAnswerJson } from "../promql/json.ts";
 import {
   isStaleMarker,
   type LabelMatcher,
@@ -82,8 +85,10 @@ export interface MetricsBackend {
   /**
    * Optional: instantQuery (`at.timeMs`) or rangeQuery (`at.startMs` … `at.endMs` by `at.stepMs`)
    * answered as the Prometheus API's success body (the tenant label removed), built and compressed
-   * where the query ran — a query worker — so the event loop only writes bytes. Absent where the
-   * answer would be built on the event loop anyway (no worker pool, the remote backend).
+   * where the query ran — a query worker — so the event loop only writes bytes; or, for a query
+   * cheap enough to evaluate inline (promql/cost.ts), the body as text, to be compressed by the
+   * caller. Absent where the answer would be built on the event loop anyway (no worker pool, the
+   * remote backend).
    */
   queryEncoded?(
     projectId: string,
@@ -91,7 +96,7 @@ export interface MetricsBackend {
     at: QueryAt,
     encoding: AnswerEncoding,
     opts?: QueryOptions,
-  ): Promise<EncodedAnswer>;
+  ): Promise<EncodedAnswer | string>;
   /**
    * Raw samples of the project's series matching all matchers in [startMs, endMs]. `opts.charge`
    * false: not charged to the project's query CPU (svc's own reads, such as ingest's). `opts.labels`:
@@ -206,6 +211,13 @@ export function createMetricsBackend(deps: {
    */
   queryPool?: QueryPool;
   /**
+   * With a pool: queries estimated at no more than this many sample visits (promql/cost.ts) are
+   * evaluated inline, where a worker's hand-off would cost more than the evaluation; 0: every
+   * query goes to the pool. Default DEFAULT_INLINE_QUERY_COST. A function is read per query (a bench
+   * switches it between rows: bench/vm-query/small-ab.ts).
+   */
+  inlineQueryCost?: number | (() => number);
+  /**
    * Told the CPU seconds of each read evaluated on this thread (an inline query, windowAggregates,
    * select, latest) with its project; the pool tells its own queries' (QueryPoolOptions.onCpu).
    */
@@ -218,9 +230,25 @@ export function createMetricsBackend(deps: {
       deps.chargeCpu && opts?.charge !== false ? (s) => deps.chargeCpu?.(projectId, s) : undefined,
       fn,
     );
-  const engine = deps.engine ?? createEngine();
-  const now = deps.now ?? (() => performance.now());
   const pool = deps.queryPool;
+  // Beside a pool, queries evaluated inline keep the workers' limits.
+  const engine =
+    deps.engine ?? createEngine(pool ? { ...pool.options.engine, maxSamples: pool.options.maxSamples } : {});
+  const now = deps.now ?? (() => performance.now());
+  const costOption = deps.inlineQueryCost ?? DEFAULT_INLINE_QUERY_COST;
+  const inlineCostNow = typeof costOption === "function" ? costOption : () => costOption;
+  // Inline only when the project has no worker it may take now (each of its others busy, or it is at
+  // its share): the burst's queries then run on two threads, the loop and the worker, instead of
+  // queueing for the one worker, and a query evaluated inline is bounded by the estimate.
+  const inline = (projectId: string, ast: Expr, range: CostRange): boolean => {
+    const max = inlineCostNow();
+    return (
+      max > 0 &&
+      pool !== undefined &&
+      !pool.hasFreeWorker(projectId) &&
+      estimateCost(ast, deps.storage.querier(), range, max) <= max
+    );
+  };
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
   return {
     async instantQuery(projectId, expr, timeMs, opts) {
@@ -240,6 +268,18 @@ export function createMetricsBackend(deps: {
     ...(pool && {
       async queryEncoded(projectId, expr, at, encoding, opts) {
         const ast = injectTenant(parse(expr), projectId);
+        const range = "timeMs" in at ? { startMs: at.timeMs, endMs: at.timeMs, stepMs: 0 } : at;
+        if (inline(projectId, ast, range)) {
+          const r = charged(projectId, opts, () =>
+            "timeMs" in at
+              ? engine.instantQuery(deps.storage, ast, at.timeMs, opts)
+              : engine.rangeQuery(deps.storage, ast, at.startMs, at.endMs, at.stepMs, opts),
+          );
+          return queryAnswerJson(
+            { value: withoutTenant(r.value), annotations: r.annotations },
+            encoding.maxBytes,
+          );
+        }
         const o = { ...opts, tenant: projectId };
         return "timeMs" in at
           ? pool.instantQueryEncoded(deps.storage, ast, at.timeMs, encoding, o)

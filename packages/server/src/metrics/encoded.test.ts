@@ -6,9 +6,10 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { MemStorage } from "../../testing/memstorage.ts";
+import type { EncodedAnswer } from "../promql/index.ts";
 import { createQueryPool, ResponseTooLargeError } from "../promql/index.ts";
 import { queryAnswerJson } from "../promql/json.ts";
-import { labelsFromRecord } from "../storage/interface.ts";
+import { labelsFromRecord, type Queryable } from "../storage/interface.ts";
 import { createMetricsBackend } from "./backend.ts";
 
 const STEP = 15_000;
@@ -31,6 +32,12 @@ function store(): MemStorage {
       }
     }
   return s;
+}
+
+/** A body built in a worker (not the inline path's text). */
+function fromWorker(x: EncodedAnswer | string): EncodedAnswer {
+  assert.notEqual(typeof x, "string", "expected the worker's encoded body");
+  return x as EncodedAnswer;
 }
 
 describe("MetricsBackend.queryEncoded", () => {
@@ -68,11 +75,11 @@ describe("MetricsBackend.queryEncoded", () => {
       assert.ok(!want.includes("project_id"), expr);
       const wantI = queryAnswerJson(await inline.instantQuery("p", expr, 3_000_000), MAX);
       for (const coding of [undefined, "gzip", "br"] as const) {
-        const got = await encoded("p", expr, range, { maxBytes: MAX, coding });
+        const got = fromWorker(await encoded("p", expr, range, { maxBytes: MAX, coding }));
         assert.equal(decode(got.body, got.coding), want, `${expr} ${coding}`);
         // Small bodies stay plain whatever the client accepts.
         assert.equal(got.coding, want.length >= 1024 ? coding : undefined, `${expr} ${coding}`);
-        const gotI = await encoded("p", expr, { timeMs: 3_000_000 }, { maxBytes: MAX, coding });
+        const gotI = fromWorker(await encoded("p", expr, { timeMs: 3_000_000 }, { maxBytes: MAX, coding }));
         assert.equal(decode(gotI.body, gotI.coding), wantI, `${expr} instant ${coding}`);
       }
     }
@@ -106,5 +113,84 @@ describe("MetricsBackend.queryEncoded", () => {
         return true;
       },
     );
+  });
+});
+
+describe("MetricsBackend: a cheap Prometheus-API query inline when the project has no free worker (promql/cost.ts)", () => {
+  const mem = store();
+  // MemStorage has no index estimate (such stores always use the pool): count the matching series.
+  const storage: Queryable = {
+    querier() {
+      const q = mem.querier();
+      q.estimateSeries = (ms, mint, maxt) => q.select(ms, mint, maxt, { labelsOnly: true }).length;
+      return q;
+    },
+  };
+  const reference = createMetricsBackend({ storage: mem });
+  const range = { startMs: 600_000, endMs: 5_000_000, stepMs: 60_000 }; // 74 steps
+
+  it("answers a query under the threshold inline while no worker has started, as text equal to the worker's body", async () => {
+    const pool = createQueryPool({ workers: 1 });
+    after(() => pool.close());
+    const b = createMetricsBackend({ storage, queryPool: pool, inlineQueryCost: 100_000 });
+    // One series of a project × 74 steps × 20 samples per 5 m window: 1,480 visits.
+    const expr = 'rate(m_total{i="3"}[5m])';
+    const want = queryAnswerJson(await reference.rangeQuery("p", expr, 600_000, 5_000_000, 60_000), MAX);
+    const got = await b.queryEncoded?.("p", expr, range, { maxBytes: MAX, coding: "gzip" });
+    assert.equal(got, want);
+    assert.equal(pool.stats().started, 0);
+    // The evaluator's and preview's queries (instantQuery, rangeQuery) always go to the pool.
+    assert.deepEqual(
+      await b.instantQuery("p", expr, 3_000_000),
+      await reference.instantQuery("p", expr, 3_000_000),
+    );
+    assert.equal(pool.stats().started, 1);
+  });
+
+  it("sends a cheap query to a free worker, and evaluates it inline while the project's worker is taken", async () => {
+    const pool = createQueryPool({ workers: 1 });
+    after(() => pool.close());
+    await pool.warm();
+    const b = createMetricsBackend({ storage, queryPool: pool, inlineQueryCost: 100_000 });
+    const expr = 'rate(m_total{i="3"}[5m])';
+    const want = queryAnswerJson(await reference.rangeQuery("p", expr, 600_000, 5_000_000, 60_000), MAX);
+    const alone = await b.queryEncoded?.("p", expr, range, { maxBytes: MAX });
+    assert.equal(typeof alone, "object", "a free worker takes it");
+    assert.equal(Buffer.from(fromWorker(alone ?? "").body).toString(), want);
+    // Two at once, as a dashboard's panels: the first takes the worker, the second runs inline.
+    const [first, second] = await Promise.all([
+      b.queryEncoded?.("p", expr, range, { maxBytes: MAX }),
+      b.queryEncoded?.("p", expr, range, { maxBytes: MAX }),
+    ]);
+    assert.equal(Buffer.from(fromWorker(first ?? "").body).toString(), want);
+    assert.equal(second, want);
+  });
+
+  it("sends a query over the threshold, and any subquery, to a worker", async () => {
+    const pool = createQueryPool({ workers: 1 });
+    after(() => pool.close());
+    // 8 series × 74 steps × 20 = 11,840 visits, over a threshold of 10,000.
+    const b = createMetricsBackend({ storage, queryPool: pool, inlineQueryCost: 10_000 });
+    const expr = "sum by (i) (rate(m_total[5m]))";
+    const want = queryAnswerJson(await reference.rangeQuery("p", expr, 600_000, 5_000_000, 60_000), MAX);
+    const got = fromWorker((await b.queryEncoded?.("p", expr, range, { maxBytes: MAX })) ?? "");
+    assert.equal(Buffer.from(got.body).toString(), want);
+    assert.equal(pool.stats().started, 1);
+    const sub = "max_over_time(g[10m:1m])";
+    const subWant = queryAnswerJson(await reference.instantQuery("p", sub, 3_000_000), MAX);
+    const subGot = fromWorker(
+      (await b.queryEncoded?.("p", sub, { timeMs: 3_000_000 }, { maxBytes: MAX })) ?? "",
+    );
+    assert.equal(Buffer.from(subGot.body).toString(), subWant);
+  });
+
+  it("uses the worker for every query with a threshold of 0", async () => {
+    const pool = createQueryPool({ workers: 1 });
+    after(() => pool.close());
+    const b = createMetricsBackend({ storage, queryPool: pool, inlineQueryCost: 0 });
+    fromWorker(
+      (await b.queryEncoded?.("p", 'm_total{i="1"}', { timeMs: 3_000_000 }, { maxBytes: MAX })) ?? "",
+    );
+    assert.equal(pool.stats().started, 1);
   });
 });

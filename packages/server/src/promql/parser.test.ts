@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { PromQLParseError, parse, print } from "./index.ts";
+import { parseCacheCapacity } from "./parser.ts";
 
 const roundTrip = [
   "foo",
@@ -94,4 +95,23 @@ describe("parse() / print()", () => {
       );
     });
   }
+});
+
+describe("parse cache", () => {
+  it("is bounded by the characters it holds, the least recently used expression evicted first", () => {
+    const before = parseCacheCapacity();
+    try {
+      parseCacheCapacity({ entries: 4096, chars: 100 });
+      const [a, b, c] = ["a", "b", "c"].map((x) => `sum(rate(${x}_metric_total{vm="one"}[5m]))`);
+      assert.equal(a.length, 39);
+      const first = parse(a);
+      assert.equal(parse(a), first, "cached: the same frozen tree");
+      parse(b);
+      const third = parse(c); // 117 characters: a, the oldest, goes
+      assert.equal(parse(c), third);
+      assert.notEqual(parse(a), first);
+    } finally {
+      parseCacheCapacity(before);
+    }
+  });
 });

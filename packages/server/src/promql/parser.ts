@@ -76,9 +76,12 @@ const DOC_TYPE: Record<ValueType, string> = {
 
 /** Parses and type-checks a PromQL expression. Throws PromQLParseError (with position) on any problem. */
 /**
- * Parses with a small LRU cache of results: dashboards send the same few expressions again and again,
- * and a parse (lezer, then the conversion) costs ~0.2–0.7 ms of the event loop per query, about as
- * much as reading a light query's samples. Safe to share: every AST node is frozen.
+ * Parses with an LRU cache of results: dashboards send the same expressions again and again, and a
+ * parse (lezer, then the conversion) costs ~0.1–0.7 ms of the event loop per query, about as much as
+ * reading a light query's samples. Safe to share: every AST node is frozen. The cache is bounded by
+ * the characters it holds, not only by entries: a fleet's dashboards are one set of panels per VM,
+ * each with the VM in its selector, so 512 entries (the bound before) were cycled through and missed
+ * every time by 100 VMs' six panels (docs/performance.md, "Small queries: where a query's time goes").
  */
 export function parse(input: string): Expr {
   if (input.length > PARSE_CACHE_MAX_INPUT) return parseUncached(input);
@@ -91,17 +94,48 @@ export function parse(input: string): Expr {
   }
   const expr = parseUncached(input);
   parseCache.set(input, expr);
-  if (parseCache.size > PARSE_CACHE_ENTRIES) {
-    const oldest = parseCache.keys().next().value;
-    if (oldest !== undefined) parseCache.delete(oldest);
-  }
+  parseCacheChars += input.length;
+  evictParseCache();
   return expr;
 }
 
-/** Expressions kept, and the longest one cached (characters): at most ~2 MB of query text. */
-const PARSE_CACHE_ENTRIES = 512;
+/** The longest expression cached (characters). */
 const PARSE_CACHE_MAX_INPUT = 4096;
+/**
+ * Expressions kept and their characters: ~3,500 dashboard panels of ~150 characters (a few KB of
+ * frozen AST each, so ~10 MB of heap at most), or 128 of the longest cached expressions.
+ */
+const defaultParseCacheCapacity = Object.freeze({ entries: 4096, chars: 512 * 1024 });
+let parseCacheLimit: { entries: number; chars: number } = defaultParseCacheCapacity;
+let parseCacheChars = 0;
 const parseCache = new Map<string, Expr>();
+
+function evictParseCache(): void {
+  while (parseCache.size > parseCacheLimit.entries || parseCacheChars > parseCacheLimit.chars) {
+    const oldest = parseCache.keys().next().value;
+    if (oldest === undefined) break;
+    parseCache.delete(oldest);
+    parseCacheChars -= oldest.length;
+  }
+}
+
+/**
+ * The parse cache's bounds (entries, characters); with an argument, sets them first (for benches
+ * and tests: bench/vm-query/small-ab.ts compares the bound before and after).
+ */
+export function parseCacheCapacity(set?: { entries?: number; chars?: number }): {
+  entries: number;
+  chars: number;
+} {
+  if (set) {
+    parseCacheLimit = {
+      entries: set.entries ?? defaultParseCacheCapacity.entries,
+      chars: set.chars ?? defaultParseCacheCapacity.chars,
+    };
+    evictParseCache();
+  }
+  return { ...parseCacheLimit };
+}
 
 function parseUncached(input: string): Expr {
   const tree = lezer.parse(normalizeNumbers(input));

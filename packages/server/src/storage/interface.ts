@@ -131,6 +131,11 @@ export interface Querier {
     hints?: SelectHints,
   ): SelectParts;
   /**
+   * Optional: about how many series match all matchers in [mintMs, maxtMs], from the index alone
+   * (no sample decoded): for choosing where a query runs (promql/cost.ts), not for answers.
+   */
+  estimateSeries?(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): number;
+  /**
    * Optional: the newest sample in [mintMs, maxtMs] of each series matching all matchers (a
    * staleness marker included as such), in no particular order. Lets a store answer from what it
    * keeps per series, without decoding.

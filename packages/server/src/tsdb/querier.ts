@@ -277,6 +277,20 @@ export class TsdbQuerier implements Querier {
     return out.sort((a, b) => compareLabels(a.labels, b.labels));
   }
 
+  /**
+   * See Querier.estimateSeries: the largest postings list among the head and the blocks in range
+   * (a series is in several sources, so a sum would count it once per block).
+   */
+  estimateSeries(matchers: readonly LabelMatcher[], mintMs: number, maxtMs: number): number {
+    const cms = compileMatchers(matchers);
+    let n = postingsForMatchers(this.#head.reg, cms).length;
+    for (const b of this.#blocks) {
+      if (b.meta.maxTime < mintMs || b.meta.minTime > maxtMs) continue;
+      n = Math.max(n, postingsForMatchers(b, cms).length);
+    }
+    return n;
+  }
+
   /** Matching series with a sample in range, labels only: postings and chunk bounds, no decoding. */
   #labelsOnly(cms: ReturnType<typeof compileMatchers>, mintMs: number, maxtMs: number): SeriesData[] {
     const found = new Map<string, Labels>();

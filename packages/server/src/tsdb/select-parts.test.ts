@@ -158,3 +158,15 @@ describe("TsdbQuerier.select from the head alone", () => {
     );
   });
 });
+
+describe("TsdbQuerier.estimateSeries", () => {
+  it("counts matching series from the postings of the head and the blocks in range, never less than one source holds", async () => {
+    const { db } = await storeWithBlocksAndHead();
+    const q = db.querier();
+    const ms = [...named("m"), { type: "=~", name: "i", value: "1|2|new" } as LabelMatcher];
+    // m{i="1"}, m{i="2"} in blocks and head, m{i="new"} in the head only.
+    assert.equal(q.estimateSeries?.(ms, -Infinity, Infinity), 3);
+    assert.equal(q.estimateSeries?.(named("g"), -Infinity, Infinity), 4);
+    assert.equal(q.estimateSeries?.(named("absent"), -Infinity, Infinity), 0);
+  });
+});

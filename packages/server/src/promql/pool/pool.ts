@@ -100,6 +100,8 @@ export interface QueryPoolStats {
 }
 
 export interface QueryPool {
+  /** The options it was created with (an inline engine beside it uses the same limits). */
+  readonly options: QueryPoolOptions;
   /** As Engine.instantQuery, in a worker; rejects with the engine's errors. */
   instantQuery(
     queryable: Queryable,
@@ -134,6 +136,12 @@ export interface QueryPool {
     encoding: AnswerEncoding,
     opts?: PoolQueryOptions,
   ): Promise<EncodedAnswer>;
+  /**
+   * Whether a query of `tenant` submitted now would start at once: a started worker is free, the
+   * tenant is under its share, and none of its queries waits. (The Prometheus API evaluates a small
+   * query inline when not: metrics/backend.ts.)
+   */
+  hasFreeWorker(tenant: string): boolean;
   /**
    * Starts `workers` of the pool's workers now (default: all; those already started count), and resolves
    * once every started worker can take queries. The others start when a query needs them.
@@ -204,6 +212,10 @@ interface Slot {
 
 class QueryPoolImpl implements QueryPool {
   readonly #o: QueryPoolOptions;
+
+  get options(): QueryPoolOptions {
+    return this.#o;
+  }
   readonly #slots = new Set<Slot>();
   /** Waiting jobs per tenant, in the round-robin order of tenants. */
   readonly #queues = new Map<string, Job[]>();
@@ -279,6 +291,13 @@ class QueryPoolImpl implements QueryPool {
       stepMs,
       lookbackDeltaMs: opts?.lookbackDeltaMs,
     };
+  }
+
+  hasFreeWorker(tenant: string): boolean {
+    if (this.#closed || this.#queues.has(tenant)) return false;
+    if ((this.#running.get(tenant) ?? 0) >= this.#cap()) return false;
+    for (const slot of this.#slots) if (slot.ready && !slot.job) return true;
+    return false;
   }
 
   async warm(workers = this.#o.workers): Promise<void> {
