@@ -238,6 +238,9 @@ export function rollingSuite(kind: EngineKind, postgres: Awaited<ReturnType<type
       process.stderr.write(
         `rolling restart (${kind}): longest time without an evaluation ${worst} ms (cycle ${I} ms); a started replica held its share after ${shareAfter.join(", ")} ms; load: ${progress.join("; ")}; ${load.queries.failed.length} queries failed, ${load.collectors.map((w) => w.retried()).join("/")} write attempts retried\n`,
       );
+      process.stderr.write(
+        `rolling restart (${kind}): longest time without an evaluation per project (ms): ${[...gaps].map(([p, g]) => `${p}:${g}`).join(" ")}\n`,
+      );
       // Clients see no error: writers retry what a stopping replica did not answer (as remote-write
       // clients do) and none is refused; the balancer sends a query a stopped replica refused to the next.
       for (const w of load.collectors) assert.equal(w.refusal(), undefined, "a batch was refused");
@@ -273,6 +276,15 @@ export function rollingSuite(kind: EngineKind, postgres: Awaited<ReturnType<type
       });
       const gaps = log.gaps(killed - I, Date.now() - I);
       const worstGap = Math.max(...itsProjects.map((p) => gaps.get(p) ?? 0));
+      // Per shard of the victim (that has a project here): the longest time without an evaluation.
+      const perShard = new Map<number, number>();
+      for (const p of itsProjects) {
+        const s = shardOf(p, DEFAULT_SHARDS);
+        perShard.set(s, Math.max(perShard.get(s) ?? 0, gaps.get(p) ?? 0));
+      }
+      process.stderr.write(
+        `kill -9 (${kind}): gap per shard of the victim (${itsShards.size} shards held, ${perShard.size} with projects): ${[...perShard].map(([s, g]) => `${s}:${g}`).join(" ")} ms\n`,
+      );
       process.stderr.write(
         `kill -9 (${kind}): its shards evaluated again ${Math.max(...after)} ms after the kill; longest time without an evaluation ${worstGap} ms (cycle ${I} ms)\n`,
       );
