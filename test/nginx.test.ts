@@ -34,6 +34,7 @@ describe("deploy/nginx.conf rides out quick successive restarts", {
 }, () => {
   const dir = mkdtempSync(join(tmpdir(), "svc-nginx-"));
   const collectorToken = `svcc_${randomBytes(18).toString("base64url")}`;
+  const adminToken = `svcadmin_${randomBytes(18).toString("base64url")}`;
   let ports: number[] = [];
   let lb = 0;
   let nginx: ChildProcess | undefined;
@@ -50,6 +51,7 @@ describe("deploy/nginx.conf rides out quick successive restarts", {
         SVC_DATA_DIR: join(dir, `replica-${i}`),
         SVC_DEMO: "false",
         SVC_COLLECTOR_TOKEN: collectorToken,
+        SVC_ADMIN_TOKEN: adminToken,
         SVC_LOG_LEVEL: "warn",
       },
     });
@@ -87,13 +89,13 @@ describe("deploy/nginx.conf rides out quick successive restarts", {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("GETs and remote writes through it see no error while each replica restarts right after the other", async () => {
+  it("GETs, remote writes and RPCs (POSTs) through it see no error while each replica restarts right after the other", async () => {
     const failures: string[] = [];
     let answered = 0;
     let running = true;
     const client = async () => {
       while (running) {
-        const [get, write] = await Promise.all([
+        const [get, write, rpc] = await Promise.all([
           fetch(`http://127.0.0.1:${lb}/readyz`).then(
             (r) => `${r.status}`,
             (e: unknown) => String(e),
@@ -105,13 +107,27 @@ describe("deploy/nginx.conf rides out quick successive restarts", {
             (r) => `${r.status}`,
             (e: unknown) => String(e),
           ),
+          // An RPC (Connect: a POST; nginx passes it to the next replica even once sent, non_idempotent).
+          fetch(`http://127.0.0.1:${lb}/svc.admin.v1.ProjectService/ListProjects`, {
+            method: "POST",
+            headers: {
+              "Content-Type": "application/json",
+              "Connect-Protocol-Version": "1",
+              Authorization: `Bearer ${adminToken}`,
+            },
+            body: "{}",
+          }).then(
+            async (r) => `${r.status}${r.ok ? "" : ` ${await r.text()}`}`,
+            (e: unknown) => String(e),
+          ),
         ]);
         for (const [what, got] of [
           ["GET /readyz", get],
           ["remote write", write],
+          ["RPC", rpc],
         ])
           if (!/^2\d\d$/.test(got)) failures.push(`${what}: ${got}`);
-        answered += 2;
+        answered += 3;
       }
     };
     const clients = Array.from({ length: 4 }, client);
@@ -127,11 +143,24 @@ describe("deploy/nginx.conf rides out quick successive restarts", {
       }
     running = false;
     await Promise.all(clients);
-    process.stderr.write(`nginx: ${answered} requests through 4 restarts, ${failures.length} failed\n`);
+    const byKind = ["GET /readyz", "remote write", "RPC"].map(
+      (k) => `${k} ${failures.filter((f) => f.startsWith(`${k}:`)).length}`,
+    );
+    process.stderr.write(
+      `nginx: ${answered} requests through 4 restarts, ${failures.length} failed (${byKind.join(", ")})\n`,
+    );
+    // What nginx says of the requests it could not pass on (its error log's "[error]" lines, less the
+    // refused connections it passed to the next replica).
+    const nginxErrors = failures.length
+      ? readFileSync(join(dir, "error.log"), "utf8")
+          .split("\n")
+          .filter((l) => l.includes("[error]") && !l.includes("(111: Connection refused)"))
+          .slice(0, 10)
+      : [];
     assert.deepEqual(
       [...new Set(failures)].slice(0, 10),
       [],
-      `${failures.length} of ${answered} requests failed`,
+      `${failures.length} of ${answered} requests failed; nginx: ${nginxErrors.join("\n")}`,
     );
   });
 });

@@ -23,6 +23,13 @@ export function startCollector(opts: {
   localAddress: string;
   metric: string;
   vm: string;
+  /**
+   * Instead of `metric`: the VM's CPU counter, as busy as `pct` % of `vcpus` since the previous batch,
+   * and its vCPUs (ingest derives svc_vm_cpu_utilization_pct from two samples); acked values are the counter.
+   */
+  cpu?: { vcpus: number; pct: number };
+  /** Pause between two batches, ms (default 50). */
+  pauseMs?: number;
 }): Collector {
   const acked: [number, number, string][] = [];
   let writing = true;
@@ -31,14 +38,26 @@ export function startCollector(opts: {
   const running = (async () => {
     for (let seq = 0; writing && !refusal; seq++) {
       const ts = Math.max(Date.now(), (acked.at(-1)?.[0] ?? 0) + 1);
+      const last = acked.at(-1);
+      const cpu = opts.cpu;
+      const value = cpu
+        ? last === undefined
+          ? 1000
+          : last[1] + (cpu.pct / 100) * cpu.vcpus * ((ts - last[0]) / 1000)
+        : seq;
       const body = encodeRemoteWriteBody({
-        timeseries: [rwSeries(opts.metric, { vm: opts.vm }, [[ts, seq]])],
+        timeseries: cpu
+          ? [
+              rwSeries("svc_vm_cpu_seconds_total", { vm: opts.vm }, [[ts, value]]),
+              rwSeries("svc_vm_vcpus", { vm: opts.vm }, [[ts, cpu.vcpus]]),
+            ]
+          : [rwSeries(opts.metric, { vm: opts.vm }, [[ts, value]])],
         metadata: [],
       });
       while (writing) {
         const res = await post(opts, body).catch(() => undefined);
         if (res && res.status >= 200 && res.status < 300) {
-          acked.push([ts, seq, res.replica]);
+          acked.push([ts, value, res.replica]);
           break;
         }
         if (res && res.status < 500 && res.status !== 429) {
@@ -48,7 +67,7 @@ export function startCollector(opts: {
         retried++;
         await new Promise((r) => setTimeout(r, 100));
       }
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, opts.pauseMs ?? 50));
     }
   })();
   return {

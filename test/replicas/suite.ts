@@ -440,6 +440,10 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
       }
       await c.engine.flush();
       const points = await stored("svc_vm_cpu_utilization_pct", vm, t0);
+      const missing = [1, 2, 3, 4, 5, 6, 7].filter((i) => !points.some(([ms]) => ms === t0 + i * step));
+      process.stderr.write(
+        `writer moved (${kind}): ${points.length} derived CPU points stored of 7 intervals, ${missing.length} missing${missing.length ? ` (intervals ${missing.join(", ")})` : ""}, across 2 moves (replica 0 → 1 → 0)\n`,
+      );
       // One point per interval (the first sample has none before it), each the interval's own.
       assert.deepEqual(
         points.map(([ms]) => (ms - t0) / step),
@@ -477,6 +481,9 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
           ["over_capacity", "counter_backwards"].map((k) => [k, (after[r][k] ?? 0) - (before[r][k] ?? 0)]),
         ),
       );
+      process.stderr.write(
+        `conflicting writers (${kind}): refused per replica ${show(delta)} (want 0/0 on replica 0, ${n}/${n} on replica 1)\n`,
+      );
       assert.deepEqual(
         delta,
         [
@@ -490,6 +497,9 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
         assert.equal((await stored("svc_vm_cpu_seconds_total", vm, t0)).length, 2 * n, vm);
         // Only X's utilizations are: 20 % for each of its intervals.
         const points = await stored("svc_vm_cpu_utilization_pct", vm, t0);
+        process.stderr.write(
+          `conflicting writers (${kind}): ${vm}: ${points.length} utilization points stored, largest ${Math.max(...points.map(([, v]) => v))} %\n`,
+        );
         for (const [ms, v] of points) assert.ok(v >= 0 && v <= 100, `${vm} @${ms - t0}: ${v} % stored`);
         assert.deepEqual(
           points.map(([ms, v]) => [(ms - t0) / step, Math.round(v * 1e6) / 1e6]),
@@ -540,6 +550,7 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
         const sender = pidOfConnection(inFlight.remotePort, pids);
         assert.ok(sender !== undefined, "one of the replicas holds the request's connection");
         victim = pids.indexOf(sender);
+        const killedAt = Date.now();
         await c.kill(victim);
         answering = true;
         // Both collectors go on through the balancer, now to the survivor alone. (Past the one answer
@@ -557,6 +568,9 @@ export async function replicaSuite(kind: EngineKind): Promise<void> {
           `the survivor to retry the delivery after its ${NOTIFY_LEASE_S} s lease`,
           NOTIFY_LEASE_S * S + PATIENCE_MS,
           async () => peer.received.filter((r) => r.path === "/held")[1],
+        );
+        process.stderr.write(
+          `kill -9 (${kind}): the killed replica's claimed delivery retried by the survivor ${resumed.atMs - killedAt} ms after the kill (claim lease ${NOTIFY_LEASE_S} s)\n`,
         );
         assert.equal(resumed.headers["webhook-id"], sent.deliveryId, "the same webhook-id");
         assert.notEqual(resumed.headers["svc-attempt-id"], inFlight.headers["svc-attempt-id"]);

@@ -30,6 +30,8 @@ export interface Received {
   readonly body: Buffer;
   /** The sender's port (tells which process sent it). */
   readonly remotePort: number;
+  /** When its body had arrived (Date.now()): tests measure how long a retry took. */
+  readonly atMs: number;
 }
 
 /** An answer; `hold` keeps the request waiting until it settles (a receiver that does not answer yet). */
@@ -64,6 +66,7 @@ export async function startHttpsPeer(tls: { key: string; cert: string }): Promis
         headers: req.headers,
         body: Buffer.concat(chunks),
         remotePort: req.socket.remotePort ?? 0,
+        atMs: Date.now(),
       };
       peer.received.push(r);
       const a = peer.respond(r);
