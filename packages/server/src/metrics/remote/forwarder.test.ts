@@ -155,6 +155,27 @@ describe("createRemoteWriteStorage()", () => {
     ]);
   });
 
+  it("holds a commit made while a round is retrying, and sends it once the round is done", async () => {
+    rx.bodies.length = 0;
+    rx.headers.length = 0;
+    rx.script = [{ status: 503 }];
+    const storage = forwarder();
+    const commit = (vm: string) => {
+      const app = storage.appender();
+      app.append(labelsFromRecord({ __name__: "svc_vm_vcpus", project_id: "p", vm }), 1000, 1);
+      return app.commit();
+    };
+    const first = commit("v");
+    await new Promise((r) => setTimeout(r, 2)); // the first round is posted and answered 503
+    const second = commit("w");
+    assert.deepEqual(await Promise.all([first, second]), [
+      { accepted: 1, refused: {} },
+      { accepted: 1, refused: {} },
+    ]);
+    const vms = rx.bodies.map((b) => decodeRemoteWriteBody(b).timeseries.map((ts) => ts.labels[2].value));
+    assert.deepEqual(vms, [["v"], ["w"]]);
+  });
+
   it("lands an engine's refusal of a merged POST only on the commit it was about", async () => {
     rx.bodies.length = 0;
     rx.headers.length = 0;
