@@ -129,6 +129,71 @@ describe("createRemoteWriteStorage()", () => {
     ]);
   });
 
+  it("posts the commits of one turn of the event loop together, each resolved once the engine took it", async () => {
+    rx.bodies.length = 0;
+    rx.headers.length = 0;
+    const storage = forwarder();
+    const commits = ["v", "w", "x"].map((vm, i) => {
+      const app = storage.appender();
+      app.append(labelsFromRecord({ __name__: "svc_vm_vcpus", project_id: "p", vm }), 1000, i);
+      return app.commit();
+    });
+    assert.deepEqual(await Promise.all(commits), [
+      { accepted: 1, refused: {} },
+      { accepted: 1, refused: {} },
+      { accepted: 1, refused: {} },
+    ]);
+    assert.equal(rx.headers.length, 1);
+    const got = decodeRemoteWriteBody(rx.bodies[0]).timeseries.map((ts) => [
+      ts.labels.find((l) => l.name === "vm")?.value,
+      ts.samples[0].value,
+    ]);
+    assert.deepEqual(got, [
+      ["v", 0],
+      ["w", 1],
+      ["x", 2],
+    ]);
+  });
+
+  it("holds a commit made while a round is retrying, and sends it once the round is done", async () => {
+    rx.bodies.length = 0;
+    rx.headers.length = 0;
+    rx.script = [{ status: 503 }];
+    const storage = forwarder();
+    const commit = (vm: string) => {
+      const app = storage.appender();
+      app.append(labelsFromRecord({ __name__: "svc_vm_vcpus", project_id: "p", vm }), 1000, 1);
+      return app.commit();
+    };
+    const first = commit("v");
+    await new Promise((r) => setTimeout(r, 2)); // the first round is posted and answered 503
+    const second = commit("w");
+    assert.deepEqual(await Promise.all([first, second]), [
+      { accepted: 1, refused: {} },
+      { accepted: 1, refused: {} },
+    ]);
+    const vms = rx.bodies.map((b) => decodeRemoteWriteBody(b).timeseries.map((ts) => ts.labels[2].value));
+    assert.deepEqual(vms, [["v"], ["w"]]);
+  });
+
+  it("lands an engine's refusal of a merged POST only on the commit it was about", async () => {
+    rx.bodies.length = 0;
+    rx.headers.length = 0;
+    rx.script = [{ status: 400, body: "bad sample" }, { status: 204 }, { status: 400, body: "bad sample" }];
+    const storage = forwarder();
+    const commits = ["v", "w"].map((vm) => {
+      const app = storage.appender();
+      app.append(labelsFromRecord({ __name__: "svc_vm_vcpus", project_id: "p", vm }), 1000, 1);
+      return app.commit();
+    });
+    const [v, w] = await Promise.allSettled(commits);
+    assert.deepEqual(v, { status: "fulfilled", value: { accepted: 1, refused: {} } });
+    assert.equal(w.status, "rejected");
+    assert.ok((w as PromiseRejectedResult).reason instanceof RemoteWriteRefusedError);
+    assert.equal(rx.headers.length, 3);
+    assert.equal(rx.script.length, 0);
+  });
+
   it("does not retry a 400 and names the engine's answer, without the configured headers", async () => {
     rx.script = [{ status: 400, body: "out of order sample" }];
     const app = forwarder().appender();

@@ -20,7 +20,7 @@ export interface RemoteMetricsOptions {
   readonly writeBackoffMaxMs: number;
   /** A commit is sent as POSTs of at most this many samples, samples. */
   readonly maxSamplesPerWrite: number;
-  /** POSTs of one commit in flight at once. */
+  /** POSTs of one round of the forwarder's group commit in flight at once. */
   readonly writeConcurrency: number;
   /** Raw samples one query may load from the engine (the embedded engine's budget), samples. */
   readonly maxSamples: number;
