@@ -183,7 +183,9 @@ export async function writeOutcomes(
           "in",
           part.map((u) => u.id),
         )
-        .where("state", "=", "OPEN")
+        // `state || ''`, not `state`: SQLite (no statistics) would otherwise search incidents_state
+        // for every OPEN incident of every project, once per batch, instead of the ids' keys.
+        .where(sql<string>`(${sql.ref("state")} || '')`, "=", "OPEN")
         .execute();
     }
     await upsertInstances(tx, rows);
