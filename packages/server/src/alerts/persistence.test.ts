@@ -4,9 +4,8 @@ import { testDialects } from "../../testing/dialects.ts";
 import { type DbHandle, openDb } from "../db/database.ts";
 import type { AlertInstanceTable } from "../db/schema.ts";
 import { type AppliedRule, evaluateRule, type RuleOutcome } from "./evaluation.ts";
-import { ruleListMarker } from "./evaluator.ts";
 import { instanceRow, statusOf } from "./instance-row.ts";
-import { applyRevisions, markRepeatsDue, purgeDeletedRules, writeOutcomes } from "./persistence.ts";
+import { applyRevisions, markRepeatsDue, writeOutcomes } from "./persistence.ts";
 import type { InstanceData } from "./read.ts";
 import { conditionKey, type RuleSpec } from "./spec.ts";
 import { inactive } from "./state.ts";
@@ -365,30 +364,6 @@ for (const { dialect, skip } of await testDialects()) {
       const [inst] = await stored(edited.id);
       assert.deepEqual([inst.state, inst.retire_reason], ["RETIRED", "rule condition edited (version 2)"]);
       assert.equal(await applyRevisions(h.db, T + 30 * S, (p) => p === P), 0, "applied once");
-    });
-
-    it("the rule list's marker moves with a new rule, an applied revision, a deletion and a purge, not with an evaluation", async () => {
-      let last = "";
-      const moved = async (what: string) => {
-        const m = await ruleListMarker(h.db);
-        assert.notEqual(m, last, `${what}: the marker did not move`);
-        last = m;
-      };
-      await moved("start");
-      const r = await saveRule([baseSpec, { ...baseSpec, threshold: 80 }], 1);
-      await moved("new rule");
-      assert.equal(await applyRevisions(h.db, T, (p) => p === P), 1);
-      await moved("applied revision");
-      await writeOutcomes(h.db, [await evaluate(T + 30 * S, 95)], T + 30 * S);
-      assert.equal(await ruleListMarker(h.db), last, "an evaluation leaves the marker");
-      await h.db
-        .updateTable("alert_rules")
-        .set({ delete_time: T + 60 * S })
-        .where("id", "=", r.id)
-        .execute();
-      await moved("deletion");
-      await purgeDeletedRules(h.db, T + 61 * S);
-      await moved("purge");
     });
   });
 }
