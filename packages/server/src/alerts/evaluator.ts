@@ -80,31 +80,6 @@ export function createEvaluator(deps: EvaluatorDeps): Evaluator {
 /** Projects whose database rows are read and written together (one transaction per batch). */
 const PROJECTS_PER_BATCH = 100;
 
-type RuleListRow = { id: string; project_id: string; applied_version: number };
-
-/**
- * What changes whenever the rule list a cycle evaluates (undeleted rules with an applied revision)
- * changes, read in one aggregate instead of the list itself: without a purge every change moves one
- * of its counts — a new rule `rules`, a deletion `deleted`, an applied revision `applied` (versions
- * only grow). A purge lowers `rules` and `deleted` alike and `applied` by the purged rules' versions,
- * so only a purge in the same interval as as many new rules, deletions and applied versions could
- * hide them, and then the newest deletion would also have to share its millisecond with the newest
- * one kept (`newestDelete`). The evaluator reads the list again after its own purge.
- */
-export async function ruleListMarker(db: Db): Promise<string> {
-  const r = await db
-    .selectFrom("alert_rules")
-    .select((eb) => [
-      eb.fn.countAll().as("rules"),
-      eb.fn.count("delete_time").as("deleted"),
-      eb.fn.sum("applied_version").as("applied"),
-      eb.fn.max("delete_time").as("newestDelete"),
-    ])
-    .executeTakeFirstOrThrow();
-  // PostgreSQL returns the count and the sum as strings, SQLite as numbers: the marker is text.
-  return `${r.rules}/${r.deleted}/${r.applied ?? 0}/${r.newestDelete ?? ""}`;
-}
-
 /** A cycle's running counts. */
 type Totals = { -readonly [K in Exclude<keyof CycleReport, "atMs" | "durationMs">]: number };
 
@@ -117,8 +92,6 @@ class EvaluatorImpl implements Evaluator {
   #flags = { noData: 0, error: 0 };
   /** Parsed specs of applied revisions, by rule id: a cycle reads only the rules' ids and versions. */
   readonly #specs = new Map<string, { version: number; spec: RuleSpec }>();
-  /** The rule list of the last cycle and the marker it was read under. */
-  #rules: { marker: string; rows: readonly RuleListRow[] } | undefined;
 
   constructor(deps: EvaluatorDeps) {
     this.#deps = deps;
@@ -133,7 +106,6 @@ class EvaluatorImpl implements Evaluator {
       3_600_000,
       async (atMs) => {
         await purgeDeletedRules(deps.db, atMs - deps.options.historyRetentionMs);
-        this.#rules = undefined;
         await deps.purge?.(atMs);
       },
       deps.log,
@@ -171,31 +143,20 @@ class EvaluatorImpl implements Evaluator {
     return (projectId) => held.has(shardOf(projectId, count));
   }
 
-  /**
-   * The applied, undeleted rules (id, project, applied version) in evaluation order, re-read only when
-   * ruleListMarker differs from the one they were read under.
-   */
-  async #ruleList(): Promise<readonly RuleListRow[]> {
-    const { db } = this.#deps;
-    const marker = await ruleListMarker(db);
-    if (this.#rules && this.#rules.marker === marker) return this.#rules.rows;
-    const rows = await db
-      .selectFrom("alert_rules")
-      .select(["id", "project_id", "applied_version"])
-      .where("delete_time", "is", null)
-      .where("applied_version", ">", 0)
-      .orderBy("project_id")
-      .orderBy("create_time")
-      .orderBy("id")
-      .execute();
-    this.#rules = { marker, rows };
-    return rows;
-  }
-
   /** The applied, enabled rules of the projects `inShard` accepts, by project, in evaluation order. */
   async #appliedRules(inShard: (projectId: string) => boolean): Promise<Map<string, AppliedRule[]>> {
     const { db } = this.#deps;
-    const rows = (await this.#ruleList()).filter((r) => inShard(r.project_id));
+    const rows = (
+      await db
+        .selectFrom("alert_rules")
+        .select(["id", "project_id", "applied_version"])
+        .where("delete_time", "is", null)
+        .where("applied_version", ">", 0)
+        .orderBy("project_id")
+        .orderBy("create_time")
+        .orderBy("id")
+        .execute()
+    ).filter((r) => inShard(r.project_id));
     const missing = rows.filter((r) => this.#specs.get(r.id)?.version !== r.applied_version);
     for (const part of chunks(missing, 500)) {
       const want = new Map(part.map((r) => [r.id, r.applied_version]));
