@@ -253,8 +253,15 @@ describe("node_exporter through real remote-write senders in a Debian 12 root", 
       assert.ok(s && s.points.length > 0, `QueryVMMonitoring has ${id} ${JSON.stringify(labels ?? {})}`);
       return s.points[s.points.length - 1]!.value;
     };
+    // A point is its step's average: of n equal doubles it may differ from them in the last bits
+    // (25276502016.000004 was seen), so "equal" is within a billionth.
+    const sameValue = (got: number, want: number | undefined, what: string) =>
+      assert.ok(
+        want !== undefined && Math.abs(got - want) <= 1e-9 * Math.abs(want),
+        `${what}: ${got} against ${want}`,
+      );
     const mem = meminfo(v.meminfo);
-    assert.equal(latest("memory_total_bytes"), mem.MemTotal);
+    sameValue(latest("memory_total_bytes"), mem.MemTotal, "memory total");
     // Memory moves on a busy host: within 10 % of capacity of /proc/meminfo's MemTotal − MemFree now.
     const used = latest("memory_used_bytes");
     assert.ok(Math.abs(used - (mem.MemTotal! - mem.MemFree!)) <= 0.1 * mem.MemTotal!, `memory used ${used}`);
@@ -264,7 +271,7 @@ describe("node_exporter through real remote-write senders in a Debian 12 root", 
     const rootFs = df(v.df);
     assert.equal(rootFs.mount, "/");
     const fsLabels = { mountpoint: rootFs.mount };
-    assert.equal(latest("filesystem_size_bytes", fsLabels), rootFs.size);
+    sameValue(latest("filesystem_size_bytes", fsLabels), rootFs.size, "size of /");
     const fsUsed = latest("filesystem_used_bytes", fsLabels);
     const avail = (await read(vm, "svc_vm_filesystem_avail_bytes", fromMs)).find(
       (s) => labelValue(s.labels, "mountpoint") === rootFs.mount,

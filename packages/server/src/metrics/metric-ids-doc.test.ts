@@ -6,7 +6,7 @@ import { metricIds } from "./metric-ids.ts";
 
 /**
  * docs/api.md's table of QueryVMMonitoring's metric ids is this build's, and what it says of the disk
- * and network rates (SPEC §2): they are observed virtual-device traffic, not invoice-grade.
+ * and network rates: they are observed virtual-device traffic, not invoice-grade.
  */
 const doc = readFileSync(join(import.meta.dirname, "../../../../docs/api.md"), "utf8");
 const lines = doc.split("\n");
