@@ -26,6 +26,7 @@ import { createSvcClients } from "@svc/sdk";
 import { ExportMetricsServiceRequestSchema } from "../../packages/server/src/ingest/otlp/gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts";
 import { AggregationTemporality } from "../../packages/server/src/ingest/otlp/gen/opentelemetry/proto/metrics/v1/metrics_pb.ts";
 import { buildAgentPackage } from "../../packages/server/testing/agent-package.ts";
+import { seededRandom } from "../../packages/server/testing/seeded-random.ts";
 import { loadAverageLine } from "../common/measure.ts";
 import { cpuSeconds, freePort } from "./proc.ts";
 import { ADMIN_TOKEN, startTarget, stopTarget, targets } from "./targets.ts";
@@ -60,20 +61,9 @@ interface Reading {
   net: { rx: number; tx: number; rxp: number; txp: number }[];
 }
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** `steps` collections of one guest with 4 vCPUs, ending at `endMs` (deterministic per `seed`). */
 export function guestReadings(seed: number, steps: number, endMs: number): Reading[] {
-  const rand = rng(seed);
+  const rand = seededRandom(seed);
   const offset = Math.floor(rand() * STEP_MS);
   const cpu = Array.from({ length: 4 }, () => MODES.map(() => Math.floor(rand() * 1e5) / 100));
   const total = 8 * 2 ** 30;

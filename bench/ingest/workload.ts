@@ -7,6 +7,7 @@
  */
 import type { TimeSeries } from "@svc/remotewrite";
 import { encodeRemoteWriteBody, pushRemoteWrite } from "@svc/remotewrite";
+import { seededRandom } from "../../packages/server/testing/seeded-random.ts";
 
 /** Prometheus' staleness marker (NaN with payload 2), as remote write carries it. */
 const STALE_NAN = new Float64Array(new Uint32Array([2, 0x7ff00000]).buffer)[0];
@@ -103,18 +104,6 @@ const SHAPES: readonly SeriesShape[] = METRICS.flatMap((m): SeriesShape[] => {
   return values.map((value) => ({ name: m.name, kind, extra: { name: label, value } }));
 });
 
-/** Deterministic pseudo-random numbers (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 interface VmState {
   readonly vm: BenchVm;
   readonly offsetMs: number;
@@ -131,7 +120,7 @@ export function buildWorkload(opts: WorkloadOptions): Workload {
   const startMs = Math.floor(opts.endMs / stepMs) * stepMs - (steps - 1) * stepMs;
   const perVm = SHAPES.length;
   const nVms = Math.ceil(opts.series / perVm);
-  const rand = rng(42);
+  const rand = seededRandom(42);
   const vms: BenchVm[] = [];
   const newVm = (): VmState => {
     const i = vms.length;

@@ -8,6 +8,7 @@ import { cpSync, existsSync, readdirSync, readFileSync, rmSync, symlinkSync, wri
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
+import { seededRandom } from "../../testing/seeded-random.ts";
 import { createRegistry } from "../instrument.ts";
 import type { Labels } from "../storage/interface.ts";
 import { Rollups } from "../storage/rollups.ts";
@@ -21,18 +22,6 @@ const HOUR = 3_600_000;
 const STEP = 30_000;
 const SERIES = 40;
 const CHUNK_SAMPLES = 120;
-
-/** Seeded PRNG (mulberry32): the same offsets on every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const key = (labels: Labels) => labels.map((l) => `${l.name}=${l.value}`).join(",");
 const bits = (v: number) => Buffer.from(new Float64Array([v]).buffer).toString("hex");
@@ -81,7 +70,7 @@ describe("tsdb: one damaged byte loses at most its unit, logged and counted", ()
   before(async () => {
     const clock = manualClock(T0);
     const db = await openTsdb(pristine, { now: clock.now, autoCompact: false, walSegmentBytes: 64 * 1024 });
-    const r = rng(7);
+    const r = seededRandom(7);
     const series = Array.from({ length: SERIES }, (_, i) => L({ __name__: "m", vm: `vm-${i}` }));
     const write = async (from: number, to: number) => {
       for (let t = from; t < to; t += STEP) {
@@ -153,7 +142,7 @@ describe("tsdb: one damaged byte loses at most its unit, logged and counted", ()
   }
 
   const walCases = (which: "checkpoint" | "segments", count: number, seed: number) => async () => {
-    const r = rng(seed);
+    const r = seededRandom(seed);
     const files = which === "checkpoint" ? walFiles.slice(0, 1) : walFiles.slice(1);
     let lostAll = 0;
     for (let n = 0; n < count; n++) {
@@ -185,7 +174,7 @@ describe("tsdb: one damaged byte loses at most its unit, logged and counted", ()
   it("the checkpoint: 30 flips, each losing at most its record", walCases("checkpoint", 30, 12));
 
   it("block chunks: 30 flips, each losing at most one chunk of one series", async () => {
-    const r = rng(13);
+    const r = seededRandom(13);
     const blocks = readdirSync(join(pristine, "blocks"));
     let lostAll = 0;
     for (let n = 0; n < 30; n++) {
@@ -205,7 +194,7 @@ describe("tsdb: one damaged byte loses at most its unit, logged and counted", ()
   });
 
   it("block indexes: 10 flips, each leaving out that block only, the store still opening", async () => {
-    const r = rng(14);
+    const r = seededRandom(14);
     const blocks = readdirSync(join(pristine, "blocks"));
     for (let n = 0; n < 10; n++) {
       const name = blocks[Math.floor(r() * blocks.length)];

@@ -9,6 +9,7 @@ import { HostMetrics } from "@opentelemetry/host-metrics";
 import { AggregationTemporality, MeterProvider, MetricReader } from "@opentelemetry/sdk-metrics";
 import { guestReadings, otlpBody } from "../../../../../bench/ingest/guest.ts";
 import { referenceOtlpParts } from "../../../testing/otlp-reference.ts";
+import { seededRandom } from "../../../testing/seeded-random.ts";
 import { newMapResult } from "../guest-map.ts";
 import { ExportMetricsServiceRequestSchema } from "./gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts";
 import {
@@ -38,17 +39,6 @@ import { ATTR_KEYS, decodeMetricsRequest, OtlpWireError } from "./wire.ts";
  * result is the old path's (fromBinary + the mapping over its message, testing/otlp-reference.ts);
  * damaged bodies are refused with the documented 400 and nothing else.
  */
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The mapping of `bytes` both ways; equal when the decoders agree. */
 function mapBoth(bytes: Uint8Array) {
@@ -187,7 +177,7 @@ const VALUES = [
 ];
 
 function generator(seed: number) {
-  const r = rng(seed);
+  const r = seededRandom(seed);
   const int = (n: number) => Math.floor(r() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   const u64 = (): bigint => (BigInt(int(2 ** 32)) << 32n) | BigInt(int(2 ** 32));
@@ -392,7 +382,7 @@ describe("OTLP protobuf decoder (wire.ts) against protobuf-es", () => {
   });
 
   it("answers damaged bodies (seeded flips, truncations, insertions) with the documented 400 and nothing else", async () => {
-    const r = rng(4545);
+    const r = seededRandom(4545);
     const real = [...(await sdkBodies()), ...benchBodies(3).map((b) => Buffer.from(gunzipped(b)))];
     const next = generator(99);
     const sources = [...real, ...Array.from({ length: 20 }, () => Buffer.from(next()))];

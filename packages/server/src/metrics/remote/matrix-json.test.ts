@@ -1,22 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { seededRandom } from "../../../testing/seeded-random.ts";
 import { matrixSeries } from "./api-client.ts";
 import { parseMatrixAnswer } from "./matrix-json.ts";
 
 /** The reference: JSON.parse, then the conversion the client used before the byte reader. */
 function viaJson(body: string) {
   return JSON.parse(body).data.result.map(matrixSeries);
-}
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const bits = (a: Float64Array) => [...new Uint32Array(a.buffer, a.byteOffset, a.length * 2)];
@@ -66,7 +56,7 @@ describe("parseMatrixAnswer()", () => {
   });
 
   it("reads random series with millisecond times and decimal values as JSON.parse does", () => {
-    const r = rng(7);
+    const r = seededRandom(7);
     for (let round = 0; round < 200; round++) {
       const series: string[] = [];
       for (let s = 0; s < 1 + Math.floor(r() * 4); s++) {
