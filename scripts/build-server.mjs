@@ -49,6 +49,7 @@ const sources = [
   join(root, "scripts", "build-server.mjs"),
   join(root, "scripts", "lib", "server-entry.cjs"),
   join(root, "scripts", "lib", "query-worker-entry.cjs"),
+  join(root, "scripts", "lib", "code-cache.cjs"),
 ];
 /** Written last (by the build's own start): its presence means the build finished. */
 const stamp = join(out, "server.cjs.v8-cache");
@@ -132,6 +133,7 @@ async function bundleInto(dir) {
   // main.js is CommonJS (packages/server/package.json makes .js files ES modules).
   writeFileSync(join(dir, "package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
   copyFileSync(join(root, "scripts", "lib", "query-worker-entry.cjs"), join(dir, "query-worker-entry.cjs"));
+  copyFileSync(join(root, "scripts", "lib", "code-cache.cjs"), join(dir, "code-cache.cjs"));
   await writeCodeCache(dir);
 }
 
