@@ -9,11 +9,10 @@
  * ONLY=<prefix> runs the arms whose name starts so (e.g. `ONLY=new` under `node --import tsx --cpu-prof`).
  */
 import { gunzipSync } from "node:zlib";
-import { decodeRemoteWriteBodyCompact, labelsOfKeyBytes } from "@svc/remotewrite";
+import { decodeRemoteWriteBodyCompact } from "@svc/remotewrite";
 import { newMapResult, type Part } from "../../packages/server/src/ingest/guest-map.ts";
-import { nodeExporterParts } from "../../packages/server/src/ingest/node-exporter.ts";
+import { remoteWriteParts } from "../../packages/server/src/ingest/guest-senders.ts";
 import { decodeOtlp, otlpParts } from "../../packages/server/src/ingest/otlp/otlp.ts";
-import { isStaleNaNValue } from "../../packages/server/src/storage/interface.ts";
 import { referenceDecode, referenceOtlpParts } from "../../packages/server/testing/otlp-reference.ts";
 import { guestReadings, otlpBody, remoteWriteBody } from "./guest.ts";
 
@@ -45,20 +44,8 @@ const arms: Record<string, (body: Uint8Array) => number> = {
 };
 
 function remoteWrite(body: Uint8Array): number {
-  const req = decodeRemoteWriteBodyCompact(body);
-  const out = newMapResult();
   const parts: Part[] = [];
-  const { timestampsMs, values, sampleStart } = req;
-  const stale = (k: number) => isStaleNaNValue(values[k]!);
-  for (let i = 0; i < req.seriesCount; i++) {
-    const labels = labelsOfKeyBytes(req.labelBytes, req.labelKeyStart[i], req.labelKeyEnd[i]);
-    nodeExporterParts(
-      labels,
-      { t: timestampsMs, v: values, stale, start: sampleStart[i]!, end: sampleStart[i + 1]! },
-      parts,
-      out,
-    );
-  }
+  remoteWriteParts(decodeRemoteWriteBodyCompact(body), parts, newMapResult());
   return parts.length;
 }
 

@@ -109,30 +109,38 @@ export function createGuestSenders(deps: { ingester: Ingester; metrics?: IngestM
     async ingestRemoteWrite(principal, req) {
       const out = newMapResult();
       const parts: Part[] = [];
-      const { timestampsMs, values, sampleStart } = req;
-      const stale = (k: number) => isStaleNaNValue(values[k]!);
-      for (let i = 0; i < req.seriesCount; i++) {
-        const labels = labelsOfKeyBytes(req.labelBytes, req.labelKeyStart[i], req.labelKeyEnd[i]);
-        const name = labels.find((l) => l.name === "__name__")?.value ?? "";
-        const start = sampleStart[i]!;
-        const end = sampleStart[i + 1]!;
-        if (name.startsWith("svc_")) {
-          // svc's own series, as svc's agent sends them: checked by the ingester as usual.
-          const ts: TimeSeries = {
-            labels,
-            samples: Array.from({ length: end - start }, (_, j) => ({
-              value: values[start + j]!,
-              timestampMs: timestampsMs[start + j]!,
-            })),
-          };
-          out.series.push(ts);
-          continue;
-        }
-        nodeExporterParts(labels, { t: timestampsMs, v: values, stale, start, end }, parts, out);
-      }
+      remoteWriteParts(req, parts, out);
       return finish(principal, parts, out);
     },
 
     ingestParts: finish,
   };
+}
+
+/**
+ * A guest's remote-write request as guest-map parts: node_exporter's series mapped (node-exporter.ts),
+ * svc's own series (as svc's agent sends them) passed on whole to `out.series` for the ingester's checks.
+ */
+export function remoteWriteParts(req: CompactWriteRequest, parts: Part[], out: MapResult): void {
+  const { timestampsMs, values, sampleStart } = req;
+  const stale = (k: number) => isStaleNaNValue(values[k]!);
+  for (let i = 0; i < req.seriesCount; i++) {
+    const labels = labelsOfKeyBytes(req.labelBytes, req.labelKeyStart[i], req.labelKeyEnd[i]);
+    const name = labels.find((l) => l.name === "__name__")?.value ?? "";
+    const start = sampleStart[i]!;
+    const end = sampleStart[i + 1]!;
+    if (name.startsWith("svc_")) {
+      // svc's own series, as svc's agent sends them: checked by the ingester as usual.
+      const ts: TimeSeries = {
+        labels,
+        samples: Array.from({ length: end - start }, (_, j) => ({
+          value: values[start + j]!,
+          timestampMs: timestampsMs[start + j]!,
+        })),
+      };
+      out.series.push(ts);
+      continue;
+    }
+    nodeExporterParts(labels, { t: timestampsMs, v: values, stale, start, end }, parts, out);
+  }
 }
