@@ -8,7 +8,7 @@
  *
  * This module loads neither Connect nor protobuf: given the RPCs' routes (`routes`, a list kept beside
  * the services: rpc-routes.ts), it registers them at start and loads the router (`load`: Connect, the
- * protobuf descriptors and the services, ~25 % of a start's CPU) at the first call
+ * protobuf descriptors and the services: the largest part of loading the bundle) at the first call
  * (docs/performance.md, "Start-up, third pass"). Without `routes` it loads at registration.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
