@@ -16,7 +16,7 @@ import {
 } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { LastUseTracker } from "../audit/last-use.ts";
 import { SvcError } from "../errors.ts";
