@@ -1,4 +1,10 @@
-import { WireType } from "@bufbuild/protobuf/wire";
+/**
+ * Protobuf's wire types (as @bufbuild/protobuf's WireType), written here: importing its `wire` module
+ * evaluates its whole runtime and well-known types' descriptors, which a server start does not need
+ * (docs/performance.md, "Start-up, third pass").
+ */
+const WireType = { Varint: 0, Bit64: 1, LengthDelimited: 2 } as const;
+
 import { scratchF64, scratchU8 } from "./scratch.ts";
 import { snappyCompress } from "./snappy.ts";
 import type { Label, MetricMetadata, Sample, TimeSeries, WriteRequest } from "./types.ts";

@@ -19,17 +19,10 @@ import type { Config } from "./config.ts";
 import { consoleRoutes } from "./console/routes.ts";
 import { type DbHandle, openDb } from "./db/database.ts";
 import { startMetricsListener } from "./http/instrumentation.ts";
+import { RPC_ROUTES } from "./http/rpc-routes.ts";
 import { scrapeRoutes } from "./http/scrape.ts";
 import { buildServer, redactPaths } from "./http/server.ts";
-import { registerAdminServices } from "./http/services/admin.ts";
-import { registerAlertService } from "./http/services/alerts.ts";
-import { registerAuditServices } from "./http/services/audit.ts";
-import { registerAutomationService } from "./http/services/automation.ts";
-import { registerDestinationService } from "./http/services/destinations.ts";
-import { registerIamServices } from "./http/services/iam.ts";
-import { registerIncidentService } from "./http/services/incidents.ts";
-import { registerMonitoringService } from "./http/services/monitoring.ts";
-import { registerSilenceService } from "./http/services/silences.ts";
+import type { ServicesDeps } from "./http/services/index.ts";
 import { CiAutomation } from "./iam/ci/service.ts";
 import { pruneIdempotency } from "./iam/idempotency.ts";
 import { createSignInLimits } from "./iam/sign-in-limits.ts";
@@ -278,8 +271,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   });
   const backupMetrics = instruments && config.roles.has("api") ? createBackupMetrics(instruments) : undefined;
   const agentPackage = loadAgentPackage(config.agentPackageDir);
-  const routes = (router: ConnectRouter) => {
-    registerMonitoringService(router, {
+  // Built at start, registered at the first RPC (http/rpc.ts loads the services then).
+  const servicesDeps: ServicesDeps = {
+    monitoring: {
       db: db.db,
       pageKey: config.secretKey,
       latest: latestVmMetrics(vmMetrics),
@@ -287,19 +281,19 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       serverOrigin: config.baseUrl ?? `http://${config.host}:${config.port}`,
       agentPackage,
       now,
-    });
-    registerIamServices(router, { db: db.db, now, signInLimits });
-    registerAuditServices(router, { db: db.db, pageKey: config.secretKey });
-    registerAdminServices(router, {
+    },
+    iam: { db: db.db, now, signInLimits },
+    audit: { db: db.db, pageKey: config.secretKey },
+    admin: {
       db: db.db,
       now,
       backup: { tsdb, db, dataDir: config.dataDir },
       backupMetrics,
       metrics,
       usage: usageSources,
-    });
-    registerAutomationService(router, { ci, apiOrigin: config.baseUrl });
-    registerAlertService(router, {
+    },
+    automation: { ci, apiOrigin: config.baseUrl },
+    alerts: {
       db: db.db,
       metrics,
       options: alertOptions,
@@ -309,8 +303,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       onChange: () => {
         if (config.roles.has("evaluator")) evaluator.nudge();
       },
-    });
-    registerDestinationService(router, {
+    },
+    destinations: {
       db: db.db,
       options: notifyOptions,
       sealer,
@@ -324,15 +318,17 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       onRulesChanged: () => {
         if (config.roles.has("evaluator")) evaluator.nudge();
       },
-    });
-    registerIncidentService(router, { db: db.db, pageKey: config.secretKey, now });
-    registerSilenceService(router, {
+    },
+    incidents: { db: db.db, pageKey: config.secretKey, now },
+    silences: {
       db: db.db,
       pageKey: config.secretKey,
       now,
       maxPerProject: notifyOptions.maxSilencesPerProject,
-    });
+    },
   };
+  const routes = async (router: ConnectRouter) =>
+    (await import("./http/services/index.ts")).registerServices(router, servicesDeps);
   // The console's CSRF tokens get a key of their own, derived from the secret key.
   const consoleKey = createHmac("sha256", config.secretKey).update("svc console csrf").digest();
   const server = await buildServer({
@@ -343,6 +339,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     maxRequestBytes: config.maxRequestBytes,
     now,
     routes: config.roles.has("api") ? routes : () => {},
+    rpcRoutes: config.roles.has("api") ? RPC_ROUTES : [],
     frameworkErrors: config.roles.has("api") ? [promApiFrameworkError] : [],
     readiness: {
       database: () => sql`select 1`.execute(db.db),

@@ -17,6 +17,25 @@ export type ErrorCode =
   | "unavailable"
   | "internal";
 
+/**
+ * The HTTP status of each code, as the Connect protocol maps it (its `codeToHttpStatus`; a test
+ * compares): for the HTTP routes that answer svc's codes without loading Connect (the console's).
+ */
+export const HTTP_STATUS_OF_CODE: Readonly<Record<ErrorCode, number>> = {
+  invalid_argument: 400,
+  not_found: 404,
+  already_exists: 409,
+  permission_denied: 403,
+  unauthenticated: 401,
+  failed_precondition: 400,
+  aborted: 409,
+  resource_exhausted: 429,
+  deadline_exceeded: 504,
+  unimplemented: 501,
+  unavailable: 503,
+  internal: 500,
+};
+
 export interface SvcErrorOptions {
   /** Machine-readable reason (see http/reasons.ts), e.g. POINT_BUDGET_EXCEEDED. */
   readonly reason?: string;

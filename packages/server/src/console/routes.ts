@@ -1,12 +1,17 @@
 import { existsSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
-import { codeFromString, codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import fastifyStatic from "@fastify/static";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { CONSOLE_SIGN_IN, CONSOLE_SIGN_OUT, recordAuditEvent } from "../audit/events.ts";
 import type { Db } from "../db/database.ts";
-import { invalidArgument, permissionDenied, SvcError, unauthenticated } from "../errors.ts";
+import {
+  HTTP_STATUS_OF_CODE,
+  invalidArgument,
+  permissionDenied,
+  SvcError,
+  unauthenticated,
+} from "../errors.ts";
 import { inProcessRateLimiters } from "../iam/ci/ratelimit.ts";
 import { authenticate } from "../iam/principal.ts";
 import { login, logout } from "../iam/sessions.ts";
@@ -72,8 +77,7 @@ export function consoleRoutes(deps: ConsoleDeps): FastifyPluginAsync {
       return reply.code(500).send({ code: "internal", message: "internal error" });
     }
     if (err.retryAfterSeconds !== undefined) reply.header("retry-after", String(err.retryAfterSeconds));
-    const code = codeFromString(err.code);
-    return reply.code(code === undefined ? 500 : codeToHttpStatus(code)).send({
+    return reply.code(HTTP_STATUS_OF_CODE[err.code] ?? 500).send({
       code: err.code,
       message: err.message,
       reason: err.reason,

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { brotliFast, gzipFast, negotiateAcceptEncoding } from "./compression.ts";
+import { negotiateAcceptEncoding } from "./compression.ts";
+import { brotliFast, gzipFast } from "./connect-compression.ts";
 
 describe("negotiateAcceptEncoding()", () => {
   it("answers a browser's JSON request with br and its binary requests with gzip", () => {

@@ -23,8 +23,6 @@ import {
   gzipSync,
   type ZlibOptions,
 } from "node:zlib";
-import type { Compression } from "@connectrpc/connect/protocol";
-import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { brotliOptions, type Coding, gzipOptions, MIN_COMPRESS_BYTES } from "../net/codings.ts";
 
 const gzipAsync = promisify(gzip);
@@ -34,42 +32,39 @@ const SYNC_MAX_BYTES = 128 * 1024;
 
 const asBytes = (b: Buffer) => new Uint8Array(b.buffer as ArrayBuffer, b.byteOffset, b.byteLength);
 
+/** One coding's compression (Connect's codings add their decompression: connect-compression.ts). */
+export interface Compressor {
+  readonly name: "gzip" | "br";
+  compress(bytes: Uint8Array): Promise<Uint8Array<ArrayBuffer>>;
+}
+
 /** One coding: compressed on the event loop up to SYNC_MAX_BYTES, in the thread pool above. */
 function sizedCompression<O>(
-  name: string,
-  decompress: Compression["decompress"],
+  name: Compressor["name"],
   options: (bytes: Uint8Array) => O,
   sync: (bytes: Uint8Array, o: O) => Buffer,
   async: (bytes: Uint8Array, o: O) => Promise<Buffer>,
-): Compression {
+): Compressor {
   return {
     name,
     compress: async (bytes) =>
       asBytes(
         bytes.byteLength <= SYNC_MAX_BYTES ? sync(bytes, options(bytes)) : await async(bytes, options(bytes)),
       ),
-    decompress,
   };
 }
 
-export const gzipFast = sizedCompression<ZlibOptions>(
-  "gzip",
-  compressionGzip.decompress,
-  gzipOptions,
-  gzipSync,
-  gzipAsync,
-);
+export const gzipCompressor = sizedCompression<ZlibOptions>("gzip", gzipOptions, gzipSync, gzipAsync);
 
-export const brotliFast = sizedCompression<BrotliOptions>(
+export const brotliCompressor = sizedCompression<BrotliOptions>(
   "br",
-  compressionBrotli.decompress,
   brotliOptions,
   brotliCompressSync,
   brotliAsync,
 );
 
-/** What the Connect routes accept and answer with (requests of any level decompress). */
-export const connectCompressions: Compression[] = [gzipFast, brotliFast];
+/** The codings svc answers with, best first for neither format. */
+export const compressors: readonly Compressor[] = [gzipCompressor, brotliCompressor];
 
 /**
  * Rewrites an `Accept-Encoding` header (RFC 9110 §12.5.3) into the plain list Connect understands,
@@ -121,7 +116,7 @@ export async function encodeText(
   binary: boolean,
 ): Promise<{ body: string | Buffer; encoding?: string }> {
   const coding = preferredCoding(acceptEncoding, binary);
-  const compression = connectCompressions.find((c) => c.name === coding);
+  const compression = compressors.find((c) => c.name === coding);
   if (!compression || text.length < MIN_COMPRESS_BYTES) return { body: text };
   const z = await compression.compress(Buffer.from(text));
   return { body: Buffer.from(z.buffer, z.byteOffset, z.byteLength), encoding: compression.name };

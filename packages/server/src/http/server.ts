@@ -1,6 +1,5 @@
 import { createRequire } from "node:module";
-import { toBinary, toJsonString } from "@bufbuild/protobuf";
-import { type ConnectRouter, createContextValues, type Interceptor } from "@connectrpc/connect";
+import type { ConnectRouter } from "@connectrpc/connect";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -16,12 +15,10 @@ import type { Db } from "../db/database.ts";
 import { permissionDenied, SvcError } from "../errors.ts";
 import { authenticate, bearerToken, type TokenResolver } from "../iam/principal.ts";
 import type { Registry } from "../instrument.ts";
-import { errorInterceptor, guardHandlers } from "./auth.ts";
-import { connectCompressions, negotiateAcceptEncoding } from "./compression.ts";
-import { connectPlugin } from "./connect-plugin.ts";
-import { remoteAddressKey } from "./context.ts";
+import { negotiateAcceptEncoding } from "./compression.ts";
+import { connectPlugin, type RpcRoute } from "./connect-plugin.ts";
 import { instrumentHttp } from "./instrumentation.ts";
-import { sizeBoundOf } from "./response-size.ts";
+import { MAX_RPC_RESPONSE_BYTES } from "./rpc-routes.ts";
 
 /** Keys redacted from every log line: credentials never reach the logs. */
 export const redactPaths = [
@@ -37,10 +34,7 @@ export const redactPaths = [
   "*.sessionToken",
 ];
 
-/** The largest RPC answer, before compression (docs/api.md: 4 MiB). */
-export const MAX_RPC_RESPONSE_BYTES = 4 * 1024 * 1024;
-
-const jsonOptions = { alwaysEmitImplicit: true, ignoreUnknownFields: false } as const;
+export { MAX_RPC_RESPONSE_BYTES };
 
 export interface ServerDeps {
   readonly db: Db;
@@ -52,7 +46,12 @@ export interface ServerDeps {
   readonly maxResponseBytes?: number;
   readonly now: () => number;
   /** Connect services; each domain adds its own. */
-  readonly routes: (router: ConnectRouter) => void;
+  readonly routes: (router: ConnectRouter) => unknown;
+  /**
+   * The paths and methods of the RPCs `routes` adds, when known without running it (rpc-routes.ts):
+   * then `routes`, Connect and protobuf load at the first RPC instead of at start.
+   */
+  readonly rpcRoutes?: readonly RpcRoute[];
   /** Extra HTTP surfaces (Prometheus API, ingest, export), each registered in its own scope. */
   readonly plugins?: readonly FastifyPluginAsync[];
   /**
@@ -201,80 +200,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       }
     });
     await scope.register(connectPlugin, {
-      // Every route authenticates and authorizes before its body is decoded (auth.ts).
-      routes: (router) => {
-        deps.routes(router);
-        guardHandlers(router.handlers, {
-          db: deps.db,
-          operatorToken: deps.operatorToken,
-          now: deps.now,
-          log: deps.log,
-          ciTokenResolver: deps.ciTokenResolver,
-          consoleKey: deps.consoleKey,
-          maxRequestBytes: deps.maxRequestBytes,
-          audit: deps.audit,
-          lastUse,
-        });
-      },
-      contextValues: (req) => createContextValues().set(remoteAddressKey, req.ip),
-      // The error interceptor is outermost: it maps what the response limit throws too.
-      interceptors: [
-        errorInterceptor(deps.log),
-        responseLimit(deps.maxResponseBytes ?? MAX_RPC_RESPONSE_BYTES),
-      ],
-      // svc speaks the Connect protocol only (docs/api.md); gRPC and gRPC-web are not served.
-      grpc: false,
-      grpcWeb: false,
-      requireConnectProtocolHeader: true,
-      readMaxBytes: deps.maxRequestBytes,
-      acceptCompression: connectCompressions,
-      jsonOptions,
+      // Connect, protobuf and the services load here (http/rpc.ts): at the first RPC when the routes
+      // are known without them (docs/performance.md, "Start-up, third pass").
+      load: async (shutdownSignal) => (await import("./rpc.ts")).rpcHandlers(deps, lastUse, shutdownSignal),
+      routes: deps.rpcRoutes,
       shutdownTimeoutMs: 10_000,
     });
   });
   for (const plugin of deps.plugins ?? []) await app.register(plugin);
   return app;
-}
-
-/** A bound on JSON size ÷ binary size of svc's messages, with margin (see responseLimit). */
-const JSON_TO_BINARY_MAX_RATIO = 32;
-
-/**
- * Refuses an answer larger than `maxBytes` (encoded as the client asked, before compression) with
- * RESPONSE_TOO_LARGE, which the error interceptor around it maps like any domain error. Connect's own
- * `writeMaxBytes` checks the same size, but only after every interceptor has run, and answers a bare
- * resource_exhausted (HTTP 429) that clients read as "retry later"; svc keeps 429 for rate limiting,
- * and a too-large answer is the same on every retry, so it is a request to narrow, like the point budget.
- */
-function responseLimit(maxBytes: number): Interceptor {
-  return (next) => async (req) => {
-    const res = await next(req);
-    if (res.stream) return res;
-    // A handler's declared bound spares the encode that measures (response-size.ts).
-    const bound = sizeBoundOf(res.message);
-    if (bound !== undefined && bound <= maxBytes) return res;
-    const binary =
-      req.requestMethod === "GET"
-        ? new URL(req.url).searchParams.get("encoding") === "proto"
-        : /^application\/(?:connect\+)?proto\b/.test(req.header.get("content-type") ?? "");
-    const binaryBytes = toBinary(res.method.output, res.message).byteLength;
-    // JSON is measured only when it could be over the limit: it is at most ~18× the binary size for
-    // svc's messages (a bool or one-byte number under a 27-character field name), and encoding it
-    // twice (here and in Connect) cost ~0.3 ms of a 7-day QueryVMMonitoring call.
-    const bytes =
-      binary || binaryBytes * JSON_TO_BINARY_MAX_RATIO <= maxBytes
-        ? binaryBytes
-        : Buffer.byteLength(toJsonString(res.method.output, res.message, jsonOptions));
-    if (bytes > maxBytes) {
-      throw new SvcError(
-        "invalid_argument",
-        `the answer of ${bytes} bytes exceeds the RPC limit of ${maxBytes} bytes; ask for less: a smaller pageSize, fewer metricIds, a shorter range or a larger stepSeconds`,
-        {
-          reason: "RESPONSE_TOO_LARGE",
-          metadata: { maxBytes: String(maxBytes), responseBytes: String(bytes) },
-        },
-      );
-    }
-    return res;
-  };
 }

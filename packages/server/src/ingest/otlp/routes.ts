@@ -1,4 +1,3 @@
-import { create, toBinary, toJson } from "@bufbuild/protobuf";
 import type { FastifyPluginAsync, FastifyReply } from "fastify";
 import type { Db } from "../../db/database.ts";
 import { SvcError } from "../../errors.ts";
@@ -8,8 +7,7 @@ import { newMapResult } from "../guest-map.ts";
 import { type GuestSeen, guestSenderName } from "../guest-seen.ts";
 import type { GuestSenders } from "../guest-senders.ts";
 import { describeRefusals } from "../ingest.ts";
-import { ExportMetricsServiceResponseSchema } from "./gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts";
-import { decodeOtlp, OtlpBodyError, type OtlpFormat, otlpParts } from "./otlp.ts";
+import type { OtlpFormat } from "./otlp.ts";
 
 /** Largest OTLP body taken as sent, and once inflated (host metrics of one VM are a few KiB). */
 export const OTLP_MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -34,6 +32,13 @@ export interface OtlpRouteDeps {
  * Answers are protobuf or JSON as the request was.
  */
 export function otlpRoutes(deps: OtlpRouteDeps): FastifyPluginAsync {
+  // The decoder, protobuf's runtime and OTLP's descriptors load with the first request, not at start
+  // (docs/performance.md, "Start-up, third pass").
+  let loading: Promise<Awaited<ReturnType<typeof loadOtlp>>> | undefined;
+  const otlp = () => {
+    loading ??= loadOtlp();
+    return loading;
+  };
   return async (scope) => {
     // Bodies as bytes; the size is checked here so the answer can name the limit.
     scope.removeContentTypeParser(["application/json", "application/x-protobuf"]);
@@ -76,6 +81,15 @@ export function otlpRoutes(deps: OtlpRouteDeps): FastifyPluginAsync {
         );
       }
       const encoding = req.headers["content-encoding"];
+      const {
+        decodeOtlp,
+        OtlpBodyError,
+        otlpParts,
+        create,
+        toBinary,
+        toJson,
+        ExportMetricsServiceResponseSchema,
+      } = await otlp();
       let parsed: ReturnType<typeof decodeOtlp>;
       try {
         parsed = decodeOtlp(
@@ -124,6 +138,23 @@ export function otlpRoutes(deps: OtlpRouteDeps): FastifyPluginAsync {
         .type("application/x-protobuf")
         .send(Buffer.from(toBinary(ExportMetricsServiceResponseSchema, answer)));
     });
+  };
+}
+
+async function loadOtlp() {
+  const [otlp, protobuf, gen] = await Promise.all([
+    import("./otlp.ts"),
+    import("@bufbuild/protobuf"),
+    import("./gen/opentelemetry/proto/collector/metrics/v1/metrics_service_pb.ts"),
+  ]);
+  return {
+    decodeOtlp: otlp.decodeOtlp,
+    OtlpBodyError: otlp.OtlpBodyError,
+    otlpParts: otlp.otlpParts,
+    create: protobuf.create,
+    toBinary: protobuf.toBinary,
+    toJson: protobuf.toJson,
+    ExportMetricsServiceResponseSchema: gen.ExportMetricsServiceResponseSchema,
   };
 }
 

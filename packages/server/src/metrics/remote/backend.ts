@@ -18,7 +18,7 @@ import { MetricsEngineUnavailableError, safeOrigin } from "./errors.ts";
 import type { RemoteMetrics } from "./instrumentation.ts";
 import type { RemoteMetricsOptions } from "./options.ts";
 import { evaluatePrefetched } from "./prefetch.ts";
-import { detectRawReader, type RawSampleReader, type SampleBudget } from "./raw-read.ts";
+import type { RawSampleReader, SampleBudget } from "./raw-read.ts";
 import { probeWindowBounds, remoteWindowAggregates, type WindowBounds } from "./window-aggregates.ts";
 
 /** The remote backend: every MetricsBackend read, plus the engine's readiness for /readyz. */
@@ -65,6 +65,8 @@ export function createRemoteMetricsBackend(deps: {
   let traits: Promise<{ reader: RawSampleReader; bounds: WindowBounds }> | undefined;
   const learn = () => {
     traits ??= (async () => {
+      // raw-read.ts loads protobuf's runtime: on first use, not at start (docs/performance.md, "Start-up").
+      const { detectRawReader } = await import("./raw-read.ts");
       const [reader, bounds] = await Promise.all([detectRawReader(client), probeWindowBounds(client)]);
       if (reader.kind === "export") void warnOnLatencyOffset();
       return { reader, bounds };
