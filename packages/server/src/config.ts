@@ -107,7 +107,7 @@ export interface Config {
    * one per core beyond the event loop's, at most 4 (one on 2 cores); 0 decodes on the event loop. */
   readonly ingestDecodeWorkers: number;
   /** Remote-write bodies below this many compressed bytes are decoded inline even with workers
-   * (SVC_INGEST_INLINE_BYTES, default 4096): docs/decisions.md "Ingest on both cores". */
+   * (SVC_INGEST_INLINE_BYTES, default 1024): docs/decisions.md "Ingest on both cores". */
   readonly ingestInlineBytes: number;
   /** Alerts: SVC_EVALUATION_INTERVAL_SECONDS (30), SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES
    * (10,000) per project. */

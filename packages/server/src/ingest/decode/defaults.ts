@@ -6,4 +6,4 @@ import { availableParallelism } from "node:os";
  * docs/decisions.md "Ingest on both cores" (bodies below it cost less to decode than to hand off).
  */
 export const DEFAULT_DECODE_WORKERS = Math.min(4, Math.max(0, availableParallelism() - 1));
-export const DEFAULT_INLINE_BYTES = 4096;
+export const DEFAULT_INLINE_BYTES = 1024;
