@@ -81,7 +81,7 @@ export interface DecodePool {
    * moved to the worker when it owns its buffer: do not use it afterwards.
    */
   decode(body: Uint8Array, tenant: string): Promise<DecodedBody>;
-  /** Resolves once every worker has started (tests and benches; decode() queues until then anyway). */
+  /** Starts the workers and resolves once each has (tests, benches; decode() starts them and queues). */
   ready(): Promise<void>;
   stats(): DecodePoolStats;
   /** Terminates the workers; pending decodes are rejected. */
@@ -215,13 +215,22 @@ export function createDecodePool(overrides: Partial<DecodePoolOptions> = {}): De
     }
   }
 
-  for (let i = 0; i < o.workers; i++) spawn(i);
+  /**
+   * Workers start with the first body that needs one, not with the server: a start-up spends no CPU on
+   * threads an ingest-less process never uses (docs/performance.md "Start-up"); the first large body
+   * waits for the start (tens of ms from the bundle).
+   */
+  function start(): void {
+    if (slots.length > 0 || closed) return;
+    for (let i = 0; i < o.workers; i++) spawn(i);
+  }
 
   return {
     options: o,
     wants: (bytes) => !closed && bytes >= o.inlineBytes,
     decode(body, tenant) {
       if (closed) return Promise.reject(new DecodeWorkerLostError("ingest decode pool closed"));
+      start();
       return new Promise<DecodedBody>((resolve, reject) => {
         // Moved when the body owns its buffer (Fastify's concatenation of a large body does); else
         // copied once, so a pooled slab is never detached from under its other users.
@@ -243,7 +252,8 @@ export function createDecodePool(overrides: Partial<DecodePoolOptions> = {}): De
       });
     },
     async ready() {
-      if (slots.every((s) => s.ready)) return;
+      start();
+      if (closed || slots.every((s) => s.ready)) return;
       await new Promise<void>((r) => readyWaiters.push(r));
     },
     stats() {
