@@ -1,7 +1,7 @@
 // The production build of the server: plain JavaScript, no tsx at run time. esbuild bundles
 // packages/server/src/main.ts with the workspace packages it imports (@svc/sdk, @svc/remotewrite, @svc/collector, which
 // are TypeScript sources) and its npm dependencies into packages/server/dist/server.cjs, and the PromQL
-// query worker into query-worker.cjs beside it. Start-up time is mostly module loading: resolving and
+// query worker into query-worker.cjs beside it (and the ingest decode worker into ingest-worker.cjs). Start-up time is mostly module loading: resolving and
 // compiling ~1,000 files of node_modules took ~0.5 s of a 0.7–1.1 s start, one file takes a fraction,
 // and a V8 code cache of that file (written here by starting it once) saves most of the compiling
 // left: dist/main.js (scripts/lib/server-entry.cjs) loads the bundle through it. CommonJS because an
@@ -97,6 +97,7 @@ async function bundleInto(dir) {
     entryPoints: {
       server: join(server, "src", "main.ts"),
       "query-worker": join(server, "src", "promql", "pool", "worker.ts"),
+      "ingest-worker": join(server, "src", "ingest", "decode", "worker.ts"),
     },
     outdir: dir,
     outExtension: { ".js": ".cjs" },
@@ -122,6 +123,9 @@ async function bundleInto(dir) {
       // The query pool starts its workers from the bundled file instead of the tsx bootstrap.
       // (through its entry, which uses the worker's code cache: scripts/lib/query-worker-entry.cjs).
       "globalThis.SVC_QUERY_WORKER_BUNDLE": JSON.stringify("./query-worker-entry.cjs"),
+      // Likewise the ingest decode workers (ingest/decode/pool.ts), without a code cache: they start
+      // beside the server, before any body arrives.
+      "globalThis.SVC_INGEST_WORKER_BUNDLE": JSON.stringify("./ingest-worker.cjs"),
       // svc_build_info: the version and the commit this bundle was built from (SVC_REVISION, else git).
       "globalThis.SVC_BUILD_INFO": JSON.stringify({
         version,

@@ -6,11 +6,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Script } from "node:vm";
+import { pushRemoteWrite } from "@svc/remotewrite";
 import { createSvcClients } from "@svc/sdk";
 import { startServerProcess } from "../packages/server/testing/server-process.ts";
 
 const root = join(import.meta.dirname, "..");
 const ADMIN = "prod-build-operator-token-0123456789";
+const COLLECTOR = "prod-build-collector-token-0123456789";
 
 /** `npm run build:server` then `npm run start:prod`: the bundle runs on plain node, without tsx. */
 describe("the production build", () => {
@@ -40,6 +42,10 @@ describe("the production build", () => {
         SVC_ADMIN_TOKEN: ADMIN,
         SVC_LOG_FORMAT: "json",
         SVC_QUERY_WORKERS: "1",
+        SVC_COLLECTOR_TOKEN: COLLECTOR,
+        // Every remote-write body through the bundled decode worker (ingest-worker.cjs).
+        SVC_INGEST_DECODE_WORKERS: "1",
+        SVC_INGEST_INLINE_BYTES: "0",
       },
     });
     child = server.child;
@@ -57,6 +63,8 @@ describe("the production build", () => {
     const server = readFileSync(join(dist, "server.cjs"), "utf8");
     assert.ok(!/require\("tsx|tsx\/esm/.test(server), "server.cjs loads no tsx");
     assert.ok(server.includes("query-worker-entry.cjs"), "the query pool starts the bundled worker's entry");
+    assert.ok(server.includes("ingest-worker.cjs"), "the decode pool starts the bundled worker");
+    assert.ok(!/require\("tsx|tsx\/esm/.test(readFileSync(join(dist, "ingest-worker.cjs"), "utf8")));
     assert.ok(readFileSync(join(dist, "main.js"), "utf8").includes(".v8-cache"), "main.js loads the cache");
     const script = new Script(Module.wrap(server), {
       filename: join(dist, "server.cjs"),
@@ -105,6 +113,23 @@ describe("the production build", () => {
     const body = (await q.json()) as { status: string; data: { result: { value: [number, string] }[] } };
     assert.equal(q.status, 200, JSON.stringify(body));
     assert.equal(body.data.result[0].value[1], "2");
+  });
+
+  it("decodes remote write in the bundled decode worker: a body's refusals are named as inline", async () => {
+    const res = await pushRemoteWrite(`${baseUrl}/v1/ingest/prometheus/api/v1/write`, COLLECTOR, {
+      timeseries: [
+        {
+          labels: [
+            { name: "__name__", value: "svc_vm_vcpus" },
+            { name: "vm", value: "projects/prod/locations/dc-1/vms/none" },
+          ],
+          samples: [{ value: 2, timestampMs: Date.now() }],
+        },
+      ],
+      metadata: [],
+    });
+    assert.equal(res.status, 400, res.body);
+    assert.match(res.body, /unknown_vm: 1 series, 1 samples/);
   });
 
   it("names its build on /metrics: the package's version and the commit it was built from", async () => {

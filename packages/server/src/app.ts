@@ -32,6 +32,7 @@ import {
   loadAgentPackage,
   loadCliPackage,
 } from "./ingest/agent-package.ts";
+import { createDecodePool, type DecodePool } from "./ingest/decode/pool.ts";
 import { ingestRoutes } from "./ingest/http.ts";
 import { createIngester } from "./ingest/ingest.ts";
 import { createIngestMetrics } from "./ingest/instrumentation.ts";
@@ -65,6 +66,8 @@ export interface App {
   readonly db: DbHandle;
   readonly tsdb: Tsdb;
   readonly metrics: MetricsBackend;
+  /** The worker threads decoding remote-write bodies (absent with SVC_INGEST_DECODE_WORKERS=0). */
+  readonly decodePool?: DecodePool;
   /** The worker threads of Prometheus-API queries (absent with SVC_QUERY_WORKERS=0). */
   readonly queryPool?: QueryPool;
   /** Per-project query concurrency shared by the RPCs and the Prometheus API. */
@@ -175,6 +178,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       inventory: config.roles.has("ingest") ? db.db : undefined,
     });
   const ingestMetrics = instruments && createIngestMetrics(instruments);
+  // Remote-write bodies decoded in worker threads, the event loop left the append and the WAL
+  // (docs/decisions.md "Ingest on both cores"); SVC_INGEST_DECODE_WORKERS=0 decodes inline.
+  const decodePool =
+    config.roles.has("ingest") && config.ingestDecodeWorkers > 0
+      ? createDecodePool({ workers: config.ingestDecodeWorkers, inlineBytes: config.ingestInlineBytes })
+      : undefined;
   const ingester = createIngester({
     db: db.db,
     storage: remote?.storage ?? tsdb!,
@@ -361,6 +370,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
               now,
               maxBodyBytes: 16 * 1024 * 1024,
               metrics: ingestMetrics,
+              decodePool,
             }),
           ]
         : []),
@@ -425,6 +435,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     },
     metrics,
     queryPool,
+    decodePool,
     limiter,
     evaluator,
     dispatcher,
@@ -441,6 +452,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       await dispatcher.stop();
       closeIdleConnections();
       await server.close();
+      await decodePool?.close();
       await queryPool?.close();
       await limits.close();
       await tsdb?.close();

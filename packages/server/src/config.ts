@@ -8,6 +8,7 @@ import type { AlertOptions } from "./alerts/options.ts";
 import { DEFAULT_AUDIT_RETENTION_DAYS } from "./audit/events.ts";
 import { DEFAULT_SHARDS } from "./cluster/shards.ts";
 import type { CiOptions } from "./iam/ci/options.ts";
+import { DEFAULT_DECODE_WORKERS, DEFAULT_INLINE_BYTES } from "./ingest/decode/defaults.ts";
 import type { MetricsOptions } from "./metrics/options.ts";
 import { parseHeaderList, type RemoteMetricsOptions } from "./metrics/remote/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
@@ -102,6 +103,12 @@ export interface Config {
    * (SVC_QUERY_INLINE_COST, default 100,000; 0 sends every query to a worker). metrics/backend.ts;
    * a function (benches only) is read per query. */
   readonly queryInlineCost: number | (() => number);
+  /** Worker threads decoding remote-write bodies off the event loop (SVC_INGEST_DECODE_WORKERS). Default:
+   * one per core beyond the event loop's, at most 4 (one on 2 cores); 0 decodes on the event loop. */
+  readonly ingestDecodeWorkers: number;
+  /** Remote-write bodies below this many compressed bytes are decoded inline even with workers
+   * (SVC_INGEST_INLINE_BYTES, default 1024): docs/decisions.md "Ingest on both cores". */
+  readonly ingestInlineBytes: number;
   /** Alerts: SVC_EVALUATION_INTERVAL_SECONDS (30), SVC_ALERT_MAX_RULES (20), SVC_ALERT_MAX_INSTANCES
    * (10,000) per project. */
   readonly alerts: Partial<AlertOptions>;
@@ -243,6 +250,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
         ? { uri: env.SVC_LIBVIRT_URI, socket: env.SVC_LIBVIRT_SOCKET || undefined }
         : undefined),
     queryInlineCost: overrides.queryInlineCost ?? inlineCostOf(env.SVC_QUERY_INLINE_COST),
+    ingestDecodeWorkers:
+      overrides.ingestDecodeWorkers ??
+      countOf(env.SVC_INGEST_DECODE_WORKERS, "SVC_INGEST_DECODE_WORKERS", "threads", 256) ??
+      DEFAULT_DECODE_WORKERS,
+    ingestInlineBytes:
+      overrides.ingestInlineBytes ??
+      countOf(env.SVC_INGEST_INLINE_BYTES, "SVC_INGEST_INLINE_BYTES", "bytes", 2 ** 31) ??
+      DEFAULT_INLINE_BYTES,
     alerts: overrides.alerts ?? {
       ...(env.SVC_EVALUATION_INTERVAL_SECONDS
         ? {
@@ -316,6 +331,15 @@ function queryWorkersOf(raw: string | undefined): number {
   const n = Number(raw);
   if (!Number.isSafeInteger(n) || n < 0 || n > 256)
     throw new Error(`SVC_QUERY_WORKERS: "${raw}" is not a number of threads (0–256)`);
+  return n;
+}
+
+/** A whole number 0..max from the environment, or undefined when unset. */
+function countOf(raw: string | undefined, name: string, unit: string, max: number): number | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0 || n > max)
+    throw new Error(`${name}: "${raw}" is not a number of ${unit} (0–${max})`);
   return n;
 }
 

@@ -78,6 +78,11 @@ async function main(): Promise<void> {
   void pool
     ?.warm(workersPerTenant(pool.stats().size))
     .catch((err: unknown) => out(`query workers did not start: ${String(err)}`));
+  // Likewise the ingest decode workers: after listening (not in the start-up's CPU), before the first
+  // collector's body would wait for them.
+  void app.decodePool
+    ?.ready()
+    .catch((err: unknown) => out(`ingest decode workers did not start: ${String(err)}`));
   out(`console: ${baseUrl}/`);
   if (config.demo && kit) {
     const { credentialsPath } = kit;

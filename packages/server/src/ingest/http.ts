@@ -2,6 +2,7 @@ import { type DecodeLimits, decodeRemoteWriteBodyCompact, RemoteWriteDecodeError
 import type { FastifyPluginAsync } from "fastify";
 import type { Db } from "../db/database.ts";
 import { ingestPrincipalOr401 } from "./credentials.ts";
+import { type DecodedBody, type DecodePool, DecodeWorkerLostError } from "./decode/pool.ts";
 import { createGuestSeen, guestSenderName } from "./guest-seen.ts";
 import { createGuestSenders } from "./guest-senders.ts";
 import { describeRefusals, type Ingester } from "./ingest.ts";
@@ -18,6 +19,11 @@ export interface IngestHttpDeps {
   readonly maxBodyBytes: number;
   readonly decodeLimits?: Partial<DecodeLimits>;
   readonly metrics?: IngestMetrics;
+  /**
+   * Decodes large bodies off the event loop (decode/pool.ts); absent, every body is decoded inline. Its
+   * limits must be `decodeLimits`.
+   */
+  readonly decodePool?: DecodePool;
 }
 
 /**
@@ -80,11 +86,26 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       const mark = { source: principal.kind, t0: 0 };
       if (m) seen.set(req, mark);
       let writeRequest: ReturnType<typeof decodeRemoteWriteBodyCompact> | undefined;
+      let keys: DecodedBody["keys"];
+      const pool = deps.decodePool;
       try {
-        writeRequest = decodeRemoteWriteBodyCompact(req.body, deps.decodeLimits);
+        if (pool?.wants(req.body.length)) {
+          // The tenant is the unit of the pool's round-robin: a guest agent's project, or the collector.
+          const tenant = principal.kind === "agent" ? principal.vm.projectId : "";
+          const body = req.body;
+          // Moved to the worker: Fastify must not hold (or read) it any more.
+          req.body = undefined;
+          const decoded = await pool.decode(body, tenant);
+          writeRequest = decoded.req;
+          keys = decoded.keys;
+        } else writeRequest = decodeRemoteWriteBodyCompact(req.body, deps.decodeLimits);
       } catch (err) {
         if (err instanceof RemoteWriteDecodeError)
           return reply.code(400).header(REFUSED_HEADER, "body").type("text/plain").send(`${err.message}\n`);
+        if (err instanceof DecodeWorkerLostError) {
+          // Nothing of the body was stored: a retry is safe, and the worker is being replaced.
+          return reply.code(503).header("retry-after", "1").type("text/plain").send(`${err.message}\n`);
+        }
         throw err;
       }
       // The compressed body is done with: Fastify would hold it until the reply, past the commit's
@@ -95,7 +116,7 @@ export function ingestRoutes(deps: IngestHttpDeps): FastifyPluginAsync {
       const mapped = principal.kind === "agent" && guests.needsMapping(writeRequest);
       const ingesting = mapped
         ? guests.ingestRemoteWrite(principal, writeRequest)
-        : deps.ingester.ingest(principal, writeRequest);
+        : deps.ingester.ingest(principal, writeRequest, keys);
       writeRequest = undefined; // likewise: not held by this frame while the commit waits
       const result = await ingesting;
       if (principal.kind === "agent" && result.acceptedSamples > 0) {

@@ -13,6 +13,7 @@ import {
   staleNaN,
 } from "../storage/interface.ts";
 import type { IngestPrincipal } from "./credentials.ts";
+import type { KeyNumbers } from "./decode/pool.ts";
 import {
   derive,
   MAX_DERIVE_INTERVAL_MS,
@@ -44,8 +45,12 @@ export interface IngestResult {
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 export interface Ingester {
-  /** Validates, stores and derives; resolves once everything kept is durable in the WAL. */
-  ingest(principal: IngestPrincipal, req: CompactWriteRequest): Promise<IngestResult>;
+  /**
+   * Validates, stores and derives; resolves once everything kept is durable in the WAL. `keys`, from a
+   * decode worker, numbers the request's label keys: a series seen before under its number is found by
+   * an array index instead of its key's hash and bytes.
+   */
+  ingest(principal: IngestPrincipal, req: CompactWriteRequest, keys?: KeyNumbers): Promise<IngestResult>;
 }
 
 interface VmInfo {
@@ -240,6 +245,18 @@ export function createIngester(deps: {
   // of the ingest path's own CPU.
   const seriesCaches = [new SeriesCache<Resolved>(), new SeriesCache<Resolved>()] as const;
   let requests = 0;
+  // The same resolutions by a decode worker's key numbers, per worker numbering and source; dropped
+  // (generation bumped) whenever the caches above are cleared, as their entries point at the same slots.
+  const numbered = new WeakMap<object, { gen: number; byId: [ById, ById] }>();
+  let generation = 0;
+  function byIdOf(keys: KeyNumbers, src: 0 | 1): ById {
+    let s = numbered.get(keys.space);
+    if (!s || s.gen !== generation) {
+      s = { gen: generation, byId: [[], []] };
+      numbered.set(keys.space, s);
+    }
+    return s.byId[src];
+  }
 
   /**
    * Validates, appends and derives one request, synchronously (per-VM batches are filled and derived
@@ -257,7 +274,7 @@ export function createIngester(deps: {
     const src = principal.kind === "collector" ? 0 : 1;
     const source = SOURCES[src];
     const cache = seriesCaches[src];
-    const { hits, misses } = known;
+    const { hits, misses, byId, ids } = known;
     const n = req.seriesCount;
     const mark = ++requests;
     const app = deps.storage.appender();
@@ -274,6 +291,7 @@ export function createIngester(deps: {
         }
         resolved = r;
         cache.set(req.labelHashes[i], req.labelBytes, req.labelKeyStart[i], req.labelKeyEnd[i], r);
+        if (byId) setById(byId, ids![i], r);
       }
       const info = resolved.slot.info;
       if (!info) {
@@ -366,7 +384,12 @@ export function createIngester(deps: {
   }
 
   /** Each series' cached resolution, or its decoded labels; and the VMs to read from the inventory. */
-  function lookUp(req: CompactWriteRequest, src: 0 | 1, now: number): Known & { lookup?: Set<string> } {
+  function lookUp(
+    req: CompactWriteRequest,
+    src: 0 | 1,
+    now: number,
+    keys: KeyNumbers | undefined,
+  ): Known & { lookup?: Set<string> } {
     const cache = seriesCaches[src];
     const n = req.seriesCount;
     const hits = new Array<Resolved | undefined>(n);
@@ -374,8 +397,14 @@ export function createIngester(deps: {
     let lookup: Set<string> | undefined;
     const { labelBytes, labelKeyStart, labelKeyEnd, labelHashes } = req;
     const view = dataView(labelBytes);
+    const byId = keys && byIdOf(keys, src);
+    const ids = keys?.ids;
     for (let i = 0; i < n; i++) {
-      const hit = cache.get(labelHashes[i], labelBytes, view, labelKeyStart[i], labelKeyEnd[i]);
+      let hit = byId ? byId[ids![i]] : undefined;
+      if (hit === undefined) {
+        hit = cache.get(labelHashes[i], labelBytes, view, labelKeyStart[i], labelKeyEnd[i]);
+        if (hit !== undefined && byId) setById(byId, ids![i], hit);
+      }
       let vm: string | undefined;
       if (hit !== undefined) {
         hits[i] = hit;
@@ -392,22 +421,28 @@ export function createIngester(deps: {
         lookup.add(vm);
       }
     }
-    return { hits, misses, lookup };
+    return { hits, misses, lookup, byId, ids };
   }
 
   return {
-    async ingest(principal, req) {
+    async ingest(principal, req, keys) {
       const src = principal.kind === "collector" ? 0 : 1;
       if (vmSlots.size > 200_000) {
         // Cached series point at their VM's slot: both go together.
         vmSlots.clear();
         for (const c of seriesCaches) c.clear();
+        generation++;
       }
       const now = Date.now();
-      const known = lookUp(req, src, now);
+      let known = lookUp(req, src, now, keys);
       if (known.lookup) await refreshVms(known.lookup, now);
       await readBackPrevious(req, known, src);
-      if (seriesCaches[src].size > 1_000_000) seriesCaches[src].clear();
+      if (seriesCaches[src].size > 1_000_000) {
+        seriesCaches[src].clear();
+        generation++;
+        // This request's numbers point into the table just dropped.
+        if (known.byId) known = { ...known, byId: keys && byIdOf(keys, src) };
+      }
       // Staged synchronously, committed by another function: while the commit waits for the WAL, this
       // frame holds nothing, so the decoded request (its label keys and columns) dies young instead
       // of being promoted and kept until a full collection.
@@ -420,6 +455,17 @@ export function createIngester(deps: {
 interface Known {
   readonly hits: (Resolved | undefined)[];
   readonly misses: (Label[] | undefined)[] | undefined;
+  /** Resolutions by the decode worker's key numbers (`ids`), when the request came with them. */
+  readonly byId?: ById;
+  readonly ids?: Uint32Array;
+}
+
+type ById = (Resolved | undefined)[];
+
+/** byId[id] = r, the array grown densely (a far index would turn it into a slow dictionary). */
+function setById(byId: ById, id: number, r: Resolved): void {
+  while (byId.length < id) byId.push(undefined);
+  byId[id] = r;
 }
 
 /** A request validated and appended, not yet committed. */
