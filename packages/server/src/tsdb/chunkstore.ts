@@ -115,7 +115,7 @@ export class ClosedChunks {
 
   /** Allocated page bytes (live + holes). */
   allocatedBytes(): number {
-    return this.#pages.length * PAGE_BYTES + this.minT.length * (33 + 30);
+    return this.#pages.length * PAGE_BYTES + this.minT.length * (33 + 28);
   }
 
   /**

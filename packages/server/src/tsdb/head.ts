@@ -469,7 +469,7 @@ export class Head {
 
   /** Approximate bytes of the head's own arrays and chunk memory. */
   memoryBytes(): number {
-    const perSeries = this.reg.cap * (8 + 4 + 4 + 4 + 2 + 2 + 8 + 8 + 1 + 1 + 4 + 2 + 1 + 8 + 30);
+    const perSeries = this.reg.cap * (8 + 4 + 4 + 4 + 2 + 2 + 8 + 8 + 1 + 1 + 4 + 2 + 1 + 8 + 28);
     return (
       perSeries +
       this.reg.arrayBytes() +
