@@ -122,6 +122,78 @@ for (const { dialect, skip } of dialects) {
         );
     });
 
+    it("a replica that takes a shard back reads the instances another replica changed meanwhile", async () => {
+      const { db, metrics } = t.app;
+      const interval = 30_000;
+      await db.db.deleteFrom("leases").execute();
+      const p = await t.seedProject("retake", ["vm-1"]);
+      await t.clients(p.owner.session).alerts.saveAlertRule({
+        projectName: p.projectName,
+        id: randomUUID(),
+        requestId: randomUUID(),
+        expectedVersion: "0",
+        spec: {
+          displayName: "stopped",
+          metricId: "vm_unexpected_stop",
+          operator: "GREATER_THAN",
+          threshold: 0,
+          sustainedSeconds: 0,
+          severity: "CRITICAL",
+          allVms: true,
+          repeatIntervalSeconds: 0,
+        },
+      });
+      const replica = (holder: string) => {
+        const shards = createShardLeases({ db: db.db, holder, intervalMs: interval, count: 1 });
+        const evaluator = createEvaluator({
+          db: db.db,
+          metrics,
+          now: t.clock.now,
+          log: pino({ level: "silent" }),
+          options: resolveAlertOptions(),
+          shards,
+        });
+        return Object.assign(evaluator, { shards });
+      };
+      const a = replica("retake-a");
+      const b = replica("retake-b");
+      const vmState = (state: "STOPPED" | "RUNNING") =>
+        t.admin.vms.recordVMStateEvent({
+          vm: p.vms[0],
+          state,
+          stopReason: state === "STOPPED" ? "UNEXPECTED" : "",
+          timeUnix: BigInt(Math.floor(t.clock.now() / 1000) - 1),
+        });
+      const events = async () =>
+        (
+          await db.db
+            .selectFrom("incident_events as e")
+            .innerJoin("incidents as i", "i.id", "e.incident_id")
+            .select("e.kind")
+            .where("i.project_id", "=", "retake")
+            .orderBy("e.time")
+            .execute()
+        ).map((e) => e.kind);
+      await vmState("STOPPED");
+      t.clock.advance(2000);
+      assert.ok(((await a.tick())?.projects ?? 0) >= 1);
+      assert.deepEqual(await events(), ["OPENED"]);
+      // a stalls past its lease: b takes the shard and sees the VM recover.
+      t.clock.advance(3 * interval);
+      await vmState("RUNNING");
+      t.clock.advance(2000);
+      assert.ok(((await b.tick())?.projects ?? 0) >= 1);
+      assert.deepEqual(await events(), ["OPENED", "RESOLVED"]);
+      // The VM stops again; b stops; a takes the shard back. What a wrote before (FIRING) is stale: it
+      // must read the resolved instance and open a new incident.
+      await vmState("STOPPED");
+      await b.shards.release();
+      t.clock.advance(2000);
+      assert.ok(((await a.tick())?.projects ?? 0) >= 1);
+      assert.deepEqual(await events(), ["OPENED", "RESOLVED", "OPENED"]);
+      await a.shards.release();
+    });
+
     it("a replica whose shard is taken over during its cycle writes nothing of it (the fence)", async () => {
       const { db, metrics } = t.app;
       const interval = 30_000;

@@ -201,5 +201,61 @@ for (const { dialect, skip } of await testDialects()) {
       }
       for (const r of c.replicas.values()) await r.leases.release();
     });
+    it("a tenure lasts while the lease is renewed, and is new after the shard was lost and taken again", async () => {
+      await h.db.deleteFrom("leases").execute();
+      const one = (name: string) =>
+        createShardLeases({
+          db: h.db,
+          holder: `${dialect.name}-tenure-${name}`,
+          intervalMs: INTERVAL,
+          count: 1,
+        });
+      const a = one("a");
+      const b = one("b");
+      let now = 1_000_000;
+      assert.equal(a.tenure(0), undefined, "nothing held before the first acquire");
+      assert.deepEqual([...(await a.acquire(now))], [0]);
+      const first = a.tenure(0);
+      assert.notEqual(first, undefined);
+      // Renewals (the timer's and the fence's) keep the tenure: nobody else could have written.
+      now += RENEW;
+      await a.acquire(now);
+      assert.ok(await h.db.transaction().execute((tx) => a.fence(tx, 0, now)));
+      now += RENEW;
+      await a.acquire(now);
+      assert.equal(a.tenure(0), first);
+      // a stalls past its lease; b takes the shard (and could write its rows), then stops.
+      now += TTL + 1;
+      assert.deepEqual([...(await b.acquire(now))], [0]);
+      assert.equal(b.tenure(0) !== undefined, true);
+      assert.equal(
+        await h.db.transaction().execute((tx) => a.fence(tx, 0, now)),
+        false,
+        "a's fence is refused while b holds the shard",
+      );
+      assert.equal(a.tenure(0), undefined, "a refused fence ends the tenure");
+      await b.release();
+      assert.equal(b.tenure(0), undefined);
+      // a takes it back: a new tenure, so what a kept from before is not trusted.
+      now += 1;
+      assert.deepEqual([...(await a.acquire(now))], [0]);
+      const second = a.tenure(0);
+      assert.notEqual(second, undefined);
+      assert.notEqual(second, first);
+      // Lost without a refused fence: a's lease ran out and b took and released the shard between two
+      // of a's acquires; a's renewal does not find its lease, its retake starts another tenure.
+      now += TTL + 1;
+      await b.acquire(now);
+      await b.release();
+      await a.acquire(now + 1);
+      assert.notEqual(a.tenure(0), second);
+      assert.notEqual(a.tenure(0), undefined);
+      // Concurrent acquires (the timer's and the keeper's) run one after another.
+      const third = a.tenure(0);
+      await Promise.all([a.acquire(now + 2), a.acquire(now + 3), a.acquire(now + 4)]);
+      assert.equal(a.tenure(0), third);
+      await a.release();
+      assert.equal(a.tenure(0), undefined);
+    });
   });
 }

@@ -29,6 +29,14 @@ export interface ShardLeases {
   readonly status: { readonly held: number; readonly unowned: number | undefined };
   /** Inside a batch's transaction: renews the shard's lease if this replica still holds it; false if not. */
   fence(tx: Db, shard: number, nowMs: number): Promise<boolean>;
+  /**
+   * This replica's current tenure of the shard: a number that stays the same while it holds the shard
+   * without a break, and is new whenever it (re)takes it (undefined while it does not hold it). Between
+   * two points of one tenure no other replica wrote the shard's rows: another holder's writes need the
+   * lease, and the lease only comes back to this replica by a take, which starts a new tenure. The
+   * evaluator keeps the instance rows it wrote for as long as the tenure lasts (alerts/evaluator.ts).
+   */
+  tenure(shard: number): number | undefined;
   /** Gives every lease up (a clean shutdown), so the others need not wait for them to expire. */
   release(): Promise<void>;
 }
@@ -74,70 +82,85 @@ export function createShardLeases(o: ShardLeaseOptions): ShardLeases {
   const { db, holder } = o;
   const rank = (shard: number) => fnv1a(`${holder}/${shard}`);
   const status = { held: 0, unowned: undefined as number | undefined };
+  /** Shard → this replica's tenure of it (see `tenure`). */
+  const tenures = new Map<number, number>();
+  let nextTenure = 1;
+  /** acquire runs one at a time (the timer's, the keeper's and an apply's may overlap): see `tenure`. */
+  let acquiring: Promise<unknown> = Promise.resolve();
+  async function acquireOnce(nowMs: number, opts?: { shed?: boolean }): Promise<ReadonlySet<number>> {
+    await holdLease(db, `${MEMBER}${holder}`, holder, nowMs, ttlMs);
+    // Every shard lease this replica still holds, renewed in one statement.
+    const renewed = await db
+      .updateTable("leases")
+      .set({ expire_time: nowMs + ttlMs })
+      .where("holder", "=", holder)
+      .where("name", "like", `${SHARD}%`)
+      .where("expire_time", ">", nowMs)
+      .returning("name")
+      .execute();
+    const rows = await db
+      .selectFrom("leases")
+      .select(["name", "holder", "expire_time"])
+      .where("name", "like", `${PREFIX}%`)
+      .execute();
+    const members = rows.filter((r) => r.name.startsWith(MEMBER) && r.expire_time > nowMs).length;
+    const target = Math.ceil(count / Math.max(1, members));
+    const taken = new Map<number, { holder: string; expire_time: number }>();
+    for (const r of rows) if (r.name.startsWith(SHARD)) taken.set(Number(r.name.slice(SHARD.length)), r);
+    // What this replica holds, its best-ranked first; beyond the target goes back (a replica joined).
+    const mine = renewed
+      .map((r) => Number(r.name.slice(SHARD.length)))
+      .filter((s) => taken.get(s)?.holder === holder)
+      .sort((a, b) => rank(b) - rank(a));
+    const held = new Set<number>();
+    /** Shards this replica held without a break since it took them: their renewal found its lease. */
+    const kept = new Set(mine);
+    /** Free shards another replica took first. */
+    const lost = new Set<number>();
+    for (const [i, s] of mine.entries()) {
+      if (i < target || !opts?.shed) held.add(s);
+      else
+        await db
+          .deleteFrom("leases")
+          .where("name", "=", shardLeaseName(s))
+          .where("holder", "=", holder)
+          .execute();
+    }
+    if (held.size < target) {
+      const free = Array.from({ length: count }, (_, s) => s)
+        .filter((s) => {
+          const r = taken.get(s);
+          return !held.has(s) && (!r || r.expire_time <= nowMs);
+        })
+        .sort((a, b) => rank(b) - rank(a));
+      for (const s of free) {
+        if (held.size >= target) break;
+        if (await holdLease(db, shardLeaseName(s), holder, nowMs, ttlMs)) held.add(s);
+        else lost.add(s);
+      }
+    }
+    // Unowned after this round: no live lease, neither ours nor another's (a lost race counts as owned).
+    let unowned = 0;
+    for (let s = 0; s < count; s++) {
+      const r = taken.get(s);
+      if (held.has(s) || lost.has(s)) continue;
+      if (!r || r.expire_time <= nowMs || r.holder === holder) unowned++;
+    }
+    // A tenure lasts while the renewal finds the lease still ours; a shard (re)taken starts a new one.
+    for (const s of tenures.keys()) if (!held.has(s) || !kept.has(s)) tenures.delete(s);
+    for (const s of held) if (!tenures.has(s)) tenures.set(s, nextTenure++);
+    status.held = held.size;
+    status.unowned = unowned;
+    return held;
+  }
   return {
     count,
     renewIntervalMs,
     status,
-    async acquire(nowMs, opts) {
-      await holdLease(db, `${MEMBER}${holder}`, holder, nowMs, ttlMs);
-      // Every shard lease this replica still holds, renewed in one statement.
-      const renewed = await db
-        .updateTable("leases")
-        .set({ expire_time: nowMs + ttlMs })
-        .where("holder", "=", holder)
-        .where("name", "like", `${SHARD}%`)
-        .where("expire_time", ">", nowMs)
-        .returning("name")
-        .execute();
-      const rows = await db
-        .selectFrom("leases")
-        .select(["name", "holder", "expire_time"])
-        .where("name", "like", `${PREFIX}%`)
-        .execute();
-      const members = rows.filter((r) => r.name.startsWith(MEMBER) && r.expire_time > nowMs).length;
-      const target = Math.ceil(count / Math.max(1, members));
-      const taken = new Map<number, { holder: string; expire_time: number }>();
-      for (const r of rows) if (r.name.startsWith(SHARD)) taken.set(Number(r.name.slice(SHARD.length)), r);
-      // What this replica holds, its best-ranked first; beyond the target goes back (a replica joined).
-      const mine = renewed
-        .map((r) => Number(r.name.slice(SHARD.length)))
-        .filter((s) => taken.get(s)?.holder === holder)
-        .sort((a, b) => rank(b) - rank(a));
-      const held = new Set<number>();
-      /** Free shards another replica took first. */
-      const lost = new Set<number>();
-      for (const [i, s] of mine.entries()) {
-        if (i < target || !opts?.shed) held.add(s);
-        else
-          await db
-            .deleteFrom("leases")
-            .where("name", "=", shardLeaseName(s))
-            .where("holder", "=", holder)
-            .execute();
-      }
-      if (held.size < target) {
-        const free = Array.from({ length: count }, (_, s) => s)
-          .filter((s) => {
-            const r = taken.get(s);
-            return !held.has(s) && (!r || r.expire_time <= nowMs);
-          })
-          .sort((a, b) => rank(b) - rank(a));
-        for (const s of free) {
-          if (held.size >= target) break;
-          if (await holdLease(db, shardLeaseName(s), holder, nowMs, ttlMs)) held.add(s);
-          else lost.add(s);
-        }
-      }
-      // Unowned after this round: no live lease, neither ours nor another's (a lost race counts as owned).
-      let unowned = 0;
-      for (let s = 0; s < count; s++) {
-        const r = taken.get(s);
-        if (held.has(s) || lost.has(s)) continue;
-        if (!r || r.expire_time <= nowMs || r.holder === holder) unowned++;
-      }
-      status.held = held.size;
-      status.unowned = unowned;
-      return held;
+    acquire(nowMs, opts) {
+      const run = acquiring.then(() => acquireOnce(nowMs, opts));
+      acquiring = run.catch(() => {});
+      return run;
     },
     async fence(tx, shard, nowMs) {
       const r = await tx
@@ -146,9 +169,13 @@ export function createShardLeases(o: ShardLeaseOptions): ShardLeases {
         .where("name", "=", shardLeaseName(shard))
         .where("holder", "=", holder)
         .executeTakeFirst();
-      return Number(r.numUpdatedRows) > 0;
+      const ok = Number(r.numUpdatedRows) > 0;
+      if (!ok) tenures.delete(shard);
+      return ok;
     },
+    tenure: (shard) => tenures.get(shard),
     async release() {
+      tenures.clear();
       await db
         .deleteFrom("leases")
         .where("holder", "=", holder)

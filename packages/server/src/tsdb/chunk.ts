@@ -224,15 +224,104 @@ export function xorDecodeInto(
 ): number {
   if (count === 0) return at;
   const ov = outBits ?? new Uint32Array(outV.buffer, outV.byteOffset, outV.length * 2);
-  let pos = 0;
-  let t = peek32(buf, base, 0) * TWO32 + (peek32(buf, base, 32) >>> 0);
-  let hi = peek32(buf, base, 64);
-  let lo = peek32(buf, base, 96);
-  pos = 128;
-  let tDelta = 0;
-  let leading = 0;
-  let trailing = 0;
-  for (let i = 0; ; ) {
+  const t = peek32(buf, base, 0) * TWO32 + (peek32(buf, base, 32) >>> 0);
+  return decodeFrom(
+    buf,
+    base,
+    count,
+    0,
+    128,
+    t,
+    0,
+    peek32(buf, base, 64),
+    peek32(buf, base, 96),
+    0,
+    0,
+    mint,
+    maxt,
+    outT,
+    ov,
+    at,
+  );
+}
+
+/**
+ * A chunk's decoder state right after one of its samples (number `index`, 0-based): enough to decode
+ * the samples after it without decoding those before (a head chunk keeps one, so a read of its last
+ * minutes decodes only those: head.ts). `bits` is the bit position after the sample; `leading` and
+ * `trailing` the XOR window then in force (0 before any was written).
+ */
+export interface XorCheckpoint {
+  index: number;
+  bits: number;
+  t: number;
+  tDelta: number;
+  hi: number;
+  lo: number;
+  leading: number;
+  trailing: number;
+}
+
+/**
+ * As xorDecodeInto, starting at a checkpoint of the same chunk (taken by the encoder after sample
+ * `ck.index`) instead of its first sample: the samples up to ck.index must all be below mint but
+ * the checkpoint's own, which is emitted when in range. Same samples, same bits as decoding it whole.
+ */
+export function xorDecodeFromInto(
+  buf: Uint8Array,
+  base: number,
+  count: number,
+  ck: XorCheckpoint,
+  mint: number,
+  maxt: number,
+  outT: Float64Array,
+  outV: Float64Array,
+  at: number,
+  outBits?: Uint32Array,
+): number {
+  if (count === 0) return at;
+  const ov = outBits ?? new Uint32Array(outV.buffer, outV.byteOffset, outV.length * 2);
+  const { index, bits, t, tDelta, hi, lo, leading, trailing } = ck;
+  return decodeFrom(
+    buf,
+    base,
+    count,
+    index,
+    bits,
+    t,
+    tDelta,
+    hi | 0,
+    lo | 0,
+    leading,
+    trailing,
+    mint,
+    maxt,
+    outT,
+    ov,
+    at,
+  );
+}
+
+/** The decoding loop from sample i0 (state after it given), writing samples in [mint, maxt]. */
+function decodeFrom(
+  buf: Uint8Array,
+  base: number,
+  count: number,
+  i0: number,
+  pos: number,
+  t: number,
+  tDelta: number,
+  hi: number,
+  lo: number,
+  leading: number,
+  trailing: number,
+  mint: number,
+  maxt: number,
+  outT: Float64Array,
+  ov: Uint32Array,
+  at: number,
+): number {
+  for (let i = i0; ; ) {
     if (t > maxt) break;
     if (t >= mint) {
       outT[at] = t;

@@ -54,6 +54,17 @@ export class ClosedChunks {
   len = new Uint16Array(1024);
   count = new Uint16Array(1024);
   prev = new Int32Array(1024);
+  /**
+   * Each chunk's decoder checkpoint (chunk.ts XorCheckpoint, after sample CHECKPOINT_AT - 1), taken by
+   * the head while appending: ckBits 0 = none. A read that starts after it decodes from there.
+   */
+  ckBits = new Uint16Array(1024);
+  ckT = new Float64Array(1024);
+  ckDelta = new Float64Array(1024);
+  ckHi = new Uint32Array(1024);
+  ckLo = new Uint32Array(1024);
+  /** leading << 8 | trailing. */
+  ckWindow = new Uint16Array(1024);
   #freeIds: number[] = [];
   #nextId = 0;
   liveBytes = 0;
@@ -85,6 +96,7 @@ export class ClosedChunks {
     this.minT[id] = minT;
     this.maxT[id] = maxT;
     this.prev[id] = prev;
+    this.ckBits[id] = 0;
     this.liveBytes += len;
     this.live++;
     return id;
@@ -103,7 +115,7 @@ export class ClosedChunks {
 
   /** Allocated page bytes (live + holes). */
   allocatedBytes(): number {
-    return this.#pages.length * PAGE_BYTES + this.minT.length * 33;
+    return this.#pages.length * PAGE_BYTES + this.minT.length * (33 + 28);
   }
 
   /**
@@ -154,5 +166,11 @@ export class ClosedChunks {
     this.len = grow(this.len, cap);
     this.count = grow(this.count, cap);
     this.prev = grow(this.prev, cap);
+    this.ckBits = grow(this.ckBits, cap);
+    this.ckT = grow(this.ckT, cap);
+    this.ckDelta = grow(this.ckDelta, cap);
+    this.ckHi = grow(this.ckHi, cap);
+    this.ckLo = grow(this.ckLo, cap);
+    this.ckWindow = grow(this.ckWindow, cap);
   }
 }

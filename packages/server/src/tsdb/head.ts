@@ -9,7 +9,15 @@
 
 import type { ColumnsBuilder } from "../storage/columns.ts";
 import type { AppendRefusal, Labels } from "../storage/interface.ts";
-import { bitsToBytes, MAX_SAMPLE_BITS, type XorState, xorAppendBits, xorDecodeInto } from "./chunk.ts";
+import {
+  bitsToBytes,
+  MAX_SAMPLE_BITS,
+  type XorCheckpoint,
+  type XorState,
+  xorAppendBits,
+  xorDecodeFromInto,
+  xorDecodeInto,
+} from "./chunk.ts";
 import { ClosedChunks, SLOT_BYTES, SlotPool } from "./chunkstore.ts";
 import { OooStore } from "./ooo.ts";
 import type { TsdbOptions } from "./options.ts";
@@ -32,6 +40,14 @@ const SCRATCH_SAMPLES = 4096;
 const scratchT = new Float64Array(SCRATCH_SAMPLES);
 const scratchV = new Float64Array(SCRATCH_SAMPLES);
 const scratchBits = new Uint32Array(scratchV.buffer);
+
+/**
+ * Each head chunk keeps its decoder's state after this many samples (a checkpoint): a read whose window
+ * starts after that sample decodes from there, not from the chunk's start. An alert rule's window of
+ * minutes over 30 s samples starts late in its chunk of 120 (docs/performance.md, issue 46).
+ */
+export const CHECKPOINT_AT = 64;
+const ck: XorCheckpoint = { index: 0, bits: 0, t: 0, tDelta: 0, hi: 0, lo: 0, leading: 0, trailing: 0 };
 
 export class Head {
   readonly reg = new SeriesRegistry();
@@ -57,6 +73,13 @@ export class Head {
   #ocLead = new Uint8Array(0);
   #ocTrail = new Uint8Array(0);
   #lastClosed = new Int32Array(0);
+  /** The open chunk's checkpoint (valid once it holds CHECKPOINT_AT samples): see ClosedChunks.ck*. */
+  #ocCkBits = new Uint16Array(0);
+  #ocCkT = new Float64Array(0);
+  #ocCkDelta = new Float64Array(0);
+  #ocCkHi = new Uint32Array(0);
+  #ocCkLo = new Uint32Array(0);
+  #ocCkWindow = new Uint16Array(0);
   /** Uncommitted appenders that reference the series; such a series is never garbage-collected. */
   pending = new Uint16Array(0);
   /** Whether the series' labels are already in the WAL (or its checkpoint). */
@@ -164,6 +187,15 @@ export class Head {
       s.trailing = this.#ocTrail[ref];
     }
     xorAppendBits(this.#slots.page(slot), this.#slots.offset(slot), s, t, hi, lo);
+    if (s.count === CHECKPOINT_AT) {
+      this.#ocCkBits[ref] = s.bits;
+      this.#ocCkT[ref] = t;
+      this.#ocCkDelta[ref] = s.tDelta;
+      this.#ocCkHi[ref] = hi;
+      this.#ocCkLo[ref] = lo;
+      // 0xff: no XOR window written yet (never read by the decoder then).
+      this.#ocCkWindow[ref] = s.leading === 0xff ? 0 : (s.leading << 8) | s.trailing;
+    }
     this.#ocCount[ref] = s.count;
     this.#ocBits[ref] = s.bits;
     this.#ocDelta[ref] = s.tDelta;
@@ -190,6 +222,15 @@ export class Head {
       this.#maxT[ref],
       this.#lastClosed[ref],
     );
+    if (this.#ocCount[ref] >= CHECKPOINT_AT) {
+      const ch = this.#chunks;
+      ch.ckBits[id] = this.#ocCkBits[ref];
+      ch.ckT[id] = this.#ocCkT[ref];
+      ch.ckDelta[id] = this.#ocCkDelta[ref];
+      ch.ckHi[id] = this.#ocCkHi[ref];
+      ch.ckLo[id] = this.#ocCkLo[ref];
+      ch.ckWindow[id] = this.#ocCkWindow[ref];
+    }
     this.#lastClosed[ref] = id;
     this.#slots.free(slot);
     this.#slot[ref] = -1;
@@ -242,21 +283,36 @@ export class Head {
     const ch = this.#chunks;
     for (let i = ids.length - 1; i >= 0; i--) {
       const id = ids[i];
-      n = xorDecodeInto(ch.bytesOf(id), ch.off[id], ch.count[id], lo, maxt, t, v, n, bits);
+      // From the checkpoint when every sample before it is below the window (same samples either way).
+      if (ch.ckBits[id] !== 0 && ch.ckT[id] <= lo) {
+        ck.bits = ch.ckBits[id];
+        ck.t = ch.ckT[id];
+        ck.tDelta = ch.ckDelta[id];
+        ck.hi = ch.ckHi[id];
+        ck.lo = ch.ckLo[id];
+        ck.leading = ch.ckWindow[id] >>> 8;
+        ck.trailing = ch.ckWindow[id] & 0xff;
+        ck.index = CHECKPOINT_AT - 1;
+        n = xorDecodeFromInto(ch.bytesOf(id), ch.off[id], ch.count[id], ck, lo, maxt, t, v, n, bits);
+      } else n = xorDecodeInto(ch.bytesOf(id), ch.off[id], ch.count[id], lo, maxt, t, v, n, bits);
     }
     if (!open) return n;
     const slot = this.#slot[ref];
-    return xorDecodeInto(
-      this.#slots.page(slot),
-      this.#slots.offset(slot),
-      this.#ocCount[ref],
-      lo,
-      maxt,
-      t,
-      v,
-      n,
-      bits,
-    );
+    const page = this.#slots.page(slot);
+    const base = this.#slots.offset(slot);
+    const count = this.#ocCount[ref];
+    if (count >= CHECKPOINT_AT && this.#ocCkT[ref] <= lo) {
+      ck.bits = this.#ocCkBits[ref];
+      ck.t = this.#ocCkT[ref];
+      ck.tDelta = this.#ocCkDelta[ref];
+      ck.hi = this.#ocCkHi[ref];
+      ck.lo = this.#ocCkLo[ref];
+      ck.leading = this.#ocCkWindow[ref] >>> 8;
+      ck.trailing = this.#ocCkWindow[ref] & 0xff;
+      ck.index = CHECKPOINT_AT - 1;
+      return xorDecodeFromInto(page, base, count, ck, lo, maxt, t, v, n, bits);
+    }
+    return xorDecodeInto(page, base, count, lo, maxt, t, v, n, bits);
   }
 
   /** In-order samples of ref in [mint, maxt] ∩ [minValidT, ∞). */
@@ -413,7 +469,7 @@ export class Head {
 
   /** Approximate bytes of the head's own arrays and chunk memory. */
   memoryBytes(): number {
-    const perSeries = this.reg.cap * (8 + 4 + 4 + 4 + 2 + 2 + 8 + 8 + 1 + 1 + 4 + 2 + 1 + 8);
+    const perSeries = this.reg.cap * (8 + 4 + 4 + 4 + 2 + 2 + 8 + 8 + 1 + 1 + 4 + 2 + 1 + 8 + 28);
     return (
       perSeries +
       this.reg.arrayBytes() +
@@ -468,6 +524,12 @@ export class Head {
     this.#ocLead = grow(this.#ocLead, cap);
     this.#ocTrail = grow(this.#ocTrail, cap);
     this.#lastClosed = grow(this.#lastClosed, cap, -1);
+    this.#ocCkBits = grow(this.#ocCkBits, cap);
+    this.#ocCkT = grow(this.#ocCkT, cap);
+    this.#ocCkDelta = grow(this.#ocCkDelta, cap);
+    this.#ocCkHi = grow(this.#ocCkHi, cap);
+    this.#ocCkLo = grow(this.#ocCkLo, cap);
+    this.#ocCkWindow = grow(this.#ocCkWindow, cap);
     this.pending = grow(this.pending, cap);
     this.walLogged = grow(this.walLogged, cap);
     this.touchMark = grow(this.touchMark, cap);
