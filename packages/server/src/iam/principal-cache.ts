@@ -27,7 +27,7 @@ const CAPACITY = 10_000;
 
 export class KeyPrincipalCache {
   readonly #entries = new Map<string, CachedKey>();
-  /** The newest revision seen: entries under an older one are dropped together. */
+  /** The revision last read: entries under another one are dropped together. */
   #revision = -1;
   #revisionQuery: CompiledQuery | undefined;
 
@@ -42,7 +42,9 @@ export class KeyPrincipalCache {
       .compile();
     const { rows } = await this.db.executeQuery<{ revision: number | string }>(this.#revisionQuery);
     const r = Number(rows[0]?.revision ?? Number.NaN);
-    if (r > this.#revision) {
+    // Any other revision than the last one seen empties the cache: a newer one (a change), or an older
+    // one (a database restored from a backup, whose counter went back).
+    if (r !== this.#revision) {
       this.#entries.clear();
       this.#revision = r;
     }
