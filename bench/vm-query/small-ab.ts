@@ -10,10 +10,12 @@
  *
  * Arms (`--arms`): `parse-cache` (A: the PromQL parse cache sized as before, 512 expressions;
  * B: as now); `inline` (A: every query to the worker pool, SVC_QUERY_INLINE_COST=0; B: a cheap query
- * inline when its project has no free worker, the default), switched per query. Env: BENCH_VMS (100), BENCH_DAYS (1).
+ * inline when its project has no free worker, the default), switched per query; `auth-cache` (A: a key's
+ * two SQL reads per request; B: one read of the auth revision and the cached principal, iam/principal-cache.ts). Env: BENCH_VMS (100), BENCH_DAYS (1).
  */
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
+import { keyPrincipalCaching } from "../../packages/server/src/iam/principal-cache.ts";
 import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-ids.ts";
 import { DEFAULT_INLINE_QUERY_COST } from "../../packages/server/src/promql/cost.ts";
 import { parseCacheCapacity } from "../../packages/server/src/promql/parser.ts";
@@ -44,6 +46,10 @@ const armSets: Record<string, [Arm, Arm]> = {
   "parse-cache": [
     { name: "parse cache of 512 expressions (before)", apply: () => parseCacheCapacity({ entries: 512 }) },
     { name: "parse cache by characters (after)", apply: () => parseCacheCapacity(defaultCapacity) },
+  ],
+  "auth-cache": [
+    { name: "a key's two reads per request (before)", apply: () => keyPrincipalCaching(false) },
+    { name: "one read of the auth revision, key cached (after)", apply: () => keyPrincipalCaching(true) },
   ],
   inline: [
     { name: "every query to the pool (before)", apply: () => (inlineCost = 0) },

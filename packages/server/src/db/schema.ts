@@ -33,6 +33,13 @@ export interface Database {
   rate_buckets: RateBucketTable;
   silences: SilenceTable;
   audit_events: AuditEventTable;
+  auth_revision: AuthRevisionTable;
+}
+
+/** One row (id 1): bumped by triggers on any change to a key's grants (migration 0015_auth_revision). */
+export interface AuthRevisionTable {
+  id: number;
+  revision: number;
 }
 
 /** A silence (notify/silences.ts): mutes matching notifications in [start_time, end_time). */

@@ -4,9 +4,13 @@ import { capabilityDenied, invalidArgument, permissionDenied, unauthenticated } 
 import { parseProjectName } from "../inventory/names.ts";
 import { type Capability, rolePermissions } from "./capabilities.ts";
 import { requireMember, roleOf } from "./membership.ts";
+import { type CachedKey, keyCacheOf } from "./principal-cache.ts";
 import { hashSecret, parseSecret } from "./secrets.ts";
 
-/** Who is calling. Built fresh on every request from the database's current state. */
+/**
+ * Who is calling, as the database says now: a key's principal may come from the per-process cache, which
+ * a request uses only under the auth revision it has just read (principal-cache.ts).
+ */
 export type Principal =
   | { readonly kind: "OPERATOR" }
   | { readonly kind: "HUMAN_SESSION"; readonly userId: string; readonly sessionId: string }
@@ -94,17 +98,16 @@ async function sessionPrincipal(db: Db, token: string, nowMs: number): Promise<P
 }
 
 async function keyPrincipal(db: Db, token: string, nowMs: number): Promise<KeyPrincipal> {
-  const k = await db
-    .selectFrom("api_keys")
-    .selectAll()
-    .where("secret_hash", "=", hashSecret(token))
-    .executeTakeFirst();
+  const hash = hashSecret(token);
+  // One read of the auth revision instead of the key's two when the key is cached (principal-cache.ts).
+  const cache = keyCacheOf(db);
+  const revision = cache ? await cache.revision() : Number.NaN;
+  const cached = cache?.get(hash, revision);
+  if (cached) return usableKey(cached, nowMs);
+  const k = await db.selectFrom("api_keys").selectAll().where("secret_hash", "=", hash).executeTakeFirst();
   if (!k) throw unauthenticated("the key is unknown");
-  if (k.revoke_time !== null && k.revoke_time <= nowMs) {
-    throw unauthenticated("the key was revoked", "CREDENTIAL_REVOKED");
-  }
-  if (k.expire_time <= nowMs) throw unauthenticated("the key expired", "CREDENTIAL_EXPIRED");
   const keyCapabilities = JSON.parse(k.capabilities) as Capability[];
+  let principal: KeyPrincipal;
   if (k.kind === "SERVICE_ACCOUNT") {
     const sa = await db
       .selectFrom("service_accounts")
@@ -112,7 +115,7 @@ async function keyPrincipal(db: Db, token: string, nowMs: number): Promise<KeyPr
       .where("id", "=", k.service_account_id ?? "")
       .executeTakeFirst();
     const disabled = sa?.state !== "ACTIVE";
-    return {
+    principal = {
       kind: "SERVICE_ACCOUNT_KEY",
       keyId: k.id,
       projectId: k.project_id,
@@ -121,17 +124,30 @@ async function keyPrincipal(db: Db, token: string, nowMs: number): Promise<KeyPr
       identityPermissions: disabled ? [] : (JSON.parse(sa.permissions) as Capability[]),
       identityProblem: disabled ? "IDENTITY_DISABLED" : undefined,
     };
+  } else {
+    const role = await roleOf(db, k.project_id, k.owner_user_id ?? "");
+    principal = {
+      kind: "PERSONAL_KEY",
+      keyId: k.id,
+      projectId: k.project_id,
+      identityId: k.owner_user_id ?? "",
+      keyCapabilities,
+      identityPermissions: role ? rolePermissions[role] : [],
+      identityProblem: role ? undefined : "GRANT_REMOVED",
+    };
   }
-  const role = await roleOf(db, k.project_id, k.owner_user_id ?? "");
-  return {
-    kind: "PERSONAL_KEY",
-    keyId: k.id,
-    projectId: k.project_id,
-    identityId: k.owner_user_id ?? "",
-    keyCapabilities,
-    identityPermissions: role ? rolePermissions[role] : [],
-    identityProblem: role ? undefined : "GRANT_REMOVED",
-  };
+  const entry = { principal, expireTime: k.expire_time, revokeTime: k.revoke_time, revision };
+  cache?.set(hash, entry);
+  return usableKey(entry, nowMs);
+}
+
+/** The key's principal, unless the clock has passed its revocation (scheduled by a rotation) or expiry. */
+function usableKey(k: CachedKey, nowMs: number): KeyPrincipal {
+  if (k.revokeTime !== null && k.revokeTime <= nowMs) {
+    throw unauthenticated("the key was revoked", "CREDENTIAL_REVOKED");
+  }
+  if (k.expireTime <= nowMs) throw unauthenticated("the key expired", "CREDENTIAL_EXPIRED");
+  return k.principal;
 }
 
 /**

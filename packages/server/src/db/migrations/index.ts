@@ -13,6 +13,7 @@ import * as m0011 from "./0011_destination_keys.ts";
 import * as m0012 from "./0012_audit.ts";
 import * as m0013 from "./0013_agent_token_first_use.ts";
 import * as m0014 from "./0014_guest_sender.ts";
+import * as m0015 from "./0015_auth_revision.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -33,4 +34,5 @@ export const migrations: Record<string, Migration> = {
   "0012_audit": m0012,
   "0013_agent_token_first_use": m0013,
   "0014_guest_sender": m0014,
+  "0015_auth_revision": m0015,
 };

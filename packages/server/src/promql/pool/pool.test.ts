@@ -11,6 +11,7 @@ import { QueryOverloadError, QueryTimeoutError, TooManySamplesError } from "../e
 import { parse } from "../parser.ts";
 import { injectTenant } from "../tenant.ts";
 import { createQueryPool, type QueryPool, workersPerTenant } from "./pool.ts";
+import { threadCpuSeconds } from "./thread-cpu.ts";
 
 const STEP = 15_000;
 
@@ -321,6 +322,33 @@ describe("createQueryPool()", () => {
 });
 
 describe("query CPU of the pool's queries", () => {
+  it("reads a worker's CPU through one kept schedstat fd, closed once the worker has exited", {
+    skip: process.platform !== "linux" && "Linux only (/proc/thread-self/schedstat)",
+  }, async () => {
+    const schedstatFds = () =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`).endsWith("/schedstat");
+        } catch {
+          return false; // closed meanwhile (the listing's own fd)
+        }
+      });
+    threadCpuSeconds(); // the main thread's own kept fd, opened before the count
+    const before = schedstatFds().length;
+    const told: number[] = [];
+    const pool = createQueryPool({ workers: 1, onCpu: (_tenant, s) => told.push(s) });
+    try {
+      const data = store(20, 2_000);
+      const ast = injectTenant(parse("sum(rate(m_total[5m]))"), "p");
+      for (let i = 0; i < 3; i++) await pool.rangeQuery(data, ast, 0, 2_000 * STEP, STEP, { tenant: "p" });
+      assert.equal(schedstatFds().length, before + 1, "one fd for the worker, kept across its queries");
+      assert.ok(told.length === 3 && told.every((s) => s > 0 && s < 60), JSON.stringify(told));
+    } finally {
+      await pool.close();
+    }
+    await until(() => schedstatFds().length === before);
+  });
+
   it("tells each finished query's CPU with its tenant, unless asked not to charge it", async () => {
     const told: [string, number][] = [];
     const pool = createQueryPool({ workers: 1, onCpu: (tenant, s) => told.push([tenant, s]) });

@@ -12,6 +12,7 @@
  * of the first one's queries. A query that waits longer than `maxQueueWaitMs` for a worker is
  * refused with QueryOverloadError (HTTP 429), not left to time out.
  */
+import { closeSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
 import { columnsOf } from "../../storage/columns.ts";
@@ -200,6 +201,14 @@ interface Job {
   unlisten?: () => void;
 }
 
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // Already closed: nothing kept.
+  }
+}
+
 interface Slot {
   readonly worker: Worker;
   /** Per store (the pool's number for it), the series keys whose labels this worker holds. */
@@ -207,6 +216,8 @@ interface Slot {
   readonly flag: Int32Array;
   readonly replies: MessagePort;
   ready: boolean;
+  /** The worker's schedstat fd, from its ready message: closed when it has exited. */
+  cpuFd?: number;
   job?: Job;
 }
 
@@ -502,7 +513,11 @@ class QueryPoolImpl implements QueryPool {
     this.#started++;
     worker.on("message", (m: WorkerMessage) => this.#onMessage(slot, m));
     worker.on("error", (err) => this.#onDeath(slot, err));
-    worker.on("exit", (code) => this.#onDeath(slot, new Error(`query worker exited with code ${code}`)));
+    worker.on("exit", (code) => {
+      // The worker's kept schedstat fd (thread-cpu.ts): closed only now that no thread can read it.
+      if (slot.cpuFd !== undefined && slot.cpuFd >= 0) closeQuietly(slot.cpuFd);
+      this.#onDeath(slot, new Error(`query worker exited with code ${code}`));
+    });
   }
 
   #storeId(queryable: Queryable): number {
@@ -537,6 +552,7 @@ class QueryPoolImpl implements QueryPool {
     switch (m.type) {
       case "ready":
         slot.ready = true;
+        slot.cpuFd = m.cpuFd;
         if ([...this.#slots].every((s) => s.ready)) for (const w of this.#readyWaiters.splice(0)) w();
         this.#pump();
         return;

@@ -11,7 +11,7 @@ import { isMainThread } from "node:worker_threads";
 export function threadCpuSeconds(): number {
   if (schedstat) {
     try {
-      if (isMainThread) return mainThreadSchedstat();
+      if (isMainThread || workerFd >= 0) return keptSchedstat();
       return Number(readFileSync("/proc/thread-self/schedstat", "latin1").split(" ", 1)[0]) / 1e9;
     } catch {
       schedstat = false;
@@ -26,16 +26,38 @@ let schedstat = process.platform === "linux";
 /**
  * The main thread keeps its schedstat open and re-reads it from offset 0 (a /proc file is produced
  * anew by each read from its start): one pread instead of open, read and close, ~1.7 µs instead of
- * ~12 µs, for the evaluator's thousands of charged reads a cycle. A worker opens the file each time
- * (an fd kept by a worker the pool terminates would outlive it).
+ * ~12 µs, for the evaluator's thousands of charged reads a cycle. A query worker does the same once it
+ * has called {@link keepWorkerSchedstat}, whose fd the pool closes when the worker has exited (an fd is
+ * the process's: one a terminated worker kept open would otherwise outlive it).
  */
 let mainFd = -1;
+let workerFd = -1;
 const mainBuf = Buffer.alloc(128);
-function mainThreadSchedstat(): number {
-  if (mainFd < 0) mainFd = openSync("/proc/thread-self/schedstat", "r");
-  const n = readSync(mainFd, mainBuf, 0, mainBuf.length, 0);
+function keptSchedstat(): number {
+  let fd: number;
+  if (isMainThread) {
+    if (mainFd < 0) mainFd = openSync("/proc/thread-self/schedstat", "r");
+    fd = mainFd;
+  } else fd = workerFd;
+  const n = readSync(fd, mainBuf, 0, mainBuf.length, 0);
   const space = mainBuf.indexOf(32);
   return Number(mainBuf.toString("latin1", 0, space >= 0 && space < n ? space : n)) / 1e9;
+}
+
+/**
+ * In a worker: opens this thread's schedstat once and keeps it, for the reads of every query after
+ * (two a query: before and after). Returns the fd, which the thread that started the worker must
+ * close once it has exited (never while it may still read it: the number could be reused), or -1
+ * where there is no such file.
+ */
+export function keepWorkerSchedstat(): number {
+  if (isMainThread || !schedstat || workerFd >= 0) return -1;
+  try {
+    workerFd = openSync("/proc/thread-self/schedstat", "r");
+  } catch {
+    return -1;
+  }
+  return workerFd;
 }
 
 /** Runs a synchronous `fn` and hands its thread CPU seconds to `charge` (even when it throws). */

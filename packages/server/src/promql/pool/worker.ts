@@ -24,7 +24,7 @@ import {
   type WorkerInit,
   type WorkerMessage,
 } from "./protocol.ts";
-import { threadCpuSeconds } from "./thread-cpu.ts";
+import { keepWorkerSchedstat, threadCpuSeconds } from "./thread-cpu.ts";
 import { lowerThreadPriority } from "./thread-priority.ts";
 
 const init = workerData as WorkerInit;
@@ -129,5 +129,7 @@ function encodeAnswer(r: QueryResult, enc: AnswerEncoding): EncodedAnswer {
   return { body: own(compressSync(text, enc.coding)), coding: enc.coding };
 }
 
-const ready: WorkerMessage = { type: "ready" };
+// This thread's schedstat, opened once for every query's two CPU reads (thread-cpu.ts); the pool
+// closes it after this thread exits.
+const ready: WorkerMessage = { type: "ready", cpuFd: keepWorkerSchedstat() };
 port.postMessage(ready);
