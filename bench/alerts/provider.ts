@@ -279,11 +279,15 @@ async function measure(
     }
     for (const [e, ev] of evaluators.entries()) {
       const e0 = engine?.pid ? cpuSeconds(engine.pid) : 0;
+      const s0 = await statementCount();
+      const d0 = await statementCount("_sum");
       const c0 = process.cpuUsage();
       const w0 = performance.now();
       const r = await run(ev, at(k));
       const wall = performance.now() - w0;
       const c = process.cpuUsage(c0);
+      const statements = (await statementCount()) - s0;
+      const statementMs = ((await statementCount("_sum")) - d0) * 1000;
       const cpu = (c.user + c.system) / 1000;
       const ecpu = engine?.pid ? (cpuSeconds(engine.pid) - e0) * 1000 : 0;
       if (!r) throw new Error(`replica ${e} held no shard at cycle ${k}`);
@@ -291,7 +295,8 @@ async function measure(
         `  ${k < 0 ? "warm-up" : "cycle"} ${k} replica ${e}: ${wall.toFixed(0)} ms, CPU ${cpu.toFixed(0)} ms` +
           (engine ? ` (engine ${ecpu.toFixed(0)} ms)` : "") +
           `; ${r.projects} projects, ${r.rules} rules, ${r.instances} instances, ${r.transitions} transitions, ` +
-          `${r.errors} read errors; store reads ${r.readMs.toFixed(0)} ms, database ${r.dbMs.toFixed(0)} ms`,
+          `${r.errors} read errors; store reads ${r.readMs.toFixed(0)} ms, database ${r.dbMs.toFixed(0)} ms; ` +
+          `${statements} SQL statements, ${statementMs.toFixed(0)} ms in them`,
       );
       if (k < 0) continue;
       res[e].wall.push(wall);
@@ -308,6 +313,17 @@ async function measure(
     inspector.disconnect();
   }
   return res;
+}
+
+/** The app's control-plane SQL statements so far (svc_db_statement_duration_seconds' count), or NaN. */
+let statementRegistry: TestApp["app"]["registry"] | undefined;
+async function statementCount(suffix = "_count"): Promise<number> {
+  const m = statementRegistry?.getSingleMetric("svc_db_statement_duration_seconds");
+  if (!m) return Number.NaN;
+  const v = ((await m.get()).values as { metricName?: string; value: number }[]).find(
+    (x) => x.metricName === `svc_db_statement_duration_seconds${suffix}`,
+  );
+  return v ? v.value : Number.NaN;
 }
 
 export async function providerBench(): Promise<void> {
@@ -334,6 +350,7 @@ export async function providerBench(): Promise<void> {
     } else t = await startTestApp(sqlite.dialect);
     t.clock.ms = dataEnd;
     const db = t.app.db.db;
+    statementRegistry = t.app.registry;
     let p0 = performance.now();
     await seed(db, dataEnd);
     out(`seeded ${PROJECTS} projects in ${((performance.now() - p0) / 1000).toFixed(1)} s`);

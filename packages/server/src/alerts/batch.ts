@@ -12,6 +12,8 @@ import type { LiveVm } from "./rules.ts";
 export interface ProjectBatch {
   /** Live VMs by project id (every project of the batch; empty when it has none). */
   readonly vms: ReadonlyMap<string, readonly LiveVm[]>;
+  /** The projects of `vms` this call read from the database (the others were kept). */
+  readonly vmsRead: ReadonlyMap<string, readonly LiveVm[]>;
   /** Stored instance rows by rule id (retired rows included). */
   readonly instances: ReadonlyMap<string, readonly AlertInstanceTable[]>;
   /** VM timelines by project id, for the projects asked for. */
@@ -23,6 +25,11 @@ export interface BatchRequest {
   readonly ruleIds: readonly string[];
   /** Projects with an unexpected-stop or telemetry-age rule. */
   readonly timelineProjectIds: readonly string[];
+  /**
+   * Live VMs the caller kept under the eval revision it read before this batch (evaluator.ts): the
+   * projects found here are not read again.
+   */
+  readonly keptVms?: ReadonlyMap<string, readonly LiveVm[]>;
 }
 
 function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
@@ -33,13 +40,17 @@ function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
 
 export async function loadProjectBatch(db: Db, req: BatchRequest, atMs: number): Promise<ProjectBatch> {
   const tl = req.timelineProjectIds;
+  const kept = req.keptVms;
+  const vmProjectIds = kept ? req.projectIds.filter((p) => !kept.has(p)) : req.projectIds;
   const [vmRows, instanceRows, events, windows] = await Promise.all([
-    db
-      .selectFrom("vms")
-      .select(["project_id", "location", "vm_id", "state", "create_time"])
-      .where("project_id", "in", req.projectIds)
-      .where("state", "!=", "DELETED")
-      .execute(),
+    vmProjectIds.length === 0
+      ? []
+      : db
+          .selectFrom("vms")
+          .select(["project_id", "location", "vm_id", "state", "create_time"])
+          .where("project_id", "in", vmProjectIds)
+          .where("state", "!=", "DELETED")
+          .execute(),
     req.ruleIds.length === 0
       ? []
       : db.selectFrom("alert_instances").selectAll().where("rule_id", "in", req.ruleIds).execute(),
@@ -61,13 +72,16 @@ export async function loadProjectBatch(db: Db, req: BatchRequest, atMs: number):
           .where("project_id", "in", tl)
           .execute(),
   ]);
-  const vms = new Map<string, LiveVm[]>(req.projectIds.map((p) => [p, []]));
+  const vms = new Map<string, readonly LiveVm[]>(vmProjectIds.map((p) => [p, []]));
   for (const r of vmRows)
-    push(vms, r.project_id, {
+    (vms.get(r.project_id) as LiveVm[]).push({
       name: `projects/${r.project_id}/locations/${r.location}/vms/${r.vm_id}`,
       state: r.state,
       createTime: r.create_time,
     });
+  /** The projects whose VMs this call read (not kept): the caller keeps them. */
+  const read = new Map(vms);
+  if (kept) for (const p of req.projectIds) if (!vms.has(p)) vms.set(p, kept.get(p) ?? []);
   const instances = new Map<string, AlertInstanceTable[]>();
   for (const r of instanceRows) push(instances, r.rule_id, r);
   const eventsBy = new Map<string, StateEventRow[]>();
@@ -77,5 +91,5 @@ export async function loadProjectBatch(db: Db, req: BatchRequest, atMs: number):
   const timelines = new Map<string, Map<string, VmTimeline>>();
   for (const p of tl)
     timelines.set(p, timelinesOf(vms.get(p) ?? [], eventsBy.get(p) ?? [], windowsBy.get(p) ?? []));
-  return { vms, instances, timelines };
+  return { vms, vmsRead: read, instances, timelines };
 }

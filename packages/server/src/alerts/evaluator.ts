@@ -1,3 +1,4 @@
+import type { CompiledQuery } from "kysely";
 import type { Logger } from "pino";
 import { type ShardLeases, shardOf } from "../cluster/shards.ts";
 import type { Db } from "../db/database.ts";
@@ -10,6 +11,7 @@ import type { AlertMetrics } from "./instrumentation.ts";
 import type { AlertOptions } from "./options.ts";
 import { applyRevisions, chunks, markRepeatsDue, purgeDeletedRules, writeOutcomes } from "./persistence.ts";
 import { type PlannedRead, planReads, replanFailedRiders, ruleShare, runReads } from "./read-plan.ts";
+import type { LiveVm } from "./rules.ts";
 import { CycleSchedule, periodic } from "./schedule.ts";
 import type { RuleSpec } from "./spec.ts";
 
@@ -81,6 +83,19 @@ export function createEvaluator(deps: EvaluatorDeps): Evaluator {
 /** Projects whose database rows are read and written together (one transaction per batch). */
 const PROJECTS_PER_BATCH = 100;
 
+/** Rows of `eval_revision` (migration 0016_eval_revision). */
+const RULES_REVISION = 1;
+const VMS_REVISION = 2;
+
+/** Turns the rule-list and VM caches off (benches compare the two; on by default); returns the setting. */
+let revisionCaching = true;
+export function evalRevisionCaching(on?: boolean): boolean {
+  if (on !== undefined) revisionCaching = on;
+  return revisionCaching;
+}
+
+type RuleRow = { id: string; project_id: string; applied_version: number };
+
 /** A cycle's running counts. */
 type Totals = { -readonly [K in Exclude<keyof CycleReport, "atMs" | "durationMs">]: number };
 
@@ -105,6 +120,21 @@ class EvaluatorImpl implements Evaluator {
     string,
     { version: number; tenure: string; rows: readonly AlertInstanceTable[] }
   >();
+
+  /**
+   * What this replica last read of the rows that only change with the database's eval revision
+   * (migration 0016_eval_revision; docs/decisions.md, "The evaluator's rule list and VMs kept under the
+   * database's eval revision"), each with the revision read just before it: reused while the revision
+   * read at the point the read used to happen is the same, so a change committed on any replica before
+   * that point is seen as before.
+   */
+  #ruleList: { revision: number; rows: readonly RuleRow[] } | undefined;
+  /** The rules revision under which no rule of any shard had a pending revision. */
+  #noPendingAt: number | undefined;
+  /** Live VMs by project, read under `#vmRevision`. */
+  readonly #vms = new Map<string, readonly LiveVm[]>();
+  #vmRevision = Number.NaN;
+  readonly #revisionQueries = new Map<number, CompiledQuery>();
 
   constructor(deps: EvaluatorDeps) {
     this.#deps = deps;
@@ -167,11 +197,30 @@ class EvaluatorImpl implements Evaluator {
     return t === undefined ? undefined : `${shard}/${t}`;
   }
 
-  /** The applied, enabled rules of the projects `inShard` accepts, by project, in evaluation order. */
-  async #appliedRules(inShard: (projectId: string) => boolean): Promise<Map<string, AppliedRule[]>> {
+  /** Row `id` of `eval_revision` now (NaN when caching is off: never equal, so nothing is reused). */
+  async #revision(id: number): Promise<number> {
+    if (!revisionCaching) return Number.NaN;
+    let q = this.#revisionQueries.get(id);
+    if (!q) {
+      q = this.#deps.db.selectFrom("eval_revision").select("revision").where("id", "=", id).compile();
+      this.#revisionQueries.set(id, q);
+    }
+    const { rows } = await this.#deps.db.executeQuery<{ revision: number | string }>(q);
+    return Number(rows[0]?.revision ?? Number.NaN);
+  }
+
+  /**
+   * The applied, enabled rules of the projects `inShard` accepts, by project, in evaluation order.
+   * `revision`: the rules revision read just before (the list read under it last time is reused).
+   */
+  async #appliedRules(
+    inShard: (projectId: string) => boolean,
+    revision: number,
+  ): Promise<Map<string, AppliedRule[]>> {
     const { db } = this.#deps;
-    const rows = (
-      await db
+    let all = this.#ruleList?.revision === revision ? this.#ruleList.rows : undefined;
+    if (!all) {
+      all = await db
         .selectFrom("alert_rules")
         .select(["id", "project_id", "applied_version"])
         .where("delete_time", "is", null)
@@ -179,8 +228,10 @@ class EvaluatorImpl implements Evaluator {
         .orderBy("project_id")
         .orderBy("create_time")
         .orderBy("id")
-        .execute()
-    ).filter((r) => inShard(r.project_id));
+        .execute();
+      this.#ruleList = Number.isNaN(revision) ? undefined : { revision, rows: all };
+    }
+    const rows = all.filter((r) => inShard(r.project_id));
     const missing = rows.filter((r) => this.#specs.get(r.id)?.version !== r.applied_version);
     for (const part of chunks(missing, 500)) {
       const want = new Map(part.map((r) => [r.id, r.applied_version]));
@@ -253,8 +304,21 @@ class EvaluatorImpl implements Evaluator {
       failedBatches: 0,
     };
     let t0 = performance.now();
-    await applyRevisions(db, atMs, inShard);
-    const byProject = await this.#appliedRules(inShard);
+    // The rules revision, read where the pending-revision read used to start: while it is the one under
+    // which no rule had a pending revision, there is none, and the rule list read under it still holds.
+    let revision = await this.#revision(RULES_REVISION);
+    if (Number.isNaN(revision) || revision !== this.#noPendingAt) {
+      let pendingRules = -1;
+      await applyRevisions(db, atMs, inShard, (n) => {
+        pendingRules = n;
+      });
+      this.#noPendingAt = pendingRules === 0 ? revision : undefined;
+      // Applying wrote (and another writer may have): read again where the rule list's read used to be.
+      if (pendingRules !== 0) revision = await this.#revision(RULES_REVISION);
+    }
+    const byProject = await this.#appliedRules(inShard, revision);
+    // VMs of projects this replica no longer evaluates are not kept.
+    for (const p of this.#vms.keys()) if (!byProject.has(p)) this.#vms.delete(p);
     totals.dbMs += performance.now() - t0;
     // Batches never span shards: a batch's writes are fenced by its one shard's lease.
     const count = this.#deps.shards?.count;
@@ -313,10 +377,17 @@ class EvaluatorImpl implements Evaluator {
         if (k !== undefined && k.version === r.version && k.tenure === tenure) keptRows.set(r.id, k.rows);
       }
     let t0 = performance.now();
+    // The VMs revision, read where the batch's VM read used to start: the VMs read under it are reused.
+    const vmRevision = await this.#revision(VMS_REVISION);
+    if (vmRevision !== this.#vmRevision) {
+      this.#vms.clear();
+      this.#vmRevision = vmRevision;
+    }
     const batch = await loadProjectBatch(
       db,
       {
         projectIds,
+        keptVms: this.#vms,
         ruleIds: projectIds.flatMap((p) => rulesOf(p).flatMap((r) => (keptRows.has(r.id) ? [] : [r.id]))),
         timelineProjectIds: projectIds.filter((p) =>
           rulesOf(p).some((r) => {
@@ -327,6 +398,8 @@ class EvaluatorImpl implements Evaluator {
       },
       atMs,
     );
+    if (!Number.isNaN(vmRevision) && this.#vmRevision === vmRevision)
+      for (const [p, vms] of batch.vmsRead) this.#vms.set(p, vms);
     totals.dbMs += performance.now() - t0;
 
     // The store reads of every project of the batch, a few in flight.

@@ -94,6 +94,14 @@ for (const { dialect, skip } of await testDialects()) {
           assert.ifError(error);
           const seeded = await seedEveryTable(raw);
           assert.ok(seeded.size > 0);
+          // A counter table (auth_revision, eval_revision) holds its migration's own rows beside the seeded one.
+          const counts = new Map<string, number>();
+          for (const table of seeded.keys()) {
+            const { rows } = await sql<{
+              n: number | string;
+            }>`select count(*) as n from ${sql.table(table)}`.execute(raw);
+            counts.set(table, Number(rows[0].n));
+          }
           await raw.destroy();
 
           // The real start-up path: refuses nothing, migrates to the newest.
@@ -104,9 +112,10 @@ for (const { dialect, skip } of await testDialects()) {
               const { rows } = await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(
                 h.db,
               );
-              assert.equal(rows.length, 1, `${table} after migrating from ${names[k - 1]}`);
-              for (const [col, v] of Object.entries(row))
-                assert.equal(String(rows[0][col]), String(v), `${table}.${col} from ${names[k - 1]}`);
+              assert.equal(rows.length, counts.get(table), `${table} after migrating from ${names[k - 1]}`);
+              const same = (r: Record<string, unknown>) =>
+                Object.entries(row).every(([col, v]) => String(r[col]) === String(v));
+              assert.ok(rows.some(same), `${table}: the seeded row from ${names[k - 1]}`);
             }
           } finally {
             await h.close();

@@ -3,7 +3,7 @@
  * the number). Plain TypeScript, so the backup tools can compare without loading Kysely; a test keeps
  * it equal to the last entry of migrations/index.ts.
  */
-export const LATEST_MIGRATION = "0015_auth_revision";
+export const LATEST_MIGRATION = "0016_eval_revision";
 
 /** 8 for "0008_rate_buckets"; NaN for a name that is not a migration's. */
 export function schemaVersionOf(migration: string): number {

@@ -34,6 +34,17 @@ export interface Database {
   silences: SilenceTable;
   audit_events: AuditEventTable;
   auth_revision: AuthRevisionTable;
+  eval_revision: EvalRevisionTable;
+}
+
+/**
+ * Two rows bumped by triggers (migration 0016_eval_revision): id 1 on any change to the columns of
+ * `alert_rules` the evaluator's rule list reads, id 2 on any change to the columns of `vms` its VM read
+ * selects.
+ */
+export interface EvalRevisionTable {
+  id: number;
+  revision: number;
 }
 
 /** One row (id 1): bumped by triggers on any change to a key's grants (migration 0015_auth_revision). */

@@ -14,6 +14,7 @@ import * as m0012 from "./0012_audit.ts";
 import * as m0013 from "./0013_agent_token_first_use.ts";
 import * as m0014 from "./0014_guest_sender.ts";
 import * as m0015 from "./0015_auth_revision.ts";
+import * as m0016 from "./0016_eval_revision.ts";
 
 /**
  * Every migration, in order. Add one file per schema change and list it here; names sort by their
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   "0013_agent_token_first_use": m0013,
   "0014_guest_sender": m0014,
   "0015_auth_revision": m0015,
+  "0016_eval_revision": m0016,
 };
