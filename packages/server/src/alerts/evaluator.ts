@@ -87,13 +87,6 @@ const PROJECTS_PER_BATCH = 100;
 const RULES_REVISION = 1;
 const VMS_REVISION = 2;
 
-/** Turns the rule-list and VM caches off (benches compare the two; on by default); returns the setting. */
-let revisionCaching = true;
-export function evalRevisionCaching(on?: boolean): boolean {
-  if (on !== undefined) revisionCaching = on;
-  return revisionCaching;
-}
-
 type RuleRow = { id: string; project_id: string; applied_version: number };
 
 /** A cycle's running counts. */
@@ -197,9 +190,8 @@ class EvaluatorImpl implements Evaluator {
     return t === undefined ? undefined : `${shard}/${t}`;
   }
 
-  /** Row `id` of `eval_revision` now (NaN when caching is off: never equal, so nothing is reused). */
+  /** Row `id` of `eval_revision` now (NaN when the row is missing: never equal, so nothing is reused). */
   async #revision(id: number): Promise<number> {
-    if (!revisionCaching) return Number.NaN;
     let q = this.#revisionQueries.get(id);
     if (!q) {
       q = this.#deps.db.selectFrom("eval_revision").select("revision").where("id", "=", id).compile();
