@@ -532,7 +532,8 @@ export function decodeCompact(bytes: Uint8Array, lim: DecodeLimits): CompactWrit
     keys.ends,
     keys.hashes,
     starts,
-    cols,
+    cols.ts,
+    cols.vals,
     metadata,
   );
 }
@@ -559,10 +560,29 @@ function gatherKeys(buf: Buffer, keys: Keys, n: number): Buffer {
   return out;
 }
 
+/**
+ * A CompactWriteRequest over decoded parts (this decoder's, or buffers a decode worker moved to the
+ * event loop), its label-key strings made on first use.
+ */
+export function compactWriteRequest(
+  p: Omit<CompactWriteRequest, "labelKeys" | "labelBytes"> & { labelBytes: Buffer },
+): CompactWriteRequest {
+  return new DecodedRequest(
+    p.seriesCount,
+    p.sampleCount,
+    p.labelBytes,
+    p.labelKeyStart,
+    p.labelKeyEnd,
+    p.labelHashes,
+    p.sampleStart,
+    p.timestampsMs,
+    p.values,
+    p.metadata,
+  );
+}
+
 /** CompactWriteRequest with its label-key strings made on first use. */
 class DecodedRequest implements CompactWriteRequest {
-  readonly timestampsMs: Float64Array;
-  readonly values: Float64Array;
   #labelKeys: string[] | undefined;
 
   constructor(
@@ -573,12 +593,10 @@ class DecodedRequest implements CompactWriteRequest {
     readonly labelKeyEnd: Uint32Array,
     readonly labelHashes: Uint32Array,
     readonly sampleStart: Uint32Array,
-    cols: Columns,
+    readonly timestampsMs: Float64Array,
+    readonly values: Float64Array,
     readonly metadata: readonly MetricMetadata[],
-  ) {
-    this.timestampsMs = cols.ts;
-    this.values = cols.vals;
-  }
+  ) {}
 
   get labelKeys(): readonly string[] {
     if (this.#labelKeys === undefined) {

@@ -1,5 +1,6 @@
 export {
   type CompactWriteRequest,
+  compactWriteRequest,
   labelKeyBytesHash,
   labelKeyHash,
   labelsOfKey,

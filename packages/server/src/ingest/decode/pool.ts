@@ -14,8 +14,8 @@
 import { Worker } from "node:worker_threads";
 import {
   type CompactWriteRequest,
+  compactWriteRequest,
   type DecodeLimits,
-  type MetricMetadata,
   RemoteWriteDecodeError,
   resolveDecodeLimits,
 } from "@svc/remotewrite";
@@ -186,7 +186,13 @@ export function createDecodePool(overrides: Partial<DecodePoolOptions> = {}): De
       slot.epoch = m.epoch;
       slot.space = {};
     }
-    job.resolve({ req: new MovedRequest(m), keys: { space: slot.space, ids: m.keyIds } });
+    job.resolve({
+      req: compactWriteRequest({
+        ...m,
+        labelBytes: Buffer.from(m.labelBytes.buffer, m.labelBytes.byteOffset, m.labelBytes.byteLength),
+      }),
+      keys: { space: slot.space, ids: m.keyIds },
+    });
   }
 
   /** The next job in round-robin order over tenants. */
@@ -283,43 +289,4 @@ export function createDecodePool(overrides: Partial<DecodePoolOptions> = {}): De
       crashNext = true;
     },
   };
-}
-
-/** A CompactWriteRequest over the buffers a worker moved here; label-key strings made on first use. */
-class MovedRequest implements CompactWriteRequest {
-  readonly seriesCount: number;
-  readonly sampleCount: number;
-  readonly labelBytes: Buffer;
-  readonly labelKeyStart: Uint32Array;
-  readonly labelKeyEnd: Uint32Array;
-  readonly labelHashes: Uint32Array;
-  readonly sampleStart: Uint32Array;
-  readonly timestampsMs: Float64Array;
-  readonly values: Float64Array;
-  readonly metadata: readonly MetricMetadata[];
-  #labelKeys: string[] | undefined;
-
-  constructor(m: Extract<DecodeReply, { ok: true }>) {
-    this.seriesCount = m.seriesCount;
-    this.sampleCount = m.sampleCount;
-    const b = m.labelBytes;
-    this.labelBytes = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-    this.labelKeyStart = m.labelKeyStart;
-    this.labelKeyEnd = m.labelKeyEnd;
-    this.labelHashes = m.labelHashes;
-    this.sampleStart = m.sampleStart;
-    this.timestampsMs = m.timestampsMs;
-    this.values = m.values;
-    this.metadata = m.metadata;
-  }
-
-  get labelKeys(): readonly string[] {
-    if (this.#labelKeys === undefined) {
-      const keys = new Array<string>(this.seriesCount);
-      for (let i = 0; i < this.seriesCount; i++)
-        keys[i] = this.labelBytes.toString("latin1", this.labelKeyStart[i], this.labelKeyEnd[i]);
-      this.#labelKeys = keys;
-    }
-    return this.#labelKeys;
-  }
 }
