@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { labelKeyBytesHash } from "@svc/remotewrite";
+import {
+  decodeWriteRequestCompact,
+  encodeWriteRequest,
+  type Label,
+  labelKeyBytesHash,
+  RemoteWriteDecodeError,
+  type TimeSeries,
+} from "@svc/remotewrite";
 import { seededRandom } from "../../../testing/seeded-random.ts";
 import { KeyNumbers } from "./key-numbers.ts";
 
@@ -120,5 +127,94 @@ describe("KeyNumbers", () => {
     k.clear();
     assert.equal(k.size, 0);
     check(k, new Map(), all.slice(100, 300), hash);
+  });
+
+  describe("numbering as the decoder reads each series", () => {
+    const series = (labels: Label[][]): Uint8Array =>
+      encodeWriteRequest({
+        timeseries: labels.map(
+          (l): TimeSeries => ({ labels: l, samples: [{ value: 1, timestampMs: 1000 }] }),
+        ),
+      });
+    const vmSeries = (vms: string[]) =>
+      vms.flatMap((vm) =>
+        ["cpu", "mem", "net"].map((m) => [
+          { name: "__name__", value: `svc_vm_${m}` },
+          { name: "vm", value: vm },
+        ]),
+      );
+    /** Decodes with `k` numbering; checks hashes as a plain decode's and numbers one-to-one with keys. */
+    function decode(k: KeyNumbers, byKey: Map<string, number>, body: Uint8Array) {
+      k.begin();
+      const c = decodeWriteRequestCompact(body, {}, k);
+      const plain = decodeWriteRequestCompact(body);
+      assert.deepEqual(
+        [...c.labelHashes.subarray(0, c.seriesCount)],
+        [...plain.labelHashes.subarray(0, c.seriesCount)],
+      );
+      const ids = k.ids(c.seriesCount);
+      c.labelKeys.forEach((key, i) => {
+        const want = byKey.get(key);
+        if (want === undefined) {
+          for (const [other, id] of byKey)
+            assert.notEqual(id, ids[i], `${JSON.stringify(key)} numbered as ${JSON.stringify(other)}`);
+          byKey.set(key, ids[i]);
+        } else assert.equal(ids[i], want, `series ${i}`);
+      });
+      return ids;
+    }
+
+    it("numbers keys as number() does, by their successor from the second body on", () => {
+      const k = new KeyNumbers();
+      const byKey = new Map<string, number>();
+      const vms = Array.from({ length: 30 }, (_, i) => `projects/p/locations/l/vms/vm-${i}`);
+      const body = series(vmSeries(vms));
+      const first = decode(k, byKey, body);
+      assert.equal(k.followed, 0);
+      assert.deepEqual(decode(k, byKey, body), first);
+      assert.equal(k.followed, first.length - 1);
+      // A churned VM replaced in the middle, then the reverse order.
+      decode(
+        k,
+        byKey,
+        series(vmSeries([...vms.slice(0, 12), "projects/p/locations/l/vms/new", ...vms.slice(13)])),
+      );
+      decode(k, byKey, series(vmSeries([...vms].reverse())));
+    });
+
+    it("never lets a key past unchecked: one that differs from the expected in a bad UTF-8 byte is refused", () => {
+      const k = new KeyNumbers();
+      const byKey = new Map<string, number>();
+      const good = series([[{ name: "a", value: "x" }], [{ name: "b", value: "y" }]]);
+      decode(k, byKey, good);
+      decode(k, byKey, good);
+      // The second key's value byte "y" made 0xff: same length, expected (the successor) at its place.
+      const bad = Buffer.from(good);
+      const at = bad.lastIndexOf(0x79);
+      bad[at] = 0xff;
+      k.begin();
+      assert.throws(
+        () => decodeWriteRequestCompact(bad, {}, k),
+        (e: unknown) => e instanceof RemoteWriteDecodeError && /not valid UTF-8/.test(e.message),
+      );
+      // A refused body leaves the numbering consistent.
+      decode(k, byKey, good);
+      decode(k, byKey, series([[{ name: "b", value: "y" }], [{ name: "c", value: "z" }]]));
+    });
+
+    it("numbers a key sent in parts (labels interleaved with samples) as the same key sent whole", () => {
+      const k = new KeyNumbers();
+      const byKey = new Map<string, number>();
+      const whole = series([
+        [
+          { name: "a", value: "b" },
+          { name: "c", value: "d" },
+        ],
+      ]);
+      // TimeSeries{label a=b, sample{timestamp 5}, label c=d}
+      const parts = Buffer.from("0a140a060a0161120162120210050a060a0163120164", "hex");
+      const ids = [...decode(k, byKey, whole), ...decode(k, byKey, parts), ...decode(k, byKey, whole)];
+      assert.deepEqual(ids, [0, 0, 0]);
+    });
   });
 });

@@ -1,3 +1,5 @@
+import type { LabelKeyNumbering } from "@svc/remotewrite";
+
 /**
  * The decode worker's numbering of label keys (docs/decisions.md "Numbering label keys by their
  * successor"): equal key bytes get equal numbers, different bytes different numbers, within one
@@ -5,14 +7,16 @@
  * bytes are, its hash (the decoder's labelHashes value) and the number that followed it in the last
  * request that sent it (its successor).
  *
- * A series is first tried against the successor of the series before it: senders (Prometheus,
- * vmagent, svc's own collectors) send their series in the same order every time, so nearly every
- * series is confirmed by one hash compare and one byte compare against bytes lying next to the
- * previous key's in the arena. Otherwise the key is looked up in an open-addressing table by its
- * hash (linear probing; every probe whose hash matches is confirmed by the bytes, so a hash
- * collision costs a probe, never a wrong number). No object, string or Map entry is made per key.
+ * The decoder numbers each series as it reads it (LabelKeyNumbering). A series is first tried
+ * against the successor of the series before it: senders (Prometheus, vmagent, svc's own
+ * collectors) send their series in the same order every time, so nearly every series is confirmed by
+ * one byte comparison against bytes lying next to the previous key's in the arena, and the decoder
+ * then neither hashes the key nor checks its UTF-8 again (it was checked when added). Otherwise the
+ * decoder hashes and checks the key and it is looked up in an open-addressing table by its hash
+ * (linear probing; every probe whose hash matches is confirmed by the bytes, so a hash collision
+ * costs a probe, never a wrong number). No object, string or Map entry is made per key.
  */
-export class KeyNumbers {
+export class KeyNumbers implements LabelKeyNumbering {
   #arena = new Uint8Array(64 * 1024);
   #arenaView = new DataView(this.#arena.buffer);
   #arenaLen = 0;
@@ -25,6 +29,10 @@ export class KeyNumbers {
   #table = new Int32Array(2048);
   #count = 0;
   #followed = 0;
+  /** The request being numbered: its numbers by series index, the last series' number, its successor. */
+  #ids = new Uint32Array(1024);
+  #prev = -1;
+  #expect = -1;
 
   /** Numbers handed out so far (the next new key gets this one). */
   get size(): number {
@@ -46,11 +54,42 @@ export class KeyNumbers {
     this.#table.fill(0);
     this.#count = 0;
     this.#arenaLen = 0;
+    this.begin();
   }
 
   /**
-   * Numbers series i's key `bytes[start[i], end[i])` (hash `hashes[i]`) into `out[i]`, for i < n,
-   * adding keys not seen before; records each key's successor in this request.
+   * Starts numbering a request (its series, by index, through `known` and `add`: the decoder calls
+   * them as it reads each series, see @svc/remotewrite's LabelKeyNumbering); `ids` then hands out
+   * the numbers.
+   */
+  begin(): void {
+    this.#prev = -1;
+    this.#expect = -1;
+  }
+
+  known(index: number, _bytes: Uint8Array, view: DataView, start: number, end: number): number {
+    const id = this.#expect;
+    if (id < 0 || !this.#same(id, view, start, end)) return -1;
+    this.#followed++;
+    this.#put(index, id);
+    return this.#hash[id];
+  }
+
+  add(index: number, bytes: Uint8Array, view: DataView, start: number, end: number, hash: number): void {
+    let id = this.#find(hash, view, start, end);
+    if (id < 0) id = this.#add(hash, bytes, start, end);
+    if (this.#prev >= 0) this.#next[this.#prev] = id;
+    this.#put(index, id);
+  }
+
+  /** The numbers of the request's series 0..n−1 (a new array, the caller's). */
+  ids(n: number): Uint32Array {
+    return this.#ids.slice(0, n);
+  }
+
+  /**
+   * Numbers series i's key `bytes[start[i], end[i])` (hash `hashes[i]`) into `out[i]`, for i < n, as
+   * the decoder's calls would.
    */
   number(
     bytes: Uint8Array,
@@ -61,26 +100,22 @@ export class KeyNumbers {
     out: Uint32Array,
   ): void {
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    let prev = -1;
-    let expect = -1;
-    for (let i = 0; i < n; i++) {
-      const s = start[i];
-      const e = end[i];
-      const h = hashes[i];
-      let id: number;
-      if (expect >= 0 && this.#hash[expect] === h && this.#same(expect, view, s, e)) {
-        id = expect;
-        this.#followed++;
-      } else {
-        id = this.#find(h, view, s, e);
-        if (id < 0) id = this.#add(h, bytes, s, e);
-        // this.#next, not a local: #add may have grown it.
-        if (prev >= 0) this.#next[prev] = id;
-      }
-      out[i] = id;
-      prev = id;
-      expect = this.#next[id];
+    this.begin();
+    for (let i = 0; i < n; i++)
+      if (this.known(i, bytes, view, start[i], end[i]) < 0)
+        this.add(i, bytes, view, start[i], end[i], hashes[i]);
+    out.set(this.#ids.subarray(0, n));
+  }
+
+  #put(index: number, id: number): void {
+    if (index >= this.#ids.length) {
+      const a = new Uint32Array(Math.max(index + 1, this.#ids.length * 2));
+      a.set(this.#ids);
+      this.#ids = a;
     }
+    this.#ids[index] = id;
+    this.#prev = id;
+    this.#expect = this.#next[id];
   }
 
   /** The number of the key view[s, e) with hash h, or −1. */

@@ -1,8 +1,8 @@
 /**
  * An ingest decode worker: snappy and protobuf decoding of remote-write bodies, with every check the
  * decoder makes (limits, wire types, UTF-8), off the event loop. Each series' label key is numbered
- * here (key-numbers.ts: mostly one byte comparison against the key that followed the series before it
- * last time), so the event loop finds a known series by an array index. Nothing here touches the
+ * here as it is decoded (key-numbers.ts: mostly one byte comparison against the key that followed the
+ * series before it last time), so the event loop finds a known series by an array index. Nothing here touches the
  * store: the WAL, the head and the inventory stay on the event loop (docs/decisions.md "Ingest on both
  * cores").
  */
@@ -24,15 +24,19 @@ port.on("message", (job: DecodeJob) => {
   let reply: DecodeReply;
   const transfer: ArrayBuffer[] = [];
   try {
-    const req = decodeRemoteWriteBodyCompact(job.body, init.limits);
-    if (keys.size + req.seriesCount > init.maxKeys) {
+    keys.begin();
+    const req = decodeRemoteWriteBodyCompact(job.body, init.limits, keys);
+    const n = req.seriesCount;
+    const { labelBytes, labelKeyStart, labelKeyEnd, labelHashes } = req;
+    let keyIds: Uint32Array;
+    if (keys.size <= init.maxKeys) keyIds = keys.ids(n);
+    else {
+      // Numbered past the bound: start over, this request the first of a new epoch.
       keys.clear();
       epoch++;
+      keyIds = new Uint32Array(n);
+      keys.number(labelBytes, labelKeyStart, labelKeyEnd, labelHashes, n, keyIds);
     }
-    const n = req.seriesCount;
-    const keyIds = new Uint32Array(n);
-    const { labelBytes, labelKeyStart, labelKeyEnd, labelHashes } = req;
-    keys.number(labelBytes, labelKeyStart, labelKeyEnd, labelHashes, n, keyIds);
     // The decompressed body is moved when it has a buffer of its own (the native snappy's copy does);
     // else (a pooled slice) copied once.
     const bytes = ownBuffer(labelBytes) ? labelBytes : copyOf(labelBytes);
