@@ -45,6 +45,23 @@ export interface CompactWriteRequest {
   readonly metadata: readonly MetricMetadata[];
 }
 
+/**
+ * A receiver's numbering of label keys, run by the decoder as it reads each series (svc's decode
+ * worker: docs/decisions.md "Numbering label keys by their successor"). A key the numbering already
+ * holds was checked (UTF-8) and hashed when it was added, so for a key it recognises the decoder
+ * neither hashes it nor checks it again.
+ */
+export interface LabelKeyNumbering {
+  /**
+   * Series `index`'s label key is `bytes[start, end)` (`view` is over `bytes`). When the numbering
+   * holds exactly these bytes (it compares them) and has numbered the series: the key's hash, as
+   * labelHashes holds it. Else −1: the decoder hashes and checks the key, then calls `add`.
+   */
+  known(index: number, bytes: Uint8Array, view: DataView, start: number, end: number): number;
+  /** Numbers series `index`, whose key `known` did not recognise, once the decoder has checked it. */
+  add(index: number, bytes: Uint8Array, view: DataView, start: number, end: number, hash: number): void;
+}
+
 const WT_VARINT = 0;
 const WT_BIT64 = 1;
 const WT_LEN = 2;
@@ -319,6 +336,7 @@ interface Keys {
   hashes: Uint32Array<ArrayBuffer>;
   /** Keys whose label fields were interleaved with other fields, by series index (rare). */
   scattered: Map<number, Buffer> | undefined;
+  numbering: LabelKeyNumbering | undefined;
 }
 
 /**
@@ -381,17 +399,39 @@ function readSeries(
   if (parts === undefined) {
     keys.starts[index] = keyStart;
     keys.ends[index] = keyEnd;
-    keys.hashes[index] = hashBytes(c.view, keyStart, keyEnd);
-    // All bytes ASCII (tags and lengths included) means every label string is valid UTF-8.
-    if (orOfLastHash & 0x80) checkKeyUtf8(b.subarray(keyStart, keyEnd), lim);
+    keys.hashes[index] = keyHash(b, c.view, keyStart, keyEnd, lim, keys.numbering, index);
     return;
   }
   parts.push(b.subarray(keyStart, keyEnd));
   const kb = Buffer.concat(parts);
   keys.scattered ??= new Map();
   keys.scattered.set(index, kb);
-  keys.hashes[index] = hashBytes(dataView(kb), 0, kb.length);
-  if (orOfLastHash & 0x80) checkKeyUtf8(kb, lim);
+  keys.hashes[index] = keyHash(kb, dataView(kb), 0, kb.length, lim, keys.numbering, index);
+}
+
+/**
+ * The hash of series `index`'s label key `b[start, end)` once its labels' UTF-8 is checked: the
+ * numbering's, when it recognises the key (checked when added); else computed, and the key checked
+ * and numbered.
+ */
+function keyHash(
+  b: Buffer,
+  view: DataView,
+  start: number,
+  end: number,
+  lim: DecodeLimits,
+  numbering: LabelKeyNumbering | undefined,
+  index: number,
+): number {
+  if (numbering !== undefined) {
+    const known = numbering.known(index, b, view, start, end);
+    if (known >= 0) return known;
+  }
+  const h = hashBytes(view, start, end);
+  // All bytes ASCII (tags and lengths included) means every label string is valid UTF-8.
+  if (orOfLastHash & 0x80) checkKeyUtf8(b.subarray(start, end), lim);
+  numbering?.add(index, b, view, start, end, h);
+  return h;
 }
 
 /** OR of the bytes hashBytes saw last (a module scratch, so no object per call). */
@@ -472,9 +512,14 @@ function readMetadata(c: Cursor, end: number, lim: DecodeLimits): MetricMetadata
 /**
  * Decodes a protobuf WriteRequest (already decompressed, size already checked) from untrusted bytes.
  * Counts and string sizes are checked against `lim` as they are met; unknown fields are skipped.
- * Throws RemoteWriteDecodeError, never anything else, on bad input.
+ * Throws RemoteWriteDecodeError, never anything else, on bad input. `numbering`, when given, numbers
+ * each series' key as it is read (also the series of a body refused further on).
  */
-export function decodeCompact(bytes: Uint8Array, lim: DecodeLimits): CompactWriteRequest {
+export function decodeCompact(
+  bytes: Uint8Array,
+  lim: DecodeLimits,
+  numbering?: LabelKeyNumbering,
+): CompactWriteRequest {
   const c = new Cursor(asBuffer(bytes));
   let n = 0;
   const metadata: MetricMetadata[] = [];
@@ -487,6 +532,7 @@ export function decodeCompact(bytes: Uint8Array, lim: DecodeLimits): CompactWrit
     ends: new Uint32Array(starts.length),
     hashes: new Uint32Array(starts.length),
     scattered: undefined,
+    numbering,
   };
   const count: Counts = { samples: 0 };
   try {

@@ -1,4 +1,4 @@
-import { type CompactWriteRequest, decodeCompact, labelsOfKey } from "./compact.ts";
+import { type CompactWriteRequest, decodeCompact, type LabelKeyNumbering, labelsOfKey } from "./compact.ts";
 import { RemoteWriteDecodeError } from "./errors.ts";
 import { type DecodeLimits, resolveDecodeLimits } from "./options.ts";
 import { snappyDecompress } from "./snappy.ts";
@@ -20,12 +20,13 @@ function tooLarge(
 export function decodeWriteRequestCompact(
   bytes: Uint8Array,
   limits?: Partial<DecodeLimits>,
+  numbering?: LabelKeyNumbering,
 ): CompactWriteRequest {
   const lim = resolveDecodeLimits(limits);
   if (bytes.length > lim.maxDecompressedBytes) {
     throw tooLarge("protobuf body too large", "maxDecompressedBytes", bytes.length, lim.maxDecompressedBytes);
   }
-  return decodeCompact(bytes, lim);
+  return decodeCompact(bytes, lim, numbering);
 }
 
 /**
@@ -70,12 +71,13 @@ export function decodeRemoteWriteBody(body: Uint8Array, limits?: Partial<DecodeL
 
 /**
  * `decodeRemoteWriteBody` into the compact form, for receivers: no object per series or sample.
- * Throws RemoteWriteDecodeError.
+ * Throws RemoteWriteDecodeError. `numbering` numbers each series' label key as it is read (compact.ts).
  */
 export function decodeRemoteWriteBodyCompact(
   body: Uint8Array,
   limits?: Partial<DecodeLimits>,
+  numbering?: LabelKeyNumbering,
 ): CompactWriteRequest {
   const lim = resolveDecodeLimits(limits);
-  return decodeWriteRequestCompact(decompress(body, lim), lim);
+  return decodeWriteRequestCompact(decompress(body, lim), lim, numbering);
 }

@@ -1,6 +1,7 @@
 export {
   type CompactWriteRequest,
   compactWriteRequest,
+  type LabelKeyNumbering,
   labelKeyBytesHash,
   labelKeyHash,
   labelsOfKey,

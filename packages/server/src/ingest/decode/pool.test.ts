@@ -68,6 +68,35 @@ describe("ingest decode pool", () => {
         assert.equal(first.keys.ids[i] === first.keys.ids[j], keys[i] === keys[j], `series ${i} and ${j}`);
   });
 
+  it("starts a new numbering after a body that takes a worker past maxKeys, that body numbered in it", async () => {
+    const distinct = (...bodies: Uint8Array[]) =>
+      new Set(bodies.flatMap((x) => decodeRemoteWriteBodyCompact(x).labelKeys)).size;
+    // Room for either body's keys, not for both.
+    const maxKeys = Math.max(distinct(body(6, 200)), distinct(body(7, 200)));
+    assert.ok(distinct(body(6, 200), body(7, 200)) > maxKeys);
+    const small = createDecodePool({ workers: 1, inlineBytes: 0, maxKeys });
+    try {
+      const a = await small.decode(body(6, 200), "t");
+      const b = await small.decode(body(7, 200), "t");
+      const b2 = await small.decode(body(7, 200), "t");
+      assert.ok(a.keys && b.keys && b2.keys);
+      assert.notEqual(b.keys.space, a.keys.space, "a new numbering");
+      assert.equal(b2.keys.space, b.keys.space);
+      assert.deepEqual([...b2.keys.ids], [...b.keys.ids]);
+      // Within the new numbering, equal numbers exactly where the keys are equal, from 0 up.
+      const keys = b.req.labelKeys;
+      const first = new Map<string, number>();
+      keys.forEach((k, i) => {
+        if (!first.has(k)) first.set(k, b.keys?.ids[i] ?? -1);
+        assert.equal(b.keys?.ids[i], first.get(k), `series ${i}`);
+      });
+      assert.equal(new Set(first.values()).size, first.size);
+      assert.equal(Math.max(...first.values()), first.size - 1);
+    } finally {
+      await small.close();
+    }
+  });
+
   it("refuses a bad body with the inline decoder's error, naming the field and the limit", async () => {
     // WriteRequest{timeseries: TimeSeries{samples: Sample{value as a varint}}}
     const bad = snappyCompress(new Uint8Array([0x0a, 4, 0x12, 2, 0x08, 0x05]));

@@ -1,26 +1,21 @@
 /**
  * An ingest decode worker: snappy and protobuf decoding of remote-write bodies, with every check the
  * decoder makes (limits, wire types, UTF-8), off the event loop. Each series' label key is numbered
- * here (a hash and a byte comparison, what the event loop's series lookup did per series), so the event
- * loop finds a known series by an array index. Nothing here touches the store: the WAL, the head and
- * the inventory stay on the event loop (docs/decisions.md "Ingest on both cores").
+ * here as it is decoded (key-numbers.ts: mostly one byte comparison against the key that followed the
+ * series before it last time), so the event loop finds a known series by an array index. Nothing here touches the
+ * store: the WAL, the head and the inventory stay on the event loop (docs/decisions.md "Ingest on both
+ * cores").
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { decodeRemoteWriteBodyCompact, RemoteWriteDecodeError } from "@svc/remotewrite";
-import { dataView, SeriesCache } from "../series-cache.ts";
+import { KeyNumbers } from "./key-numbers.ts";
 import { type DecodeJob, type DecodeReply, type DecodeWorkerInit, ownBuffer } from "./protocol.ts";
 
 const init = workerData as DecodeWorkerInit;
 const port = parentPort;
 if (!port) throw new Error("ingest/decode/worker.ts runs only as a worker thread");
 
-interface Numbered {
-  keyAt: number;
-  keyLen: number;
-  readonly id: number;
-}
-let keys = new SeriesCache<Numbered>();
-let nextId = 0;
+const keys = new KeyNumbers();
 let epoch = 1;
 
 port.on("message", (job: DecodeJob) => {
@@ -29,25 +24,18 @@ port.on("message", (job: DecodeJob) => {
   let reply: DecodeReply;
   const transfer: ArrayBuffer[] = [];
   try {
-    const req = decodeRemoteWriteBodyCompact(job.body, init.limits);
-    if (nextId + req.seriesCount > init.maxKeys) {
-      keys = new SeriesCache<Numbered>();
-      nextId = 0;
-      epoch++;
-    }
+    keys.begin();
+    const req = decodeRemoteWriteBodyCompact(job.body, init.limits, keys);
     const n = req.seriesCount;
-    const keyIds = new Uint32Array(n);
     const { labelBytes, labelKeyStart, labelKeyEnd, labelHashes } = req;
-    const view = dataView(labelBytes);
-    for (let i = 0; i < n; i++) {
-      const s = labelKeyStart[i];
-      const e = labelKeyEnd[i];
-      let k = keys.get(labelHashes[i], labelBytes, view, s, e);
-      if (k === undefined) {
-        k = { keyAt: 0, keyLen: 0, id: nextId++ };
-        keys.set(labelHashes[i], labelBytes, s, e, k);
-      }
-      keyIds[i] = k.id;
+    let keyIds: Uint32Array;
+    if (keys.size <= init.maxKeys) keyIds = keys.ids(n);
+    else {
+      // Numbered past the bound: start over, this request the first of a new epoch.
+      keys.clear();
+      epoch++;
+      keyIds = new Uint32Array(n);
+      keys.number(labelBytes, labelKeyStart, labelKeyEnd, labelHashes, n, keyIds);
     }
     // The decompressed body is moved when it has a buffer of its own (the native snappy's copy does);
     // else (a pooled slice) copied once.
