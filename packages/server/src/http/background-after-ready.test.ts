@@ -40,10 +40,10 @@ describe("background work starts after ready (app.afterReady)", () => {
       app.afterReady(() => started.push("before listen"));
       await app.server.listen({ host: "127.0.0.1", port: Number(new URL(base).port) });
       await turn();
-      assert.deepEqual(started, [], "listening is not ready");
+      assert.equal(started.length, 0, "listening is not ready");
       assert.equal((await fetch(`${base}/healthz`)).status, 200);
       await turn();
-      assert.deepEqual(started, [], "liveness is not readiness");
+      assert.equal(started.length, 0, "liveness is not readiness");
       assert.equal((await fetch(`${base}/readyz`)).status, 200);
       await turn();
       assert.deepEqual(started, ["before listen"], "started after the first ready answer");
