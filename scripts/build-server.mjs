@@ -213,7 +213,7 @@ async function startAndStop(dir, dataDir) {
       (r) => r.arrayBuffer(),
       () => undefined,
     );
-    // The workers start right after listening, beside the first readiness answers.
+    // The workers start once the first readiness answer was 200 (App.afterReady), right after it.
     for (let i = 0; i < 600 && !existsSync(join(dir, "query-worker.cjs.v8-cache")); i++)
       await new Promise((r) => setTimeout(r, 50));
     child.kill("SIGTERM");

@@ -82,8 +82,19 @@ export interface App {
   readonly registry: Registry;
   /** The SVC_METRICS_LISTEN listener's port, when configured. */
   readonly metricsPort?: number;
+  /**
+   * Runs `start` once the service is past ready: after its first /readyz answer of 200, or
+   * {@link BACKGROUND_START_FALLBACK_MS} after it listens when nothing asks (at once if already past;
+   * never once closing). Background work goes here (the evaluator, the dispatcher, the workers'
+   * start), so none of it is on the path to the first ready answer (docs/decisions.md, "Background
+   * work starts after ready").
+   */
+  afterReady(start: () => void): void;
   close(): Promise<void>;
 }
+
+/** When nothing asks /readyz, the background work starts this long after the server listens. */
+export const BACKGROUND_START_FALLBACK_MS = 1000;
 
 export interface AppOptions {
   readonly now?: () => number;
@@ -337,6 +348,33 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       maxPerProject: notifyOptions.maxSilencesPerProject,
     },
   };
+  // Background work waits until the service is past ready (App.afterReady): readiness needs the store
+  // and the database, none of the background roles, and on a 2-core machine their start (the first
+  // alert cycle, the workers' threads) took the cores from the first /readyz answer
+  // (docs/performance.md, "Start-up, fourth pass").
+  let pastReady = false;
+  let closing = false;
+  let listening = false;
+  let fallback: NodeJS.Timeout | undefined;
+  const backgroundStarts: (() => void)[] = [];
+  const runBackground = (start: () => void) => {
+    try {
+      start();
+    } catch (err) {
+      log.warn({ err }, "background work did not start");
+    }
+  };
+  const startBackground = () => {
+    if (pastReady || closing || !listening) return;
+    pastReady = true;
+    clearTimeout(fallback);
+    for (const start of backgroundStarts.splice(0)) runBackground(start);
+  };
+  const afterReady = (start: () => void) => {
+    if (closing) return;
+    if (pastReady) runBackground(start);
+    else backgroundStarts.push(start);
+  };
   const routes = async (router: ConnectRouter) =>
     (await import("./http/services/index.ts")).registerServices(router, servicesDeps);
   // The console's CSRF tokens get a key of their own, derived from the secret key.
@@ -356,6 +394,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       metrics:
         remote?.metrics.ready ?? (() => metrics.labelNames("__readiness__", [], now() - 60_000, now())),
     },
+    onReady: startBackground,
     ciTokenResolver: ci.resolver,
     consoleKey,
     trustedProxies: config.trustedProxies,
@@ -419,12 +458,18 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const metricsListener = config.metricsListen
     ? await startMetricsListener(registry, config.metricsListen)
     : undefined;
-  // The background roles start once the server listens, not before: readiness (the store open, its WAL
-  // replayed, the database answering) does not wait behind the first alert cycle and outbox poll, which
-  // then run beside the first requests (docs/performance.md, "Start-up").
-  server.addHook("onListen", (done) => {
+  // The background roles start once the service is past ready, not before: readiness (the store open,
+  // its WAL replayed, the database answering) does not wait behind the first alert cycle and outbox
+  // poll, which then run beside the first requests (docs/performance.md, "Start-up" and "Start-up,
+  // fourth pass").
+  afterReady(() => {
     if (config.evaluatorAutoStart && config.roles.has("evaluator")) evaluator.start();
     if (config.notify.dispatcherAutoStart && config.roles.has("notifier")) dispatcher.start();
+  });
+  server.addHook("onListen", (done) => {
+    listening = true;
+    fallback = setTimeout(startBackground, BACKGROUND_START_FALLBACK_MS);
+    fallback.unref();
     done();
   });
   return {
@@ -444,7 +489,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     log,
     registry,
     metricsPort: metricsListener?.port,
+    afterReady,
     async close() {
+      closing = true;
+      clearTimeout(fallback);
+      backgroundStarts.length = 0;
       const housekept = housekeeping.stop();
       await metricsListener?.close();
       await evaluator.stop();

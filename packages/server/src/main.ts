@@ -70,19 +70,22 @@ async function main(): Promise<void> {
   const baseUrl =
     config.baseUrl ?? `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${url.port}`;
   out(`svc listening on ${baseUrl}`);
-  // The query workers one tenant can use start now, in the background, not with the first query: a
-  // dashboard's first panels would otherwise wait for them and, on a busy machine, could be refused with
-  // 429 after the project's 2 s wait for a query slot. The pool's last worker (kept free of any one
-  // tenant's queries) starts when a second tenant's query first needs it (~30 ms from the bundle).
-  const pool = app.queryPool;
-  void pool
-    ?.warm(workersPerTenant(pool.stats().size))
-    .catch((err: unknown) => out(`query workers did not start: ${String(err)}`));
-  // Likewise the ingest decode workers: after listening (not in the start-up's CPU), before the first
-  // collector's body would wait for them.
-  void app.decodePool
-    ?.ready()
-    .catch((err: unknown) => out(`ingest decode workers did not start: ${String(err)}`));
+  // The query workers one tenant can use start once the service is past ready (app.afterReady: its
+  // first /readyz 200, else a second after listening), not with the first query: a dashboard's first
+  // panels would otherwise wait for them and, on a busy machine, could be refused with 429 after the
+  // project's 2 s wait for a query slot. Until then a query or a body queues for the worker it starts.
+  // The pool's last worker (kept free of any one tenant's queries) starts when a second tenant's query
+  // first needs it (~30 ms from the bundle).
+  app.afterReady(() => {
+    const pool = app.queryPool;
+    void pool
+      ?.warm(workersPerTenant(pool.stats().size))
+      .catch((err: unknown) => out(`query workers did not start: ${String(err)}`));
+    // Likewise the ingest decode workers, before the first collector's body would wait for them.
+    void app.decodePool
+      ?.ready()
+      .catch((err: unknown) => out(`ingest decode workers did not start: ${String(err)}`));
+  });
   out(`console: ${baseUrl}/`);
   if (config.demo && kit) {
     const { credentialsPath } = kit;

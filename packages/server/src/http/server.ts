@@ -61,6 +61,11 @@ export interface ServerDeps {
   readonly frameworkErrors?: readonly FrameworkErrorHandler[];
   /** Readiness checks by name (the database, the metrics backend): each resolves or throws. */
   readonly readiness?: Readonly<Record<string, () => Promise<unknown>>>;
+  /**
+   * Called (once per answer) after /readyz answers 200: the app starts its background work then, off
+   * the path to the first ready answer (docs/decisions.md, "Background work starts after ready").
+   */
+  readonly onReady?: () => void;
   readonly ciTokenResolver?: TokenResolver;
   /** Signs the console's CSRF tokens. */
   readonly consoleKey: Buffer;
@@ -151,6 +156,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       }),
     );
     const ready = Object.values(checks).every((v) => v === "ok");
+    // After this answer is written: setImmediate runs once the reply's write has been issued.
+    if (ready && deps.onReady) setImmediate(deps.onReady);
     return reply
       .code(ready ? 200 : 503)
       .header("cache-control", "no-store")
