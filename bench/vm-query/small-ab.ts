@@ -10,19 +10,14 @@
  *
  * Arms (`--arms`): `parse-cache` (A: the PromQL parse cache sized as before, 512 expressions;
  * B: as now); `inline` (A: every query to the worker pool, SVC_QUERY_INLINE_COST=0; B: a cheap query
- * inline when its project has no free worker, as SVC_QUERY_INLINE_SPLIT=free-worker), switched per query;
- * `split` (A: SVC_QUERY_INLINE_SPLIT=free-worker, a cheap query inline whenever its project has no free
- * worker, five of a burst of six on the loop; B: `balanced`, the default, the burst divided between the
- * loop and the worker by estimate: metrics/backend.ts); `auth-cache` (A: a key's two SQL reads per
- * request; B: one read of the auth revision and the cached principal, iam/principal-cache.ts). Each row
- * also prints where its Prometheus-API queries ran (loop / worker, warm-up included). Env: BENCH_VMS
- * (100), BENCH_DAYS (1).
+ * inline when its project has no free worker, the default), switched per query; `auth-cache` (A: a key's
+ * two SQL reads per request; B: one read of the auth revision and the cached principal, iam/principal-cache.ts). Env: BENCH_VMS (100), BENCH_DAYS (1).
  */
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { keyPrincipalCaching } from "../../packages/server/src/iam/principal-cache.ts";
 import { metricIds, vmSelector } from "../../packages/server/src/metrics/metric-ids.ts";
-import { DEFAULT_INLINE_QUERY_COST, type InlineSplit } from "../../packages/server/src/promql/cost.ts";
+import { DEFAULT_INLINE_QUERY_COST } from "../../packages/server/src/promql/cost.ts";
 import { parseCacheCapacity } from "../../packages/server/src/promql/parser.ts";
 import { labelsFromRecord } from "../../packages/server/src/storage/interface.ts";
 import { testDialects } from "../../packages/server/testing/dialects.ts";
@@ -46,8 +41,6 @@ interface Arm {
 }
 /** The server's SVC_QUERY_INLINE_COST, read per query: the `inline` arms switch it. */
 let inlineCost = DEFAULT_INLINE_QUERY_COST;
-/** The server's SVC_QUERY_INLINE_SPLIT, read per query: the `split` arms switch it. */
-let inlineSplit: InlineSplit = "free-worker";
 const defaultCapacity = parseCacheCapacity();
 const armSets: Record<string, [Arm, Arm]> = {
   "parse-cache": [
@@ -65,10 +58,6 @@ const armSets: Record<string, [Arm, Arm]> = {
       apply: () => (inlineCost = DEFAULT_INLINE_QUERY_COST),
     },
   ],
-  split: [
-    { name: "inline whenever no free worker (before)", apply: () => (inlineSplit = "free-worker") },
-    { name: "balanced split, loop and worker (after)", apply: () => (inlineSplit = "balanced") },
-  ],
 };
 const arms = armSets[args.arms];
 if (!arms) throw new Error(`--arms: one of ${Object.keys(armSets).join(", ")}`);
@@ -78,10 +67,7 @@ const [sqlite] = await testDialects();
 
 /** A server with the bench's data: 6 series per VM over BENCH_DAYS, and a read key. */
 async function server() {
-  const t = await startTestApp(sqlite.dialect, {
-    queryInlineCost: () => inlineCost,
-    queryInlineSplit: () => inlineSplit,
-  });
+  const t = await startTestApp(sqlite.dialect, { queryInlineCost: () => inlineCost });
   await t.app.queryPool?.warm();
   const nowMs = t.clock.now();
   const vmIds = Array.from({ length: VMS }, (_, i) => `vm-${String(i).padStart(4, "0")}`);
@@ -124,30 +110,6 @@ async function server() {
 }
 
 const { t, requests } = await server();
-// Where the queries ran: every Prometheus-API query passes queryEncoded, and those given to a worker
-// also the pool's rangeQueryEncoded (the backend holds these same objects).
-const placed = { queries: 0, worker: 0 };
-const metrics = t.app.metrics;
-const pool = t.app.queryPool;
-const queryEncoded = metrics.queryEncoded?.bind(metrics);
-if (queryEncoded && pool) {
-  (metrics as { queryEncoded: typeof queryEncoded }).queryEncoded = (...a) => {
-    placed.queries++;
-    return queryEncoded(...a);
-  };
-  const rangeEncoded = pool.rangeQueryEncoded.bind(pool);
-  (pool as { rangeQueryEncoded: typeof rangeEncoded }).rangeQueryEncoded = (...a) => {
-    placed.worker++;
-    return rangeEncoded(...a);
-  };
-}
-/** Per row (from its start to the next's, warm-up included): queries, and of them to a worker. */
-const splits: { queries: number; worker: number }[] = [];
-let mark = { ...placed };
-const closeRow = () => {
-  splits.push({ queries: placed.queries - mark.queries, worker: placed.worker - mark.worker });
-  mark = { ...placed };
-};
 try {
   const rows: (LoadRow & { arm: number })[] = [];
   // A B B A …: each arm goes first as often as second.
@@ -161,21 +123,14 @@ try {
         requests,
       });
   const spans: Span[] = [];
-  let started = 0;
-  const results = await runLoad(rows, spans, (row) => {
-    if (started++ > 0) closeRow();
-    arms[(row as (typeof rows)[number]).arm].apply();
-  });
-  closeRow();
-  out(
-    `| arm | groups | process CPU µs per query | main thread CPU µs per query | p50 ms (group) | queries on loop / worker |`,
-  );
-  out(`| --- | --- | --- | --- | --- | --- |`);
+  const results = await runLoad(rows, spans, (row) => arms[(row as (typeof rows)[number]).arm].apply());
+  out(`| arm | groups | process CPU µs per query | main thread CPU µs per query | p50 ms (group) |`);
+  out(`| --- | --- | --- | --- | --- |`);
   const per = (ms: number, n: number) => ((ms * 1000) / (n * 6)).toFixed(0);
   for (const [i, r] of results.entries()) {
     const sorted = [...r.latenciesMs].sort((a, b) => a - b);
     out(
-      `| ${rows[i].name} | ${r.n} | ${per(r.serverCpuMs, r.n)} | ${per(r.mainCpuMs, r.n)} | ${sorted[Math.floor(sorted.length / 2)].toFixed(2)} | ${splits[i].queries - splits[i].worker} / ${splits[i].worker} |`,
+      `| ${rows[i].name} | ${r.n} | ${per(r.serverCpuMs, r.n)} | ${per(r.mainCpuMs, r.n)} | ${sorted[Math.floor(sorted.length / 2)].toFixed(2)} |`,
     );
   }
   for (const [a, arm] of arms.entries()) {

@@ -166,7 +166,6 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       queryPool,
       chargeCpu,
       inlineQueryCost: config.queryInlineCost,
-      inlineSplit: config.queryInlineSplit,
     });
   if (instruments)
     registerProcessMetrics(instruments, {

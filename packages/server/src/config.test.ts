@@ -74,15 +74,6 @@ describe("remote metrics configuration", () => {
       );
   });
 
-  it("reads how a burst of cheap queries divides between the loop and the workers (SVC_QUERY_INLINE_SPLIT)", () => {
-    assert.equal(loadConfig(env({})).queryInlineSplit, "balanced");
-    assert.equal(loadConfig(env({ SVC_QUERY_INLINE_SPLIT: "free-worker" })).queryInlineSplit, "free-worker");
-    assert.throws(
-      () => loadConfig(env({ SVC_QUERY_INLINE_SPLIT: "half" })),
-      /SVC_QUERY_INLINE_SPLIT: "half" is not one of balanced, free-worker/,
-    );
-  });
-
   it("names a malformed header entry by position, never its value", () => {
     assert.throws(
       () => parseHeaderList("X-Scope-OrgID: a, secret-without-colon", "SVC_REMOTE_HEADERS"),

@@ -12,7 +12,7 @@ import { DEFAULT_DECODE_WORKERS, DEFAULT_INLINE_BYTES } from "./ingest/decode/de
 import type { MetricsOptions } from "./metrics/options.ts";
 import { parseHeaderList, type RemoteMetricsOptions } from "./metrics/remote/options.ts";
 import type { NotifyOptions } from "./notify/options.ts";
-import { DEFAULT_INLINE_QUERY_COST, INLINE_SPLITS, type InlineSplit } from "./promql/cost.ts";
+import { DEFAULT_INLINE_QUERY_COST } from "./promql/cost.ts";
 
 /** Everything configurable, with its default, read once at start-up from the environment. */
 export interface Config {
@@ -103,10 +103,6 @@ export interface Config {
    * (SVC_QUERY_INLINE_COST, default 100,000; 0 sends every query to a worker). metrics/backend.ts;
    * a function (benches only) is read per query. */
   readonly queryInlineCost: number | (() => number);
-  /** How a burst of cheap queries divides between the loop and the workers (SVC_QUERY_INLINE_SPLIT:
-   * `balanced`, the default, or `free-worker`, the rule before). metrics/backend.ts InlineSplit; a
-   * function (benches only) is read per query. */
-  readonly queryInlineSplit: InlineSplit | (() => InlineSplit);
   /** Worker threads decoding remote-write bodies off the event loop (SVC_INGEST_DECODE_WORKERS). Default:
    * one per core beyond the event loop's, at most 4 (one on 2 cores); 0 decodes on the event loop. */
   readonly ingestDecodeWorkers: number;
@@ -254,7 +250,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
         ? { uri: env.SVC_LIBVIRT_URI, socket: env.SVC_LIBVIRT_SOCKET || undefined }
         : undefined),
     queryInlineCost: overrides.queryInlineCost ?? inlineCostOf(env.SVC_QUERY_INLINE_COST),
-    queryInlineSplit: overrides.queryInlineSplit ?? inlineSplitOf(env.SVC_QUERY_INLINE_SPLIT),
     ingestDecodeWorkers:
       overrides.ingestDecodeWorkers ??
       countOf(env.SVC_INGEST_DECODE_WORKERS, "SVC_INGEST_DECODE_WORKERS", "threads", 256) ??
@@ -362,13 +357,6 @@ function inlineCostOf(raw: string | undefined): number {
   if (!Number.isSafeInteger(n) || n < 0)
     throw new Error(`SVC_QUERY_INLINE_COST: "${raw}" is not a number of sample visits (0 or more)`);
   return n;
-}
-
-function inlineSplitOf(raw: string | undefined): InlineSplit {
-  if (raw === undefined || raw === "") return "balanced";
-  const split = INLINE_SPLITS.find((s) => s === raw);
-  if (!split) throw new Error(`SVC_QUERY_INLINE_SPLIT: "${raw}" is not one of ${INLINE_SPLITS.join(", ")}`);
-  return split;
 }
 
 function shardsOf(raw: string | undefined): number {

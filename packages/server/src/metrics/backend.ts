@@ -1,5 +1,5 @@
 import type { Expr } from "../promql/ast.ts";
-import { type CostRange, DEFAULT_INLINE_QUERY_COST, estimateCost, type InlineSplit } from "../promql/cost.ts";
+import { type CostRange, DEFAULT_INLINE_QUERY_COST, estimateCost } from "../promql/cost.ts";
 import {
   type AnswerEncoding,
   chargingCpu,
@@ -37,7 +37,7 @@ import {
   withoutStaleMarkers,
 } from "./windows.ts";
 
-export type { InlineSplit, WindowFunction };
+export type { WindowFunction };
 export { TENANT_LABEL };
 
 /** One step aggregate of `windowAggregates`: `fn(<metric>{matchers}[windowMs])`. */
@@ -193,13 +193,6 @@ export function labelsKey(labels: Labels): string {
 }
 
 /**
- * Under the balanced split (InlineSplit), a cheap query is queued for its project's worker only while
- * the project's work queued or running there stays within this many inline costs (with the default,
- * 400,000 sample visits: ~10 ms of engine time, against the pool's 2 s wait before a refusal).
- */
-export const QUEUED_INLINE_COSTS = 4;
-
-/**
  * MetricsBackend over the embedded store (or any Queryable) and the embedded PromQL engine. `now`
  * (ms) times the deadline of windowAggregates; tests inject it.
  */
@@ -225,11 +218,6 @@ export function createMetricsBackend(deps: {
    */
   inlineQueryCost?: number | (() => number);
   /**
-   * How cheap queries divide between the loop and the workers (InlineSplit; default "balanced"). A
-   * function is read per query (bench/vm-query/small-ab.ts switches it between rows).
-   */
-  inlineSplit?: InlineSplit | (() => InlineSplit);
-  /**
    * Told the CPU seconds of each read evaluated on this thread (an inline query, windowAggregates,
    * select, latest) with its project; the pool tells its own queries' (QueryPoolOptions.onCpu).
    */
@@ -249,32 +237,17 @@ export function createMetricsBackend(deps: {
   const now = deps.now ?? (() => performance.now());
   const costOption = deps.inlineQueryCost ?? DEFAULT_INLINE_QUERY_COST;
   const inlineCostNow = typeof costOption === "function" ? costOption : () => costOption;
-  const splitOption = deps.inlineSplit ?? "balanced";
-  const splitNow = typeof splitOption === "function" ? splitOption : () => splitOption;
-  // Where a Prometheus-API query runs (InlineSplit above): `inline` with its estimate, or on a
-  // worker, with the estimate the pool counts in the project's load (undefined: not estimated).
-  // A query goes to a worker when its project may take one now; a query evaluated inline is bounded
-  // by the estimate, and a costly one never runs there.
-  const place = (projectId: string, ast: Expr, range: CostRange): { inline: boolean; cost?: number } => {
+  // Inline only when the project has no worker it may take now (each of its others busy, or it is at
+  // its share): the burst's queries then run on two threads, the loop and the worker, instead of
+  // queueing for the one worker, and a query evaluated inline is bounded by the estimate.
+  const inline = (projectId: string, ast: Expr, range: CostRange): boolean => {
     const max = inlineCostNow();
-    if (max <= 0 || pool === undefined) return { inline: false };
-    const balanced = splitNow() === "balanced";
-    // The rule before estimates only when no worker is free (the split needs every query's).
-    if (!balanced && pool.hasFreeWorker(projectId)) return { inline: false };
-    const cost = estimateCost(ast, deps.storage.querier(), range, max);
-    // Past the bound the estimate stopped counting: on the pool a costly query counts as unbounded,
-    // so every cheap query of its project runs inline while it is there (as before).
-    if (cost > max) return { inline: false, cost: Number.POSITIVE_INFINITY };
-    if (!balanced) return { inline: true, cost };
-    if (pool.hasFreeWorker(projectId)) return { inline: false, cost };
-    const load = pool.tenantLoad(projectId);
-    const inline =
-      load.queries === 0 ||
-      load.othersWaiting > 0 ||
-      load.work + cost > QUEUED_INLINE_COSTS * max ||
-      load.loopGiven < load.workerGiven;
-    if (inline) pool.noteInline(projectId, cost);
-    return { inline, cost };
+    return (
+      max > 0 &&
+      pool !== undefined &&
+      !pool.hasFreeWorker(projectId) &&
+      estimateCost(ast, deps.storage.querier(), range, max) <= max
+    );
   };
   const sets = (ms: readonly (readonly LabelMatcher[])[]) => (ms.length === 0 ? [[]] : ms);
   return {
@@ -296,8 +269,7 @@ export function createMetricsBackend(deps: {
       async queryEncoded(projectId, expr, at, encoding, opts) {
         const ast = injectTenant(parse(expr), projectId);
         const range = "timeMs" in at ? { startMs: at.timeMs, endMs: at.timeMs, stepMs: 0 } : at;
-        const where = place(projectId, ast, range);
-        if (where.inline) {
+        if (inline(projectId, ast, range)) {
           const r = charged(projectId, opts, () =>
             "timeMs" in at
               ? engine.instantQuery(deps.storage, ast, at.timeMs, opts)
@@ -308,7 +280,7 @@ export function createMetricsBackend(deps: {
             encoding.maxBytes,
           );
         }
-        const o = { ...opts, tenant: projectId, cost: where.cost };
+        const o = { ...opts, tenant: projectId };
         return "timeMs" in at
           ? pool.instantQueryEncoded(deps.storage, ast, at.timeMs, encoding, o)
           : pool.rangeQueryEncoded(deps.storage, ast, at.startMs, at.endMs, at.stepMs, encoding, o);

@@ -10,7 +10,7 @@ import type { EncodedAnswer } from "../promql/index.ts";
 import { createQueryPool, ResponseTooLargeError } from "../promql/index.ts";
 import { queryAnswerJson } from "../promql/json.ts";
 import { labelsFromRecord, type Queryable } from "../storage/interface.ts";
-import { createMetricsBackend, type InlineSplit, QUEUED_INLINE_COSTS } from "./backend.ts";
+import { createMetricsBackend } from "./backend.ts";
 
 const STEP = 15_000;
 const MAX = 10_000_000;
@@ -164,73 +164,6 @@ describe("MetricsBackend: a cheap Prometheus-API query inline when the project h
     ]);
     assert.equal(Buffer.from(fromWorker(first ?? "").body).toString(), want);
     assert.equal(second, want);
-  });
-
-  it("splits a burst of cheap queries of one project between the loop and its worker, by estimate (balanced)", async () => {
-    const pool = createQueryPool({ workers: 2, maxQueueWaitMs: 600_000 });
-    after(() => pool.close());
-    await pool.warm();
-    let split: InlineSplit = "balanced";
-    let max = 100_000;
-    const b = createMetricsBackend({
-      storage,
-      queryPool: pool,
-      inlineQueryCost: () => max,
-      inlineSplit: () => split,
-    });
-    // 1,480 visits each (above); the six calls decide where they run as they are made, one by one.
-    const expr = 'rate(m_total{i="3"}[5m])';
-    const want = queryAnswerJson(await reference.rangeQuery("p", expr, 600_000, 5_000_000, 60_000), MAX);
-    const burst = (n: number, project = "p") =>
-      Array.from({ length: n }, () => b.queryEncoded?.(project, expr, range, { maxBytes: MAX }));
-    const where = (answers: (EncodedAnswer | string | undefined)[]) =>
-      answers.map((a) => (typeof a === "string" ? "loop" : "worker")).join(" ");
-    const bodies = (answers: (EncodedAnswer | string | undefined)[]) =>
-      answers.map((a) => (typeof a === "string" ? a : Buffer.from(fromWorker(a ?? "").body).toString()));
-
-    const six = burst(6);
-    // Fairness: with two workers the project holds one; another project's query takes the other at once.
-    const other = b.queryEncoded?.("q", expr, range, { maxBytes: MAX });
-    assert.deepEqual([pool.stats().running, pool.stats().queued], [2, 2], "p: 1 running, 2 waiting; q: 1");
-    const balanced = await Promise.all(six);
-    assert.equal(where(balanced), "worker loop worker loop worker loop", "three on each thread");
-    for (const body of bodies(balanced)) assert.equal(body, want);
-    assert.equal(typeof (await other), "object", "the other project found a worker free");
-    assert.deepEqual(pool.tenantLoad("p"), {
-      queries: 0,
-      work: 0,
-      workerGiven: 0,
-      loopGiven: 0,
-      othersWaiting: 0,
-    });
-
-    // The rule before: only the first takes the worker, the other five run on the loop.
-    split = "free-worker";
-    assert.equal(where(await Promise.all(burst(6))), "worker loop loop loop loop loop");
-
-    // What waits on the worker stays within 4 inline costs (QUEUED_INLINE_COSTS): with 1,500, 6,000
-    // visits, four queries of 1,480; of a burst of ten, the rest run on the loop.
-    split = "balanced";
-    max = 1_500;
-    assert.equal(
-      where(await Promise.all(burst(10))),
-      "worker loop worker loop worker loop worker loop loop loop",
-    );
-    assert.equal(QUEUED_INLINE_COSTS, 4);
-
-    // Another project's query waiting for a worker: queueing behind it has no bound, so inline.
-    const held = [1, 2].map(() =>
-      b.queryEncoded?.("q", "sum by (i) (rate(m_total[5m]))", range, { maxBytes: MAX }),
-    );
-    assert.equal(pool.tenantLoad("p").othersWaiting, 1, "q holds its share, its second waits");
-    assert.equal(where(await Promise.all(burst(3))), "worker loop loop");
-    await Promise.all(held);
-
-    // A costly query ahead on the project's worker (over the bound): every cheap one runs inline.
-    max = 10_000;
-    const costly = b.queryEncoded?.("p", "sum by (i) (rate(m_total[5m]))", range, { maxBytes: MAX });
-    assert.equal(where(await Promise.all(burst(4))), "loop loop loop loop");
-    assert.equal(typeof (await costly), "object");
   });
 
   it("sends a query over the threshold, and any subquery, to a worker", async () => {

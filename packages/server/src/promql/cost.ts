@@ -16,21 +16,6 @@ import type { Expr } from "./ast.ts";
  */
 export const DEFAULT_INLINE_QUERY_COST = 100_000;
 
-/**
- * Where a cheap Prometheus-API query (≤ the inline cost) runs (metrics/backend.ts) when its project has no free worker
- * (docs/decisions.md "A burst of cheap queries is split between the event loop and the workers"):
- * - `balanced`: on the event loop while the estimated work its project has given the loop in this
- *   busy period is less than what it has given the workers, else queued for the project's worker;
- *   inline anyway (as before) when the project has nothing of its own on the workers, when another
- *   project's queries wait for a worker, or when what it has queued or running there plus this query
- *   would exceed 4 inline costs (metrics/backend.ts QUEUED_INLINE_COSTS: a costly or unestimated
- *   query ahead, or a worker that falls behind). A burst of six alike: three on each thread.
- * - `free-worker`: always on the event loop (the rule before: of a burst of six, five on the loop).
- */
-export type InlineSplit = "balanced" | "free-worker";
-
-export const INLINE_SPLITS: readonly InlineSplit[] = ["balanced", "free-worker"];
-
 /** Sampling interval assumed for windows, ms (Prometheus' default scrape interval). */
 const ASSUMED_INTERVAL_MS = 15_000;
 /** Lookback of an instant selector, ms (the engine's default lookback delta). */

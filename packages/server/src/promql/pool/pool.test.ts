@@ -301,50 +301,6 @@ describe("createQueryPool()", () => {
     }
   });
 
-  it("keeps a tenant's load for its busy period: estimates queued or running, given to the workers and to the loop", async () => {
-    const p = createQueryPool({ workers: 2, maxQueueWaitMs: 600_000 });
-    try {
-      await p.warm();
-      const zero = { queries: 0, work: 0, workerGiven: 0, loopGiven: 0, othersWaiting: 0 };
-      assert.deepEqual(p.tenantLoad("p"), zero);
-      p.noteInline("p", 500);
-      assert.deepEqual(p.tenantLoad("p"), zero, "no period without a query on the pool");
-      // A burst of four cheap queries of one tenant: one runs (its share of two workers), three wait.
-      const cheap = "sum(rate(m_total[5m]))";
-      const burst = [1, 2, 3, 4].map(() =>
-        p.rangeQuery(data, parse(cheap), 0, 600_000, 15_000, { tenant: "p", cost: 1_000 }),
-      );
-      p.noteInline("p", 1_000);
-      assert.deepEqual(p.tenantLoad("p"), {
-        ...zero,
-        queries: 4,
-        work: 4_000,
-        workerGiven: 4_000,
-        loopGiven: 1_000,
-      });
-      // Fairness holds with queued cheap queries: the tenant runs on one worker of two, and another
-      // tenant's query (no estimate: unbounded) starts at once on the other.
-      assert.deepEqual([p.stats().running, p.stats().queued], [1, 3]);
-      assert.equal(p.hasFreeWorker("p"), false);
-      assert.equal(p.hasFreeWorker("q"), true);
-      const other = p.instantQuery(data, parse("sum(m_total)"), 1_000_000, { tenant: "q" });
-      assert.deepEqual(p.tenantLoad("q"), {
-        ...zero,
-        queries: 1,
-        work: Number.POSITIVE_INFINITY,
-        workerGiven: Number.POSITIVE_INFINITY,
-        othersWaiting: 3,
-      });
-      assert.equal(p.tenantLoad("p").othersWaiting, 0, "q runs: nothing of another tenant waits");
-      assert.equal(p.stats().running, 2);
-      await Promise.all([...burst, other]);
-      assert.deepEqual(p.tenantLoad("p"), zero, "the period ends with the tenant's last query");
-      assert.deepEqual(p.tenantLoad("q"), zero);
-    } finally {
-      await p.close();
-    }
-  });
-
   it("refuses with an overload error (429), not a timeout, when a tenant waits too long for a worker", async () => {
     const p = createQueryPool({ workers: 1, maxQueueWaitMs: 50, retryAfterSeconds: 3 });
     try {

@@ -81,30 +81,6 @@ export const defaultQueryPoolOptions: QueryPoolOptions = Object.freeze({
 export interface PoolQueryOptions extends QueryOptions {
   /** Queries of different tenants are served round-robin; absent: one shared tenant. */
   readonly tenant?: string;
-  /**
-   * The query's estimated sample visits (promql/cost.ts), counted in the tenant's TenantLoad while
-   * the query is queued or running; absent: unknown, counted as unbounded.
-   */
-  readonly cost?: number;
-}
-
-/**
- * A tenant's queries on the pool in its current busy period: from its first query submitted while
- * it had none queued or running to the moment it has none again (the period then starts over).
- * Estimates are sample visits (promql/cost.ts); the Prometheus API divides a burst of cheap queries
- * between the workers and the event loop by them (metrics/backend.ts, docs/decisions.md).
- */
-export interface TenantLoad {
-  /** The tenant's queries queued or running now. */
-  readonly queries: number;
-  /** Their estimated work, sample visits; Infinity when any has no estimate. */
-  readonly work: number;
-  /** Estimated work given to the workers in this period (submitted, finished or not). */
-  readonly workerGiven: number;
-  /** Estimated work evaluated on the event loop in this period instead (`noteInline`). */
-  readonly loopGiven: number;
-  /** Queries of other tenants waiting for a worker now (a query queued now may wait behind theirs). */
-  readonly othersWaiting: number;
 }
 
 export interface QueryPoolStats {
@@ -167,13 +143,6 @@ export interface QueryPool {
    * query inline when not: metrics/backend.ts.)
    */
   hasFreeWorker(tenant: string): boolean;
-  /** The tenant's load in its current busy period (all zero when it has no query queued or running). */
-  tenantLoad(tenant: string): TenantLoad;
-  /**
-   * Counts `cost` sample visits evaluated on the event loop for `tenant` in its current busy period
-   * (ignored when it has none: the loop's share only matters beside the tenant's own queries here).
-   */
-  noteInline(tenant: string, cost: number): void;
   /**
    * Starts `workers` of the pool's workers now (default: all; those already started count), and resolves
    * once every started worker can take queries. The others start when a query needs them.
@@ -223,8 +192,6 @@ interface Job {
   cpuSeconds: number;
   /** Whether its CPU is told to onCpu. */
   readonly charged: boolean;
-  /** Its estimated sample visits (PoolQueryOptions.cost); Infinity when unknown. */
-  readonly cost: number;
   /** An error raised here (a failed read) that the worker's failure stands for. */
   failure?: unknown;
   /** Lets the store delete the blocks lent to the worker for this query (Querier.selectParts). */
@@ -240,17 +207,6 @@ function closeQuietly(fd: number): void {
   } catch {
     // Already closed: nothing kept.
   }
-}
-
-/** A tenant's busy period on the pool (TenantLoad, with unknown estimates counted apart). */
-interface Ledger {
-  queries: number;
-  /** Finite estimates of the queued and running queries, sample visits. */
-  work: number;
-  /** Queued or running queries without an estimate. */
-  unknown: number;
-  workerGiven: number;
-  loopGiven: number;
 }
 
 interface Slot {
@@ -275,8 +231,6 @@ class QueryPoolImpl implements QueryPool {
   /** Waiting jobs per tenant, in the round-robin order of tenants. */
   readonly #queues = new Map<string, Job[]>();
   readonly #running = new Map<string, number>();
-  /** Per tenant with queries queued or running: its busy period's ledger (TenantLoad). */
-  readonly #loads = new Map<string, Ledger>();
   #nextId = 1;
   #started = 0;
   #replaced = 0;
@@ -357,25 +311,6 @@ class QueryPoolImpl implements QueryPool {
     return false;
   }
 
-  tenantLoad(tenant: string): TenantLoad {
-    let othersWaiting = 0;
-    for (const [t, q] of this.#queues) if (t !== tenant) othersWaiting += q.length;
-    const l = this.#loads.get(tenant);
-    if (!l) return { queries: 0, work: 0, workerGiven: 0, loopGiven: 0, othersWaiting };
-    return {
-      queries: l.queries,
-      work: l.unknown > 0 ? Number.POSITIVE_INFINITY : l.work,
-      workerGiven: l.workerGiven,
-      loopGiven: l.loopGiven,
-      othersWaiting,
-    };
-  }
-
-  noteInline(tenant: string, cost: number): void {
-    const l = this.#loads.get(tenant);
-    if (l) l.loopGiven += cost;
-  }
-
   async warm(workers = this.#o.workers): Promise<void> {
     while (!this.#closed && this.#slots.size < Math.min(workers, this.#o.workers)) this.#spawn();
     if ([...this.#slots].every((s) => s.ready)) return;
@@ -434,7 +369,6 @@ class QueryPoolImpl implements QueryPool {
         loaded: 0,
         cpuSeconds: 0,
         charged: opts?.charge !== false && opts?.tenant !== undefined,
-        cost: opts?.cost ?? Number.POSITIVE_INFINITY,
         done: false,
         timers: [],
         releases: [],
@@ -449,7 +383,6 @@ class QueryPoolImpl implements QueryPool {
         job.unlisten = () => signal.removeEventListener("abort", onAbort);
       }
       this.#armQueueWait(job);
-      this.#loadOf(job, 1);
       const q = this.#queues.get(job.tenant);
       if (q) q.push(job);
       else this.#queues.set(job.tenant, [job]);
@@ -496,7 +429,6 @@ class QueryPoolImpl implements QueryPool {
   #settle(job: Job, err: unknown, result?: QueryResult | EncodedAnswer): void {
     if (job.done) return;
     job.done = true;
-    this.#loadOf(job, -1);
     for (const r of job.releases.splice(0)) r();
     for (const t of job.timers) clearTimeout(t);
     job.unlisten?.();
@@ -518,21 +450,6 @@ class QueryPoolImpl implements QueryPool {
     if (job.charged && job.cpuSeconds > 0) this.#o.onCpu?.(job.tenant, job.cpuSeconds);
     if (result) job.resolve(result);
     else job.reject(err);
-  }
-
-  /** Counts a job into (+1) or out of (−1) its tenant's ledger; the ledger goes with its last job. */
-  #loadOf(job: Job, sign: 1 | -1): void {
-    let l = this.#loads.get(job.tenant);
-    if (!l) {
-      if (sign < 0) return;
-      l = { queries: 0, work: 0, unknown: 0, workerGiven: 0, loopGiven: 0 };
-      this.#loads.set(job.tenant, l);
-    }
-    l.queries += sign;
-    if (Number.isFinite(job.cost)) l.work += sign * job.cost;
-    else l.unknown += sign;
-    if (sign > 0) l.workerGiven += job.cost;
-    if (l.queries <= 0) this.#loads.delete(job.tenant);
   }
 
   /** With two workers or more, one tenant keeps at least one worker free for the others. */
