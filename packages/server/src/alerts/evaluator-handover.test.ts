@@ -58,7 +58,6 @@ for (const { dialect, skip } of await testDialects()) {
         },
         acquire: (nowMs, o) => leases.acquire(nowMs, o),
         release: () => leases.release(),
-        tenure: (shard) => leases.tenure(shard),
         async fence(tx, shard, nowMs) {
           const ok = await leases.fence(tx, shard, nowMs);
           if (ok) written.set(shard, Date.now());

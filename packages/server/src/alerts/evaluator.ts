@@ -2,7 +2,6 @@ import type { CompiledQuery } from "kysely";
 import type { Logger } from "pino";
 import { type ShardLeases, shardOf } from "../cluster/shards.ts";
 import type { Db } from "../db/database.ts";
-import type { AlertInstanceTable } from "../db/schema.ts";
 import type { MetricsBackend } from "../metrics/backend.ts";
 import { loadProjectBatch } from "./batch.ts";
 import { ruleMetrics } from "./catalog.ts";
@@ -102,19 +101,6 @@ class EvaluatorImpl implements Evaluator {
   /** Parsed specs of applied revisions, by rule id: a cycle reads only the rules' ids and versions. */
   readonly #specs = new Map<string, { version: number; spec: RuleSpec }>();
   /**
-   * The stored instance rows of each rule as this replica last read and then wrote them, by rule id,
-   * with the applied version they belong to and the tenure they were kept under (#tenureOf): a batch
-   * reads from the database only the rules it has no rows of under its shard's current tenure. No
-   * other replica writes a shard's instance rows during one tenure (cluster/shards.ts); the API's
-   * writes to them (a rule's deletion, an applied revision's retirements) change the rule list
-   * (docs/decisions.md, "the stored instances kept between cycles").
-   */
-  readonly #stored = new Map<
-    string,
-    { version: number; tenure: string; rows: readonly AlertInstanceTable[] }
-  >();
-
-  /**
    * What this replica last read of the rows that only change with the database's eval revision
    * (migration 0016_eval_revision; docs/decisions.md, "The evaluator's rule list and VMs kept under the
    * database's eval revision"), each with the revision read just before it: reused while the revision
@@ -179,17 +165,6 @@ class EvaluatorImpl implements Evaluator {
     return (projectId) => held.has(shardOf(projectId, count));
   }
 
-  /**
-   * What the stored instance rows of a batch of `shard` are kept under: the shard's tenure (undefined
-   * when this replica does not hold it: nothing is kept), or "all" for a cycle of every project
-   * (runCycle: one evaluator, as its unfenced writes already assume).
-   */
-  #tenureOf(shard: number): string | undefined {
-    if (shard < 0) return "all";
-    const t = this.#deps.shards?.tenure(shard);
-    return t === undefined ? undefined : `${shard}/${t}`;
-  }
-
   /** Row `id` of `eval_revision` now (NaN when the row is missing: never equal, so nothing is reused). */
   async #revision(id: number): Promise<number> {
     let q = this.#revisionQueries.get(id);
@@ -251,7 +226,6 @@ class EvaluatorImpl implements Evaluator {
     }
     // Forget deleted rules and the other shards' (the map is rebuilt from them on a miss).
     for (const id of this.#specs.keys()) if (!seen.has(id)) this.#specs.delete(id);
-    for (const id of this.#stored.keys()) if (!seen.has(id)) this.#stored.delete(id);
     return byProject;
   }
 
@@ -360,14 +334,6 @@ class EvaluatorImpl implements Evaluator {
   ): Promise<boolean> {
     const { db, options, shards, now } = this.#deps;
     const rulesOf = (p: string) => (byProject.get(p) ?? []).filter((r) => ruleMetrics.has(r.spec.metricId));
-    const tenure = this.#tenureOf(shard);
-    /** The rules whose rows this replica kept under the shard's current tenure: not read again. */
-    const keptRows = new Map<string, readonly AlertInstanceTable[]>();
-    for (const p of projectIds)
-      for (const r of rulesOf(p)) {
-        const k = this.#stored.get(r.id);
-        if (k !== undefined && k.version === r.version && k.tenure === tenure) keptRows.set(r.id, k.rows);
-      }
     let t0 = performance.now();
     // The VMs revision, read where the batch's VM read used to start: the VMs read under it are reused.
     const vmRevision = await this.#revision(VMS_REVISION);
@@ -380,7 +346,7 @@ class EvaluatorImpl implements Evaluator {
       {
         projectIds,
         keptVms: this.#vms,
-        ruleIds: projectIds.flatMap((p) => rulesOf(p).flatMap((r) => (keptRows.has(r.id) ? [] : [r.id]))),
+        ruleIds: projectIds.flatMap((p) => rulesOf(p).map((r) => r.id)),
         timelineProjectIds: projectIds.filter((p) =>
           rulesOf(p).some((r) => {
             const kind = ruleMetrics.get(r.spec.metricId)?.kind;
@@ -419,8 +385,6 @@ class EvaluatorImpl implements Evaluator {
     totals.readMs += performance.now() - t0;
 
     const outcomes: RuleOutcome[] = [];
-    /** Each evaluated rule's stored rows, as the evaluation saw them. */
-    const storedOf = new Map<string, readonly AlertInstanceTable[]>();
     for (const projectId of projectIds) {
       const rules = rulesOf(projectId);
       if (rules.length === 0) continue;
@@ -432,8 +396,7 @@ class EvaluatorImpl implements Evaluator {
       let budget = options.maxInstancesPerProject;
       for (const rule of rules) {
         const share = ruleShare(rule, plan?.get(rule.id), names, atMs, options);
-        const stored = keptRows.get(rule.id) ?? batch.instances.get(rule.id) ?? [];
-        storedOf.set(rule.id, stored);
+        const stored = batch.instances.get(rule.id) ?? [];
         const input = { vms, live: names, timelines, stored, ...share };
         const e = evaluateRule(rule, input, atMs, budget, options.maxGapMs);
         budget -= e.evaluated;
@@ -449,13 +412,7 @@ class EvaluatorImpl implements Evaluator {
 
     t0 = performance.now();
     const fence = shard >= 0 && shards ? (tx: Db) => shards.fence(tx, shard, now()) : undefined;
-    const written: AlertInstanceTable[] = [];
-    let committed = false;
-    try {
-      committed = await writeOutcomes(db, outcomes, atMs, fence, written);
-    } finally {
-      this.#keep(outcomes, storedOf, committed ? written : undefined, tenure, shard);
-    }
+    const committed = await writeOutcomes(db, outcomes, atMs, fence);
     totals.dbMs += performance.now() - t0;
     const m = this.#deps.instruments;
     // Counted once written: a batch fenced out by another replica transitioned nothing.
@@ -464,70 +421,4 @@ class EvaluatorImpl implements Evaluator {
         for (const w of o.writes) if (w.transition) m.transitions.inc({ kind: w.transition.toLowerCase() });
     return committed;
   }
-
-  /**
-   * After a batch's write: each rule's rows as now stored (what the evaluation read, with the rows the
-   * batch upserted) are kept for the next cycle, when the write committed and the shard's tenure is the
-   * one the rows were read under. Otherwise, and for rules whose rows the batch retired (rewritten by
-   * SQL) or whose value the database may store otherwise (not finite: SQLite stores NaN as NULL), the
-   * next cycle reads them again.
-   */
-  #keep(
-    outcomes: readonly RuleOutcome[],
-    storedOf: ReadonlyMap<string, readonly AlertInstanceTable[]>,
-    written: readonly AlertInstanceTable[] | undefined,
-    tenure: string | undefined,
-    shard: number,
-  ): void {
-    const valid = written !== undefined && tenure !== undefined && this.#tenureOf(shard) === tenure;
-    if (!valid) {
-      for (const o of outcomes) this.#stored.delete(o.rule.id);
-      return;
-    }
-    const byRule = new Map<string, AlertInstanceTable[]>();
-    for (const r of written) {
-      const list = byRule.get(r.rule_id);
-      if (list) list.push(r);
-      else byRule.set(r.rule_id, [r]);
-    }
-    for (const o of outcomes) {
-      const id = o.rule.id;
-      const mine = byRule.get(id);
-      if (
-        o.deleted.length > 0 ||
-        o.deselected.length > 0 ||
-        mine?.some((r) => r.last_value !== null && !Number.isFinite(r.last_value))
-      ) {
-        this.#stored.delete(id);
-        continue;
-      }
-      const before = storedOf.get(id) ?? [];
-      this.#stored.set(id, {
-        version: o.rule.version,
-        tenure,
-        rows: mine ? merged(before, mine) : [...before],
-      });
-    }
-  }
-}
-
-/**
- * A rule's stored rows with `rows` upserted (each replaces the row of its key), in the order of their
- * keys, as the primary key's index returns them.
- */
-function merged(
-  before: readonly AlertInstanceTable[],
-  rows: readonly AlertInstanceTable[],
-): AlertInstanceTable[] {
-  const byKey = new Map<string, AlertInstanceTable>();
-  for (const r of before) byKey.set(r.instance_key, r);
-  let added = false;
-  for (const r of rows) {
-    if (!byKey.has(r.instance_key)) added = true;
-    byKey.set(r.instance_key, r);
-  }
-  const out = [...byKey.values()];
-  if (added)
-    out.sort((a, b) => (a.instance_key < b.instance_key ? -1 : a.instance_key > b.instance_key ? 1 : 0));
-  return out;
 }

@@ -120,8 +120,6 @@ export async function writeOutcomes(
   outcomes: readonly RuleOutcome[],
   atMs: number,
   fence?: (tx: Db) => Promise<boolean>,
-  /** Receives the instance rows upserted, as written (valid once the transaction has committed). */
-  written?: AlertInstanceTable[],
 ): Promise<boolean> {
   if (outcomes.length === 0) return true;
   return db.transaction().execute(async (tx) => {
@@ -193,7 +191,6 @@ export async function writeOutcomes(
         .execute();
     }
     await upsertInstances(tx, rows);
-    if (written) for (const r of rows) written.push(r);
     for (const o of outcomes) {
       const { projectId, id } = o.rule;
       await retireInstances(tx, projectId, id, "VM deleted", atMs, EVALUATOR_ACTOR, o.deleted);

@@ -29,14 +29,6 @@ export interface ShardLeases {
   readonly status: { readonly held: number; readonly unowned: number | undefined };
   /** Inside a batch's transaction: renews the shard's lease if this replica still holds it; false if not. */
   fence(tx: Db, shard: number, nowMs: number): Promise<boolean>;
-  /**
-   * This replica's current tenure of the shard: a number that stays the same while it holds the shard
-   * without a break, and is new whenever it (re)takes it (undefined while it does not hold it). Between
-   * two points of one tenure no other replica wrote the shard's rows: another holder's writes need the
-   * lease, and the lease only comes back to this replica by a take, which starts a new tenure. The
-   * evaluator keeps the instance rows it wrote for as long as the tenure lasts (alerts/evaluator.ts).
-   */
-  tenure(shard: number): number | undefined;
   /** Gives every lease up (a clean shutdown), so the others need not wait for them to expire. */
   release(): Promise<void>;
 }
@@ -82,10 +74,10 @@ export function createShardLeases(o: ShardLeaseOptions): ShardLeases {
   const { db, holder } = o;
   const rank = (shard: number) => fnv1a(`${holder}/${shard}`);
   const status = { held: 0, unowned: undefined as number | undefined };
-  /** Shard → this replica's tenure of it (see `tenure`). */
-  const tenures = new Map<number, number>();
-  let nextTenure = 1;
-  /** acquire runs one at a time (the timer's, the keeper's and an apply's may overlap): see `tenure`. */
+  /**
+   * acquire runs one at a time (the timer's, the keeper's and an apply's may overlap), so one round's
+   * renewal never reads the leases halfway through another round's takes.
+   */
   let acquiring: Promise<unknown> = Promise.resolve();
   async function acquireOnce(nowMs: number, opts?: { shed?: boolean }): Promise<ReadonlySet<number>> {
     await holdLease(db, `${MEMBER}${holder}`, holder, nowMs, ttlMs);
@@ -113,8 +105,6 @@ export function createShardLeases(o: ShardLeaseOptions): ShardLeases {
       .filter((s) => taken.get(s)?.holder === holder)
       .sort((a, b) => rank(b) - rank(a));
     const held = new Set<number>();
-    /** Shards this replica held without a break since it took them: their renewal found its lease. */
-    const kept = new Set(mine);
     /** Free shards another replica took first. */
     const lost = new Set<number>();
     for (const [i, s] of mine.entries()) {
@@ -146,9 +136,6 @@ export function createShardLeases(o: ShardLeaseOptions): ShardLeases {
       if (held.has(s) || lost.has(s)) continue;
       if (!r || r.expire_time <= nowMs || r.holder === holder) unowned++;
     }
-    // A tenure lasts while the renewal finds the lease still ours; a shard (re)taken starts a new one.
-    for (const s of tenures.keys()) if (!held.has(s) || !kept.has(s)) tenures.delete(s);
-    for (const s of held) if (!tenures.has(s)) tenures.set(s, nextTenure++);
     status.held = held.size;
     status.unowned = unowned;
     return held;
@@ -169,13 +156,9 @@ export function createShardLeases(o: ShardLeaseOptions): ShardLeases {
         .where("name", "=", shardLeaseName(shard))
         .where("holder", "=", holder)
         .executeTakeFirst();
-      const ok = Number(r.numUpdatedRows) > 0;
-      if (!ok) tenures.delete(shard);
-      return ok;
+      return Number(r.numUpdatedRows) > 0;
     },
-    tenure: (shard) => tenures.get(shard),
     async release() {
-      tenures.clear();
       await db
         .deleteFrom("leases")
         .where("holder", "=", holder)
