@@ -41,20 +41,29 @@ export class BitWriter {
   /** Bits written so far, relative to base. */
   pos = 0;
 
-  /** Writes the low n (≤ 32) bits of v, most significant first. */
+  /**
+   * Writes the low n (≤ 32) bits of v, most significant first. The bits are left-aligned in one int32
+   * and written a byte at a time (the first byte's free bits, then whole bytes), with no per-byte
+   * masks or Math.min: the hot path of every append, a WAL replay's included (docs/performance.md,
+   * "Start-up, fifth pass").
+   */
   write(v: number, n: number): void {
+    if (n <= 0) return;
     const buf = this.buf;
-    let pos = this.pos;
-    while (n > 0) {
-      const idx = this.base + (pos >>> 3);
-      const free = 8 - (pos & 7);
-      const take = Math.min(n, free);
-      const bits = (v >>> (n - take)) & ((1 << take) - 1);
-      buf[idx] |= bits << (free - take);
-      pos += take;
-      n -= take;
+    const pos = this.pos;
+    let idx = this.base + (pos >>> 3);
+    const used = pos & 7;
+    this.pos = pos + n;
+    // The n bits at the top of x, zeros below them.
+    let x = n === 32 ? v | 0 : v << (32 - n);
+    buf[idx++] |= x >>> (24 + used);
+    let left = n - 8 + used;
+    x <<= 8 - used;
+    while (left > 0) {
+      buf[idx++] |= x >>> 24;
+      x <<= 8;
+      left -= 8;
     }
-    this.pos = pos;
   }
 
   /** Writes the low n (≤ 64) bits of the 64-bit value hi:lo. */

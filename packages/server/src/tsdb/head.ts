@@ -69,6 +69,12 @@ export class Head {
   #ocCount = new Uint16Array(0);
   #ocBits = new Uint16Array(0);
   #ocMinT = new Float64Array(0);
+  /**
+   * Start of the block range after the one the open chunk's first sample is in: a sample at or after it
+   * cuts the chunk. Kept so an append compares instead of dividing twice (docs/performance.md,
+   * "Start-up, fifth pass").
+   */
+  #ocEndT = new Float64Array(0);
   #ocDelta = new Float64Array(0);
   #ocLead = new Uint8Array(0);
   #ocTrail = new Uint8Array(0);
@@ -154,12 +160,12 @@ export class Head {
   #appendInOrder(ref: number, t: number, hi: number, lo: number): void {
     let slot = this.#slot[ref];
     if (slot >= 0) {
-      const range = this.#opts.blockRangeMs;
-      // Cut on sample count, on slot space, and at block boundaries so chunks never straddle a block.
+      // Cut on sample count, on slot space, and at block boundaries so chunks never straddle a block
+      // (t > the chunk's first sample: t is past the boundary exactly when their ranges differ).
       if (
         this.#ocCount[ref] >= this.#opts.chunkTargetSamples ||
         this.#ocBits[ref] + MAX_SAMPLE_BITS > SLOT_BITS ||
-        Math.floor(t / range) !== Math.floor(this.#ocMinT[ref] / range)
+        t >= this.#ocEndT[ref]
       ) {
         this.#cut(ref);
         slot = -1;
@@ -172,6 +178,8 @@ export class Head {
       this.#ocCount[ref] = 0;
       this.#ocBits[ref] = 0;
       this.#ocMinT[ref] = t;
+      const range = this.#opts.blockRangeMs;
+      this.#ocEndT[ref] = (Math.floor(t / range) + 1) * range;
       s.count = 0;
       s.bits = 0;
       s.leading = 0xff;
@@ -520,6 +528,7 @@ export class Head {
     this.#ocCount = grow(this.#ocCount, cap);
     this.#ocBits = grow(this.#ocBits, cap);
     this.#ocMinT = grow(this.#ocMinT, cap);
+    this.#ocEndT = grow(this.#ocEndT, cap);
     this.#ocDelta = grow(this.#ocDelta, cap);
     this.#ocLead = grow(this.#ocLead, cap);
     this.#ocTrail = grow(this.#ocTrail, cap);

@@ -113,7 +113,9 @@ export function replayWal(
       else head.walLogged[head.getOrCreate(labels, ref)] = 1;
     },
     sample: (ref, t, hi, lo) => {
-      const r = alias.get(ref) ?? ref;
+      // Aliases exist only when a series record repeated labels under another ref: usually none, and
+      // then no map lookup per sample.
+      const r = alias.size === 0 ? ref : (alias.get(ref) ?? ref);
       if (t < skip) return;
       if (!head.reg.isAlive(r)) {
         orphans++;

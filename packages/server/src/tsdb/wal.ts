@@ -193,7 +193,7 @@ function samplesClaimed(buf: Buffer, pos: number, bytes: number): number | undef
 }
 
 /** Decodes one valid record's payload into `v`; false when it is malformed despite its CRC. */
-function decodeRecord(payload: Buffer, v: RecordVisitor): boolean {
+function decodeRecord(payload: Buffer, v: RecordVisitor, sample: RecordVisitor["sample"]): boolean {
   let r = new ByteReader(payload);
   let type = r.u8();
   if (type === REC_SERIES_SNAPPY) {
@@ -225,7 +225,7 @@ function decodeRecord(payload: Buffer, v: RecordVisitor): boolean {
         const lo = r.u32();
         v.sample(ref, t, r.u32(), lo);
       }
-    } else decodeCompactSamples(payload, 1, (ref, t, hi, lo) => v.sample(ref, t, hi, lo));
+    } else decodeCompactSamples(payload, 1, sample);
   } catch (e) {
     if (e instanceof CompactRecordError || e instanceof RangeError) return false;
     throw e;
@@ -240,11 +240,14 @@ function decodeRecord(payload: Buffer, v: RecordVisitor): boolean {
  */
 export function readRecords(buf: Buffer, v: RecordVisitor): ReadResult {
   const damaged: DamagedRange[] = [];
+  // One callback for every record of the file: a new closure per record made decodeCompactSamples'
+  // optimized code deoptimize ("wrong call target") early in a replay.
+  const sample: RecordVisitor["sample"] = (ref, t, hi, lo) => v.sample(ref, t, hi, lo);
   let pos = 0;
   let end = 0;
   while (pos < buf.length) {
     const f = frameAt(buf, pos);
-    if (typeof f === "number" && decodeRecord(buf.subarray(pos + 8, pos + 8 + f), v)) {
+    if (typeof f === "number" && decodeRecord(buf.subarray(pos + 8, pos + 8 + f), v, sample)) {
       pos += 8 + f;
       end = pos;
       continue;

@@ -81,6 +81,46 @@ describe("compact WAL sample records", () => {
     );
   });
 
+  it("decodes refs, timestamps and values at every varint length and sign (the inline one-byte path and the long one)", () => {
+    // A seeded generator: deltas of 0..2^44 either way, so zigzag values cross 2^7, 2^31 and 2^32.
+    let seed = 12345;
+    const rnd = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const n = 5000;
+    const refs: number[] = [];
+    const ts: number[] = [];
+    const vals: number[] = [];
+    let ref = 0;
+    let t = 1_700_000_000_000;
+    for (let i = 0; i < n; i++) {
+      const scale = 2 ** Math.floor(rnd() * 45);
+      ref = Math.max(0, Math.min(2 ** 31, ref + Math.round((rnd() - 0.5) * Math.min(scale, 2 ** 32))));
+      t += Math.round((rnd() - 0.5) * scale);
+      refs.push(ref);
+      ts.push(t);
+      const kind = i % 4;
+      vals.push(
+        kind === 0
+          ? Math.round((rnd() - 0.5) * scale)
+          : kind === 1
+            ? Math.round(rnd() * 1e6) / 1000
+            : kind === 2
+              ? rnd()
+              : -Math.round(rnd() * scale) / 100,
+      );
+    }
+    const { got } = roundTrip(
+      refs,
+      ts,
+      vals.map((v) => bitsOf(v)[0]),
+      vals.map((v) => bitsOf(v)[1]),
+    );
+    assert.equal(got.length, n);
+    for (let i = 0; i < n; i++) assert.deepEqual(got[i], [refs[i], ts[i], ...bitsOf(vals[i])], `sample ${i}`);
+  });
+
   it("spends a few bytes on the common sample, not 20", () => {
     const n = 1000;
     const refs = Array.from({ length: n }, (_, i) => 100 + i);
