@@ -216,8 +216,6 @@ interface Slot {
   readonly flag: Int32Array;
   readonly replies: MessagePort;
   ready: boolean;
-  /** Settles once the worker has started (its ready message) or has failed to. */
-  readonly started: Promise<void>;
   /** The worker's schedstat fd, from its ready message: closed when it has exited. */
   cpuFd?: number;
   job?: Job;
@@ -504,29 +502,18 @@ class QueryPoolImpl implements QueryPool {
     const init: WorkerInit = { flag, replies: port2, engine: this.#o.engine, maxSamples: this.#o.maxSamples };
     const worker = new Worker(WORKER_URL, { workerData: init, transferList: [port2] });
     worker.unref();
-    let started = () => {};
     const slot: Slot = {
       worker,
       knownLabels: new Map(),
       flag: new Int32Array(flag),
       replies: port1,
       ready: false,
-      started: new Promise<void>((resolve) => {
-        started = resolve;
-      }),
     };
     this.#slots.add(slot);
     this.#started++;
-    worker.on("message", (m: WorkerMessage) => {
-      if (m.type === "ready") started();
-      this.#onMessage(slot, m);
-    });
-    worker.on("error", (err) => {
-      started();
-      this.#onDeath(slot, err);
-    });
+    worker.on("message", (m: WorkerMessage) => this.#onMessage(slot, m));
+    worker.on("error", (err) => this.#onDeath(slot, err));
     worker.on("exit", (code) => {
-      started();
       // The worker's kept schedstat fd (thread-cpu.ts): closed only now that no thread can read it.
       if (slot.cpuFd !== undefined && slot.cpuFd >= 0) closeQuietly(slot.cpuFd);
       this.#onDeath(slot, new Error(`query worker exited with code ${code}`));
@@ -544,13 +531,7 @@ class QueryPoolImpl implements QueryPool {
   #retire(slot: Slot): Promise<number> {
     this.#slots.delete(slot);
     slot.replies.close();
-    if (slot.ready) return slot.worker.terminate();
-    // Not while it still loads its modules: terminating a worker with a module file's asynchronous
-    // open in flight can abort the whole process (Node 20: the thread pool completes the open for the
-    // worker's closed event loop; docs/decisions.md, "Shutdown closes connections without a
-    // request"). Kept referenced meanwhile, so that the process does not exit under it either.
-    slot.worker.ref();
-    return slot.started.then(() => slot.worker.terminate());
+    return slot.worker.terminate();
   }
 
   #onDeath(slot: Slot, err: Error): void {
