@@ -58,8 +58,16 @@ export async function connectPlugin(instance: FastifyInstance, opts: ConnectPlug
   const shutdown = new AbortController();
   const { shutdownTimeoutMs } = opts;
   if (shutdownTimeoutMs !== undefined) {
+    let timer: NodeJS.Timeout | undefined;
     instance.addHook("preClose", (done) => {
-      setTimeout(() => shutdown.abort(), shutdownTimeoutMs);
+      // Unref'd, and cleared once closed: it must not keep a closed server's process alive for
+      // shutdownTimeoutMs (docs/decisions.md, "Shutdown closes connections without a request").
+      timer = setTimeout(() => shutdown.abort(), shutdownTimeoutMs).unref();
+      done();
+    });
+    instance.addHook("onClose", (_instance, done) => {
+      clearTimeout(timer);
+      shutdown.abort();
       done();
     });
   }

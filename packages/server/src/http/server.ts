@@ -1,4 +1,6 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
+import type { Socket } from "node:net";
 import type { ConnectRouter } from "@connectrpc/connect";
 import Fastify, {
   type FastifyBaseLogger,
@@ -120,6 +122,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     ...(deps.trustedProxies?.length ? { trustProxy: [...deps.trustedProxies] } : {}),
   });
   instrumentHttp(app, deps.registry);
+  closeConnectionsOnShutdown(app);
   app.addHook("onResponse", async (req, reply) => {
     req.log.debug(
       {
@@ -216,4 +219,43 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
   for (const plugin of deps.plugins ?? []) await app.register(plugin);
   return app;
+}
+
+/**
+ * Lets close() finish once the requests in flight have been answered. Node's server.close() (and
+ * Fastify's) destroys only the connections it counts as idle, and it counts a connection that has
+ * not yet sent a request as active (so does a keep-alive connection whose request was in flight at
+ * close, once answered): close() then waited for the client to hang up, up to its keep-alive
+ * timeout (ours advertises 72 s) or forever for a silent client. At close, a connection with no
+ * request in flight is destroyed, and one with a request is ended once that answer is sent
+ * (docs/decisions.md, "Shutdown closes connections without a request").
+ */
+function closeConnectionsOnShutdown(app: FastifyInstance): void {
+  const inFlight = new Map<Socket, number>();
+  let closing = false;
+  const server = app.server;
+  server.on("connection", (socket: Socket) => {
+    if (closing) {
+      socket.destroy();
+      return;
+    }
+    inFlight.set(socket, 0);
+    socket.once("close", () => inFlight.delete(socket));
+  });
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    res.once("close", () => {
+      const was = inFlight.get(socket);
+      if (was === undefined) return; // the connection is gone
+      const n = Math.max(0, was - 1);
+      inFlight.set(socket, n);
+      if (closing && n === 0) socket.destroySoon();
+    });
+  });
+  app.addHook("preClose", (done) => {
+    closing = true;
+    for (const [socket, n] of inFlight) if (n === 0) socket.destroy();
+    done();
+  });
 }
