@@ -54,4 +54,4 @@ function readSource(file) {
   return isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8");
 }
 
-module.exports = { loadWithCodeCache, readSource };
+module.exports = { loadWithCodeCache };

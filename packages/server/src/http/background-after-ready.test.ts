@@ -2,39 +2,17 @@
 // of 200 (not a 503), or BACKGROUND_START_FALLBACK_MS after listening when nothing asks; never after
 // close (docs/decisions.md, "Background work starts after ready"). SQLite only: the rule is the app's.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import pino from "pino";
-import { type App, BACKGROUND_START_FALLBACK_MS, createApp } from "../app.ts";
-import { loadConfig } from "../config.ts";
-import { freePort } from "../net/free-port.ts";
+import { createStandaloneApp } from "../../testing/standalone-app.ts";
+import { BACKGROUND_START_FALLBACK_MS } from "../app.ts";
 
-async function start(): Promise<{ app: App; base: string; dataDir: string }> {
-  const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
-  const config = loadConfig(
-    {},
-    {
-      dataDir,
-      port: await freePort("127.0.0.1"),
-      adminToken: "test-operator-token-0123456789",
-      databaseUrl: `sqlite:${join(dataDir, "svc.db")}`,
-      demo: false,
-      evaluatorAutoStart: false,
-      notify: { dispatcherAutoStart: false, options: {} },
-      agentPackageDir: join(dataDir, "no-agent-package"),
-    },
-  );
-  const app = await createApp(config, { logger: pino({ level: "silent" }) });
-  return { app, base: `http://127.0.0.1:${config.port}`, dataDir };
-}
+const start = createStandaloneApp;
 
 const turn = () => new Promise((r) => setTimeout(r, 20));
 
 describe("background work starts after ready (app.afterReady)", () => {
   it("waits for the first /readyz 200, not listen or a 503, and runs later registrations at once", async () => {
-    const { app, base, dataDir } = await start();
+    const { app, base, remove } = await start();
     try {
       const started: string[] = [];
       app.afterReady(() => started.push("before listen"));
@@ -54,12 +32,12 @@ describe("background work starts after ready (app.afterReady)", () => {
       assert.equal(started.length, 2, "each start runs once");
     } finally {
       await app.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      remove();
     }
   });
 
   it("does not start on a 503; starts on its own after the fallback delay when nothing asks", async () => {
-    const { app, base, dataDir } = await start();
+    const { app, base, remove } = await start();
     try {
       let startedAt: number | undefined;
       app.afterReady(() => {
@@ -76,12 +54,12 @@ describe("background work starts after ready (app.afterReady)", () => {
       assert.ok(startedAt - listened >= BACKGROUND_START_FALLBACK_MS - 50);
     } finally {
       await app.close().catch(() => {});
-      rmSync(dataDir, { recursive: true, force: true });
+      remove();
     }
   });
 
   it("never starts once closing", async () => {
-    const { app, base, dataDir } = await start();
+    const { app, base, remove } = await start();
     let started = false;
     app.afterReady(() => {
       started = true;
@@ -93,6 +71,6 @@ describe("background work starts after ready (app.afterReady)", () => {
     });
     await new Promise((r) => setTimeout(r, BACKGROUND_START_FALLBACK_MS + 200));
     assert.equal(started, false);
-    rmSync(dataDir, { recursive: true, force: true });
+    remove();
   });
 });

@@ -4,9 +4,6 @@
 // (the test harness does, through the SDK's clients; this test calls by fetch). SQLite only: what
 // loads does not depend on the database.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
 import { traceLoadedModules } from "../../testing/loaded-modules.ts";
 
@@ -17,33 +14,13 @@ const protobufModules = async () =>
 
 describe("a start without Connect and protobuf (connect-plugin.ts, rpc-routes.ts)", () => {
   it("loads no descriptor before its first RPC, which then answers", async () => {
-    const [{ createApp }, { loadConfig }, { freePort }, { default: pino }] = await Promise.all([
-      import("../app.ts"),
-      import("../config.ts"),
-      import("../net/free-port.ts"),
-      import("pino"),
-    ]);
-    const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
-    const token = "test-operator-token-0123456789";
-    const config = loadConfig(
-      {},
-      {
-        dataDir,
-        port: await freePort("127.0.0.1"),
-        adminToken: token,
-        databaseUrl: `sqlite:${join(dataDir, "svc.db")}`,
-        demo: false,
-        evaluatorAutoStart: false,
-        notify: { dispatcherAutoStart: false, options: {} },
-        agentPackageDir: join(dataDir, "no-agent-package"),
-      },
+    // Imported here, after the module trace started.
+    const { createStandaloneApp, STANDALONE_ADMIN_TOKEN: token } = await import(
+      "../../testing/standalone-app.ts"
     );
-    const app = await createApp(config, { logger: pino({ level: "silent" }) });
+    const { app, port, remove } = await createStandaloneApp();
     try {
-      const base = (await app.server.listen({ host: "127.0.0.1", port: config.port })).replace(
-        "localhost",
-        "127.0.0.1",
-      );
+      const base = (await app.server.listen({ host: "127.0.0.1", port })).replace("localhost", "127.0.0.1");
       assert.equal((await fetch(`${base}/readyz`)).status, 200);
       assert.deepEqual(await protobufModules(), [], "ready without Connect or protobuf");
       // An unknown path under an RPC package is Fastify's 404 and loads nothing either.
@@ -82,7 +59,7 @@ describe("a start without Connect and protobuf (connect-plugin.ts, rpc-routes.ts
       assert.equal(get.status, 405);
     } finally {
       await app.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      remove();
     }
   });
 });

@@ -3,35 +3,14 @@
 // keep-alive connection whose request is in flight gets its answer, then is closed. Asserted by who
 // closes the socket, never by duration. SQLite only: the rule is the HTTP server's.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
 import { connect, type Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import pino from "pino";
-import { type App, createApp } from "../app.ts";
-import { loadConfig } from "../config.ts";
-import { freePort } from "../net/free-port.ts";
+import { createStandaloneApp } from "../../testing/standalone-app.ts";
 
-async function start(): Promise<{ app: App; port: number; dataDir: string }> {
-  const dataDir = mkdtempSync(join(tmpdir(), "svc-test-"));
-  const port = await freePort("127.0.0.1");
-  const config = loadConfig(
-    {},
-    {
-      dataDir,
-      port,
-      adminToken: "test-operator-token-0123456789",
-      databaseUrl: `sqlite:${join(dataDir, "svc.db")}`,
-      demo: false,
-      evaluatorAutoStart: false,
-      notify: { dispatcherAutoStart: false, options: {} },
-      agentPackageDir: join(dataDir, "no-agent-package"),
-    },
-  );
-  const app = await createApp(config, { logger: pino({ level: "silent" }) });
-  await app.server.listen({ host: "127.0.0.1", port });
-  return { app, port, dataDir };
+async function start(): Promise<Awaited<ReturnType<typeof createStandaloneApp>>> {
+  const started = await createStandaloneApp();
+  await started.app.server.listen({ host: "127.0.0.1", port: started.port });
+  return started;
 }
 
 /** A raw connection that records what it received and whether the server ended it. */
@@ -57,7 +36,7 @@ describe("shutdown closes connections that hold no request", () => {
   it("close() ends a silent connection and a finished keep-alive one, without waiting for the clients", {
     timeout: 30_000,
   }, async () => {
-    const { app, port, dataDir } = await start();
+    const { app, port, remove } = await start();
     try {
       const silent = await open(port);
       const kept = await open(port);
@@ -70,14 +49,14 @@ describe("shutdown closes connections that hold no request", () => {
       assert.equal(silent.received(), "", "the silent connection got no answer, only its close");
       assert.ok(silent.socket.destroyed && kept.socket.destroyed);
     } finally {
-      rmSync(dataDir, { recursive: true, force: true });
+      remove();
     }
   });
 
   it("a request in flight at close() is answered before its connection is closed", {
     timeout: 30_000,
   }, async () => {
-    const { app, port, dataDir } = await start();
+    const { app, port, remove } = await start();
     try {
       const c = await open(port);
       // Headers only: the request is in flight until its body's last byte arrives.
@@ -92,7 +71,7 @@ describe("shutdown closes connections that hold no request", () => {
       await Promise.all([closed, c.ended]);
       assert.match(c.received(), /^HTTP\/1\.1 \d{3} /, "answered before the close");
     } finally {
-      rmSync(dataDir, { recursive: true, force: true });
+      remove();
     }
   });
 });
