@@ -11,7 +11,7 @@
  * fails the jobs it held with DecodeWorkerLostError (the request answers 503: nothing of it was
  * stored, so the sender's retry is safe) and is replaced; queued jobs go to its replacement.
  */
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import {
   type CompactWriteRequest,
   compactWriteRequest,
@@ -19,6 +19,7 @@ import {
   RemoteWriteDecodeError,
   resolveDecodeLimits,
 } from "@svc/remotewrite";
+import { startWorker } from "../../lifecycle/worker-script.ts";
 import { DEFAULT_DECODE_WORKERS, DEFAULT_INLINE_BYTES } from "./defaults.ts";
 import { type DecodeJob, type DecodeReply, type DecodeWorkerInit, ownBuffer } from "./protocol.ts";
 
@@ -95,8 +96,8 @@ declare global {
   var SVC_INGEST_WORKER_BUNDLE: string | undefined;
 }
 
-// From sources, a bootstrap registers tsx in the worker; the production bundle has a plain JS worker.
-const WORKER_URL = new URL(globalThis.SVC_INGEST_WORKER_BUNDLE ?? "./bootstrap.mjs", import.meta.url);
+// The production bundle names its worker's file; from the sources, lifecycle/worker-script.ts bundles it.
+const WORKER_SOURCE = new URL("./worker.ts", import.meta.url);
 
 interface Job {
   readonly msg: DecodeJob;
@@ -133,7 +134,9 @@ export function createDecodePool(overrides: Partial<DecodePoolOptions> = {}): De
   let crashNext = false;
 
   function spawn(at: number): void {
-    const worker = new Worker(WORKER_URL, { workerData: init });
+    const worker = startWorker(globalThis.SVC_INGEST_WORKER_BUNDLE, WORKER_SOURCE, import.meta.url, {
+      workerData: init,
+    });
     // Never what keeps the process alive: an idle pool must not hold a stopping server open.
     worker.unref();
     const slot: Slot = { worker, jobs: new Map(), ready: false, dead: false, epoch: 0, space: {} };

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
@@ -14,6 +14,21 @@ import { createQueryPool, type QueryPool, workersPerTenant } from "./pool.ts";
 import { threadCpuSeconds } from "./thread-cpu.ts";
 
 const STEP = 15_000;
+
+/** What the process's fd `fd` is open on, or undefined when it is closed. */
+function fdTarget(fd: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/self/fd/${fd}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The process's open fds on a thread's /proc schedstat (the main thread's and each worker's kept one). */
+function schedstatFds(): string[] {
+  // An fd closed meanwhile (the listing's own) has no target.
+  return readdirSync("/proc/self/fd").filter((fd) => fdTarget(Number(fd))?.endsWith("/schedstat"));
+}
 
 async function until(cond: () => boolean): Promise<void> {
   while (!cond()) await new Promise((r) => setTimeout(r, 1));
@@ -231,6 +246,47 @@ describe("createQueryPool()", () => {
     );
   });
 
+  it("closes no file of the process's when a worker it terminated exits (Node closes the worker's own)", {
+    skip: process.platform !== "linux" && "Linux only (/proc/self/fd)",
+  }, async () => {
+    // Node closes the fds a worker opened when it exits; a file opened then takes the lowest free
+    // number, the worker's kept schedstat fd's. The pool once closed that number again on the
+    // worker's exit event, so it closed whatever held it by then (the replacement worker's epoll fd,
+    // which aborted the process; in production as likely a WAL segment or a socket). Here the main
+    // thread holds its event loop until the worker's fd is gone and the number is taken again, and
+    // only then lets the exit event through.
+    threadCpuSeconds(); // the main thread's own kept schedstat fd, opened before the count
+    const p = createQueryPool({ workers: 1 });
+    const reopened: number[] = [];
+    try {
+      await p.warm();
+      // Each thread's schedstat names its thread: the worker's, by its target, is gone even when a
+      // new file took its number at once.
+      const withWorker = new Map(schedstatFds().map((fd) => [Number(fd), fdTarget(Number(fd))]));
+      const r = p.rangeQuery(data, parse(HEAVY), 20_000_000, 29_999_000, 1_000, { timeoutMs: 200 });
+      await assert.rejects(r, QueryTimeoutError);
+      const giveUpAt = Date.now() + 10_000;
+      let number: number | undefined;
+      while (number === undefined && Date.now() < giveUpAt)
+        for (const [fd, target] of withWorker) if (fdTarget(fd) !== target) number = fd;
+      assert.ok(number !== undefined, "the terminated worker's schedstat fd was closed by Node at its exit");
+      // The worker's other fds (its event loop's) are freed too: open until one takes its number,
+      // unless the replacement worker, started at the deadline, took it first (its epoll fd, as then).
+      while (reopened.length < 64 && fdTarget(number) === undefined)
+        reopened.push(openSync("/dev/null", "r"));
+      assert.ok(fdTarget(number) !== undefined, "a new file took the number");
+      await p.instantQuery(data, parse("count(m_total)"), 1_000_000); // the exit handled, a new worker answers
+      assert.deepEqual(
+        reopened.filter((fd) => fdTarget(fd) !== "/dev/null"),
+        [],
+        "the files opened meanwhile are still open",
+      );
+    } finally {
+      for (const fd of reopened) if (fdTarget(fd) === "/dev/null") closeSync(fd);
+      await p.close();
+    }
+  });
+
   it("refuses a query that would load more samples than the limit, naming it", async () => {
     const small = createQueryPool({ workers: 1, maxSamples: 10_000 });
     try {
@@ -325,14 +381,6 @@ describe("query CPU of the pool's queries", () => {
   it("reads a worker's CPU through one kept schedstat fd, closed once the worker has exited", {
     skip: process.platform !== "linux" && "Linux only (/proc/thread-self/schedstat)",
   }, async () => {
-    const schedstatFds = () =>
-      readdirSync("/proc/self/fd").filter((fd) => {
-        try {
-          return readlinkSync(`/proc/self/fd/${fd}`).endsWith("/schedstat");
-        } catch {
-          return false; // closed meanwhile (the listing's own fd)
-        }
-      });
     threadCpuSeconds(); // the main thread's own kept fd, opened before the count
     const before = schedstatFds().length;
     const told: number[] = [];

@@ -12,9 +12,9 @@
  * of the first one's queries. A query that waits longer than `maxQueueWaitMs` for a worker is
  * refused with QueryOverloadError (HTTP 429), not left to time out.
  */
-import { closeSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
+import { MessageChannel, type MessagePort, type Worker } from "node:worker_threads";
+import { startWorker } from "../../lifecycle/worker-script.ts";
 import { columnsOf } from "../../storage/columns.ts";
 import type { Queryable } from "../../storage/interface.ts";
 import type { Expr } from "../ast.ts";
@@ -176,8 +176,8 @@ declare global {
   var SVC_QUERY_WORKER_BUNDLE: string | undefined;
 }
 
-// From sources, a bootstrap registers tsx in the worker; the production bundle has a plain JS worker.
-const WORKER_URL = new URL(globalThis.SVC_QUERY_WORKER_BUNDLE ?? "./bootstrap.mjs", import.meta.url);
+// The production bundle names its worker's file; from the sources, lifecycle/worker-script.ts bundles it.
+const WORKER_SOURCE = new URL("./worker.ts", import.meta.url);
 
 interface Job {
   readonly msg: JobMessage;
@@ -201,14 +201,6 @@ interface Job {
   unlisten?: () => void;
 }
 
-function closeQuietly(fd: number): void {
-  try {
-    closeSync(fd);
-  } catch {
-    // Already closed: nothing kept.
-  }
-}
-
 interface Slot {
   readonly worker: Worker;
   /** Per store (the pool's number for it), the series keys whose labels this worker holds. */
@@ -216,8 +208,6 @@ interface Slot {
   readonly flag: Int32Array;
   readonly replies: MessagePort;
   ready: boolean;
-  /** The worker's schedstat fd, from its ready message: closed when it has exited. */
-  cpuFd?: number;
   job?: Job;
 }
 
@@ -500,7 +490,10 @@ class QueryPoolImpl implements QueryPool {
     const flag = new SharedArrayBuffer(4);
     const { port1, port2 } = new MessageChannel();
     const init: WorkerInit = { flag, replies: port2, engine: this.#o.engine, maxSamples: this.#o.maxSamples };
-    const worker = new Worker(WORKER_URL, { workerData: init, transferList: [port2] });
+    const worker = startWorker(globalThis.SVC_QUERY_WORKER_BUNDLE, WORKER_SOURCE, import.meta.url, {
+      workerData: init,
+      transferList: [port2],
+    });
     worker.unref();
     const slot: Slot = {
       worker,
@@ -513,11 +506,7 @@ class QueryPoolImpl implements QueryPool {
     this.#started++;
     worker.on("message", (m: WorkerMessage) => this.#onMessage(slot, m));
     worker.on("error", (err) => this.#onDeath(slot, err));
-    worker.on("exit", (code) => {
-      // The worker's kept schedstat fd (thread-cpu.ts): closed only now that no thread can read it.
-      if (slot.cpuFd !== undefined && slot.cpuFd >= 0) closeQuietly(slot.cpuFd);
-      this.#onDeath(slot, new Error(`query worker exited with code ${code}`));
-    });
+    worker.on("exit", (code) => this.#onDeath(slot, new Error(`query worker exited with code ${code}`)));
   }
 
   #storeId(queryable: Queryable): number {
@@ -552,7 +541,6 @@ class QueryPoolImpl implements QueryPool {
     switch (m.type) {
       case "ready":
         slot.ready = true;
-        slot.cpuFd = m.cpuFd;
         if ([...this.#slots].every((s) => s.ready)) for (const w of this.#readyWaiters.splice(0)) w();
         this.#pump();
         return;

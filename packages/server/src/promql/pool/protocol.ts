@@ -82,11 +82,7 @@ export type JobMessage = (
 
 /** Worker → main. */
 export type WorkerMessage =
-  | {
-      readonly type: "ready";
-      /** The worker's kept schedstat fd (thread-cpu.ts), closed by the pool once the worker exited; -1: none. */
-      readonly cpuFd?: number;
-    }
+  | { readonly type: "ready" }
   | {
       readonly type: "select";
       readonly id: number;

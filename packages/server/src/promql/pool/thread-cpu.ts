@@ -27,8 +27,8 @@ let schedstat = process.platform === "linux";
  * The main thread keeps its schedstat open and re-reads it from offset 0 (a /proc file is produced
  * anew by each read from its start): one pread instead of open, read and close, ~1.7 µs instead of
  * ~12 µs, for the evaluator's thousands of charged reads a cycle. A query worker does the same once it
- * has called {@link keepWorkerSchedstat}, whose fd the pool closes when the worker has exited (an fd is
- * the process's: one a terminated worker kept open would otherwise outlive it).
+ * has called {@link keepWorkerSchedstat}; Node closes that fd when the worker exits, terminated or not
+ * (lifecycle/worker-script.ts).
  */
 let mainFd = -1;
 let workerFd = -1;
@@ -46,9 +46,9 @@ function keptSchedstat(): number {
 
 /**
  * In a worker: opens this thread's schedstat once and keeps it, for the reads of every query after
- * (two a query: before and after). Returns the fd, which the thread that started the worker must
- * close once it has exited (never while it may still read it: the number could be reused), or -1
- * where there is no such file.
+ * (two a query: before and after). Returns the fd, or -1 where there is no such file. Nobody closes
+ * it by hand: Node does when the thread exits, and a second close would hit whatever file took its
+ * number by then.
  */
 export function keepWorkerSchedstat(): number {
   if (isMainThread || !schedstat || workerFd >= 0) return -1;

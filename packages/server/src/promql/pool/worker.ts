@@ -129,7 +129,8 @@ function encodeAnswer(r: QueryResult, enc: AnswerEncoding): EncodedAnswer {
   return { body: own(compressSync(text, enc.coding)), coding: enc.coding };
 }
 
-// This thread's schedstat, opened once for every query's two CPU reads (thread-cpu.ts); the pool
-// closes it after this thread exits.
-const ready: WorkerMessage = { type: "ready", cpuFd: keepWorkerSchedstat() };
+// This thread's schedstat, opened once for every query's two CPU reads (thread-cpu.ts); Node closes
+// it when this thread exits.
+keepWorkerSchedstat();
+const ready: WorkerMessage = { type: "ready" };
 port.postMessage(ready);
