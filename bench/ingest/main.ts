@@ -20,7 +20,9 @@
  *
  * Env: BENCH_SERIES, BENCH_HOURS, BENCH_CONCURRENCY, BENCH_TARGETS (comma list), BENCH_CHURN (share
  * of VMs replaced every 15 min, default 0.02), BENCH_SVC_NODE_ARGS (extra node flags for the svc process,
- * e.g. --cpu-prof), BENCH_KEEP_DIRS=1 (keep the data directories). Peers come from Debian:
+ * e.g. --cpu-prof), BENCH_KEEP_DIRS=1 (keep the data directories), BENCH_SVC_SOURCES=1 (svc from its
+ * sources through tsx instead of the production build, which is built first when a source is newer than
+ * it: packages/server/dist/main.js, as bench:startup and providers run it). Peers come from Debian:
  * `flock /tmp/apt.lock apt-get install -y prometheus victoria-metrics`.
  */
 import { execFileSync } from "node:child_process";
@@ -32,7 +34,7 @@ import { loadAverageLine, median, quantile } from "../common/measure.ts";
 import { compareGuestFormats } from "./guest.ts";
 import { cpuSeconds, duBytes, freePort, rssBytes } from "./proc.ts";
 import { compareRemote } from "./remote.ts";
-import { probeAnswers, startTarget, stopTarget, type TargetSpec, targets } from "./targets.ts";
+import { probeAnswers, startTarget, stopTarget, svcRuns, type TargetSpec, targets } from "./targets.ts";
 import { buildWorkload, type SendFailures, sendStep, type Workload } from "./workload.ts";
 
 const quick = process.argv.includes("--quick");
@@ -163,7 +165,7 @@ const w = buildWorkload({
 console.log(
   `workload: ${w.activeSeries.toLocaleString()} active series (${w.vms.length} VMs over the run, ` +
     `${w.totalSeries.toLocaleString()} series), ${w.opts.hours} h at 30 s with ms jitter = ` +
-    `${w.samples.toLocaleString()} samples in ${w.requests} requests, ${concurrency} senders`,
+    `${w.samples.toLocaleString()} samples in ${w.requests} requests, ${concurrency} senders; ${svcRuns()}`,
 );
 if (backend === "remote") await compareRemote(w, { concurrency, quick });
 else await compareTargets();

@@ -1,7 +1,7 @@
 /**
  * The three targets, each a child process on loopback with a temp data directory: svc (the real
- * server, packages/server/src/main.ts, receiving on its remote-write endpoint with the collector
- * token), Prometheus 2.42 and VictoriaMetrics from Debian. Every figure comes from /proc of that
+ * server's production build, packages/server/dist/main.js, as bench:startup runs it, receiving on its
+ * remote-write endpoint with the collector token), Prometheus 2.42 and VictoriaMetrics from Debian. Every figure comes from /proc of that
  * process and from its data directory, so the three are measured alike.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -21,6 +21,8 @@ export interface TargetSpec {
   /** Executable that must be on PATH (peers), or undefined for svc. */
   readonly bin?: string;
   start(dir: string, port: number): { cmd: string; argv: string[]; env?: NodeJS.ProcessEnv };
+  /** Work before a start, not timed (svc: the production build, when a source is newer than it). */
+  before?(): Promise<unknown>;
   /** GET answering 200 once the store is open (WAL replayed). */
   readonly ready: string;
   readonly write: string;
@@ -40,12 +42,28 @@ export interface TargetSpec {
 export const ADMIN_TOKEN = "bench-operator-token-0123456789";
 const COLLECTOR_TOKEN = "bench-collector-token-0123456789";
 const MAIN = resolve(import.meta.dirname, "../../packages/server/src/main.ts");
-// BENCH_SVC_PROD=1 runs the production build (`npm run build`) instead of the sources through tsx.
+// The production build (what a provider runs, and what bench:startup starts), built first when a
+// source is newer; BENCH_SVC_SOURCES=1 runs the sources through tsx instead.
 const PROD_MAIN = resolve(import.meta.dirname, "../../packages/server/dist/main.js");
-const svcEntry = () => (process.env.BENCH_SVC_PROD === "1" ? [PROD_MAIN] : ["--import", "tsx", MAIN]);
+const fromSources = () => process.env.BENCH_SVC_SOURCES === "1";
+/** What the svc targets run, for the bench's output. */
+export const svcRuns = () =>
+  fromSources()
+    ? "svc from its sources through tsx (BENCH_SVC_SOURCES=1)"
+    : "svc's production build (dist/main.js)";
+const svcEntry = () => (fromSources() ? ["--import", "tsx", MAIN] : [PROD_MAIN]);
+let svcBuild: Promise<unknown> | undefined;
+const svcBuilt = () => (fromSources() ? Promise.resolve() : (svcBuild ??= buildServerIfStale()));
+async function buildServerIfStale(): Promise<unknown> {
+  // A plain .mjs script with no type declarations: loaded by a specifier TypeScript does not resolve.
+  const script: string = "../../scripts/build-server.mjs";
+  const { buildServer } = (await import(script)) as { buildServer(): Promise<boolean> };
+  return buildServer();
+}
 
 const svc: TargetSpec = {
   name: "svc",
+  before: svcBuilt,
   start: (dir, port) => ({
     cmd: process.execPath,
     argv: [...(process.env.BENCH_SVC_NODE_ARGS?.split(" ").filter(Boolean) ?? []), ...svcEntry()],
@@ -155,6 +173,7 @@ export async function startTarget(
   port: number,
 ): Promise<{ running: Running; readyMs: number }> {
   mkdirSync(dir, { recursive: true });
+  await spec.before?.();
   const { cmd, argv, env } = spec.start(dir, port);
   const t0 = performance.now();
   const proc = spawn(cmd, argv, { stdio: ["ignore", "pipe", "pipe"], env: env ?? process.env });
