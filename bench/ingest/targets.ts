@@ -53,7 +53,11 @@ export const svcRuns = () =>
     : "svc's production build (dist/main.js)";
 const svcEntry = () => (fromSources() ? ["--import", "tsx", MAIN] : [PROD_MAIN]);
 let svcBuild: Promise<unknown> | undefined;
-const svcBuilt = () => (fromSources() ? Promise.resolve() : (svcBuild ??= buildServerIfStale()));
+function svcBuilt(): Promise<unknown> {
+  if (fromSources()) return Promise.resolve();
+  svcBuild ??= buildServerIfStale();
+  return svcBuild;
+}
 async function buildServerIfStale(): Promise<unknown> {
   // A plain .mjs script with no type declarations: loaded by a specifier TypeScript does not resolve.
   const script: string = "../../scripts/build-server.mjs";
