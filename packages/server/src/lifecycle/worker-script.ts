@@ -14,7 +14,15 @@
  * again, into a new name, and never rewrites a file another process may be starting a thread from.
  */
 import { createHash } from "node:crypto";
-import { mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from "node:fs";
+import {
+  type Dirent,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -63,12 +71,7 @@ function bundleFromSources(entry: string): URL {
   const dir = join(root, "node_modules", ".cache", "svc-workers");
   const name = `${entry.slice(root.length).replace(/[^A-Za-z0-9]+/g, "-")}-${sourcesKey(entry)}`;
   const out = join(dir, `${name}.cjs`);
-  try {
-    statSync(out);
-    return pathToFileURL(out);
-  } catch {
-    // Not built yet for these sources.
-  }
+  if (existsSync(out)) return pathToFileURL(out);
   // Loaded only here: the production bundle never reaches this line (it names its workers' files).
   const esbuild = createRequire(import.meta.url)("esbuild") as typeof import("esbuild");
   const result = esbuild.buildSync({
@@ -89,9 +92,8 @@ function bundleFromSources(entry: string): URL {
   mkdirSync(dir, { recursive: true });
   // The script appears whole or not at all: written aside, then renamed (its map first).
   const tmp = `.${process.pid}-${Math.random().toString(36).slice(2)}`;
-  for (const f of [...result.outputFiles].sort((a, b) =>
-    a.path.endsWith(".map") ? -1 : b.path.endsWith(".map") ? 1 : 0,
-  )) {
+  const isMap = (f: { path: string }) => f.path.endsWith(".map");
+  for (const f of [...result.outputFiles.filter(isMap), ...result.outputFiles.filter((f) => !isMap(f))]) {
     writeFileSync(f.path + tmp, f.contents);
     renameSync(f.path + tmp, f.path);
   }
@@ -102,7 +104,7 @@ function bundleFromSources(entry: string): URL {
 function sourcesKey(entry: string): string {
   const h = createHash("sha256").update(entry);
   const visit = (dir: string): void => {
-    let entries: import("node:fs").Dirent[];
+    let entries: Dirent[];
     try {
       entries = readdirSync(dir, { withFileTypes: true });
     } catch {
