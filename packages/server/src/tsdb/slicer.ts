@@ -10,15 +10,20 @@ export interface Slicer {
 /**
  * A slicer of `sliceMs` (TsdbOptions.compactionSliceMs): the work checks `due()` between series and
  * awaits `yield()` when it is, stopping when that resolves false (`open()` said the store closes).
+ * `now` is the clock (a test's own, so it does not depend on the machine's speed).
  */
-export function slicer(sliceMs: number, open: () => boolean): Slicer {
-  let since = performance.now();
+export function slicer(
+  sliceMs: number,
+  open: () => boolean,
+  now: () => number = () => performance.now(),
+): Slicer {
+  let since = now();
   return {
-    due: () => performance.now() - since >= sliceMs,
+    due: () => now() - since >= sliceMs,
     yield: () =>
       new Promise<boolean>((resolve) =>
         setImmediate(() => {
-          since = performance.now();
+          since = now();
           resolve(open());
         }),
       ),
